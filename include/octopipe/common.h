@@ -1,0 +1,90 @@
+/* common.h: what every OctoPipe module shares: the two error tiers, checked allocation,
+ * arenas, atomic file output and a seeded RNG.
+ *
+ * Error tiers:
+ *  - impossible states (a bug): OP_ASSERT(cond, fmt, ...) prints file:line and aborts; never
+ *    compiled out.
+ *  - bad input (file, flag, value): functions return a negative code and fill an op_err with
+ *    one line a user can act on ("plan.json:12:5: ...").  Callers print it and exit non-zero. */
+#ifndef OCTOPIPE_COMMON_H
+#define OCTOPIPE_COMMON_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OP_OK 0
+#define OP_EINVAL (-1) /* bad input */
+#define OP_EIO (-2)    /* file system */
+#define OP_EDEADLOCK (-3)
+#define OP_ENOMEM (-4) /* does not fit a memory limit */
+#define OP_ETIMEOUT (-5)
+#define OP_EPEER (-6) /* another rank failed */
+
+typedef struct op_err {
+    int code;
+    char msg[1024];
+} op_err;
+
+/* Formats msg into err (when err is non-NULL) and returns code. */
+int op_errf(op_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Prefixes an existing message: "<prefix>: <old message>". Returns err->code. */
+int op_err_prefix(op_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+_Noreturn void op_abort(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define OP_ASSERT(cond, ...) \
+    do { if (!(cond)) op_abort(__FILE__, __LINE__, __VA_ARGS__); } while (0)
+
+void *op_xmalloc(size_t n);
+void *op_xcalloc(size_t n, size_t size);
+void *op_xrealloc(void *p, size_t n);
+char *op_xstrdup(const char *s);
+
+/* Arena: bump allocation in chunks; everything is freed at once by op_arena_free.
+ * Memory from op_arena_alloc is zeroed and 16-byte aligned. */
+typedef struct op_arena_chunk op_arena_chunk;
+typedef struct op_arena {
+    op_arena_chunk *head;
+    size_t used_bytes; /* total handed out, for memory accounting */
+} op_arena;
+void *op_arena_alloc(op_arena *a, size_t n);
+char *op_arena_strdup(op_arena *a, const char *s);
+void op_arena_free(op_arena *a);
+#define OP_ARENA_NEW(a, type, count) ((type *)op_arena_alloc((a), sizeof(type) * (size_t)(count)))
+
+/* Writes len bytes to path atomically: temp file in the same directory, fsync, rename.
+ * On failure nothing is left at path (an old file stays as it was). */
+int op_write_file_atomic(const char *path, const void *data, size_t len, op_err *err);
+
+/* A growable byte buffer for building output (JSON, CSV, SVG) before the atomic write. */
+typedef struct op_buf {
+    char *data;
+    size_t len, cap;
+} op_buf;
+void op_buf_printf(op_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void op_buf_put(op_buf *b, const void *data, size_t n);
+void op_buf_free(op_buf *b);
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer. */
+int op_read_file(const char *path, char **out, size_t *len, op_err *err);
+
+/* Deterministic RNG (splitmix64 seeded xorshift64*). */
+typedef struct op_rng {
+    uint64_t s;
+} op_rng;
+void op_rng_seed(op_rng *r, uint64_t seed);
+uint64_t op_rng_u64(op_rng *r);
+double op_rng_uniform(op_rng *r);            /* [0, 1) */
+int op_rng_int(op_rng *r, int n);            /* [0, n) */
+
+/* Monotonic wall clock in seconds. */
+double op_now_s(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

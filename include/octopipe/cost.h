@@ -1,0 +1,67 @@
+/* cost.h: per-layer time and memory on a device, and the link model between devices.
+ *
+ * Input: an op_model plus a training setup (sequence length, micro-batch size, TP degree,
+ * dtype, optimizer sharding) and a device spec.  Output: one op_layer_cost per layer, per
+ * microbatch, which is what plans, the simulator and the tuner consume. */
+#ifndef OCTOPIPE_COST_H
+#define OCTOPIPE_COST_H
+#include "octopipe/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What one layer costs for one microbatch on one device. */
+typedef struct op_layer_cost {
+    char name[40];
+    char sym;                /* op_layer_kind_sym of the layer */
+    double f_ms, i_ms, w_ms; /* forward, backward-input, backward-weight; B = I + W */
+    int64_t out_bytes;       /* boundary message to the next layer (same size for its gradient) */
+    int64_t act_bytes;       /* activations stashed by F */
+    int64_t act_w_bytes;     /* part of act_bytes kept until W; the rest is freed by I (or B) */
+    int64_t param_bytes;     /* weights */
+    int64_t static_bytes;    /* weights + gradients + optimizer state while training */
+} op_layer_cost;
+
+/* Point-to-point links.  Devices d are grouped into nodes of `nodes_of` consecutive ranks
+ * (0 = one node).  A transfer of n bytes takes lat + n / bw.  none = free communication. */
+typedef struct op_comm {
+    int none;
+    int nodes_of;
+    double intra_lat_ms, intra_bw_GBps; /* GB/s = 1e9 bytes per second */
+    double inter_lat_ms, inter_bw_GBps;
+} op_comm;
+
+double op_comm_ms(const op_comm *c, int dev_a, int dev_b, int64_t bytes);
+
+typedef struct op_device {
+    char name[32];
+    double peak_tflops;  /* dense bf16 */
+    double mem_bw_GBps;  /* HBM */
+    double mem_GiB;
+    double mfu;          /* achievable fraction of peak on large GEMMs */
+    double bw_eff;       /* achievable fraction of HBM bandwidth */
+} op_device;
+
+typedef struct op_train_cfg {
+    int seq;          /* tokens per sample */
+    int mbs;          /* samples per microbatch */
+    int tp;           /* tensor-parallel degree */
+    int dtype_bytes;  /* activations and weights: 2 (bf16) */
+    int dp;           /* data-parallel degree, for ZeRO-1 sharding */
+    int zero1;        /* 1: optimizer state sharded over dp */
+} op_train_cfg;
+
+void op_train_cfg_default(op_train_cfg *t); /* seq 4096, mbs 1, tp 1, bf16, dp 1 */
+int op_device_preset(const char *name, op_device *d, op_err *err); /* a100-80gb h100-80gb h200 */
+const char *const *op_device_preset_names(void);
+void op_comm_default(op_comm *c, int nodes_of); /* NVLink inside a node, IB between nodes */
+
+/* Fills out[0..m->n_layers) with per-microbatch costs. */
+int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
+                   op_layer_cost *out, op_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,97 @@
+/* plan.h: a pipeline plan = partition (stages) + placement (stage -> device) + schedule (per
+ * device op order), plus the per-layer costs it was made from and its prediction.  The plan
+ * file (`octopipe.plan/1`, plan/plan_json.c) is the contract between the tuner, the simulator,
+ * the executor, the exports and users.
+ *
+ * Ops: F forward, I backward-input, W backward-weight, B = I then W fused.  A stage uses either
+ * B or I+W for all its microbatches (stage_split[s]).
+ * Dependencies (S stages, microbatch m):  F(s,m) <- F(s-1,m);  I|B(s,m) <- I|B(s+1,m), and on the
+ * last stage <- F(S-1,m);  W(s,m) <- I(s,m).  Cross-device edges cost op_comm_ms(out_bytes of
+ * the producer stage's last layer). */
+#ifndef OCTOPIPE_PLAN_H
+#define OCTOPIPE_PLAN_H
+#include "octopipe/cost.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum op_kind { OP_F = 0, OP_I = 1, OP_W = 2, OP_B = 3 } op_kind;
+
+typedef struct op_op {
+    uint8_t kind; /* op_kind */
+    int32_t stage, mb;
+    double start, end; /* ms, from the last simulation */
+} op_op;
+
+/* What the simulator predicts for a plan. */
+typedef struct op_pred {
+    double makespan_ms, lower_bound_ms, bubble_ratio, tokens_per_s;
+    double *busy_ms, *warmup_ms, *cooldown_ms, *residual_ms; /* [P] idle split */
+    int64_t *peak_bytes, *static_bytes;                       /* [P] */
+    int64_t peak_bytes_max;
+    int valid; /* 1 after a successful simulation */
+} op_pred;
+
+typedef struct op_plan {
+    char name[48];  /* schedule name: "1f1b", "octopipe", ... */
+    char model[64]; /* model name it was made for */
+    int n_layers;
+    op_layer_cost *layers; /* [n_layers] */
+    int P, M;
+    op_comm comm;
+    double tokens_per_mb;  /* for tokens/s */
+    double op_overhead_ms; /* added to every op's duration (executor dispatch cost) */
+    double mem_limit_bytes; /* 0 = none; what the plan was built to fit */
+
+    int S;
+    int *stage_first;     /* [S+1]: stage s = layers [stage_first[s], stage_first[s+1]) */
+    int *stage_dev;       /* [S] placement */
+    uint8_t *stage_split; /* [S] 1 = I+W, 0 = B */
+
+    int *n_ops;   /* [P] */
+    op_op **ops;  /* [P][n_ops[d]] per-device order */
+
+    op_pred pred;
+    op_arena arena; /* owns every array above */
+} op_plan;
+
+/* Allocates the arrays for P devices, M microbatches, S stages over n_layers layers (copied
+ * from `layers`).  Schedules start empty (op_plan_set_ops fills a device). */
+void op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int n_layers,
+                  int P, int M, int S, const op_comm *comm);
+void op_plan_free(op_plan *p);
+/* Deep copy (dst must be uninitialised or freed). */
+void op_plan_copy(op_plan *dst, const op_plan *src);
+/* Sets device d's order (copied into the arena). */
+void op_plan_set_ops(op_plan *p, int d, const op_op *ops, int n);
+
+/* Stage aggregates (sums over the stage's layers, plus op_overhead_ms per op). */
+double op_stage_ms(const op_plan *p, int s, op_kind k); /* k = OP_B gives I + W */
+int64_t op_stage_out_bytes(const op_plan *p, int s);     /* message to stage s+1 (and grad back) */
+int64_t op_stage_act_bytes(const op_plan *p, int s);
+int64_t op_stage_act_w_bytes(const op_plan *p, int s);
+int64_t op_stage_static_bytes(const op_plan *p, int s);
+
+/* Lower bound on the makespan: max(total work / P, one microbatch's F and I chain). */
+double op_plan_lower_bound(const op_plan *p);
+
+/* Structural validation: stages contiguous and non-empty, every stage on one device, every
+ * required op present exactly once, ops on the device of their stage.  Does not simulate. */
+int op_plan_validate(const op_plan *p, op_err *err);
+
+/* Plan file I/O (plan/plan_json.c).  Writing is atomic.  Reading validates everything
+ * (op_plan_validate, and predicted times against durations) and names file and position. */
+int op_plan_write(const op_plan *p, const char *path, op_err *err);
+int op_plan_to_json(const op_plan *p, op_buf *out);
+int op_plan_read(const char *path, op_plan *p, op_err *err);
+int op_plan_from_json(const char *text, const char *srcname, op_plan *p, op_err *err);
+
+static inline const char *op_kind_name(op_kind k) {
+    return k == OP_F ? "F" : k == OP_I ? "I" : k == OP_W ? "W" : "B";
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs the Debian packages OctoPipe needs, only those that are missing.
+# Idempotent: a machine that already has everything returns at once.
+# Usage: scripts/setup.sh [--dev]   (--dev adds clang + libFuzzer runtime and chromium for SVG checks)
+set -eu
+PKGS="build-essential pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libjansson-dev iproute2 util-linux jargon-text"
+if [ "${1:-}" = "--dev" ]; then
+  PKGS="$PKGS clang libclang-rt-dev chromium"
+fi
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "setup: installing$missing" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,188 @@
+/* plan.c: the plan type: allocation, copies, stage aggregates, lower bound, validation. */
+#include "octopipe/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int n_layers,
+                  int P, int M, int S, const op_comm *comm) {
+    OP_ASSERT(P > 0 && M > 0 && S > 0 && n_layers > 0, "bad plan shape P=%d M=%d S=%d L=%d", P,
+              M, S, n_layers);
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name ? name : "plan");
+    p->n_layers = n_layers;
+    p->P = P;
+    p->M = M;
+    p->S = S;
+    if (comm) p->comm = *comm;
+    else p->comm.none = 1;
+    p->tokens_per_mb = 0;
+    p->layers = OP_ARENA_NEW(&p->arena, op_layer_cost, n_layers);
+    memcpy(p->layers, layers, sizeof(op_layer_cost) * (size_t)n_layers);
+    p->stage_first = OP_ARENA_NEW(&p->arena, int, S + 1);
+    p->stage_dev = OP_ARENA_NEW(&p->arena, int, S);
+    p->stage_split = OP_ARENA_NEW(&p->arena, uint8_t, S);
+    p->n_ops = OP_ARENA_NEW(&p->arena, int, P);
+    p->ops = OP_ARENA_NEW(&p->arena, op_op *, P);
+    p->pred.busy_ms = OP_ARENA_NEW(&p->arena, double, P);
+    p->pred.warmup_ms = OP_ARENA_NEW(&p->arena, double, P);
+    p->pred.cooldown_ms = OP_ARENA_NEW(&p->arena, double, P);
+    p->pred.residual_ms = OP_ARENA_NEW(&p->arena, double, P);
+    p->pred.peak_bytes = OP_ARENA_NEW(&p->arena, int64_t, P);
+    p->pred.static_bytes = OP_ARENA_NEW(&p->arena, int64_t, P);
+}
+
+void op_plan_free(op_plan *p) {
+    op_arena_free(&p->arena);
+    memset(p, 0, sizeof *p);
+}
+
+void op_plan_set_ops(op_plan *p, int d, const op_op *ops, int n) {
+    OP_ASSERT(d >= 0 && d < p->P, "device %d out of range", d);
+    p->ops[d] = OP_ARENA_NEW(&p->arena, op_op, n);
+    if (n) memcpy(p->ops[d], ops, sizeof(op_op) * (size_t)n);
+    p->n_ops[d] = n;
+}
+
+void op_plan_copy(op_plan *dst, const op_plan *src) {
+    op_plan_init(dst, src->name, src->layers, src->n_layers, src->P, src->M, src->S, &src->comm);
+    memcpy(dst->model, src->model, sizeof dst->model);
+    dst->tokens_per_mb = src->tokens_per_mb;
+    dst->op_overhead_ms = src->op_overhead_ms;
+    dst->mem_limit_bytes = src->mem_limit_bytes;
+    memcpy(dst->stage_first, src->stage_first, sizeof(int) * (size_t)(src->S + 1));
+    memcpy(dst->stage_dev, src->stage_dev, sizeof(int) * (size_t)src->S);
+    memcpy(dst->stage_split, src->stage_split, (size_t)src->S);
+    for (int d = 0; d < src->P; d++) op_plan_set_ops(dst, d, src->ops[d], src->n_ops[d]);
+    op_pred *a = &dst->pred;
+    const op_pred *b = &src->pred;
+    a->makespan_ms = b->makespan_ms;
+    a->lower_bound_ms = b->lower_bound_ms;
+    a->bubble_ratio = b->bubble_ratio;
+    a->tokens_per_s = b->tokens_per_s;
+    a->peak_bytes_max = b->peak_bytes_max;
+    a->valid = b->valid;
+    size_t nd = sizeof(double) * (size_t)src->P, ni = sizeof(int64_t) * (size_t)src->P;
+    memcpy(a->busy_ms, b->busy_ms, nd);
+    memcpy(a->warmup_ms, b->warmup_ms, nd);
+    memcpy(a->cooldown_ms, b->cooldown_ms, nd);
+    memcpy(a->residual_ms, b->residual_ms, nd);
+    memcpy(a->peak_bytes, b->peak_bytes, ni);
+    memcpy(a->static_bytes, b->static_bytes, ni);
+}
+
+double op_stage_ms(const op_plan *p, int s, op_kind k) {
+    double t = 0;
+    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) {
+        const op_layer_cost *c = &p->layers[l];
+        t += k == OP_F ? c->f_ms : k == OP_I ? c->i_ms : k == OP_W ? c->w_ms : c->i_ms + c->w_ms;
+    }
+    return t + p->op_overhead_ms;
+}
+
+int64_t op_stage_out_bytes(const op_plan *p, int s) {
+    return p->layers[p->stage_first[s + 1] - 1].out_bytes;
+}
+
+int64_t op_stage_act_bytes(const op_plan *p, int s) {
+    int64_t b = 0;
+    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) b += p->layers[l].act_bytes;
+    return b;
+}
+
+int64_t op_stage_act_w_bytes(const op_plan *p, int s) {
+    int64_t b = 0;
+    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) b += p->layers[l].act_w_bytes;
+    return b;
+}
+
+int64_t op_stage_static_bytes(const op_plan *p, int s) {
+    int64_t b = 0;
+    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) b += p->layers[l].static_bytes;
+    return b;
+}
+
+double op_plan_lower_bound(const op_plan *p) {
+    double work = 0, chain = 0;
+    for (int l = 0; l < p->n_layers; l++) {
+        const op_layer_cost *c = &p->layers[l];
+        work += c->f_ms + c->i_ms + c->w_ms;
+        chain += c->f_ms + c->i_ms;
+    }
+    work = work * p->M / p->P;
+    return work > chain ? work : chain;
+}
+
+int op_plan_validate(const op_plan *p, op_err *err) {
+    if (p->P < 1) return op_errf(err, OP_EINVAL, "devices must be >= 1 (got %d)", p->P);
+    if (p->M < 1) return op_errf(err, OP_EINVAL, "microbatches must be >= 1 (got %d)", p->M);
+    if (p->S < 1) return op_errf(err, OP_EINVAL, "a plan needs at least one stage");
+    if (p->stage_first[0] != 0)
+        return op_errf(err, OP_EINVAL, "stages[0] starts at layer %d, not 0", p->stage_first[0]);
+    for (int s = 0; s < p->S; s++) {
+        if (p->stage_first[s + 1] <= p->stage_first[s])
+            return op_errf(err, OP_EINVAL, "stages[%d] = [%d, %d) is empty or not contiguous", s,
+                           p->stage_first[s], p->stage_first[s + 1]);
+        if (p->stage_dev[s] < 0 || p->stage_dev[s] >= p->P)
+            return op_errf(err, OP_EINVAL, "stage %d is placed on device %d, not in 0..%d", s,
+                           p->stage_dev[s], p->P - 1);
+    }
+    if (p->stage_first[p->S] != p->n_layers)
+        return op_errf(err, OP_EINVAL, "stages end at layer %d but the model has %d layers",
+                       p->stage_first[p->S], p->n_layers);
+    /* every op exactly once, on its stage's device */
+    int64_t n = (int64_t)p->S * p->M * 3;
+    uint8_t *seen = op_xcalloc((size_t)n, 1);
+    int rc = OP_OK;
+    for (int d = 0; d < p->P && rc == OP_OK; d++) {
+        for (int i = 0; i < p->n_ops[d]; i++) {
+            const op_op *o = &p->ops[d][i];
+            if (o->kind > OP_B) {
+                rc = op_errf(err, OP_EINVAL, "schedule[%d][%d]: unknown op kind %d", d, i, o->kind);
+                break;
+            }
+            if (o->stage < 0 || o->stage >= p->S || o->mb < 0 || o->mb >= p->M) {
+                rc = op_errf(err, OP_EINVAL, "schedule[%d][%d]: %s stage %d mb %d out of range",
+                             d, i, op_kind_name(o->kind), o->stage, o->mb);
+                break;
+            }
+            if (p->stage_dev[o->stage] != d) {
+                rc = op_errf(err, OP_EINVAL,
+                             "schedule[%d][%d]: %s(s%d,mb%d) is on device %d but stage %d is "
+                             "placed on device %d",
+                             d, i, op_kind_name(o->kind), o->stage, o->mb, d, o->stage,
+                             p->stage_dev[o->stage]);
+                break;
+            }
+            int split = p->stage_split[o->stage];
+            if ((o->kind == OP_B && split) || ((o->kind == OP_I || o->kind == OP_W) && !split)) {
+                rc = op_errf(err, OP_EINVAL,
+                             "schedule[%d][%d]: %s(s%d,mb%d) but stage %d uses %s", d, i,
+                             op_kind_name(o->kind), o->stage, o->mb, o->stage,
+                             split ? "I+W" : "fused B");
+                break;
+            }
+            int slot = o->kind == OP_F ? 0 : o->kind == OP_W ? 2 : 1;
+            int64_t id = ((int64_t)o->stage * p->M + o->mb) * 3 + slot;
+            if (seen[id]) {
+                rc = op_errf(err, OP_EINVAL, "schedule[%d][%d]: duplicate op %s(s%d,mb%d)", d, i,
+                             op_kind_name(o->kind), o->stage, o->mb);
+                break;
+            }
+            seen[id] = 1;
+        }
+    }
+    for (int s = 0; s < p->S && rc == OP_OK; s++)
+        for (int m = 0; m < p->M && rc == OP_OK; m++)
+            for (int slot = 0; slot < 3; slot++) {
+                if (slot == 2 && !p->stage_split[s]) continue;
+                if (!seen[((int64_t)s * p->M + m) * 3 + slot]) {
+                    const char *k = slot == 0 ? "F" : slot == 2 ? "W" : p->stage_split[s] ? "I" : "B";
+                    rc = op_errf(err, OP_EINVAL, "missing op %s(s%d,mb%d) on device %d", k, s, m,
+                                 p->stage_dev[s]);
+                    break;
+                }
+            }
+    free(seen);
+    return rc;
+}

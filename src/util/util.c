@@ -1,0 +1,226 @@
+/* util.c: errors, allocation, arenas, buffers, files, RNG, clock (see common.h). */
+#include "octopipe/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int op_errf(op_err *err, int code, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+        err->code = code;
+    }
+    return code;
+}
+
+int op_err_prefix(op_err *err, const char *fmt, ...) {
+    if (!err) return OP_EINVAL;
+    char pre[512], old[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    memcpy(old, err->msg, sizeof old);
+    snprintf(err->msg, sizeof err->msg, "%s: %s", pre, old);
+    return err->code ? err->code : OP_EINVAL;
+}
+
+void op_abort(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "octopipe: internal error at %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+void *op_xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    OP_ASSERT(p, "out of memory allocating %zu bytes", n);
+    return p;
+}
+void *op_xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    OP_ASSERT(p, "out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+void *op_xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    OP_ASSERT(q, "out of memory reallocating %zu bytes", n);
+    return q;
+}
+char *op_xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    return memcpy(op_xmalloc(n), s, n);
+}
+
+struct op_arena_chunk {
+    op_arena_chunk *next;
+    size_t cap, used;
+    _Alignas(16) unsigned char mem[];
+};
+
+void *op_arena_alloc(op_arena *a, size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    op_arena_chunk *c = a->head;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > (1u << 16) ? n : (1u << 16);
+        c = op_xmalloc(sizeof *c + cap);
+        c->cap = cap;
+        c->used = 0;
+        c->next = a->head;
+        a->head = c;
+    }
+    void *p = c->mem + c->used;
+    c->used += n;
+    a->used_bytes += n;
+    memset(p, 0, n);
+    return p;
+}
+
+char *op_arena_strdup(op_arena *a, const char *s) {
+    size_t n = strlen(s) + 1;
+    return memcpy(op_arena_alloc(a, n), s, n);
+}
+
+void op_arena_free(op_arena *a) {
+    op_arena_chunk *c = a->head;
+    while (c) {
+        op_arena_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    a->head = NULL;
+    a->used_bytes = 0;
+}
+
+int op_write_file_atomic(const char *path, const void *data, size_t len, op_err *err) {
+    size_t pl = strlen(path);
+    char *tmp = op_xmalloc(pl + 32);
+    snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(e));
+    }
+    const unsigned char *p = data;
+    size_t left = len;
+    while (left) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            free(tmp);
+            return op_errf(err, OP_EIO, "%s: write failed: %s", path, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        free(tmp);
+        return op_errf(err, OP_EIO, "%s: fsync/close failed: %s", path, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        free(tmp);
+        return op_errf(err, OP_EIO, "%s: rename failed: %s", path, strerror(e));
+    }
+    free(tmp);
+    return OP_OK;
+}
+
+static void buf_reserve(op_buf *b, size_t extra) {
+    if (b->len + extra + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra + 1) cap *= 2;
+    b->data = op_xrealloc(b->data, cap);
+    b->cap = cap;
+}
+
+void op_buf_printf(op_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char small[256];
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    OP_ASSERT(n >= 0, "vsnprintf failed");
+    buf_reserve(b, (size_t)n);
+    if ((size_t)n < sizeof small) {
+        memcpy(b->data + b->len, small, (size_t)n + 1);
+    } else {
+        va_start(ap, fmt);
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    b->len += (size_t)n;
+}
+
+void op_buf_put(op_buf *b, const void *data, size_t n) {
+    buf_reserve(b, n);
+    memcpy(b->data + b->len, data, n);
+    b->len += n;
+    b->data[b->len] = 0;
+}
+
+void op_buf_free(op_buf *b) {
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+int op_read_file(const char *path, char **out, size_t *len, op_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return op_errf(err, OP_EIO, "%s: cannot open: %s", path, strerror(errno));
+    op_buf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) op_buf_put(&b, chunk, n);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        op_buf_free(&b);
+        return op_errf(err, OP_EIO, "%s: read error", path);
+    }
+    if (!b.data) op_buf_put(&b, "", 0);
+    *out = b.data;
+    if (len) *len = b.len;
+    return OP_OK;
+}
+
+void op_rng_seed(op_rng *r, uint64_t seed) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    r->s = z ? z : 0x2545F4914F6CDD1Dull;
+}
+uint64_t op_rng_u64(op_rng *r) {
+    uint64_t x = r->s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    r->s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+double op_rng_uniform(op_rng *r) { return (double)(op_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
+int op_rng_int(op_rng *r, int n) { return n <= 1 ? 0 : (int)(op_rng_u64(r) % (uint64_t)n); }
+
+double op_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
