@@ -45,6 +45,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OPENBLAS_NUM_THREADS := 1
 
+.SECONDARY:
 .PHONY: all deps lib run test bench bench-plan bench-exec bench-model test-multihost fuzz install clean tests-build
 all: deps $(BIN) $(LIB)
 

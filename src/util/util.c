@@ -28,7 +28,7 @@ int op_err_prefix(op_err *err, const char *fmt, ...) {
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", pre, old);
+    snprintf(err->msg, sizeof err->msg, "%.400s: %.600s", pre, old);
     return err->code ? err->code : OP_EINVAL;
 }
 

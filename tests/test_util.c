@@ -1,0 +1,75 @@
+/* test_util.c: arenas, buffers, atomic writes, RNG determinism. */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "octopipe/common.h"
+
+TEST(arena_zeroed_aligned) {
+    op_arena a = {0};
+    for (int i = 1; i < 1000; i += 37) {
+        unsigned char *p = op_arena_alloc(&a, (size_t)i);
+        CHECK(((uintptr_t)p & 15) == 0);
+        for (int j = 0; j < i; j++) CHECK(p[j] == 0);
+        memset(p, 0xab, (size_t)i);
+    }
+    void *big = op_arena_alloc(&a, 1 << 20);
+    CHECK(big != NULL);
+    op_arena_free(&a);
+    CHECK(a.head == NULL);
+}
+
+TEST(buf_printf_grows) {
+    op_buf b = {0};
+    for (int i = 0; i < 1000; i++) op_buf_printf(&b, "%d,", i);
+    CHECK(b.len > 3000);
+    CHECK(!strncmp(b.data, "0,1,2,", 6));
+    char longs[1000];
+    memset(longs, 'x', sizeof longs - 1);
+    longs[sizeof longs - 1] = 0;
+    op_buf_printf(&b, "%s", longs);
+    CHECK(b.data[b.len - 1] == 'x' && b.data[b.len] == 0);
+    op_buf_free(&b);
+}
+
+TEST(atomic_write_and_read) {
+    char dir[] = "/tmp/octopipe-test-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/f.txt", dir);
+    op_err e = {0};
+    CHECK(op_write_file_atomic(path, "hello", 5, &e) == OP_OK);
+    char *txt = NULL;
+    size_t n = 0;
+    CHECK(op_read_file(path, &txt, &n, &e) == OP_OK);
+    CHECK(n == 5 && !strcmp(txt, "hello"));
+    free(txt);
+    /* a directory that does not exist: error, nothing written */
+    snprintf(path, sizeof path, "%s/nodir/f.txt", dir);
+    CHECK(op_write_file_atomic(path, "x", 1, &e) == OP_EIO);
+    CHECK_STR_CONTAINS(e.msg, "nodir/f.txt");
+    snprintf(path, sizeof path, "%s/f.txt", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+TEST(rng_deterministic) {
+    op_rng a, b;
+    op_rng_seed(&a, 42);
+    op_rng_seed(&b, 42);
+    for (int i = 0; i < 100; i++) CHECK(op_rng_u64(&a) == op_rng_u64(&b));
+    op_rng_seed(&b, 43);
+    CHECK(op_rng_u64(&a) != op_rng_u64(&b));
+    double s = 0;
+    for (int i = 0; i < 10000; i++) s += op_rng_uniform(&a);
+    CHECK_NEAR(s / 10000, 0.5, 0.02);
+}
+
+int main(int argc, char **argv) {
+    CHECK_INIT(argc, argv);
+    RUN(arena_zeroed_aligned);
+    RUN(buf_printf_grows);
+    RUN(atomic_write_and_read);
+    RUN(rng_deterministic);
+    return check_report("util");
+}
