@@ -56,6 +56,21 @@ typedef struct op_plan {
     op_arena arena; /* owns every array above */
 } op_plan;
 
+/* A planning problem: what the schedule generators and the tuner start from. */
+typedef struct op_problem {
+    const char *model;             /* model name, copied into plans */
+    const op_layer_cost *layers;   /* [n_layers] per-microbatch costs */
+    int n_layers;
+    int P, M;                      /* devices, microbatches */
+    op_comm comm;
+    double tokens_per_mb;          /* tokens in one microbatch (seq * mbs), for tokens/s */
+    double mem_limit_bytes;        /* per device; 0 = no limit */
+    double op_overhead_ms;         /* per-op dispatch cost the executor adds */
+} op_problem;
+
+/* op_plan_init from a problem: copies layers, comm, model name, tokens, overhead, limit. */
+void op_plan_init_problem(op_plan *p, const char *name, const op_problem *pr, int S);
+
 /* Allocates the arrays for P devices, M microbatches, S stages over n_layers layers (copied
  * from `layers`).  Schedules start empty (op_plan_set_ops fills a device). */
 void op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int n_layers,

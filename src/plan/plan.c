@@ -32,6 +32,14 @@ void op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int
     p->pred.static_bytes = OP_ARENA_NEW(&p->arena, int64_t, P);
 }
 
+void op_plan_init_problem(op_plan *p, const char *name, const op_problem *pr, int S) {
+    op_plan_init(p, name, pr->layers, pr->n_layers, pr->P, pr->M, S, &pr->comm);
+    snprintf(p->model, sizeof p->model, "%s", pr->model ? pr->model : "");
+    p->tokens_per_mb = pr->tokens_per_mb;
+    p->op_overhead_ms = pr->op_overhead_ms;
+    p->mem_limit_bytes = pr->mem_limit_bytes;
+}
+
 void op_plan_free(op_plan *p) {
     op_arena_free(&p->arena);
     memset(p, 0, sizeof *p);
