@@ -73,9 +73,9 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-tests-build: all $(TEST_BIN)
+tests-build: deps $(LIB) $(TEST_BIN)
 
-test: tests-build
+test: all tests-build
 	@BUILD=$(BUILD) SAN=$(SAN) ./tests/run.sh $(T)
 
 run: all

@@ -1,0 +1,44 @@
+/* cli_common.h: the model and cluster flags shared by `compare`, `plan` and friends, turned
+ * into an op_problem (per-layer costs on a device, devices, microbatches, links, memory). */
+#ifndef OCTOPIPE_CLI_COMMON_H
+#define OCTOPIPE_CLI_COMMON_H
+#include "octopipe/cost.h"
+#include "octopipe/plan.h"
+
+typedef struct op_cli_setup {
+    /* flags */
+    const char *model_arg;    /* --model FILE|PRESET */
+    int P, M;                 /* --devices, --microbatches */
+    op_train_cfg train;       /* --seq --mbs --tp --dp --zero1 */
+    const char *gpu;          /* --gpu NAME */
+    int nodes_of;             /* --nodes-of N (devices per node) */
+    int comm_none;            /* --comm none */
+    const char *cluster_file; /* --cluster FILE (from `octopipe profile comm`) */
+    double mem_limit_gib;     /* --mem-limit GiB (0: the device's memory) */
+    int no_mem_limit;         /* --mem-limit none */
+    double op_overhead_ms;    /* --op-overhead MS */
+    /* results of op_cli_setup_finish */
+    op_model model;
+    op_device dev;
+    op_layer_cost *costs;
+    op_problem pr;
+} op_cli_setup;
+
+void op_cli_setup_init(op_cli_setup *s);
+/* Consumes argv[*i] (and its value, advancing *i) if it is one of the shared flags.
+ * Returns 1 if consumed, 0 if not a shared flag, -1 after printing an error line. */
+int op_cli_setup_flag(op_cli_setup *s, int argc, char **argv, int *i, const char *cmd);
+/* Loads the model, computes costs and fills s->pr.  Returns 0, or -1 after printing. */
+int op_cli_setup_finish(op_cli_setup *s, const char *cmd);
+void op_cli_setup_free(op_cli_setup *s);
+/* Help text for the shared flags (for each command's --help). */
+const char *op_cli_setup_help(void);
+
+/* Value parsers: print "octopipe <cmd>: <flag> ..." and return -1 on bad values. */
+int op_cli_int(const char *cmd, const char *flag, const char *v, long lo, long hi, int *out);
+int op_cli_double(const char *cmd, const char *flag, const char *v, double lo, double hi,
+                  double *out);
+/* Fetches the value of flag argv[*i]; prints an error when it is missing. */
+const char *op_cli_value(const char *cmd, int argc, char **argv, int *i);
+
+#endif
