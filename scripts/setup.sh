@@ -3,7 +3,7 @@
 # Idempotent: a machine that already has everything returns at once.
 # Usage: scripts/setup.sh [--dev]   (--dev adds clang + libFuzzer runtime and chromium for SVG checks)
 set -eu
-PKGS="build-essential pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libjansson-dev iproute2 util-linux jargon-text"
+PKGS="build-essential pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libjansson-dev iproute2 util-linux jargon-text jq"
 if [ "${1:-}" = "--dev" ]; then
   PKGS="$PKGS clang libclang-rt-dev chromium"
 fi

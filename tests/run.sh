@@ -23,8 +23,8 @@ for t in "$BUILD"/tests/test_* tests/sh_*.sh; do
   else timeout -k 10 600 "$t" >"$log" 2>&1; rc=$?; fi
   t1=$(date +%s.%N)
   line=$(grep -E '^[A-Za-z0-9_-]*:? ?[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-  p=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\1/p')
-  f=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\2/p')
+  p=$(echo "$line" | sed -nE 's/^(.*[^0-9])?([0-9]+) passed, ([0-9]+) failed.*/\2/p')
+  f=$(echo "$line" | sed -nE 's/^(.*[^0-9])?([0-9]+) passed, ([0-9]+) failed.*/\3/p')
   [ -z "$p" ] && p=0
   [ -z "$f" ] && f=0
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi

@@ -21,6 +21,10 @@ typedef struct op_layer_cost {
     int64_t act_w_bytes;     /* part of act_bytes kept until W; the rest is freed by I (or B) */
     int64_t param_bytes;     /* weights */
     int64_t static_bytes;    /* weights + gradients + optimizer state while training */
+    /* added by the cost model (0 for measured layers without dimensions): */
+    int64_t params;          /* parameter count of the whole layer, before TP/EP sharding */
+    double flops_f, flops_i, flops_w; /* per device (after TP), per microbatch */
+    double comm_f_ms, comm_i_ms;      /* TP / EP collectives included in f_ms, i_ms */
 } op_layer_cost;
 
 /* Point-to-point links.  Devices d are grouped into nodes of `nodes_of` consecutive ranks
@@ -41,6 +45,9 @@ typedef struct op_device {
     double mem_GiB;
     double mfu;          /* achievable fraction of peak on large GEMMs */
     double bw_eff;       /* achievable fraction of HBM bandwidth */
+    double launch_ms;    /* fixed cost per kernel (launch + tail), added to every kernel group */
+    double tp_bw_GBps;   /* achievable collective bus bandwidth inside a node (NVLink), for TP/EP */
+    double tp_lat_ms;    /* latency of one collective step inside a node */
 } op_device;
 
 typedef struct op_train_cfg {
@@ -50,6 +57,7 @@ typedef struct op_train_cfg {
     int dtype_bytes;  /* activations and weights: 2 (bf16) */
     int dp;           /* data-parallel degree, for ZeRO-1 sharding */
     int zero1;        /* 1: optimizer state sharded over dp */
+    int ep;           /* expert-parallel degree (0 or 1: none): routed experts split over ep */
 } op_train_cfg;
 
 void op_train_cfg_default(op_train_cfg *t); /* seq 4096, mbs 1, tp 1, bf16, dp 1 */

@@ -78,6 +78,16 @@ typedef struct op_layer {
     int has_measured;
     double f_ms, i_ms, w_ms;
     int64_t act_bytes_measured, param_bytes_measured; /* 0 = derive */
+    int64_t out_bytes_measured;                       /* boundary message, 0 = derive */
+
+    /* width this layer hands on when it differs from `hidden` (vision merger / projector
+     * into the language model): 0 = hidden */
+    int out_hidden;
+    /* VISION patch embedding: input values per patch (channels * temporal * p * p); else 0 */
+    int patch_dim;
+    /* attention input width when it differs from `hidden` (zamba2's shared block attends
+     * over concat(hidden, embeddings) = 2 * hidden): 0 = hidden */
+    int attn_in_dim;
 } op_layer;
 
 typedef struct op_model {

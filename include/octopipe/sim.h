@@ -32,6 +32,7 @@ int op_sim_replay(op_plan *p, op_sim_ws *ws, op_err *err);
 
 /* Priority policy for dynamic list scheduling.  Among a device's ready ops, the one with the
  * smallest key wins (ties: smaller mb, then larger stage for I/B, smaller stage for F/W). */
+struct op_sim_view;
 typedef struct op_sim_policy {
     /* Built-in rule when prio == NULL:
      *  - backward (I/B) before F before W, except that a device runs F while it has fewer than
@@ -43,18 +44,61 @@ typedef struct op_sim_policy {
     const int *warmup;  /* [P] or NULL: defaults to the number of stages after the device's first */
     const int *w_limit; /* [P] or NULL */
     double mem_limit_bytes;
-    /* Custom rule: key of running op (kind, stage, mb) on device d now.  NULL = built-in. */
+    /* Custom rule: key of running op (kind, stage, mb) on device d now.  NULL = built-in.
+     * A key of +INFINITY (or NaN) holds the op back for now (see "holds" below). */
     double (*prio)(void *ctx, int d, op_kind kind, int stage, int mb, double now);
     void *ctx;
+
+    /* ---- extensions (zero-initialise the struct; every knob off by default) ---- */
+    /* Hard cap on activations held per device: an F waits while the device holds
+     * max_inflight[d] stashes (F done, its I/B not yet); 0 = no cap.  With warmup[d] = P-1-d
+     * and max_inflight[d] = P-d this is exactly 1F1B (one F, one B in the steady state). */
+    const int *max_inflight; /* [P] or NULL */
+    /* Like prio, with the device's state in view (in-flight count, pending W, memory), so a
+     * rule can depend on it.  Used when non-NULL (takes precedence over prio). */
+    double (*prio_ex)(void *ctx, const struct op_sim_view *v, op_kind kind, int stage, int mb);
 } op_sim_policy;
+
+/* What a custom priority sees of device v->d at the moment it picks its next op. */
+typedef struct op_sim_view {
+    int d;
+    double now;          /* ms */
+    int inflight;        /* stashes held: F done, I/B not yet (ops, over all its stages) */
+    int pending_w;       /* I done, W not yet */
+    int n_done;          /* ops completed on this device so far */
+    int64_t act_bytes;   /* activations held now */
+    int64_t static_bytes;
+} op_sim_view;
+
+/* Dynamic-mode rules common to both priority kinds:
+ *  - Ops of one (stage, kind) run in microbatch order (F(s,m) before F(s,m+1), ...): the
+ *    candidates on a device are the next F, I|B and W of each of its stages, when their input
+ *    has arrived.  This is what every executor and classic schedule does, and keeps a
+ *    decision O(stages on the device).
+ *  - Holds: caps (max_inflight, mem_limit_bytes) and infinite keys keep a ready op waiting;
+ *    the device re-decides when an input arrives or one of its ops ends.  If the whole
+ *    pipeline stalls on holds, the held op with the best key on the lowest device runs anyway,
+ *    so list scheduling always finishes.
+ *  - The result is the per-device order; times and the prediction come from replaying it
+ *    (ops start as soon as their device and inputs allow, as the executor runs them), so
+ *    op_sim_replay of the output reproduces it exactly. */
 
 /* Builds p's schedule (p->ops) by list scheduling under pol, then fills p->pred as
  * op_sim_replay would (replaying the result gives the same times).  Stages, placement and
  * stage_split must be set. */
 int op_sim_dynamic(op_plan *p, const op_sim_policy *pol, op_sim_ws *ws, op_err *err);
 
-/* Makespan only, no memory or idle accounting: the tuner's fast path. Returns < 0 on deadlock. */
+/* Makespan only, no memory or idle accounting: the tuner's fast path. Returns < 0 on deadlock.
+ * Does not run op_plan_validate (the caller built the plan); ops out of range return < 0. */
 double op_sim_makespan(const op_plan *p, op_sim_ws *ws);
+
+/* Fills p->pred from the start/end times already in p->ops (memory walk, idle split, bubble
+ * ratio, lower bound, tokens/s).  op_sim_replay and op_sim_dynamic call it. */
+void op_sim_fill_pred(op_plan *p);
+
+/* Idle split used in op_pred (the OctoPipe authors' definition): with Tb = the first I/B start
+ * anywhere and Tf = the last F end anywhere, a device's idle time in [0, Tb) is warm-up, in
+ * [max(Tb, Tf), makespan] cool-down, and the rest residual; the three sum to its idle time. */
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,94 @@
+/* bench_sim.c: simulator speed on one core: ops simulated per second for P in 4..128 and
+ * M up to 1024 (S = P stages, I+W split, 3*S*M ops), in three modes:
+ *   replay    op_sim_replay: validation + replay + full prediction (memory, idle split)
+ *   makespan  op_sim_makespan: the tuner's fast path
+ *   dynamic   op_sim_dynamic: list scheduling (built-in policy) + replay + prediction
+ * Targets (issue 2): >= 10 M ops/s, and P=128 x M=1024 in under a second. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "octopipe/sim.h"
+
+static void make_plan(op_plan *p, int P, int M) {
+    op_layer_cost *L = op_xcalloc((size_t)P, sizeof *L);
+    for (int l = 0; l < P; l++) {
+        /* mildly heterogeneous, so ties do not make it easy */
+        L[l].f_ms = 1.0 + 0.1 * (l % 3);
+        L[l].i_ms = 1.1 + 0.05 * (l % 5);
+        L[l].w_ms = 0.9;
+        L[l].out_bytes = 8 << 20;
+        L[l].act_bytes = 1 << 28;
+        L[l].act_w_bytes = 1 << 26;
+        L[l].static_bytes = 1LL << 32;
+    }
+    op_comm c = {0};
+    c.nodes_of = 8;
+    c.intra_lat_ms = 0.01;
+    c.intra_bw_GBps = 150;
+    c.inter_lat_ms = 0.02;
+    c.inter_bw_GBps = 25;
+    op_plan_init(p, "bench", L, P, P, M, P, &c);
+    free(L);
+    for (int s = 0; s <= P; s++) p->stage_first[s] = s;
+    for (int s = 0; s < P; s++) {
+        p->stage_dev[s] = s;
+        p->stage_split[s] = 1;
+    }
+}
+
+/* Runs fn until at least min_s seconds have passed; returns seconds per run. */
+#define TIME_IT(min_s, stmt)                                   \
+    ({                                                         \
+        double t0_ = op_now_s(), el_;                          \
+        int n_ = 0;                                            \
+        do {                                                   \
+            stmt;                                              \
+            n_++;                                              \
+        } while ((el_ = op_now_s() - t0_) < (min_s) && n_ < 1000); \
+        el_ / n_;                                              \
+    })
+
+int main(void) {
+    const int Ps[] = {4, 8, 16, 32, 64, 128};
+    const int Ms[] = {16, 128, 1024};
+    op_sim_ws *ws = op_sim_ws_new();
+    printf("simulator speed, one core (S = P stages, I+W split; ops = 3*S*M)\n");
+    printf("%5s %5s %9s | %12s %9s | %12s %9s | %12s %9s\n", "P", "M", "ops", "replay Mop/s",
+           "ms/run", "makespan Mop/s", "ms/run", "dynamic Mop/s", "ms/run");
+    double worst = 1e30, big_replay = 0, big_dyn = 0;
+    for (int a = 0; a < 6; a++)
+        for (int b = 0; b < 3; b++) {
+            int P = Ps[a], M = Ms[b];
+            if (M < P) continue;
+            op_plan p;
+            make_plan(&p, P, M);
+            int warm[128], cap[128];
+            for (int d = 0; d < P; d++) warm[d] = P - 1 - d, cap[d] = P - d;
+            op_sim_policy pol = {0};
+            pol.warmup = warm;
+            pol.max_inflight = cap;
+            op_err e = {0};
+            if (op_sim_dynamic(&p, &pol, ws, &e) != OP_OK) {
+                fprintf(stderr, "bench_sim: %s\n", e.msg);
+                return 1;
+            }
+            double ops = 3.0 * P * M;
+            double t_dyn = TIME_IT(0.2, op_sim_dynamic(&p, &pol, ws, &e));
+            double t_rep = TIME_IT(0.2, op_sim_replay(&p, ws, &e));
+            double T = 0;
+            double t_mk = TIME_IT(0.2, T += op_sim_makespan(&p, ws));
+            if (T <= 0) return 1;
+            printf("%5d %5d %9.0f | %12.1f %9.3f | %14.1f %9.3f | %13.1f %9.3f\n", P, M, ops,
+                   ops / t_rep / 1e6, t_rep * 1e3, ops / t_mk / 1e6, t_mk * 1e3,
+                   ops / t_dyn / 1e6, t_dyn * 1e3);
+            double slowest = ops / (t_dyn > t_rep ? t_dyn : t_rep);
+            if (slowest < worst) worst = slowest;
+            if (P == 128 && M == 1024) big_replay = t_rep, big_dyn = t_dyn;
+            op_plan_free(&p);
+        }
+    printf("slowest mode overall: %.1f M ops/s (target >= 10)\n", worst / 1e6);
+    printf("P=128 x M=1024 (393216 ops): replay %.3f s, dynamic %.3f s (target < 1 s)\n",
+           big_replay, big_dyn);
+    op_sim_ws_free(ws);
+    return 0;
+}

@@ -1,0 +1,155 @@
+/* nn.h: the reference hybrid language model in C (FP32, OpenBLAS sgemm, one thread).
+ *
+ * Layers are named by the profile symbols: E embedding, M Mamba (selective scan), * causal
+ * attention, - gated MLP (SwiGLU), # top-k MoE, L final norm + LM head + cross-entropy.
+ * M, *, - and # are pre-norm residual blocks: y = x + f(RMSNorm(x)).  Every layer has
+ *   forward          F: x (N,d) -> y (N,d); E reads tokens, L returns the loss
+ *   backward_input   I: dy (N,d) -> dx (N,d) += ...; stashes what W needs
+ *   backward_weight  W: grad += dL/dparams of this microbatch
+ * with N = batch * seq token rows and d the hidden width.  Gradients accumulate (+=).
+ *
+ * Memory follows the plan: a layer's F saves its tensors into two per-microbatch arenas,
+ * `ai` (needed only by I: freed right after I) and `aw` (needed by W: freed after W); I also
+ * stashes the output gradients W needs into `aw`.
+ *
+ * A stage is a contiguous layer range [first, last) with its own parameter, gradient and
+ * AdamW arenas, and per-microbatch activation arenas (op_nn_stage_*).  Weight gradients of
+ * the microbatches are folded into the stage gradient in microbatch order 0..M-1 whatever the
+ * order W runs in, so any schedule gives bitwise the same gradients as one process. */
+#ifndef OCTOPIPE_NN_H
+#define OCTOPIPE_NN_H
+#include "octopipe/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OP_NN_MAX_LAYERS 256
+
+typedef struct op_nn_cfg {
+    int vocab;      /* 256: byte-level tokens */
+    int d;          /* hidden width */
+    int seq, batch; /* T tokens per sample, B samples per microbatch: N = B*T rows */
+    int n_heads;    /* attention heads, head_dim = d / n_heads */
+    int window;     /* sliding window in tokens (0 = full causal) */
+    int ssm_inner, ssm_state, ssm_conv, ssm_dt_rank; /* Mamba: Di, S, K, R */
+    int ffn;                                         /* gated MLP intermediate size */
+    int n_experts, top_k, expert_dim, shared_dim;    /* MoE; shared_dim 0 = no shared expert */
+    float aux_coef;  /* weight of the MoE load-balancing loss */
+    float norm_eps;  /* RMSNorm epsilon */
+    uint64_t seed;   /* parameter init */
+} op_nn_cfg;
+
+/* What a microbatch brings besides activations. */
+typedef struct op_nn_batch {
+    const int32_t *tokens;  /* (N) input token ids, read by E */
+    const int32_t *targets; /* (N) next-token ids, < 0 = ignored; read by L */
+    float loss_scale;       /* d(step loss)/d(this microbatch's loss), usually 1/M */
+} op_nn_batch;
+
+/* Activation memory of one microbatch: a bump allocator over blocks borrowed from a pool
+ * (the stage's), so releasing after I or W hands the blocks back for the next microbatch
+ * instead of returning pages to the OS and faulting them in again.  used_bytes is what the
+ * microbatch holds: the memory accounting follows it, not the pool. */
+typedef struct op_nn_block op_nn_block;
+typedef struct op_nn_mem {
+    op_nn_block *head;
+    size_t used_bytes;
+    op_nn_block **pool; /* free list to borrow from and return to; NULL = malloc/free */
+} op_nn_mem;
+void *op_nn_mem_alloc(op_nn_mem *m, size_t n); /* zeroed, 16-byte aligned */
+void op_nn_mem_release(op_nn_mem *m);           /* everything, back to the pool */
+void op_nn_pool_free(op_nn_block **pool);
+
+/* One layer, one microbatch: where F saves what I and W need. */
+typedef struct op_nn_ctx {
+    op_nn_mem *ai; /* released after I */
+    op_nn_mem *aw; /* released after W */
+    op_nn_batch batch;
+    void *saved; /* the layer's record, set by F */
+} op_nn_ctx;
+
+typedef struct op_nn_layer {
+    char sym;   /* E M * - # L */
+    int index;  /* position in the model */
+    const op_nn_cfg *cfg;
+    float *p;   /* parameters, op_nn_layer_nparams floats */
+} op_nn_layer;
+
+/* Parameter count of a layer kind; 0 for an unknown symbol. */
+size_t op_nn_layer_nparams(char sym, const op_nn_cfg *c);
+/* Seeded init (depends only on cfg->seed and the layer index, not on the partition). */
+void op_nn_layer_init(const op_nn_layer *l);
+/* F: y (N,d) = layer(x); x is NULL for E, y is NULL for L.  Returns the layer's loss term
+ * (L: mean cross-entropy over non-ignored targets; #: load-balancing loss; others 0). */
+double op_nn_layer_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x, float *y);
+/* I: dx (N,d) += dL/dx given dy (N,d); dy is NULL for L, dx is NULL for E. */
+void op_nn_layer_backward_input(const op_nn_layer *l, op_nn_ctx *c, const float *dy, float *dx);
+/* W: grad (nparams) += dL/dparams.  Needs only `aw`. */
+void op_nn_layer_backward_weight(const op_nn_layer *l, op_nn_ctx *c, float *grad);
+/* True when the symbol is a layer kind this model knows. */
+int op_nn_sym_valid(char sym);
+
+/* ---- model and stages ---- */
+
+typedef struct op_nn_model {
+    char name[64];
+    op_nn_cfg cfg;
+    char pattern[OP_NN_MAX_LAYERS + 1];
+    int n_layers;
+    size_t off[OP_NN_MAX_LAYERS + 1]; /* parameter offsets in model order (floats) */
+} op_nn_model;
+
+/* pattern: one symbol per layer; E and L are added at the ends when missing. */
+int op_nn_model_init(op_nn_model *m, const char *pattern, const op_nn_cfg *cfg, op_err *err);
+/* "tiny", "small", or a pattern (with the `small` dimensions). */
+int op_nn_model_from_spec(op_nn_model *m, const char *spec, op_err *err);
+void op_nn_cfg_preset(const char *name, op_nn_cfg *c); /* "tiny" or "small" dimensions */
+const char *const *op_nn_preset_names(void);
+
+typedef struct op_nn_mbstate {
+    op_nn_mem ai, aw;
+    op_nn_ctx *ctx; /* [n layers of the stage] */
+    int state;      /* 0 idle, 1 after F, 2 after I, (W -> 0) */
+    float *pending; /* weight grads of a W that ran ahead of the fixed order, or NULL */
+} op_nn_mbstate;
+
+typedef struct op_nn_stage {
+    const op_nn_model *m;
+    int first, last; /* layers [first, last) */
+    int n_mb;
+    size_t n_params;
+    float *params, *grads, *adam_m, *adam_v; /* n_params each, layer order */
+    op_nn_layer *layers;                     /* [last-first] */
+    op_nn_mbstate *mb;                       /* [n_mb] */
+    float *buf[2], *wscratch;                /* ping-pong (N,d) and one microbatch's W grads */
+    int next_w;                              /* next microbatch to fold into grads */
+    size_t act_bytes, peak_act_bytes;        /* live per-microbatch activation bytes */
+    op_nn_block *pool;                       /* activation blocks not in use */
+    op_arena arena;                          /* static: everything above */
+} op_nn_stage;
+
+/* Also pins BLAS to one thread (op_nn_blas_single_thread): one thread per rank keeps results
+ * bitwise reproducible and stops OpenBLAS workers spinning against other ranks. */
+void op_nn_stage_init(op_nn_stage *s, const op_nn_model *m, int first, int last, int n_mb);
+void op_nn_blas_single_thread(void);
+void op_nn_stage_free(op_nn_stage *s);
+/* Floats in a boundary message: (N, d). */
+size_t op_nn_io_floats(const op_nn_model *m);
+/* F: x_in NULL iff the stage starts with E, x_out NULL iff it ends with L.  Returns the sum
+ * of the stage's loss terms (unscaled). */
+double op_nn_stage_forward(op_nn_stage *s, int mb, const op_nn_batch *b, const float *x_in,
+                           float *x_out);
+/* I: dx_in (=) dL/dx_in; dy_out NULL iff the stage ends with L, dx_in NULL iff starts with E. */
+void op_nn_stage_backward_input(op_nn_stage *s, int mb, const float *dy_out, float *dx_in);
+void op_nn_stage_backward_weight(op_nn_stage *s, int mb);
+void op_nn_stage_backward(op_nn_stage *s, int mb, const float *dy_out, float *dx_in); /* I, W */
+/* Zeroes the gradient and restarts the microbatch order; call before each step. */
+void op_nn_stage_zero_grad(op_nn_stage *s);
+/* Bytes of parameters + gradients + AdamW state of the stage. */
+size_t op_nn_stage_static_bytes(const op_nn_stage *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

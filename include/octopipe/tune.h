@@ -1,0 +1,70 @@
+/* tune.h: OctoPipe's tuner: co-optimizes partition x placement x schedule against the
+ * simulator, bubble-guided and memory-aware (docs/tuner.md).
+ *
+ * Search space: number of stages (several per device, unequal counts allowed), contiguous
+ * partitions, any stage -> device placement (sequential, looped, V, irregular), and per-device
+ * schedules built by list scheduling under tunable knobs (in-flight cap per device = warm-up
+ * depth, W deferral with a per-device pending-W limit, F tie-break, fused B or split I+W).
+ *
+ * Loop: seeds (balanced partitions x sequential/looped/V placements x schedule knobs) are
+ * simulated; the best few are refined by a bubble-guided local search (device imbalance ->
+ * move layers / split / merge stages; warm-up and cool-down idle dominate -> move stages
+ * between devices; else refine schedule knobs), accepting only simulated improvements, with
+ * seeded perturbations.  Every baseline of sched.h is simulated too and the tuner never returns
+ * a plan slower than the best baseline that fits memory.
+ *
+ * Deterministic for a seed: the search is bounded by a number of simulations derived from the
+ * problem size (max_evals), not by wall time, unless time_budget_s is set. */
+#ifndef OCTOPIPE_TUNE_H
+#define OCTOPIPE_TUNE_H
+#include "octopipe/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum op_tune_placement {
+    OP_TUNE_PLACE_ANY = 0, /* any stage -> device map, unequal stage counts allowed */
+    OP_TUNE_PLACE_LOOP = 1, /* stage s on device s % P, S = v*P (torchtitan "loop") */
+    OP_TUNE_PLACE_V = 2     /* V / zig-zag: S = v*P, direction alternates (torchtitan "v") */
+} op_tune_placement;
+
+/* Filled by op_tune when opts->stats is set. */
+typedef struct op_tune_stats {
+    long evals;              /* simulations run by the search */
+    double seconds;          /* wall time of op_tune */
+    double best_baseline_ms; /* fastest baseline that fits memory (0: none ran / fitted) */
+    char best_baseline[32];
+    char source[48];         /* where the returned plan came from: "search", "baseline:zbv" */
+    int S;                   /* stages of the returned plan */
+    char shape[32];          /* placement family of the returned plan: seq, loop, v, irregular */
+} op_tune_stats;
+
+typedef struct op_tune_opts {
+    op_tune_placement placement;
+    double time_budget_s; /* > 0: also stop after this wall time (results then depend on speed) */
+    long max_evals;       /* simulations for the search; 0 = derived from the problem size */
+    uint64_t seed;
+    int verbose;          /* 1: progress lines on stderr once a run is past one second */
+    int no_baselines;     /* 1: skip the sched.h baselines (tests of the search alone) */
+    /* Optional progress hook, called about once a second after the first second. */
+    void (*progress)(void *ctx, const char *phase, double best_ms, double gap);
+    void *progress_ctx;
+    op_tune_stats *stats; /* optional out */
+} op_tune_opts;
+
+void op_tune_opts_default(op_tune_opts *o);
+
+/* Tunes pr into *out (initialised here; free with op_plan_free), named "octopipe", simulated,
+ * pred filled (lower bound and gap included).  Returns OP_OK; OP_ENOMEM when no plan fits
+ * pr->mem_limit_bytes (err names the smallest per-device limit that a plan found would need);
+ * OP_EINVAL for a bad problem. */
+int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
+
+/* Parses "any" | "loop" | "v". Returns 0, or -1 if unknown. */
+int op_tune_placement_parse(const char *s, op_tune_placement *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

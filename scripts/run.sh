@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# `make run`: OctoPipe's main job on a built-in default, end to end:
+#   1. the hybrid model preset (Nemotron-H 8B) and its layers,
+#   2. every classic schedule vs OctoPipe's tuned plan, simulated on 8 H100s,
+#   3. the tuned plan written and exported (SVG timeline, Chrome trace, torch CSV),
+#   4. the plan run on real MPI ranks with emulated compute: measured vs predicted,
+#   5. the small reference hybrid model profiled, planned and trained on 2 ranks.
+# Outputs go to $OUT (default build/run/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+OP=${OCTOPIPE:-$BUILD/octopipe}
+OUT=${OUT:-$BUILD/run}
+mkdir -p "$OUT"
+MODEL=${MODEL:-nemotron-h-8b}
+P=${P:-8}
+M=${M:-32}
+has() { "$OP" --help | grep -q "^  $1 "; }
+step() { printf '\n== %s\n' "$*"; }
+
+step "1. model: $MODEL"
+"$OP" models "$MODEL" | head -n 12
+echo "   ... (octopipe models $MODEL prints every layer)"
+
+step "2. classic schedules vs OctoPipe: $MODEL on $P x H100-80GB, $M microbatches, seq 4096"
+"$OP" compare --model "$MODEL" --devices "$P" --microbatches "$M" --plans-dir "$OUT" --time-budget 5
+
+step "3. the tuned plan: $OUT/octopipe.json"
+"$OP" sim "$OUT/octopipe.json" | head -n 8
+"$OP" export "$OUT/octopipe.json" --svg "$OUT/octopipe.svg" --chrome-trace "$OUT/octopipe.trace.json"
+"$OP" export "$OUT/i1f1b.json" --svg "$OUT/i1f1b.svg"
+echo "   wrote $OUT/octopipe.svg, $OUT/i1f1b.svg (open in a browser) and $OUT/octopipe.trace.json (ui.perfetto.dev)"
+
+if has run; then
+  step "4. run the tuned plan on $P MPI ranks, emulated compute (1 ms of plan = 0.05 ms here)"
+  "$OP" run "$OUT/octopipe.json" --emulate --time-scale 0.05 --trace "$OUT/octopipe.measured.json"
+fi
+
+if has train; then
+  step "5. the small reference hybrid model: profile, plan, train on 2 ranks"
+  "$OP" train --model small --devices 2 --microbatches 8 --plan auto --steps "${STEPS:-200}" \
+    --svg "$OUT/train.svg" --trace "$OUT/train.trace.json"
+fi

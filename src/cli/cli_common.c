@@ -1,0 +1,199 @@
+/* cli_common.c: shared model/cluster flags -> op_problem (see cli_common.h). */
+#include "cli/cli_common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/cluster.h"
+
+void op_cli_setup_init(op_cli_setup *s) {
+    memset(s, 0, sizeof *s);
+    s->P = 0;
+    s->M = 0;
+    op_train_cfg_default(&s->train);
+    s->gpu = "h100-80gb";
+    s->nodes_of = 8;
+}
+
+const char *op_cli_value(const char *cmd, int argc, char **argv, int *i) {
+    if (*i + 1 >= argc || !argv[*i + 1][0]) {
+        fprintf(stderr, "octopipe %s: %s needs a value\n", cmd, argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int op_cli_int(const char *cmd, const char *flag, const char *v, long lo, long hi, int *out) {
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || !end || *end || end == v) {
+        fprintf(stderr, "octopipe %s: %s expects a whole number, got '%s'\n", cmd, flag, v);
+        return -1;
+    }
+    if (x < lo || x > hi) {
+        fprintf(stderr, "octopipe %s: %s must be between %ld and %ld, got %ld\n", cmd, flag, lo,
+                hi, x);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+int op_cli_double(const char *cmd, const char *flag, const char *v, double lo, double hi,
+                  double *out) {
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || !end || *end || end == v || !isfinite(x)) {
+        fprintf(stderr, "octopipe %s: %s expects a number, got '%s'\n", cmd, flag, v);
+        return -1;
+    }
+    if (x < lo || x > hi) {
+        fprintf(stderr, "octopipe %s: %s must be between %g and %g, got %g\n", cmd, flag, lo, hi,
+                x);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+const char *op_cli_setup_help(void) {
+    return "model and cluster:\n"
+           "  --model FILE|PRESET   HF config.json, profile JSON, or a preset (octopipe models)\n"
+           "  --devices P           pipeline devices (1..4096)\n"
+           "  --microbatches M      microbatches per iteration (1..65536)\n"
+           "  --seq N               tokens per sample (default 4096)\n"
+           "  --mbs N               samples per microbatch (default 1)\n"
+           "  --tp N                tensor-parallel degree inside each stage (default 1)\n"
+           "  --dp N                data-parallel degree, for --zero1 (default 1)\n"
+           "  --zero1               shard optimizer state over the DP group (ZeRO-1)\n"
+           "  --gpu NAME            a100-80gb | h100-80gb | h200 (default h100-80gb)\n"
+           "  --nodes-of N          devices per node; links between nodes are slower (default 8)\n"
+           "  --cluster FILE        measured links from `octopipe profile comm`\n"
+           "  --comm none           free communication (for analytic comparisons)\n"
+           "  --mem-limit GiB|none  per-device memory limit (default: the GPU's memory)\n"
+           "  --op-overhead MS      per-op dispatch cost added to every op (default 0)\n";
+}
+
+int op_cli_setup_flag(op_cli_setup *s, int argc, char **argv, int *i, const char *cmd) {
+    const char *f = argv[*i], *v;
+#define VALUE() \
+    do { if (!(v = op_cli_value(cmd, argc, argv, i))) return -1; } while (0)
+    if (!strcmp(f, "--model")) {
+        VALUE();
+        s->model_arg = v;
+    } else if (!strcmp(f, "--devices")) {
+        VALUE();
+        if (op_cli_int(cmd, f, v, 1, 4096, &s->P)) return -1;
+    } else if (!strcmp(f, "--microbatches")) {
+        VALUE();
+        if (op_cli_int(cmd, f, v, 1, 65536, &s->M)) return -1;
+    } else if (!strcmp(f, "--seq")) {
+        VALUE();
+        if (op_cli_int(cmd, f, v, 1, 16777216, &s->train.seq)) return -1;
+    } else if (!strcmp(f, "--mbs")) {
+        VALUE();
+        if (op_cli_int(cmd, f, v, 1, 65536, &s->train.mbs)) return -1;
+    } else if (!strcmp(f, "--tp")) {
+        VALUE();
+        if (op_cli_int(cmd, f, v, 1, 1024, &s->train.tp)) return -1;
+    } else if (!strcmp(f, "--dp")) {
+        VALUE();
+        if (op_cli_int(cmd, f, v, 1, 1 << 20, &s->train.dp)) return -1;
+    } else if (!strcmp(f, "--zero1")) {
+        s->train.zero1 = 1;
+    } else if (!strcmp(f, "--gpu")) {
+        VALUE();
+        s->gpu = v;
+    } else if (!strcmp(f, "--nodes-of")) {
+        VALUE();
+        if (op_cli_int(cmd, f, v, 1, 1 << 20, &s->nodes_of)) return -1;
+    } else if (!strcmp(f, "--cluster")) {
+        VALUE();
+        s->cluster_file = v;
+    } else if (!strcmp(f, "--comm")) {
+        VALUE();
+        if (strcmp(v, "none") != 0 && strcmp(v, "default") != 0) {
+            fprintf(stderr, "octopipe %s: --comm takes 'none' or 'default', got '%s'\n", cmd, v);
+            return -1;
+        }
+        s->comm_none = !strcmp(v, "none");
+    } else if (!strcmp(f, "--mem-limit")) {
+        VALUE();
+        if (!strcmp(v, "none")) s->no_mem_limit = 1;
+        else if (op_cli_double(cmd, f, v, 1e-3, 1e6, &s->mem_limit_gib)) return -1;
+    } else if (!strcmp(f, "--op-overhead")) {
+        VALUE();
+        if (op_cli_double(cmd, f, v, 0, 1e6, &s->op_overhead_ms)) return -1;
+    } else {
+        return 0;
+    }
+#undef VALUE
+    return 1;
+}
+
+int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
+    op_err e = {0};
+    if (!s->model_arg) {
+        fprintf(stderr, "octopipe %s: --model is required (a preset from `octopipe models`, or a file)\n", cmd);
+        return -1;
+    }
+    if (!s->P) {
+        fprintf(stderr, "octopipe %s: --devices is required\n", cmd);
+        return -1;
+    }
+    if (!s->M) {
+        fprintf(stderr, "octopipe %s: --microbatches is required\n", cmd);
+        return -1;
+    }
+    if (op_device_preset(s->gpu, &s->dev, &e) != OP_OK) {
+        fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
+        return -1;
+    }
+    if (op_model_load(s->model_arg, &s->model, &e) != OP_OK) {
+        fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
+        return -1;
+    }
+    if (s->model.n_layers < 1) {
+        fprintf(stderr, "octopipe %s: model %s has no layers\n", cmd, s->model_arg);
+        return -1;
+    }
+    s->costs = op_xcalloc((size_t)s->model.n_layers, sizeof *s->costs);
+    if (op_cost_layers(&s->model, &s->train, &s->dev, s->costs, &e) != OP_OK) {
+        fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
+        return -1;
+    }
+    op_problem *pr = &s->pr;
+    memset(pr, 0, sizeof *pr);
+    pr->model = s->model.name;
+    pr->layers = s->costs;
+    pr->n_layers = s->model.n_layers;
+    pr->P = s->P;
+    pr->M = s->M;
+    pr->tokens_per_mb = (double)s->train.seq * s->train.mbs;
+    pr->op_overhead_ms = s->op_overhead_ms;
+    if (s->comm_none) {
+        memset(&pr->comm, 0, sizeof pr->comm);
+        pr->comm.none = 1;
+    } else if (s->cluster_file) {
+        if (op_cluster_read(s->cluster_file, &pr->comm, &e) != OP_OK) {
+            fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
+            return -1;
+        }
+    } else {
+        op_comm_default(&pr->comm, s->nodes_of);
+    }
+    if (s->no_mem_limit) pr->mem_limit_bytes = 0;
+    else if (s->mem_limit_gib > 0) pr->mem_limit_bytes = s->mem_limit_gib * 1073741824.0;
+    else pr->mem_limit_bytes = s->dev.mem_GiB * 1073741824.0;
+    return 0;
+}
+
+void op_cli_setup_free(op_cli_setup *s) {
+    free(s->costs);
+    s->costs = NULL;
+    op_model_free(&s->model);
+}

@@ -1,0 +1,206 @@
+/* cmd_compare.c: `octopipe compare`: every classic schedule (and OctoPipe's tuned plan) on one
+ * model and cluster, side by side, simulated by the same simulator. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "cli/cli_common.h"
+#include "octopipe/sched.h"
+#include "octopipe/sim.h"
+#include "octopipe/tune.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: octopipe compare --model FILE|PRESET --devices P --microbatches M [options]\n"
+            "\n"
+            "Simulates every classic schedule at its strongest settings (gpipe, 1f1b, i1f1b,\n"
+            "zbh1, zbh2, zbv, dualpipev, balanced-1f1b) and OctoPipe's tuned plan on the same\n"
+            "per-layer costs and links, and prints one row each: makespan, tokens/s, bubble,\n"
+            "peak memory per device, whether it fits, speedup over interleaved 1F1B (i1f1b,\n"
+            "Megatron's default for large models) and the gap to the lower bound.\n\n"
+            "%s"
+            "output:\n"
+            "  --json                print {\"lower_bound_ms\", \"plans\": [...]} instead of a table\n"
+            "  --plans-dir DIR       also write each plan as DIR/<name>.json (octopipe.plan/1)\n"
+            "  --no-tune             leave out the octopipe row\n"
+            "  --time-budget S       tuner wall-time cap in seconds (default: none; the search is\n"
+            "                        bounded by simulations, so results are deterministic)\n"
+            "  --seed N              tuner seed (default 1)\n"
+            "\nexample:\n"
+            "  octopipe compare --model nemotron-h-8b --devices 8 --microbatches 32\n",
+            op_cli_setup_help());
+}
+
+typedef struct row {
+    const char *name;
+    int ok;
+    char reason[1100];
+    op_plan plan;
+} row;
+
+static int write_plan(const char *dir, const op_plan *p) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.json", dir, p->name);
+    op_err e = {0};
+    if (op_plan_write(p, path, &e) != OP_OK) {
+        fprintf(stderr, "octopipe compare: %s\n", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_compare(int argc, char **argv) {
+    op_cli_setup s;
+    op_cli_setup_init(&s);
+    int json = 0, tune = 1, seed = 1;
+    double budget = 0;
+    const char *plans_dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        int r = op_cli_setup_flag(&s, argc, argv, &i, "compare");
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        const char *f = argv[i];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(f, "--json")) {
+            json = 1;
+        } else if (!strcmp(f, "--no-tune")) {
+            tune = 0;
+        } else if (!strcmp(f, "--plans-dir")) {
+            if (!(plans_dir = op_cli_value("compare", argc, argv, &i))) return 2;
+        } else if (!strcmp(f, "--time-budget")) {
+            const char *v = op_cli_value("compare", argc, argv, &i);
+            if (!v || op_cli_double("compare", f, v, 0.01, 86400, &budget)) return 2;
+        } else if (!strcmp(f, "--seed")) {
+            const char *v = op_cli_value("compare", argc, argv, &i);
+            if (!v || op_cli_int("compare", f, v, 0, 2147483647, &seed)) return 2;
+        } else {
+            fprintf(stderr, "octopipe compare: unknown option '%s' (see octopipe compare --help)\n", f);
+            return 2;
+        }
+    }
+    if (plans_dir) {
+        struct stat st;
+        if (stat(plans_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "octopipe compare: --plans-dir %s is not an existing directory\n", plans_dir);
+            return 2;
+        }
+    }
+    if (op_cli_setup_finish(&s, "compare")) {
+        op_cli_setup_free(&s);
+        return 2;
+    }
+    const char *const *names = op_sched_names();
+    int n = 0;
+    while (names[n]) n++;
+    row *rows = op_xcalloc((size_t)n + 1, sizeof *rows);
+    op_sim_ws *ws = op_sim_ws_new();
+    int nrows = 0, i1 = -1;
+    for (int k = 0; k < n; k++) {
+        row *r = &rows[nrows++];
+        r->name = names[k];
+        op_err e = {0};
+        if (op_sched_build(names[k], &s.pr, &r->plan, &e) != OP_OK) {
+            snprintf(r->reason, sizeof r->reason, "%s", e.msg);
+            continue;
+        }
+        if (op_sim_replay(&r->plan, ws, &e) != OP_OK) {
+            snprintf(r->reason, sizeof r->reason, "simulation failed: %s", e.msg);
+            op_plan_free(&r->plan);
+            continue;
+        }
+        r->ok = 1;
+        if (!strcmp(names[k], "i1f1b")) i1 = nrows - 1;
+    }
+    if (tune) {
+        row *r = &rows[nrows++];
+        r->name = "octopipe";
+        op_tune_opts o;
+        op_tune_opts_default(&o);
+        o.time_budget_s = budget;  /* 0: deterministic, bounded by simulations */
+        o.seed = (uint64_t)seed;
+        o.verbose = !json;
+        op_err e = {0};
+        if (op_tune(&s.pr, &o, &r->plan, &e) != OP_OK) snprintf(r->reason, sizeof r->reason, "%s", e.msg);
+        else r->ok = 1;
+    }
+    double lb;
+    {
+        /* the lower bound does not depend on the schedule: compute it from the problem */
+        op_plan tmp;
+        op_plan_init_problem(&tmp, "lb", &s.pr, 1);
+        lb = op_plan_lower_bound(&tmp);
+        op_plan_free(&tmp);
+    }
+    double ref = i1 >= 0 ? rows[i1].plan.pred.makespan_ms : 0;
+    double limit = s.pr.mem_limit_bytes;
+    int rc = 0;
+    if (json) {
+        json_t *root = json_object(), *arr = json_array(), *skipped = json_array();
+        json_object_set_new(root, "model", json_string(s.model.name));
+        json_object_set_new(root, "devices", json_integer(s.P));
+        json_object_set_new(root, "microbatches", json_integer(s.M));
+        json_object_set_new(root, "lower_bound_ms", json_real(lb));
+        json_object_set_new(root, "mem_limit_bytes", json_real(limit));
+        for (int k = 0; k < nrows; k++) {
+            row *r = &rows[k];
+            if (!r->ok) {
+                json_array_append_new(skipped, json_pack("{s:s, s:s}", "name", r->name, "reason", r->reason));
+                continue;
+            }
+            const op_pred *p = &r->plan.pred;
+            json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:I, s:b, s:f}", "name", r->name,
+                                  "makespan_ms", p->makespan_ms, "tokens_per_s", p->tokens_per_s,
+                                  "bubble_ratio", p->bubble_ratio, "peak_bytes_max",
+                                  (json_int_t)p->peak_bytes_max, "fits",
+                                  limit <= 0 || (double)p->peak_bytes_max <= limit, "gap_to_lower_bound",
+                                  p->makespan_ms / lb - 1.0);
+            if (ref > 0) json_object_set_new(o, "speedup_vs_i1f1b", json_real(ref / p->makespan_ms));
+            else json_object_set_new(o, "speedup_vs_i1f1b", json_null());
+            json_object_set_new(o, "stages", json_integer(r->plan.S));
+            json_array_append_new(arr, o);
+        }
+        json_object_set_new(root, "plans", arr);
+        json_object_set_new(root, "skipped", skipped);
+        char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        printf("%s\n", txt);
+        free(txt);
+        json_decref(root);
+    } else {
+        printf("model %s: %d layers (%s)\n", s.model.name, s.model.n_layers,
+               strlen(s.model.pattern) > 72 ? "pattern: octopipe models NAME" : s.model.pattern);
+        printf("%d devices (%s, nodes of %d), %d microbatches, seq %d, mbs %d, tp %d, memory limit %.1f GiB\n",
+               s.P, s.dev.name, s.nodes_of, s.M, s.train.seq, s.train.mbs, s.train.tp,
+               limit / 1073741824.0);
+        printf("lower bound %.2f ms\n\n", lb);
+        printf("%-14s %6s %12s %11s %8s %10s %5s %9s %7s\n", "schedule", "stages", "makespan_ms",
+               "tokens/s", "bubble%", "peak_GiB", "fits", "vs_i1f1b", "gap%");
+        for (int k = 0; k < nrows; k++) {
+            row *r = &rows[k];
+            if (!r->ok) {
+                printf("%-14s  n/a: %s\n", r->name, r->reason);
+                continue;
+            }
+            const op_pred *p = &r->plan.pred;
+            char sp[16] = "-";
+            if (ref > 0) snprintf(sp, sizeof sp, "%.3fx", ref / p->makespan_ms);
+            printf("%-14s %6d %12.2f %11.0f %8.2f %10.2f %5s %9s %7.2f\n", r->name, r->plan.S,
+                   p->makespan_ms, p->tokens_per_s, 100 * p->bubble_ratio,
+                   (double)p->peak_bytes_max / 1073741824.0,
+                   limit <= 0 || (double)p->peak_bytes_max <= limit ? "yes" : "NO", sp,
+                   100 * (p->makespan_ms / lb - 1.0));
+        }
+    }
+    if (plans_dir)
+        for (int k = 0; k < nrows; k++)
+            if (rows[k].ok && write_plan(plans_dir, &rows[k].plan)) rc = 1;
+    for (int k = 0; k < nrows; k++)
+        if (rows[k].ok) op_plan_free(&rows[k].plan);
+    free(rows);
+    op_sim_ws_free(ws);
+    op_cli_setup_free(&s);
+    return rc;
+}

@@ -1,0 +1,94 @@
+/* cmd_exec.c: `octopipe exec PLAN --emulate ...`, one rank of a job under mpirun (yours, with
+ * your hostfile, or the one `octopipe run` starts). */
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "exec/exec_cli.h"
+#include "exec/exec_internal.h"
+
+static void help(void) {
+    printf("usage: mpirun -np P octopipe exec PLAN --emulate [options]\n\n"
+           "One rank of a pipeline job: reads PLAN (rank 0 reads, every rank gets it), checks that\n"
+           "mpirun started as many ranks as the plan has devices, refuses a deadlocking plan, runs\n"
+           "this rank's instruction list (see `octopipe lower`) and, on rank 0, prints measured vs\n"
+           "predicted.  On this machine prefer `octopipe run`, which adds the mpirun flags.\n\n"
+           "options:\n%s\n"
+           "exit status: 0 ok, 1 failure, 2 bad input or refused plan, 3 watchdog\n\n"
+           "example:\n"
+           "  mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 \\\n"
+           "      build/octopipe exec plan.json --emulate --time-scale 0.1 --json\n",
+           op_exec_cli_help());
+}
+
+int cmd_exec(int argc, char **argv) {
+    op_exec_cli c;
+    int rc = op_exec_cli_parse(&c, argc, argv, "exec", 0);
+    if (rc == 1) {
+        help();
+        return 0;
+    }
+    if (rc) return rc;
+    op_xport x;
+    op_err e = {0};
+    if (op_xport_mpi_init(&x, &argc, &argv, &e)) {
+        fprintf(stderr, "octopipe exec: %s\n", e.msg);
+        return 1;
+    }
+    /* rank 0 reads the plan; every rank parses the same bytes, so all agree on errors */
+    char *text = NULL;
+    size_t n = 0;
+    int64_t len = -1;
+    if (x.rank == 0) {
+        if (op_read_file(c.plan_path, &text, &n, &e)) fprintf(stderr, "octopipe exec: %s\n", e.msg);
+        else len = (int64_t)n;
+    }
+    x.bcast(&x, &len, sizeof len);
+    if (len < 0) {
+        op_xport_mpi_finalize(&x);
+        return 2;
+    }
+    if (x.rank != 0) text = op_xcalloc((size_t)len + 1, 1);
+    x.bcast(&x, text, len);
+    op_plan emu, pred;
+    int have_pred = 0;
+    /* every rank checks the same bytes; only rank 0 prints what is wrong */
+    int saved = -1;
+    if (x.rank != 0) {
+        fflush(stderr);
+        saved = dup(2);
+        int nul = open("/dev/null", O_WRONLY);
+        if (nul >= 0) dup2(nul, 2), close(nul);
+    }
+    rc = op_exec_cli_plans(&c, "exec", text, &emu, &pred, &have_pred);
+    if (saved >= 0) {
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+    }
+    free(text);
+    if (rc) {
+        op_xport_mpi_finalize(&x);
+        return rc;
+    }
+    if (emu.P != x.size) {
+        if (x.rank == 0)
+            fprintf(stderr, "octopipe exec: %s has %d devices but mpirun started %d ranks (use -np %d)\n",
+                    c.plan_path, emu.P, x.size, emu.P);
+        op_plan_free(&emu);
+        op_plan_free(&pred);
+        op_xport_mpi_finalize(&x);
+        return 2;
+    }
+    op_exec_result res = {0};
+    op_exec_cli_run_rank(&c, &x, &emu, &res); /* does not return on failure */
+    int out = 0;
+    if (x.rank == 0) out = op_exec_cli_report(&c, "exec", &res, &pred, have_pred);
+    op_exec_result_free(&res);
+    op_plan_free(&emu);
+    op_plan_free(&pred);
+    op_xport_mpi_finalize(&x);
+    return out;
+}

@@ -1,0 +1,215 @@
+/* cmd_export.c: `octopipe export PLAN [--torch-csv FILE] [--torch-fqns FILE]
+ * [--megatron-layout [FILE]] [--chrome-trace FILE] [--svg FILE] [--force]`.
+ *
+ * Every requested output is built in memory first; only when all of them succeeded are the
+ * files written (each atomically), so a refused export leaves no file behind. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "octopipe/export.h"
+
+#pragma weak op_plan_read
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: octopipe export PLAN [--torch-csv FILE] [--torch-fqns FILE]\n"
+            "                            [--megatron-layout [FILE]] [--chrome-trace FILE]\n"
+            "                            [--svg FILE] [--check-csv FILE] [--force]\n"
+            "\n"
+            "Turns a plan file (octopipe plan / compare --plans-dir) into what other tools read.\n"
+            "Give any number of outputs; FILE '-' means stdout.  Nothing is written unless every\n"
+            "requested output could be made.\n"
+            "\n"
+            "outputs:\n"
+            "  --torch-csv FILE        torch.distributed.pipelining compute_only CSV: row d = rank d,\n"
+            "                          cells like 2F0 1I3 1W3 0B7 in execution order.  Checked with a\n"
+            "                          port of torch's own rules (_validate_schedule, the send/recv\n"
+            "                          lowering and its dry run) before it is written.  torchtitan\n"
+            "                          builds only loop placement or V with 2 stages per rank, with\n"
+            "                          equal stages per rank: other plans are refused\n"
+            "  --torch-fqns FILE       torchtitan's module_fqns_per_model_part (JSON, one list per\n"
+            "                          stage) for the plan's partition (transformer models)\n"
+            "  --megatron-layout [FILE]  Megatron-LM flags: --pipeline-model-parallel-layout for\n"
+            "                          transformer models (E t m L, '|' between stages, repeats\n"
+            "                          compressed), --hybrid-layer-pattern with '|' segments for\n"
+            "                          hybrid models (M * - E).  Only loop placement maps; V and\n"
+            "                          irregular placements are refused with the reason.  Default:\n"
+            "                          stdout (put PLAN first when FILE is omitted)\n"
+            "  --chrome-trace FILE     Chrome/Perfetto trace JSON: one row per device, ops in real\n"
+            "                          time, per-device memory counters, arrows for messages\n"
+            "  --svg FILE              SVG timeline: devices as rows, ops coloured by kind (F blue,\n"
+            "                          I teal, W green, B orange), microbatch labels, ms axis\n"
+            "\n"
+            "other options:\n"
+            "  --check-csv FILE        check an existing compute_only CSV against the plan's devices,\n"
+            "                          stages and microbatches with the same torch rules\n"
+            "  --force                 write the torch CSV even for a placement torchtitan cannot\n"
+            "                          build (for runtimes that read the stage map from the rows)\n"
+            "  -h, --help              this help\n"
+            "\n"
+            "exit status: 0 ok, 1 an export was refused or a file could not be written,\n"
+            "2 bad flags or an unreadable plan\n"
+            "\n"
+            "examples:\n"
+            "  octopipe plan --model nemotron-h-8b --devices 8 --microbatches 32 --out plan.json\n"
+            "  octopipe export plan.json --svg plan.svg --chrome-trace plan.trace.json\n"
+            "  octopipe export plan.json --megatron-layout\n"
+            "  octopipe export plan.json --torch-csv sched.csv --torch-fqns parts.json\n");
+}
+
+enum { O_CSV, O_FQNS, O_MEGATRON, O_TRACE, O_SVG, O_N };
+static const char *const out_flag[O_N] = {"--torch-csv", "--torch-fqns", "--megatron-layout",
+                                          "--chrome-trace", "--svg"};
+static const char *const out_desc[O_N] = {"torch compute_only CSV", "torchtitan FQNs",
+                                          "Megatron flags", "Chrome trace", "SVG timeline"};
+
+int cmd_export(int argc, char **argv) {
+    const char *plan_path = NULL, *path[O_N] = {0}, *check_csv = NULL;
+    int force = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--force")) {
+            force = 1;
+            continue;
+        }
+        if (!strncmp(a, "--megatron-layout", 17) && (a[17] == 0 || a[17] == '=')) {
+            /* optional value: "=FILE", or the next word once PLAN is known */
+            if (a[17] == '=') path[O_MEGATRON] = a + 18;
+            else if (plan_path && i + 1 < argc && argv[i + 1][0] != '-') path[O_MEGATRON] = argv[++i];
+            else path[O_MEGATRON] = "-";
+            if (!*path[O_MEGATRON]) {
+                fprintf(stderr, "octopipe export: --megatron-layout= needs a file name\n");
+                return 2;
+            }
+            continue;
+        }
+        int k = -1;
+        for (int o = 0; o < O_N; o++)
+            if (o != O_MEGATRON && !strcmp(a, out_flag[o])) k = o;
+        if (k >= 0 || !strcmp(a, "--check-csv")) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                fprintf(stderr, "octopipe export: %s needs a file name\n", a);
+                return 2;
+            }
+            if (k >= 0) path[k] = argv[++i];
+            else check_csv = argv[++i];
+            continue;
+        }
+        if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "octopipe export: unknown option '%s' (octopipe export --help)\n", a);
+            return 2;
+        }
+        if (plan_path) {
+            fprintf(stderr, "octopipe export: one PLAN only (got '%s' and '%s')\n", plan_path, a);
+            return 2;
+        }
+        plan_path = a;
+    }
+    if (!plan_path) {
+        fprintf(stderr, "octopipe export: missing PLAN (octopipe export --help)\n");
+        return 2;
+    }
+    int n_out = 0, n_stdout = 0;
+    for (int o = 0; o < O_N; o++) {
+        n_out += path[o] != NULL;
+        n_stdout += path[o] && !strcmp(path[o], "-");
+        for (int q = 0; q < o; q++)
+            if (path[o] && path[q] && strcmp(path[o], "-") && !strcmp(path[o], path[q])) {
+                fprintf(stderr, "octopipe export: %s and %s both write '%s'\n", out_flag[q],
+                        out_flag[o], path[o]);
+                return 2;
+            }
+    }
+    if (!n_out && !check_csv) {
+        fprintf(stderr, "octopipe export: nothing to export: give at least one of --torch-csv, "
+                        "--torch-fqns, --megatron-layout, --chrome-trace, --svg\n");
+        return 2;
+    }
+    if (n_stdout > 1) {
+        fprintf(stderr, "octopipe export: only one output can go to stdout ('-')\n");
+        return 2;
+    }
+    if (!op_plan_read) {
+        fprintf(stderr, "octopipe export: plan files cannot be read (plan_json not built)\n");
+        return 2;
+    }
+    op_plan p;
+    op_err e = {0};
+    if (op_plan_read(plan_path, &p, &e)) {
+        fprintf(stderr, "octopipe export: %s\n", e.msg);
+        return 2;
+    }
+    FILE *info = n_stdout ? stderr : stdout;
+    op_buf buf[O_N] = {{0}}, notes = {0};
+    int rc = OP_OK;
+    char done[O_N][160] = {{0}};
+    if (rc == OP_OK && check_csv) {
+        char *text = NULL;
+        op_torch_check_info ci;
+        rc = op_read_file(check_csv, &text, NULL, &e);
+        if (rc == OP_OK && op_export_torch_csv_check(text, p.P, p.S, p.M, &ci, &e) != OP_OK)
+            rc = op_err_prefix(&e, "%s", check_csv);
+        if (rc == OP_OK)
+            fprintf(info, "%s: passes torch's checks (%d ranks, %d stages, %d microbatches, %d "
+                          "compute actions, %d sends/recvs, %d unit steps)\n",
+                    check_csv, ci.P, ci.S, ci.M, ci.n_compute, ci.n_comms, ci.sim_steps);
+        free(text);
+    }
+    if (rc == OP_OK && path[O_CSV]) {
+        rc = op_export_torch_csv(&p, force, &buf[O_CSV], &e);
+        if (rc == OP_OK) {
+            snprintf(done[O_CSV], sizeof done[O_CSV], "%d rows, passes torch's checks", p.P);
+            op_export_torch_hint(&p, &notes);
+        }
+    }
+    if (rc == OP_OK && path[O_FQNS]) {
+        rc = op_export_torch_fqns(&p, &buf[O_FQNS], &e);
+        snprintf(done[O_FQNS], sizeof done[O_FQNS], "%d stages", p.S);
+    }
+    if (rc == OP_OK && path[O_MEGATRON]) {
+        op_buf s = {0};
+        op_megatron_kind kind;
+        rc = op_export_megatron(&p, &s, &kind, &notes, &e);
+        if (rc == OP_OK) {
+            op_buf_printf(&buf[O_MEGATRON], "--pipeline-model-parallel-size %d %s '%s'\n", p.P,
+                          op_megatron_flag(kind), s.data);
+            snprintf(done[O_MEGATRON], sizeof done[O_MEGATRON], "%s, VPP %d",
+                     op_megatron_flag(kind), p.S / p.P);
+        }
+        op_buf_free(&s);
+    }
+    if (rc == OP_OK && path[O_TRACE]) rc = op_export_chrome_trace(&p, &buf[O_TRACE], &e);
+    if (rc == OP_OK && path[O_SVG]) rc = op_export_svg(&p, &buf[O_SVG], &e);
+    if (rc == OP_OK && (path[O_TRACE] || path[O_SVG])) {
+        op_export_summary s;
+        op_export_summarize(&p, &s);
+        snprintf(done[O_TRACE], sizeof done[O_TRACE], "makespan %.3f ms, bubble %.1f%%",
+                 s.makespan_ms, 100 * s.bubble_ratio);
+        memcpy(done[O_SVG], done[O_TRACE], sizeof done[O_SVG]);
+    }
+    /* all outputs made: write them */
+    for (int o = 0; o < O_N && rc == OP_OK; o++) {
+        if (!path[o]) continue;
+        if (!strcmp(path[o], "-")) {
+            fwrite(buf[o].data, 1, buf[o].len, stdout);
+            fflush(stdout);
+            continue;
+        }
+        rc = op_write_file_atomic(path[o], buf[o].data, buf[o].len, &e);
+        if (rc == OP_OK)
+            fprintf(info, "wrote %s (%s%s%s)\n", path[o], out_desc[o], done[o][0] ? ": " : "",
+                    done[o]);
+    }
+    if (rc == OP_OK && notes.len) fputs(notes.data, stderr);
+    if (rc != OP_OK) fprintf(stderr, "octopipe export: %s\n", e.msg);
+    for (int o = 0; o < O_N; o++) op_buf_free(&buf[o]);
+    op_buf_free(&notes);
+    op_plan_free(&p);
+    return rc == OP_OK ? 0 : 1;
+}

@@ -1,0 +1,77 @@
+/* cmd_run.c: `octopipe run PLAN --emulate ...`: checks the plan, then starts mpirun on this
+ * binary's `exec` (or runs every rank as a thread with --threads). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "exec/exec_cli.h"
+
+static void help(void) {
+    printf("usage: octopipe run PLAN --emulate [options]\n\n"
+           "Runs a plan on this machine, one MPI rank per device, and prints the measured makespan,\n"
+           "busy time and bubble ratio next to the simulator's prediction.  The plan is validated\n"
+           "and simulated first: a deadlocking plan is refused with the cycle of ops named.  It\n"
+           "starts `mpirun --allow-run-as-root --oversubscribe --bind-to none --timeout T` itself;\n"
+           "on a cluster use `mpirun -np P octopipe exec PLAN ...` with your hostfile instead.\n\n"
+           "options:\n%s"
+           "  --threads           run the ranks as threads of this process (no mpirun)\n"
+           "  --timeout SEC       stop the job after SEC s (default 60 + 3x the predicted time)\n\n"
+           "exit status: 0 ok, 1 failure (a rank crashed: named), 2 bad input or refused plan,\n"
+           "             3 watchdog (every rank reports what it waits for)\n\n"
+           "examples:\n"
+           "  octopipe profile comm --out cluster.json\n"
+           "  octopipe run plan.json --emulate --time-scale 0.05 --cluster cluster.json --json\n"
+           "  octopipe run plan.json --emulate --trace run.trace.json   # open in ui.perfetto.dev\n",
+           op_exec_cli_help());
+}
+
+int cmd_run(int argc, char **argv) {
+    op_exec_cli c;
+    int rc = op_exec_cli_parse(&c, argc, argv, "run", 1);
+    if (rc == 1) {
+        help();
+        return 0;
+    }
+    if (rc) return rc;
+    op_plan emu, pred;
+    int have_pred = 0;
+    rc = op_exec_cli_plans(&c, "run", NULL, &emu, &pred, &have_pred);
+    if (rc) return rc;
+    op_err e = {0};
+    if (c.threads) {
+        op_compute comp = op_compute_emulate();
+        op_exec_result res;
+        rc = op_exec_run_threads(&emu, &comp, &c.eo, &res, &e);
+        if (rc) {
+            if (res.wait_report[0]) fputs(res.wait_report, stderr);
+            fprintf(stderr, "octopipe run: %s\n", e.msg);
+            rc = rc == OP_ETIMEOUT ? 3 : 1;
+        } else {
+            rc = op_exec_cli_report(&c, "run", &res, &pred, have_pred);
+        }
+        op_exec_result_free(&res);
+    } else {
+        double t = c.timeout_s;
+        if (t <= 0) t = 60 + 3 * (have_pred ? pred.pred.makespan_ms : 0) / 1e3;
+        /* forward the flags: exec accepts everything but --threads/--timeout */
+        char **args = calloc((size_t)argc + 1, sizeof(char *));
+        int n = 0;
+        args[n++] = "exec";
+        for (int i = 1; i < argc; i++) {
+            if (!strcmp(argv[i], "--timeout")) {
+                i++;
+                continue;
+            }
+            args[n++] = argv[i];
+        }
+        int code = op_exec_launch(emu.P, args, n, t, NULL, &e);
+        free(args);
+        if (code) {
+            fprintf(stderr, "octopipe run: %s\n", e.msg[0] ? e.msg : "the job failed");
+            rc = code == 2 ? 2 : code == 3 || e.code == OP_ETIMEOUT ? 3 : 1;
+        }
+    }
+    op_plan_free(&emu);
+    op_plan_free(&pred);
+    return rc;
+}

@@ -1,0 +1,149 @@
+/* cmd_sim.c: `octopipe sim PLAN [--json]`: reads a plan file (which checks it and re-simulates
+ * it), prints the prediction and says whether it reproduces the file's own prediction. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "octopipe/plan_io.h"
+#include "octopipe/sim.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: octopipe sim PLAN [--json]\n"
+            "\n"
+            "Re-simulates a plan file (octopipe.plan/1) and prints its prediction: makespan,\n"
+            "tokens/s, bubble ratio, per-device busy time, idle split (warm-up before the first\n"
+            "backward starts anywhere, cool-down after the last forward ends anywhere, residual\n"
+            "in between), peak memory, and the lower bound with the gap to it.  Reading the file\n"
+            "checks it completely (stages, placement, every op once, durations, dependencies,\n"
+            "deadlock); the command then says whether the simulation reproduces the prediction\n"
+            "stored in the file exactly.\n"
+            "\n"
+            "  PLAN      plan file, as written by `octopipe plan` or `octopipe compare --plans-dir`\n"
+            "  --json    print the same as one JSON object\n"
+            "  --help    this text\n"
+            "\n"
+            "exit status: 0 ok, 2 bad usage or a plan file that does not check out.\n"
+            "\n"
+            "example:\n"
+            "  octopipe sim tests/data/plans/1f1b-p4-m8.json\n");
+}
+
+static const char *verdict(const op_plan_file_info *in) {
+    if (!in->has_times && !in->has_pred) return "no prediction in the file (simulated now)";
+    return in->exact ? "reproduces the file's prediction exactly"
+                     : "matches the file's prediction within rounding (hand-edited numbers?)";
+}
+
+static void print_text(const char *path, const op_plan *p, const op_plan_file_info *in) {
+    const op_pred *r = &p->pred;
+    const double GiB = 1024.0 * 1024 * 1024;
+    double gap = r->lower_bound_ms > 0 ? r->makespan_ms / r->lower_bound_ms - 1 : 0;
+    printf("plan %s: \"%s\" for %s: %d devices, %d microbatches, %d stages over %d layers\n",
+           path, p->name, p->model[0] ? p->model : "(no model name)", p->P, p->M, p->S,
+           p->n_layers);
+    printf("  makespan      %.6g ms\n", r->makespan_ms);
+    printf("  lower bound   %.6g ms (gap %.2f%%)\n", r->lower_bound_ms, 100 * gap);
+    printf("  tokens/s      %.6g\n", r->tokens_per_s);
+    printf("  bubble ratio  %.2f%%\n", 100 * r->bubble_ratio);
+    printf("  peak memory   %.3f GiB (max over devices)\n", r->peak_bytes_max / GiB);
+    printf("\n  %-6s %-14s %10s %10s %10s %10s %10s %10s\n", "device", "stages", "busy_ms",
+           "warmup_ms", "resid_ms", "cool_ms", "peak_GiB", "static_GiB");
+    for (int d = 0; d < p->P; d++) {
+        char st[64] = "";
+        size_t n = 0;
+        int k = 0;
+        for (int s = 0; s < p->S && n < sizeof st - 8; s++)
+            if (p->stage_dev[s] == d)
+                n += (size_t)snprintf(st + n, sizeof st - n, "%s%d", k++ ? "," : "", s);
+        printf("  %-6d %-14s %10.4g %10.4g %10.4g %10.4g %10.3f %10.3f\n", d, k ? st : "-",
+               r->busy_ms[d], r->warmup_ms[d], r->residual_ms[d], r->cooldown_ms[d],
+               r->peak_bytes[d] / GiB, r->static_bytes[d] / GiB);
+    }
+    printf("\n%s\n", verdict(in));
+}
+
+static void darr(op_buf *b, const char *key, const double *v, int n) {
+    op_buf_printf(b, ", \"%s\": [", key);
+    for (int i = 0; i < n; i++) {
+        if (i) op_buf_put(b, ", ", 2);
+        op_json_num(b, v[i]);
+    }
+    op_buf_put(b, "]", 1);
+}
+
+static void print_json(const char *path, const op_plan *p, const op_plan_file_info *in) {
+    const op_pred *r = &p->pred;
+    op_buf b = {0};
+    op_buf_printf(&b, "{\"file\": \"");
+    for (const char *c = path; *c; c++) {
+        if (*c == '"' || *c == '\\') op_buf_put(&b, "\\", 1);
+        if ((unsigned char)*c >= 0x20) op_buf_put(&b, c, 1);
+    }
+    op_buf_printf(&b, "\", \"devices\": %d, \"microbatches\": %d, \"stages\": %d", p->P, p->M,
+                  p->S);
+    const char *k[] = {"makespan_ms", "lower_bound_ms", "gap", "tokens_per_s", "bubble_ratio"};
+    double v[] = {r->makespan_ms, r->lower_bound_ms,
+                  r->lower_bound_ms > 0 ? r->makespan_ms / r->lower_bound_ms - 1 : 0,
+                  r->tokens_per_s, r->bubble_ratio};
+    for (int i = 0; i < 5; i++) {
+        op_buf_printf(&b, ", \"%s\": ", k[i]);
+        op_json_num(&b, v[i]);
+    }
+    op_buf_printf(&b, ", \"peak_bytes_max\": %lld, \"peak_bytes\": [", (long long)r->peak_bytes_max);
+    for (int d = 0; d < p->P; d++)
+        op_buf_printf(&b, "%s%lld", d ? ", " : "", (long long)r->peak_bytes[d]);
+    op_buf_printf(&b, "], \"static_bytes\": [");
+    for (int d = 0; d < p->P; d++)
+        op_buf_printf(&b, "%s%lld", d ? ", " : "", (long long)r->static_bytes[d]);
+    op_buf_put(&b, "]", 1);
+    darr(&b, "busy_ms", r->busy_ms, p->P);
+    darr(&b, "warmup_ms", r->warmup_ms, p->P);
+    darr(&b, "residual_ms", r->residual_ms, p->P);
+    darr(&b, "cooldown_ms", r->cooldown_ms, p->P);
+    op_buf_printf(&b, ", \"file_has_prediction\": %s, \"reproduces_exactly\": %s, "
+                      "\"max_time_diff_ms\": ",
+                  in->has_pred || in->has_times ? "true" : "false",
+                  (in->has_pred || in->has_times) && in->exact ? "true" : "false");
+    op_json_num(&b, in->max_time_diff_ms);
+    op_buf_printf(&b, "}\n");
+    fwrite(b.data, 1, b.len, stdout);
+    op_buf_free(&b);
+}
+
+int cmd_sim(int argc, char **argv) {
+    const char *path = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "octopipe sim: unknown flag '%s' (octopipe sim --help)\n", a);
+            return 2;
+        } else if (path) {
+            fprintf(stderr, "octopipe sim: one plan file at a time (got '%s' and '%s')\n", path, a);
+            return 2;
+        } else {
+            path = a;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "octopipe sim: missing PLAN (usage: octopipe sim PLAN [--json])\n");
+        return 2;
+    }
+    op_plan p;
+    op_plan_file_info info;
+    op_err err = {0};
+    if (op_plan_read_ex(path, &p, &info, &err) != OP_OK) {
+        fprintf(stderr, "octopipe sim: %s\n", err.msg);
+        return 2;
+    }
+    if (json) print_json(path, &p, &info);
+    else print_text(path, &p, &info);
+    op_plan_free(&p);
+    return 0;
+}

@@ -1,0 +1,26 @@
+/* comm.c: point-to-point link model between pipeline devices.  Devices are grouped into
+ * nodes of nodes_of consecutive ranks; inside a node they talk over NVLink, between nodes
+ * over InfiniBand.  Defaults and their reasons: docs/cost-model.md. */
+#include <string.h>
+
+#include "octopipe/cost.h"
+
+void op_comm_default(op_comm *c, int nodes_of) {
+    memset(c, 0, sizeof *c);
+    c->none = 0;
+    c->nodes_of = nodes_of > 0 ? nodes_of : 0;
+    c->intra_lat_ms = 0.010; /* NCCL send/recv inside a node: ~10 us */
+    c->intra_bw_GBps = 360;  /* NVLink 4: 450 GB/s per direction, ~80% achieved */
+    c->inter_lat_ms = 0.025; /* IB NDR through the NIC and a switch: ~20-30 us */
+    c->inter_bw_GBps = 40;   /* one 400 Gb/s NDR NIC per GPU: 50 GB/s, ~80% achieved */
+}
+
+double op_comm_ms(const op_comm *c, int dev_a, int dev_b, int64_t bytes) {
+    if (c->none || dev_a == dev_b) return 0.0;
+    int same_node = c->nodes_of <= 0 || dev_a / c->nodes_of == dev_b / c->nodes_of;
+    double lat = same_node ? c->intra_lat_ms : c->inter_lat_ms;
+    double bw = same_node ? c->intra_bw_GBps : c->inter_bw_GBps;
+    OP_ASSERT(bw > 0, "op_comm with zero %s bandwidth (use none = 1 for free links)",
+              same_node ? "intra-node" : "inter-node");
+    return lat + (double)(bytes > 0 ? bytes : 0) / (bw * 1e9) * 1e3;
+}

@@ -1,0 +1,225 @@
+/* cli_opts.c: flags shared by `octopipe run` and `octopipe exec`, the plan an emulated run is
+ * predicted with, and the report printed after it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/exec_cli.h"
+#include "exec/exec_internal.h"
+#include "octopipe/cluster.h"
+#include "octopipe/sim.h"
+
+/* Other modules' entry points, weak so the executor builds while they are being written. */
+#pragma weak op_plan_from_json
+
+const char *op_exec_cli_help(void) {
+    return "  --emulate           each op sleeps for its modelled duration (the only compute the CLI\n"
+           "                      runs; the reference model plugs in through `octopipe train`)\n"
+           "  --time-scale X      multiply every op duration by X (default 1; e.g. 0.1 runs 10x faster)\n"
+           "  --bytes-scale X     multiply every message size by X (default 1)\n"
+           "  --cluster FILE      predict with the links measured by `octopipe profile comm`\n"
+           "                      (default: the plan's own link model)\n"
+           "  --dispatch-ms X     per-op executor cost the prediction adds (default 0)\n"
+           "  --json              print measured vs predicted as JSON\n"
+           "  --trace FILE        write the merged Chrome trace (measured ranks + predicted devices)\n"
+           "  --watchdog SEC      a rank waiting this long on one message stops the job (default 30)\n"
+           "  --slice-ms X        emulated compute progresses messages every X ms (default 0.5)\n"
+           "  --poll-us X         sleep between tests while waiting (default 20)\n"
+           "  --recv-window N     post receives up to N compute ops ahead (default 8)\n"
+           "  --recv-budget MIB   cap on posted receive buffers per rank (default 1024)\n"
+           "  --inject-crash R:I  testing: rank R kills itself at its compute op I\n"
+           "  --inject-hang R:I   testing: rank R hangs in its compute op I\n";
+}
+
+static int num(const char *cmd, const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end = NULL;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || !*v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "octopipe %s: %s needs a number in [%g, %g] (got '%s')\n", cmd, flag, lo, hi,
+                v ? v : "");
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int fault(const char *cmd, const char *flag, const char *v, op_exec_fault *f, int hang) {
+    int r, i, n = 0;
+    if (!v || sscanf(v, "%d:%d%n", &r, &i, &n) != 2 || v[n] || r < 0 || i < 0) {
+        fprintf(stderr, "octopipe %s: %s needs RANK:OPINDEX (got '%s')\n", cmd, flag, v ? v : "");
+        return -1;
+    }
+    f->rank = r;
+    f->op_index = i;
+    f->hang = hang;
+    return 0;
+}
+
+int op_exec_cli_parse(op_exec_cli *c, int argc, char **argv, const char *cmd, int allow_run_flags) {
+    memset(c, 0, sizeof *c);
+    c->time_scale = c->bytes_scale = 1;
+    c->eo.fault.rank = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        double x;
+        int rc = 0, used = 1;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+        if (!strcmp(a, "--emulate")) c->emulate = 1, used = 0;
+        else if (!strcmp(a, "--json")) c->json = 1, used = 0;
+        else if (allow_run_flags && !strcmp(a, "--threads")) c->threads = 1, used = 0;
+        else if (!strcmp(a, "--time-scale")) rc = num(cmd, a, v, 1e-6, 1e6, &c->time_scale);
+        else if (!strcmp(a, "--bytes-scale")) rc = num(cmd, a, v, 0, 1e6, &c->bytes_scale);
+        else if (!strcmp(a, "--dispatch-ms")) rc = num(cmd, a, v, 0, 1e6, &c->extra_overhead_ms);
+        else if (!strcmp(a, "--watchdog")) rc = num(cmd, a, v, 0.01, 1e6, &c->eo.watchdog_s);
+        else if (!strcmp(a, "--slice-ms")) rc = num(cmd, a, v, 0.001, 1e4, &c->eo.slice_ms);
+        else if (!strcmp(a, "--poll-us")) rc = num(cmd, a, v, 0.1, 1e6, &c->eo.poll_us);
+        else if (allow_run_flags && !strcmp(a, "--timeout")) rc = num(cmd, a, v, 1, 86400, &c->timeout_s);
+        else if (!strcmp(a, "--recv-window")) {
+            rc = num(cmd, a, v, 1, 1e6, &x);
+            c->eo.lower.recv_window = (int)x;
+        } else if (!strcmp(a, "--recv-budget")) {
+            rc = num(cmd, a, v, 1e-6, 1e7, &x);
+            c->eo.lower.recv_budget_bytes = (int64_t)(x * 1048576.0);
+            if (c->eo.lower.recv_budget_bytes < 1) c->eo.lower.recv_budget_bytes = 1;
+        } else if (!strcmp(a, "--cluster") || !strcmp(a, "--trace")) {
+            if (!v || !*v) {
+                fprintf(stderr, "octopipe %s: %s needs a file name\n", cmd, a);
+                return 2;
+            }
+            if (a[2] == 'c') c->cluster_path = v;
+            else c->trace_path = v;
+        } else if (!strcmp(a, "--inject-crash")) rc = fault(cmd, a, v, &c->eo.fault, 0);
+        else if (!strcmp(a, "--inject-hang")) rc = fault(cmd, a, v, &c->eo.fault, 1);
+        else if (a[0] == '-') {
+            fprintf(stderr, "octopipe %s: unknown flag '%s' (octopipe %s --help)\n", cmd, a, cmd);
+            return 2;
+        } else if (!c->plan_path) c->plan_path = a, used = 0;
+        else {
+            fprintf(stderr, "octopipe %s: one plan file only (got '%s' and '%s')\n", cmd,
+                    c->plan_path, a);
+            return 2;
+        }
+        if (rc) return 2;
+        i += used;
+    }
+    if (!c->plan_path) {
+        fprintf(stderr, "octopipe %s: missing PLAN (octopipe %s --help)\n", cmd, cmd);
+        return 2;
+    }
+    if (!c->emulate) {
+        fprintf(stderr,
+                "octopipe %s: only --emulate compute is available from the CLI (the reference "
+                "model runs plans through `octopipe train`)\n",
+                cmd);
+        return 2;
+    }
+    return 0;
+}
+
+int op_exec_cli_plans(const op_exec_cli *c, const char *cmd, const char *text, op_plan *emu,
+                      op_plan *pred, int *have_pred) {
+    op_err e = {0};
+    op_plan p;
+    char *own = NULL;
+    *have_pred = 0;
+    if (!op_plan_from_json) {
+        fprintf(stderr, "octopipe %s: plan files cannot be read (plan_json not built)\n", cmd);
+        return 2;
+    }
+    if (!text) {
+        size_t n;
+        if (op_read_file(c->plan_path, &own, &n, &e)) {
+            fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
+            return 2;
+        }
+        text = own;
+    }
+    int rc = op_plan_from_json(text, c->plan_path, &p, &e);
+    free(own);
+    if (rc) {
+        fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
+        return 2;
+    }
+    op_comm measured, *mp = NULL;
+    if (c->cluster_path) {
+        if (op_cluster_read(c->cluster_path, &measured, &e)) {
+            fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
+            op_plan_free(&p);
+            return 2;
+        }
+        mp = &measured;
+    }
+    op_exec_emulated_plan(emu, &p, c->time_scale, c->bytes_scale, mp, 0);
+    op_plan_free(&p);
+    op_lowered l;
+    rc = op_exec_lower(emu, &c->eo.lower, &l, &e);
+    if (rc) {
+        fprintf(stderr, "octopipe %s: %s: %s\n", cmd, c->plan_path, e.msg);
+        op_plan_free(emu);
+        return 2;
+    }
+    op_lowered_free(&l);
+    op_plan_copy(pred, emu);
+    pred->op_overhead_ms += c->extra_overhead_ms;
+    {
+        if (op_sim_replay(pred, NULL, &e)) {
+            fprintf(stderr, "octopipe %s: %s: %s\n", cmd, c->plan_path, e.msg);
+            op_plan_free(emu);
+            op_plan_free(pred);
+            return 2;
+        }
+        *have_pred = 1;
+    }
+    return 0;
+}
+
+int op_exec_cli_report(const op_exec_cli *c, const char *cmd, const op_exec_result *r,
+                       const op_plan *pred, int have_pred) {
+    op_buf b = {0};
+    if (c->json) {
+        op_exec_report_json(r, pred, c->time_scale, &b);
+        fputs(b.data, stdout);
+    } else {
+        printf("%s: %d ranks, %d microbatches, time scale %g\n", pred->name, pred->P, pred->M,
+               c->time_scale);
+        printf("  measured  makespan %10.3f ms  bubble %5.1f%%  (per-op overhead %.3f ms)\n",
+               r->makespan_ms, 100 * r->bubble_ratio, r->overhead_ms);
+        if (have_pred)
+            printf("  predicted makespan %10.3f ms  bubble %5.1f%%  error %+.2f%%\n",
+                   pred->pred.makespan_ms, 100 * op_exec_pred_bubble(pred, NULL),
+                   100 * (r->makespan_ms - pred->pred.makespan_ms) / pred->pred.makespan_ms);
+        else
+            printf("  predicted: simulator not built\n");
+    }
+    fflush(stdout);
+    op_buf_free(&b);
+    if (c->trace_path) {
+        op_err e = {0};
+        op_exec_chrome_trace(r, pred, &b);
+        int rc = op_write_file_atomic(c->trace_path, b.data, b.len, &e);
+        op_buf_free(&b);
+        if (rc) {
+            fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int op_exec_cli_run_rank(const op_exec_cli *c, op_xport *x, const op_plan *emu,
+                         op_exec_result *res) {
+    op_err e = {0};
+    op_lowered l;
+    OP_ASSERT(op_exec_lower(emu, &c->eo.lower, &l, &e) == OP_OK, "lowering failed after its check: %s",
+              e.msg);
+    op_compute comp = op_compute_emulate();
+    int rc = op_exec_rank_run(emu, &l, x, &comp, &c->eo, res, &e);
+    op_lowered_free(&l);
+    if (rc) {
+        if (rc != OP_ETIMEOUT) fprintf(stderr, "octopipe exec: rank %d: %s\n", x->rank, e.msg);
+        fflush(stderr);
+        op_exec_nap_us(1e6);
+        x->hard_abort(x, rc == OP_ETIMEOUT ? 3 : 1);
+        exit(rc == OP_ETIMEOUT ? 3 : 1); /* not reached under MPI */
+    }
+    return 0;
+}

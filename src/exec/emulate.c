@@ -1,0 +1,46 @@
+/* emulate.c: emulated compute (each op sleeps for its modelled duration while progressing
+ * messages) and the scaled plan an emulated run is predicted with. */
+#include <string.h>
+
+#include "octopipe/exec.h"
+
+typedef struct emu {
+    const op_plan *p;
+} emu;
+
+static _Thread_local emu emu_state; /* one per rank thread: ranks may be threads */
+
+static int emu_setup(void *ctx, const op_plan *p, int rank, op_err *err) {
+    emu_state.p = p;
+    return OP_OK;
+}
+
+static int emu_run(void *ctx, const op_compute_call *c, op_err *err) {
+    /* the deadline counts from the call, so time spent in the runtime is not hidden */
+    double t = op_now_s() + op_stage_ms(emu_state.p, c->stage, c->kind) * 1e-3;
+    return op_exec_sleep_until(c->rt, t);
+}
+
+op_compute op_compute_emulate(void) {
+    op_compute c;
+    memset(&c, 0, sizeof c);
+    c.setup = emu_setup;
+    c.run = emu_run;
+    c.emulated = 1;
+    return c;
+}
+
+void op_exec_emulated_plan(op_plan *dst, const op_plan *src, double time_scale,
+                           double bytes_scale, const op_comm *measured, double extra_overhead_ms) {
+    op_plan_copy(dst, src);
+    for (int l = 0; l < dst->n_layers; l++) {
+        op_layer_cost *c = &dst->layers[l];
+        c->f_ms *= time_scale;
+        c->i_ms *= time_scale;
+        c->w_ms *= time_scale;
+        int64_t b = (int64_t)((double)c->out_bytes * bytes_scale + 0.5);
+        c->out_bytes = b < 1 ? 1 : b;
+    }
+    dst->op_overhead_ms = src->op_overhead_ms * time_scale + extra_overhead_ms;
+    if (measured) dst->comm = *measured;
+}

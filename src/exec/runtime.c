@@ -1,0 +1,297 @@
+/* runtime.c: one rank walking its instruction list (exec.h): nonblocking messages, polite
+ * waits, progress during compute, the watchdog and per-op records. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec/exec_internal.h"
+
+enum { B_NONE, B_RECV, B_SEND, B_HELD };
+
+struct op_exec_rank {
+    const op_plan *p;
+    const op_prog *prog;
+    op_xport *x;
+    const op_compute *c;
+    op_exec_opts o;
+    void **buf;
+    uint8_t *state; /* [n_bufs] B_* */
+    op_xreq *req;   /* [n_bufs] */
+    int *act;       /* buffers with a request in flight */
+    int n_act;
+    int xerr;       /* transport error seen by progress */
+    int abort_reason;
+    pthread_mutex_t mu;
+    /* progress thread */
+    pthread_t th;
+    int th_on, stop, computing;
+    /* what this rank is doing, for the watchdog report */
+    const op_instr *cur;
+    double cur_since;
+};
+
+void op_exec_timer_slack_fine(void) {
+    /* default slack is 50 us: every nanosleep would overshoot by that much */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+}
+
+void op_exec_nap_us(double us) {
+    struct timespec ts = {(time_t)(us / 1e6), (long)(((long long)(us * 1000)) % 1000000000LL)};
+    while (nanosleep(&ts, &ts) && errno == EINTR) {
+    }
+}
+
+static void progress_locked(op_exec_rank *rt) {
+    for (int i = 0; i < rt->n_act;) {
+        int b = rt->act[i];
+        if (rt->x->test(rt->x, &rt->req[b]) < 0) rt->xerr = 1;
+        if (rt->req[b].done) {
+            if (rt->state[b] == B_SEND) {
+                free(rt->buf[b]);
+                rt->buf[b] = NULL;
+                rt->state[b] = B_NONE;
+            } else {
+                rt->state[b] = B_HELD;
+            }
+            rt->act[i] = rt->act[--rt->n_act];
+        } else {
+            i++;
+        }
+    }
+    if (!rt->abort_reason) rt->abort_reason = rt->x->poll_abort(rt->x);
+}
+
+void op_exec_progress(op_exec_rank *rt) {
+    pthread_mutex_lock(&rt->mu);
+    progress_locked(rt);
+    pthread_mutex_unlock(&rt->mu);
+}
+
+int op_exec_sleep_until(op_exec_rank *rt, double deadline) {
+    double slice = (rt->o.slice_ms > 0 ? rt->o.slice_ms : 0.5) * 1e-3;
+    for (;;) {
+        if (!rt->th_on) op_exec_progress(rt);
+        if (rt->abort_reason) return OP_ETIMEOUT;
+        double left = deadline - op_now_s();
+        if (left <= 0) return OP_OK;
+        /* with nothing in flight only the watchdog channel needs a look, so nap longer */
+        double s = rt->n_act ? slice : 20 * slice;
+        op_exec_nap_us((left < s ? left : s) * 1e6);
+    }
+}
+
+static void *progress_main(void *arg) {
+    op_exec_rank *rt = arg;
+    while (!__atomic_load_n(&rt->stop, __ATOMIC_ACQUIRE)) {
+        if (__atomic_load_n(&rt->computing, __ATOMIC_ACQUIRE)) op_exec_progress(rt);
+        op_exec_nap_us(50);
+    }
+    return NULL;
+}
+
+static void describe(op_exec_rank *rt, char *line, size_t cap) {
+    const op_instr *x = rt->cur;
+    double dt = op_now_s() - rt->cur_since;
+    int r = rt->x->rank;
+    if (!x) {
+        snprintf(line, cap, "rank %d: finished its ops, waiting for its sends to complete (%.1f s)", r, dt);
+    } else if (x->code == OP_I_WAIT) {
+        snprintf(line, cap,
+                 "rank %d: waiting %.1f s for the %s input of %s(s%d,mb%d) from rank %d (tag %d)", r,
+                 dt, x->kind == OP_F ? "activation" : "gradient", op_kind_name((op_kind)x->kind),
+                 x->stage, x->mb, x->peer, x->tag);
+    } else {
+        snprintf(line, cap, "rank %d: stuck in compute %s(s%d,mb%d) for %.1f s", r,
+                 op_kind_name((op_kind)x->kind), x->stage, x->mb, dt);
+    }
+}
+
+/* Called when this rank sees the watchdog: report, return OP_ETIMEOUT. */
+static int watchdog_out(op_exec_rank *rt, char *line, size_t cap, op_err *err) {
+    char tmp[512];
+    describe(rt, tmp, sizeof tmp);
+    if (line) snprintf(line, cap, "%s", tmp);
+    else if (!rt->o.quiet) fprintf(stderr, "octopipe exec: watchdog: %s\n", tmp);
+    return op_errf(err, OP_ETIMEOUT, "watchdog (raised by rank %d): %s", rt->abort_reason - 1, tmp);
+}
+
+/* Polls until buffer b's request completed (b < 0: until every send completed). */
+static int wait_for(op_exec_rank *rt, int b, char *line, size_t cap, op_err *err) {
+    double poll = rt->o.poll_us > 0 ? rt->o.poll_us : 20;
+    double wd = rt->o.watchdog_s > 0 ? rt->o.watchdog_s : 30;
+    for (;;) {
+        op_exec_progress(rt);
+        if (rt->xerr) return op_errf(err, OP_EPEER, "rank %d: transport error", rt->x->rank);
+        if (b >= 0 ? rt->state[b] == B_HELD : rt->n_act == 0) return OP_OK;
+        if (rt->abort_reason) return watchdog_out(rt, line, cap, err);
+        if (op_now_s() - rt->cur_since > wd) {
+            rt->abort_reason = rt->x->rank + 1;
+            rt->x->raise_abort(rt->x, rt->x->rank + 1);
+            return watchdog_out(rt, line, cap, err);
+        }
+        /* back off as the wait grows: a rank idle in a long bubble must not steal the cores
+         * the computing ranks need (16 ranks on 2 cores); reacting 1% late costs 1% of a wait */
+        double waited_us = (op_now_s() - rt->cur_since) * 1e6, nap = waited_us * 0.01;
+        op_exec_nap_us(nap < poll ? poll : nap > 1000 ? 1000 : nap);
+    }
+}
+
+static int run_list(op_exec_rank *rt, double t0, op_exec_rec *recs, char *line, size_t cap,
+                    op_err *err) {
+    const op_prog *pr = rt->prog;
+    op_xport *x = rt->x;
+    int nrec = 0, rc = OP_OK;
+    for (int i = 0; i < pr->n && rc == OP_OK; i++) {
+        const op_instr *in = &pr->ins[i];
+        int b = in->buf;
+        switch (in->code) {
+        case OP_I_RECV:
+            rt->buf[b] = op_xmalloc((size_t)in->bytes);
+            pthread_mutex_lock(&rt->mu);
+            rt->state[b] = B_RECV;
+            memset(&rt->req[b], 0, sizeof rt->req[b]);
+            if (x->irecv(x, rt->buf[b], in->bytes, in->peer, in->tag, &rt->req[b]) < 0) rt->xerr = 1;
+            rt->act[rt->n_act++] = b;
+            pthread_mutex_unlock(&rt->mu);
+            break;
+        case OP_I_WAIT:
+            rt->cur = in;
+            rt->cur_since = op_now_s();
+            rc = wait_for(rt, b, line, cap, err);
+            break;
+        case OP_I_SEND:
+            pthread_mutex_lock(&rt->mu);
+            rt->state[b] = B_SEND;
+            memset(&rt->req[b], 0, sizeof rt->req[b]);
+            if (x->isend(x, rt->buf[b], in->bytes, in->peer, in->tag, &rt->req[b]) < 0) rt->xerr = 1;
+            rt->act[rt->n_act++] = b;
+            pthread_mutex_unlock(&rt->mu);
+            break;
+        case OP_I_FREE:
+            free(rt->buf[b]);
+            rt->buf[b] = NULL;
+            rt->state[b] = B_NONE;
+            break;
+        case OP_I_COMP: {
+            if (in->out >= 0) {
+                rt->buf[in->out] = op_xmalloc((size_t)in->out_bytes);
+                rt->state[in->out] = B_HELD;
+            }
+            rt->cur = in;
+            double t = op_now_s();
+            rt->cur_since = t;
+            const op_exec_fault *f = &rt->o.fault;
+            if (f->rank == x->rank && f->op_index == in->op_index) {
+                if (!f->hang) raise(SIGKILL);
+                while (op_exec_sleep_until(rt, op_now_s() + 1.0) == OP_OK) {
+                }
+                rc = watchdog_out(rt, line, cap, err);
+                break;
+            }
+            op_compute_call call = {(op_kind)in->kind, in->stage, in->mb,
+                                    in->buf >= 0 ? rt->buf[in->buf] : NULL, in->bytes,
+                                    in->out >= 0 ? rt->buf[in->out] : NULL, in->out_bytes, rt};
+            if (rt->th_on) __atomic_store_n(&rt->computing, 1, __ATOMIC_RELEASE);
+            rc = rt->c->run(rt->c->ctx, &call, err);
+            if (rt->th_on) __atomic_store_n(&rt->computing, 0, __ATOMIC_RELEASE);
+            double e = op_now_s();
+            if (rc == OP_ETIMEOUT || (rc == OP_OK && rt->abort_reason))
+                rc = watchdog_out(rt, line, cap, err);
+            recs[nrec++] = (op_exec_rec){in->kind, in->stage, in->mb, (t - t0) * 1e3, (e - t0) * 1e3};
+            break;
+        }
+        }
+    }
+    if (rc != OP_OK && !rt->abort_reason) {
+        /* stop everyone: a failed rank must not leave the others waiting for the watchdog */
+        rt->abort_reason = x->rank + 1;
+        x->raise_abort(x, x->rank + 1);
+    }
+    if (rc == OP_OK) {
+        rt->cur = NULL;
+        rt->cur_since = op_now_s();
+        rc = wait_for(rt, -1, line, cap, err);
+    }
+    return rc;
+}
+
+int op_exec_rank_run_line(const op_plan *p, const op_lowered *l, op_xport *x, const op_compute *c,
+                          const op_exec_opts *o, op_exec_result *res, char *line, size_t cap,
+                          op_err *err) {
+    op_exec_opts def = {0};
+    def.fault.rank = -1;
+    op_exec_rank rt = {0};
+    rt.p = p;
+    rt.prog = &l->progs[x->rank];
+    rt.x = x;
+    rt.c = c;
+    rt.o = o ? *o : def;
+    int nb = rt.prog->n_bufs + 1;
+    rt.buf = op_xcalloc((size_t)nb, sizeof(void *));
+    rt.state = op_xcalloc((size_t)nb, 1);
+    rt.req = op_xcalloc((size_t)nb, sizeof(op_xreq));
+    rt.act = op_xcalloc((size_t)nb, sizeof(int));
+    pthread_mutex_init(&rt.mu, NULL);
+    op_exec_timer_slack_fine();
+    op_exec_rec *recs = op_xcalloc((size_t)rt.prog->n_comp + 1, sizeof *recs);
+
+    int rc = c->setup ? c->setup(c->ctx, p, x->rank, err) : OP_OK;
+    /* common start: rank 0 picks a time start_lead_s ahead in its clock; all sleep until then */
+    double off = 0, start = 0;
+    if (rc == OP_OK) {
+        x->barrier(x);
+        off = x->clock_offset(x);
+        start = op_now_s() + off + (x->start_lead_s > 0 ? x->start_lead_s : 0.02);
+        x->bcast(x, &start, sizeof start);
+        double local = start - off;
+        while (op_now_s() < local) op_exec_nap_us((local - op_now_s()) * 1e6);
+        if (c->progress_thread && pthread_create(&rt.th, NULL, progress_main, &rt) == 0) rt.th_on = 1;
+        rc = run_list(&rt, start - off, recs, line, cap, err);
+        if (rt.th_on) {
+            __atomic_store_n(&rt.stop, 1, __ATOMIC_RELEASE);
+            pthread_join(rt.th, NULL);
+        }
+    }
+    if (c->teardown) c->teardown(c->ctx);
+    if (rc == OP_OK) {
+        /* records to rank 0 (outside the timed region) */
+        void **all = NULL;
+        int64_t *lens = NULL;
+        if (x->rank == 0) {
+            all = op_xcalloc((size_t)x->size, sizeof(void *));
+            lens = op_xcalloc((size_t)x->size, sizeof(int64_t));
+        }
+        rc = x->gather(x, recs, (int64_t)sizeof(op_exec_rec) * rt.prog->n_comp, all, lens);
+        if (rc == OP_OK && x->rank == 0 && res) {
+            int *n = op_xcalloc((size_t)x->size, sizeof(int));
+            for (int r = 0; r < x->size; r++) n[r] = (int)(lens[r] / (int64_t)sizeof(op_exec_rec));
+            op_exec_result_build(res, p, (op_exec_rec **)all, n);
+            free(n);
+        }
+        if (all)
+            for (int r = 0; r < x->size; r++) free(all[r]);
+        free(all);
+        free(lens);
+        if (rc) rc = op_errf(err, OP_EPEER, "rank %d: gathering the records failed", x->rank);
+    } else if (res) {
+        res->watchdog_rank = rt.abort_reason ? rt.abort_reason - 1 : -1;
+    }
+    for (int b = 0; b < nb; b++) free(rt.buf[b]);
+    free(rt.buf);
+    free(rt.state);
+    free(rt.req);
+    free(rt.act);
+    free(recs);
+    pthread_mutex_destroy(&rt.mu);
+    return rc;
+}
+
+int op_exec_rank_run(const op_plan *p, const op_lowered *l, op_xport *x, const op_compute *c,
+                     const op_exec_opts *o, op_exec_result *res, op_err *err) {
+    return op_exec_rank_run_line(p, l, x, c, o, res, NULL, 0, err);
+}

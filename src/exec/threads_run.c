@@ -1,0 +1,68 @@
+/* threads_run.c: every rank of a plan as a thread of this process, over the thread transport. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/exec_internal.h"
+
+typedef struct targ {
+    const op_plan *p;
+    const op_lowered *l;
+    op_xport *x;
+    const op_compute *c;
+    const op_exec_opts *o;
+    op_exec_result *res;
+    char line[512];
+    op_err err;
+    int rc;
+} targ;
+
+static void *rank_main(void *a) {
+    targ *t = a;
+    t->rc = op_exec_rank_run_line(t->p, t->l, t->x, t->c, t->o, t->x->rank == 0 ? t->res : NULL,
+                                  t->line, sizeof t->line, &t->err);
+    return NULL;
+}
+
+int op_exec_run_threads(const op_plan *p, const op_compute *c, const op_exec_opts *o,
+                        op_exec_result *res, op_err *err) {
+    memset(res, 0, sizeof *res);
+    res->watchdog_rank = -1;
+    op_lowered l;
+    int rc = op_exec_lower(p, o ? &o->lower : NULL, &l, err);
+    if (rc) return rc;
+    int P = p->P;
+    op_xport *xs = op_xcalloc((size_t)P, sizeof *xs);
+    targ *ts = op_xcalloc((size_t)P, sizeof *ts);
+    pthread_t *th = op_xcalloc((size_t)P, sizeof *th);
+    op_xport_threads_new(xs, P);
+    for (int r = 0; r < P; r++) {
+        ts[r] = (targ){p, &l, &xs[r], c, o, res, {0}, {0}, 0};
+        OP_ASSERT(pthread_create(&th[r], NULL, rank_main, &ts[r]) == 0, "pthread_create failed");
+    }
+    for (int r = 0; r < P; r++) pthread_join(th[r], NULL);
+    op_buf rep = {0};
+    for (int r = 0; r < P; r++) {
+        if (ts[r].line[0]) op_buf_printf(&rep, "%s\n", ts[r].line);
+        if (ts[r].rc && !rc) {
+            rc = ts[r].rc;
+            if (err) *err = ts[r].err;
+        }
+        if (ts[r].rc == OP_ETIMEOUT && (!err || err->code != OP_ETIMEOUT)) {
+            rc = OP_ETIMEOUT; /* the watchdog's message is the useful one */
+            if (err) *err = ts[r].err;
+        }
+    }
+    if (rep.len) snprintf(res->wait_report, sizeof res->wait_report, "%s", rep.data);
+    if (rc && res->watchdog_rank < 0) {
+        int a = xs[0].poll_abort(&xs[0]);
+        res->watchdog_rank = a ? a - 1 : -1;
+    }
+    op_buf_free(&rep);
+    op_xport_threads_free(xs, P);
+    op_lowered_free(&l);
+    free(xs);
+    free(ts);
+    free(th);
+    return rc;
+}

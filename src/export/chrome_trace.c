@@ -1,0 +1,113 @@
+/* chrome_trace.c: a plan's timeline as Chrome trace JSON (opens in Perfetto and
+ * chrome://tracing).
+ *
+ * Layout: one process per device ("device d", sorted by d) with one thread ("device d") for
+ * compute.  Ops are complete events (ph "X", ts/dur in microseconds) named "F s3 mb5", with
+ * cname colours close to torch's visualizer (F blue, I teal, W green, B orange).  Each device
+ * has a counter track "memory" (args.bytes) following timeline.c's memory rule, and every
+ * cross-device dependency is a flow arrow (ph "s" at the producer's end, ph "f" with
+ * binding point "e" just inside the consumer). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/export.h"
+
+static void json_str(op_buf *b, const char *s) {
+    op_buf_put(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') op_buf_printf(b, "\\%c", c);
+        else if (c < 0x20) op_buf_printf(b, "\\u%04x", c);
+        else op_buf_put(b, s, 1);
+    }
+    op_buf_put(b, "\"", 1);
+}
+
+static const char *cname(op_kind k) {
+    return k == OP_F ? "rail_response" : k == OP_I ? "rail_load" : k == OP_W ? "good"
+                                                                             : "thread_state_iowait";
+}
+
+/* where op (slot 0 = F, 1 = I or B) of (stage, mb) sits: device and index, or -1 */
+typedef struct loc {
+    int d, i;
+} loc;
+
+int op_export_chrome_trace(const op_plan *p, op_buf *out, op_err *err) {
+    int rc = op_plan_validate(p, err);
+    if (!rc) rc = op_export_check_times(p, err);
+    if (rc) return op_err_prefix(err, "chrome trace");
+    int S = p->S, M = p->M, P = p->P;
+    loc *at = op_xmalloc(sizeof(loc) * (size_t)S * (size_t)M * 2);
+    for (int d = 0; d < P; d++)
+        for (int i = 0; i < p->n_ops[d]; i++) {
+            const op_op *o = &p->ops[d][i];
+            if (o->kind != OP_W) at[((size_t)o->stage * M + o->mb) * 2 + (o->kind != OP_F)] = (loc){d, i};
+        }
+    op_export_summary sum;
+    op_export_summarize(p, &sum);
+
+    op_buf b = {0};
+    op_buf_printf(&b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"plan\":");
+    json_str(&b, p->name);
+    op_buf_printf(&b, ",\"model\":");
+    json_str(&b, p->model);
+    op_buf_printf(&b, ",\"devices\":%d,\"microbatches\":%d,\"stages\":%d,\"makespan_ms\":%.6g,"
+                      "\"bubble_ratio\":%.6g,\"peak_bytes_max\":%lld},\n\"traceEvents\":[\n",
+                  P, M, S, sum.makespan_ms, sum.bubble_ratio, (long long)sum.peak_bytes_max);
+    const char *sep = "";
+    for (int d = 0; d < P; d++) {
+        op_buf_printf(&b, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,"
+                          "\"args\":{\"name\":\"device %d\"}},\n", sep, d, d);
+        op_buf_printf(&b, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,"
+                          "\"args\":{\"sort_index\":%d}},\n", d, d);
+        op_buf_printf(&b, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,"
+                          "\"args\":{\"name\":\"device %d\"}}", d, d);
+        sep = ",\n";
+    }
+    for (int d = 0; d < P; d++)
+        for (int i = 0; i < p->n_ops[d]; i++) {
+            const op_op *o = &p->ops[d][i];
+            op_kind k = (op_kind)o->kind;
+            int l0 = p->stage_first[o->stage], l1 = p->stage_first[o->stage + 1];
+            op_buf_printf(&b, "%s{\"ph\":\"X\",\"name\":\"%s s%d mb%d\",\"cat\":\"%s\",\"pid\":%d,"
+                              "\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,\"cname\":\"%s\",\"args\":{"
+                              "\"stage\":%d,\"mb\":%d,\"layers\":\"[%d,%d)\",\"n_layers\":%d}}",
+                          sep, op_kind_name(k), o->stage, o->mb, op_kind_name(k), d,
+                          o->start * 1e3, (o->end - o->start) * 1e3, cname(k), o->stage, o->mb,
+                          l0, l1, l1 - l0);
+        }
+    for (int d = 0; d < P; d++) {
+        op_mem_point *pts;
+        int n = op_export_mem_timeline(p, d, &pts);
+        for (int j = 0; j < n; j++)
+            op_buf_printf(&b, "%s{\"ph\":\"C\",\"name\":\"memory\",\"pid\":%d,\"tid\":0,"
+                              "\"ts\":%.3f,\"args\":{\"bytes\":%lld}}",
+                          sep, d, pts[j].t_ms * 1e3, (long long)pts[j].bytes);
+        free(pts);
+    }
+    /* flow arrows: consumer F(s,m) <- F(s-1,m), consumer I|B(s,m) <- I|B(s+1,m) */
+    int id = 0;
+    for (int d = 0; d < P; d++)
+        for (int i = 0; i < p->n_ops[d]; i++) {
+            const op_op *o = &p->ops[d][i];
+            int ps = o->kind == OP_F ? o->stage - 1 : o->kind == OP_W ? -1 : o->stage + 1;
+            if (ps < 0 || ps >= S || p->stage_dev[ps] == d) continue;
+            loc src = at[((size_t)ps * M + o->mb) * 2 + (o->kind != OP_F)];
+            const op_op *q = &p->ops[src.d][src.i];
+            double t0 = q->end * 1e3, t1 = o->start * 1e3;
+            /* bind inside both slices: 1 ns before the producer ends, after the consumer starts */
+            if (q->end - q->start > 2e-6) t0 -= 1e-3;
+            if (o->end - o->start > 2e-6) t1 += 1e-3;
+            op_buf_printf(&b, "%s{\"ph\":\"s\",\"name\":\"p2p\",\"cat\":\"p2p\",\"id\":%d,\"pid\":%d,"
+                              "\"tid\":0,\"ts\":%.3f}", sep, id, src.d, t0);
+            op_buf_printf(&b, "%s{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"p2p\",\"cat\":\"p2p\","
+                              "\"id\":%d,\"pid\":%d,\"tid\":0,\"ts\":%.3f}", sep, id, d, t1);
+            id++;
+        }
+    op_buf_printf(&b, "\n]}\n");
+    free(at);
+    op_buf_put(out, b.data, b.len);
+    op_buf_free(&b);
+    return OP_OK;
+}

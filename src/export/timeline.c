@@ -1,0 +1,125 @@
+/* timeline.c: what the time-based exports (Chrome trace, SVG) read off a plan's op times:
+ * sanity of the times, the per-device memory curve and the summary numbers.
+ *
+ * Memory rule (the simulator's, sim.h): static bytes of the device's stages, + act_bytes at F
+ * start, - (act_bytes - act_w_bytes) at I end, - act_w_bytes at W end, - act_bytes at B end.
+ * A device runs one op at a time, so changes at the same instant are netted: an I ending at t
+ * frees before the F that starts at t allocates. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "octopipe/export.h"
+
+int op_export_check_partition(const op_plan *p, op_err *err) {
+    if (p->S < 1 || p->P < 1)
+        return op_errf(err, OP_EINVAL, "plan has %d stages on %d devices", p->S, p->P);
+    if (p->stage_first[0] != 0 || p->stage_first[p->S] != p->n_layers)
+        return op_errf(err, OP_EINVAL, "stages cover layers [%d, %d) but the model has %d layers",
+                       p->stage_first[0], p->stage_first[p->S], p->n_layers);
+    for (int s = 0; s < p->S; s++) {
+        if (p->stage_first[s + 1] <= p->stage_first[s])
+            return op_errf(err, OP_EINVAL, "stages[%d] = [%d, %d) is empty", s, p->stage_first[s],
+                           p->stage_first[s + 1]);
+        if (p->stage_dev[s] < 0 || p->stage_dev[s] >= p->P)
+            return op_errf(err, OP_EINVAL, "stage %d is placed on device %d, not in 0..%d", s,
+                           p->stage_dev[s], p->P - 1);
+    }
+    return OP_OK;
+}
+
+int op_export_check_times(const op_plan *p, op_err *err) {
+    int any = 0;
+    for (int d = 0; d < p->P; d++) {
+        double prev = 0;
+        for (int i = 0; i < p->n_ops[d]; i++) {
+            const op_op *o = &p->ops[d][i];
+            if (!isfinite(o->start) || !isfinite(o->end) || o->start < 0 || o->end < o->start)
+                return op_errf(err, OP_EINVAL,
+                               "schedule[%d][%d]: %s(s%d,mb%d) has bad times start %g end %g ms",
+                               d, i, op_kind_name((op_kind)o->kind), o->stage, o->mb, o->start,
+                               o->end);
+            if (o->start < prev - 1e-9 * (1 + prev))
+                return op_errf(err, OP_EINVAL,
+                               "schedule[%d][%d]: %s(s%d,mb%d) starts at %g ms, before the "
+                               "previous op on device %d ends (%g ms)", d, i,
+                               op_kind_name((op_kind)o->kind), o->stage, o->mb, o->start, d, prev);
+            prev = o->end;
+            any |= o->end > 0;
+        }
+    }
+    if (!any)
+        return op_errf(err, OP_EINVAL, "the plan's ops have no times (all zero): simulate it "
+                                       "first (octopipe sim)");
+    return OP_OK;
+}
+
+typedef struct delta {
+    double t;
+    int64_t b;
+} delta;
+
+static int cmp_delta(const void *a, const void *b) {
+    double x = ((const delta *)a)->t, y = ((const delta *)b)->t;
+    return x < y ? -1 : x > y;
+}
+
+int op_export_mem_timeline(const op_plan *p, int d, op_mem_point **pts) {
+    int64_t stat = 0;
+    for (int s = 0; s < p->S; s++)
+        if (p->stage_dev[s] == d) stat += op_stage_static_bytes(p, s);
+    int n = p->n_ops[d], nd = 0;
+    delta *dl = op_xmalloc(sizeof(delta) * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) {
+        const op_op *o = &p->ops[d][i];
+        int64_t act = op_stage_act_bytes(p, o->stage), actw = op_stage_act_w_bytes(p, o->stage);
+        switch ((op_kind)o->kind) {
+        case OP_F: dl[nd++] = (delta){o->start, act}; break;
+        case OP_I: dl[nd++] = (delta){o->end, -(act - actw)}; break;
+        case OP_W: dl[nd++] = (delta){o->end, -actw}; break;
+        case OP_B: dl[nd++] = (delta){o->end, -act}; break;
+        }
+    }
+    /* qsort is not stable, but equal times are netted below, so order among them is moot */
+    qsort(dl, (size_t)nd, sizeof *dl, cmp_delta);
+    op_mem_point *out = op_xmalloc(sizeof(op_mem_point) * (size_t)(nd + 1));
+    int np = 0;
+    out[np++] = (op_mem_point){0, stat};
+    int64_t cur = stat;
+    for (int i = 0; i < nd;) {
+        double t = dl[i].t;
+        while (i < nd && dl[i].t == t) cur += dl[i++].b;
+        if (t == 0) out[0].bytes = cur;
+        else out[np++] = (op_mem_point){t, cur};
+    }
+    free(dl);
+    *pts = out;
+    return np;
+}
+
+int64_t op_export_peak_bytes(const op_plan *p, int d) {
+    op_mem_point *pts;
+    int n = op_export_mem_timeline(p, d, &pts);
+    int64_t peak = pts[0].bytes;
+    for (int i = 1; i < n; i++)
+        if (pts[i].bytes > peak) peak = pts[i].bytes;
+    free(pts);
+    return peak;
+}
+
+void op_export_summarize(const op_plan *p, op_export_summary *s) {
+    double busy = 0, end = 0;
+    for (int d = 0; d < p->P; d++)
+        for (int i = 0; i < p->n_ops[d]; i++) {
+            const op_op *o = &p->ops[d][i];
+            busy += o->end - o->start;
+            if (o->end > end) end = o->end;
+        }
+    s->makespan_ms = end;
+    s->bubble_ratio = end > 0 ? 1 - busy / (p->P * end) : 0;
+    s->peak_bytes_max = -1;
+    s->peak_dev = 0;
+    for (int d = 0; d < p->P; d++) {
+        int64_t pk = op_export_peak_bytes(p, d);
+        if (pk > s->peak_bytes_max) s->peak_bytes_max = pk, s->peak_dev = d;
+    }
+}

@@ -1,0 +1,132 @@
+/* torch_csv.c: a plan as torch.distributed.pipelining's compute_only CSV, and torchtitan's
+ * module_fqns_per_model_part for its partition.
+ *
+ * torchtitan does not read the placement from the CSV: it builds stages from
+ * pipeline_parallel_schedule (equal stages per rank; rank map "loop", or "v" for
+ * ZBVZeroBubble/DualPipeV), then loads the CSV.  So a CSV is only useful when our placement is
+ * exactly one of those two maps (anchors.md §5.4); anything else is refused unless forced. */
+#include <string.h>
+
+#include "octopipe/export.h"
+
+op_torch_style op_export_torch_style(const op_plan *p, op_err *err) {
+    int P = p->P, S = p->S;
+    if (S % P != 0) {
+        op_errf(err, OP_EINVAL,
+                "%d stages on %d devices: torchtitan needs the same number of stages on every "
+                "rank (num_stages %% pp == 0)", S, P);
+        return OP_TORCH_IRREGULAR;
+    }
+    int loop = 1, v = S == 2 * P;
+    for (int s = 0; s < S; s++) {
+        if (p->stage_dev[s] != s % P) loop = 0;
+        if (v && p->stage_dev[s] != (s < P ? s : 2 * P - 1 - s)) v = 0;
+    }
+    if (loop) return OP_TORCH_LOOP;
+    if (v) return OP_TORCH_V;
+    /* say which stage breaks which rule, so the user sees what to change */
+    int bad = 0;
+    while (bad < S && p->stage_dev[bad] == bad % P) bad++;
+    if (S == 2 * P) {
+        int badv = 0;
+        while (badv < S && p->stage_dev[badv] == (badv < P ? badv : 2 * P - 1 - badv)) badv++;
+        op_errf(err, OP_EINVAL,
+                "placement is neither loop (stage %d would be on rank %d, not %d) nor V (stage "
+                "%d would be on rank %d, not %d): torchtitan builds only those stage-to-rank "
+                "maps", bad, bad % P, p->stage_dev[bad], badv,
+                badv < P ? badv : 2 * P - 1 - badv, p->stage_dev[badv]);
+    } else {
+        op_errf(err, OP_EINVAL,
+                "placement is not loop (stage %d would be on rank %d, not %d) and V needs "
+                "exactly 2 stages per rank (this plan has %d): torchtitan builds only those "
+                "stage-to-rank maps", bad, bad % P, p->stage_dev[bad], S / P);
+    }
+    return OP_TORCH_IRREGULAR;
+}
+
+int op_export_torch_csv(const op_plan *p, int force, op_buf *out, op_err *err) {
+    int rc = op_plan_validate(p, err);
+    if (rc) return op_err_prefix(err, "torch CSV");
+    op_err why = {0};
+    if (op_export_torch_style(p, &why) == OP_TORCH_IRREGULAR && !force)
+        return op_errf(err, OP_EINVAL, "torch CSV: %s (--force writes it anyway)", why.msg);
+    op_buf b = {0};
+    for (int d = 0; d < p->P; d++) {
+        for (int i = 0; i < p->n_ops[d]; i++) {
+            const op_op *o = &p->ops[d][i];
+            op_buf_printf(&b, "%s%d%s%d", i ? "," : "", o->stage, op_kind_name((op_kind)o->kind),
+                          o->mb);
+        }
+        op_buf_put(&b, "\n", 1);
+    }
+    /* what torch would say about it, before anyone runs it */
+    rc = op_export_torch_csv_check(b.data, p->P, p->S, p->M, NULL, err);
+    if (rc) {
+        op_buf_free(&b);
+        return op_err_prefix(err, "torch CSV fails torch's checks");
+    }
+    op_buf_put(out, b.data, b.len);
+    op_buf_free(&b);
+    return OP_OK;
+}
+
+void op_export_torch_hint(const op_plan *p, op_buf *out) {
+    op_torch_style st = op_export_torch_style(p, NULL);
+    int per = p->S / p->P;
+    if (st == OP_TORCH_IRREGULAR) {
+        op_buf_printf(out, "torchtitan cannot build this placement; the CSV only suits a runtime "
+                           "that takes the stage-to-rank map from the rows\n");
+        return;
+    }
+    op_buf_printf(out,
+                  "torchtitan: parallelism.pipeline_parallel_degree=%d, "
+                  "pipeline_parallel_schedule=%s, pipeline_parallel_schedule_csv=<the CSV>, "
+                  "local_batch_size = %d x pipeline_parallel_microbatch_size; %d stages (%d per "
+                  "rank, %s map): module_fqns_per_model_part from --torch-fqns\n",
+                  p->P, st == OP_TORCH_V ? "ZBVZeroBubble" : "PipelineScheduleMulti", p->M, p->S,
+                  per, st == OP_TORCH_V ? "v" : "loop");
+}
+
+int op_export_torch_fqns(const op_plan *p, op_buf *out, op_err *err) {
+    int rc = op_export_check_partition(p, err);
+    if (rc) return op_err_prefix(err, "torchtitan FQNs");
+    op_buf b = {0};
+    int dec = 0;
+    op_buf_put(&b, "[", 1);
+    for (int s = 0; s < p->S && rc == OP_OK; s++) {
+        op_buf_printf(&b, "%s\n  [", s ? "," : "");
+        int n = 0;
+        for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) {
+            char sym = p->layers[l].sym;
+            const char *sep = n ? ", " : "";
+            if (sym == 'E') op_buf_printf(&b, "%s\"tok_embeddings\"", sep);
+            else if (sym == 'T') op_buf_printf(&b, "%s\"layers.%d\"", sep, dec++);
+            else if (sym == 'L') op_buf_printf(&b, "%s\"norm\", \"output\"", sep);
+            else if (sym == 'V') {
+                if (s != 0) {
+                    rc = op_errf(err, OP_EINVAL,
+                                 "torchtitan FQNs: vision layer %d (%s) is in stage %d, but "
+                                 "torchtitan keeps the whole vision_encoder in stage 0",
+                                 l, p->layers[l].name, s);
+                    break;
+                }
+                if (l == 0 || p->layers[l - 1].sym != 'V')
+                    op_buf_printf(&b, "%s\"vision_encoder\"", sep);
+                else
+                    continue;
+            } else {
+                rc = op_errf(err, OP_EINVAL,
+                             "torchtitan FQNs: layer %d (%s, kind '%c') has no torchtitan module "
+                             "(its models have tok_embeddings, layers.N, norm, output)",
+                             l, p->layers[l].name, sym ? sym : '?');
+                break;
+            }
+            n++;
+        }
+        op_buf_put(&b, "]", 1);
+    }
+    op_buf_put(&b, "\n]\n", 3);
+    if (rc == OP_OK) op_buf_put(out, b.data, b.len);
+    op_buf_free(&b);
+    return rc;
+}

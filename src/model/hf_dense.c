@@ -1,0 +1,112 @@
+/* hf_dense.c: the llama-like families, one DECODER layer (attention + MLP or MoE) per block:
+ * llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3(_text),
+ * gpt_oss.  Defaults are those of the transformers config classes. */
+#include <string.h>
+
+#include "model/model_internal.h"
+
+/* Window from `sliding_window`: absent -> def, explicit null -> 0 (no window). */
+static int window_of(op_hf *h, int def) {
+    json_t *v = json_object_get(h->obj, "sliding_window");
+    if (!v) return def;
+    if (json_is_null(v)) return 0;
+    return op_hf_int(h, "sliding_window", def);
+}
+
+typedef struct {
+    int moe;          /* 0 none, 1 every layer, 2 qwen-style sparse step */
+    int experts, top_k, expert_dim, shared_dim;
+    int sparse_step;
+    int window;
+    int tie, gated;
+} dense_cfg;
+
+int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
+    int hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
+    int n = op_hf_int(h, "num_hidden_layers", OP_HF_REQUIRED);
+    int vocab = op_hf_vocab(h);
+    int inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
+    op_hf_need_pos(h, "hidden_size", hidden);
+    op_hf_need_layers(h, "num_hidden_layers", n);
+    op_hf_need_pos(h, "vocab_size", vocab);
+    op_hf_need_pos(h, "intermediate_size", inter);
+    if (h->bad) return OP_EINVAL;
+
+    int gemma = !strncmp(t, "gemma", 5), qwen = !strncmp(t, "qwen", 4);
+    dense_cfg c = {.gated = 1, .tie = op_hf_bool(h, "tie_word_embeddings", gemma)};
+    if (!strcmp(t, "mixtral")) {
+        c.moe = 1;
+        c.experts = op_hf_int(h, "num_local_experts", 8);
+        c.top_k = op_hf_int(h, "num_experts_per_tok", 2);
+        c.expert_dim = inter;
+    } else if (!strcmp(t, "gpt_oss")) {
+        c.moe = 1;
+        c.experts = op_hf_int(h, "num_local_experts", 128);
+        c.top_k = op_hf_int(h, "num_experts_per_tok", op_hf_int(h, "experts_per_token", 4));
+        c.expert_dim = inter;
+    } else if (!strcmp(t, "qwen2_moe") || !strcmp(t, "qwen3_moe")) {
+        int q2 = !strcmp(t, "qwen2_moe");
+        c.moe = 2;
+        c.experts = op_hf_int(h, "num_experts", q2 ? 60 : 128);
+        c.top_k = op_hf_int(h, "num_experts_per_tok", q2 ? 4 : 8);
+        c.expert_dim = op_hf_int(h, "moe_intermediate_size", q2 ? 1408 : 768);
+        c.shared_dim = q2 ? op_hf_int(h, "shared_expert_intermediate_size", 5632) : 0;
+        c.sparse_step = op_hf_int(h, "decoder_sparse_step", 1);
+        op_hf_need_pos(h, "decoder_sparse_step", c.sparse_step);
+    }
+    if (c.moe) {
+        op_hf_need_pos(h, "num_experts_per_tok", c.top_k);
+        if (!h->bad && c.top_k > c.experts)
+            op_hf_fail(h, "num_experts_per_tok", "%d is more than the %d experts", c.top_k, c.experts);
+    }
+    if (!strcmp(t, "mistral")) c.window = window_of(h, 4096);
+    else if (!strcmp(t, "gemma2") || !strncmp(t, "gemma3", 6)) c.window = window_of(h, 4096);
+    else if (!strcmp(t, "gpt_oss")) c.window = window_of(h, 128);
+    else if (qwen) c.window = op_hf_bool(h, "use_sliding_window", 0) ? window_of(h, 4096) : 0;
+    else c.window = window_of(h, 0); /* llama, mixtral, gemma: none unless set */
+    int max_window_layers = qwen ? op_hf_int(h, "max_window_layers", 28) : 0;
+    /* gemma3: every sliding_window_pattern-th layer is global (older key names too) */
+    int g3_pattern = op_hf_int(h, "sliding_window_pattern", op_hf_int(h, "_sliding_window_pattern", 6));
+    if (!strncmp(t, "gemma3", 6)) op_hf_need_pos(h, "sliding_window_pattern", g3_pattern);
+    if (h->bad) return OP_EINVAL;
+
+    int embed = b->n;
+    op_hf_embed(b, hidden, vocab);
+    for (int i = 0; i < n; i++) {
+        op_layer *l = op_mbuild_add(b, OP_LAYER_DECODER, "layers.%d", i);
+        l->hidden = hidden;
+        op_hf_attn(h, l, hidden);
+        /* default attention pattern of each family; layer_types (newer configs) overrides */
+        int sliding = 0;
+        if (!strcmp(t, "mistral")) sliding = c.window > 0;
+        else if (!strcmp(t, "gemma2") || !strcmp(t, "gpt_oss")) sliding = i % 2 == 0;
+        else if (!strncmp(t, "gemma3", 6)) sliding = (i + 1) % g3_pattern != 0;
+        else if (qwen) sliding = c.window > 0 && i >= max_window_layers;
+        else sliding = c.window > 0;
+        if (!op_hf_layer_type(h, l, n, i, c.window) && sliding && c.window > 0) {
+            l->attn = OP_ATTN_SLIDING;
+            l->window = c.window;
+        }
+        int is_moe = c.moe == 1 ||
+                     (c.moe == 2 && c.experts > 0 && (i + 1) % c.sparse_step == 0 &&
+                      !op_hf_list_has(h, "mlp_only_layers", i));
+        if (is_moe) {
+            l->ffn = OP_FFN_MOE;
+            l->n_experts = c.experts;
+            l->top_k = c.top_k;
+            l->expert_dim = c.expert_dim;
+            if (c.shared_dim > 0) l->n_shared = 1, l->shared_dim = c.shared_dim;
+        } else {
+            l->ffn = OP_FFN_MLP;
+            l->ffn_dim = inter;
+        }
+        l->ffn_gated = c.gated;
+        if (h->bad) return OP_EINVAL;
+    }
+    op_hf_head(b, m, hidden, vocab, c.tie, embed);
+    return h->bad ? OP_EINVAL : OP_OK;
+}
+
+int op_hf_build_dense(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
+    return op_hf_dense_body(h, b, m, m->model_type);
+}

@@ -1,0 +1,205 @@
+/* hf_json.c: lenient JSON parsing (Infinity / NaN) and typed look-ups with a sticky error. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_internal.h"
+
+static int is_ident(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* Replaces tok at p (len n) with rep padded by spaces to n chars, when it stands alone. */
+static int swap_token(char *s, size_t i, const char *tok, const char *rep) {
+    size_t n = strlen(tok);
+    if (strncmp(s + i, tok, n) != 0) return 0;
+    if (i > 0 && is_ident(s[i - 1])) return 0;
+    if (is_ident(s[i + n])) return 0;
+    size_t r = strlen(rep);
+    memcpy(s + i, rep, r);
+    memset(s + i + r, ' ', n - r);
+    return (int)n;
+}
+
+json_t *op_json_parse_lenient(const char *text, const char *file, op_err *err) {
+    char *s = op_xstrdup(text);
+    if (!strncmp(s, "\xEF\xBB\xBF", 3)) memset(s, ' ', 3); /* UTF-8 BOM from some editors */
+    int in_str = 0;
+    for (size_t i = 0; s[i]; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\' && s[i + 1]) i++;
+            else if (c == '"') in_str = 0;
+            continue;
+        }
+        if (c == '"') {
+            in_str = 1;
+            continue;
+        }
+        /* NVIDIA configs write bare Infinity / NaN (Python's json.dumps); jansson rejects them.
+         * Same-width numbers keep every later line:col in error messages right. */
+        int k = swap_token(s, i, "-Infinity", "-1e308");
+        if (!k) k = swap_token(s, i, "Infinity", "1e308");
+        if (!k) k = swap_token(s, i, "NaN", "0");
+        if (k) i += (size_t)k - 1;
+    }
+    json_error_t je;
+    json_t *root = json_loads(s, 0, &je);
+    free(s);
+    if (!root) {
+        op_errf(err, OP_EINVAL, "%s:%d:%d: %s", file, je.line, je.column, je.text);
+        return NULL;
+    }
+    return root;
+}
+
+void op_hf_fail(op_hf *h, const char *key, const char *fmt, ...) {
+    if (h->bad) return;
+    h->bad = 1;
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    op_errf(h->err, OP_EINVAL, "%s: %s%s: %s", h->file, h->prefix, key, what);
+}
+
+static json_t *get(op_hf *h, const char *key) {
+    json_t *v = h->obj ? json_object_get(h->obj, key) : NULL;
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+int op_hf_has(op_hf *h, const char *key) { return get(h, key) != NULL; }
+
+static const char *type_name(json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+static void missing(op_hf *h, const char *key) {
+    if (h->bad) return;
+    h->bad = 1;
+    op_errf(h->err, OP_EINVAL, "%s: missing required field '%s%s'", h->file, h->prefix, key);
+}
+
+int op_hf_int(op_hf *h, const char *key, int def) {
+    json_t *v = get(h, key);
+    if (!v) {
+        if (def == OP_HF_REQUIRED) {
+            missing(h, key);
+            return 0;
+        }
+        return def;
+    }
+    double d;
+    if (json_is_integer(v)) d = (double)json_integer_value(v);
+    else if (json_is_real(v)) d = json_real_value(v);
+    else {
+        op_hf_fail(h, key, "expected an integer, got %s", type_name(v));
+        return 0;
+    }
+    if (d != floor(d)) {
+        op_hf_fail(h, key, "expected an integer, got %g", d);
+        return 0;
+    }
+    if (d < 0 || d > OP_HF_MAX_INT) {
+        op_hf_fail(h, key, "%.0f is out of range (0..%d)", d, OP_HF_MAX_INT);
+        return 0;
+    }
+    return (int)d;
+}
+
+double op_hf_num(op_hf *h, const char *key, double def) {
+    json_t *v = get(h, key);
+    if (!v) return def;
+    if (!json_is_number(v)) {
+        op_hf_fail(h, key, "expected a number, got %s", type_name(v));
+        return def;
+    }
+    return json_number_value(v);
+}
+
+int op_hf_bool(op_hf *h, const char *key, int def) {
+    json_t *v = get(h, key);
+    if (!v) return def;
+    if (json_is_boolean(v)) return json_is_true(v);
+    if (json_is_integer(v)) return json_integer_value(v) != 0;
+    op_hf_fail(h, key, "expected true or false, got %s", type_name(v));
+    return def;
+}
+
+const char *op_hf_str(op_hf *h, const char *key, const char *def) {
+    json_t *v = get(h, key);
+    if (!v) return def;
+    if (!json_is_string(v)) {
+        op_hf_fail(h, key, "expected a string, got %s", type_name(v));
+        return def;
+    }
+    return json_string_value(v);
+}
+
+json_t *op_hf_array(op_hf *h, const char *key) {
+    json_t *v = get(h, key);
+    if (v && !json_is_array(v)) {
+        op_hf_fail(h, key, "expected an array, got %s", type_name(v));
+        return NULL;
+    }
+    return v;
+}
+
+const char *op_hf_list_str(op_hf *h, const char *key, int n, int i) {
+    json_t *a = op_hf_array(h, key);
+    if (!a) return NULL;
+    if ((int)json_array_size(a) != n) {
+        op_hf_fail(h, key, "has %zu entries but the model has %d layers", json_array_size(a), n);
+        return NULL;
+    }
+    json_t *v = json_array_get(a, (size_t)i);
+    if (!json_is_string(v)) {
+        op_hf_fail(h, key, "entry [%d] is %s, expected a string", i, type_name(v));
+        return NULL;
+    }
+    return json_string_value(v);
+}
+
+int op_hf_list_has(op_hf *h, const char *key, int i) {
+    json_t *a = op_hf_array(h, key);
+    if (!a) return 0;
+    size_t j;
+    json_t *v;
+    json_array_foreach(a, j, v) {
+        if (!json_is_integer(v)) {
+            op_hf_fail(h, key, "entry [%zu] is %s, expected an integer", j, type_name(v));
+            return 0;
+        }
+        if (json_integer_value(v) == i) return 1;
+    }
+    return 0;
+}
+
+void op_hf_need_pos(op_hf *h, const char *key, int v) {
+    if (!h->bad && v <= 0) op_hf_fail(h, key, "must be positive, got %d", v);
+}
+
+void op_hf_need_layers(op_hf *h, const char *key, int n) {
+    if (!h->bad && (n <= 0 || n > OP_HF_MAX_BLOCKS))
+        op_hf_fail(h, key, "%d layers; expected 1..%d", n, OP_HF_MAX_BLOCKS);
+}
+
+int op_hf_derived(op_hf *h, const char *key, double v) {
+    if (h->bad) return 0;
+    if (!(v >= 1 && v <= (double)(1 << 30))) {
+        op_hf_fail(h, key, "gives a size of %g, out of range", v);
+        return 0;
+    }
+    return (int)v;
+}

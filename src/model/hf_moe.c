@@ -1,0 +1,182 @@
+/* hf_moe.c: transformer families whose MoE placement and attention need more than a flag:
+ * deepseek_v2 / deepseek_v3 (MLA, first_k_dense_replace, moe_layer_freq, MTP) and llama4
+ * (interleave_moe_layer_step / moe_layers, chunked attention on RoPE layers, vision encoder).
+ * One DECODER layer per block; MTP blocks come after the decoders, before the head. */
+#include <string.h>
+
+#include "model/model_internal.h"
+
+/* key absent -> def; explicit null -> 0 (q_lora_rank: null means a dense q projection) */
+static int int_or_null(op_hf *h, const char *key, int def) {
+    json_t *v = json_object_get(h->obj, key);
+    if (!v) return def;
+    if (json_is_null(v)) return 0;
+    return op_hf_int(h, key, def);
+}
+
+int op_hf_build_deepseek(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
+    int v3 = !strcmp(m->model_type, "deepseek_v3");
+    int hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
+    int n = op_hf_int(h, "num_hidden_layers", OP_HF_REQUIRED);
+    int vocab = op_hf_vocab(h);
+    int inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
+    int heads = op_hf_int(h, "num_attention_heads", h->defs->heads);
+    op_hf_need_pos(h, "hidden_size", hidden);
+    op_hf_need_layers(h, "num_hidden_layers", n);
+    op_hf_need_pos(h, "vocab_size", vocab);
+    op_hf_need_pos(h, "intermediate_size", inter);
+    op_hf_need_pos(h, "num_attention_heads", heads);
+    int kv = op_hf_int(h, "num_key_value_heads", heads);
+    int q_lora = int_or_null(h, "q_lora_rank", 1536);
+    int kv_lora = op_hf_int(h, "kv_lora_rank", 512);
+    int nope = op_hf_int(h, "qk_nope_head_dim", 128);
+    int rope = op_hf_int(h, "qk_rope_head_dim", 64);
+    int vdim = op_hf_int(h, "v_head_dim", 128);
+    /* DeepseekV2Config leaves the expert fields None (a dense model) by default */
+    int experts = int_or_null(h, "n_routed_experts", v3 ? 256 : 0);
+    int top_k = int_or_null(h, "num_experts_per_tok", v3 ? 8 : 0);
+    int shared = int_or_null(h, "n_shared_experts", v3 ? 1 : 0);
+    int moe_dim = op_hf_int(h, "moe_intermediate_size", v3 ? 2048 : 1407);
+    int first_dense = op_hf_int(h, "first_k_dense_replace", v3 ? 3 : 0);
+    int freq = op_hf_int(h, "moe_layer_freq", 1);
+    int mtp = op_hf_int(h, "num_nextn_predict_layers", 0);
+    int tie = op_hf_bool(h, "tie_word_embeddings", 0);
+    op_hf_need_pos(h, "kv_lora_rank", kv_lora);
+    op_hf_need_pos(h, "moe_layer_freq", freq);
+    if (!h->bad && experts > 0) {
+        op_hf_need_pos(h, "num_experts_per_tok", top_k);
+        op_hf_need_pos(h, "moe_intermediate_size", moe_dim);
+        if (!h->bad && top_k > experts)
+            op_hf_fail(h, "num_experts_per_tok", "%d is more than the %d experts", top_k, experts);
+    }
+    if (!h->bad && mtp > 64) op_hf_fail(h, "num_nextn_predict_layers", "%d; expected 0..64", mtp);
+    if (h->bad) return OP_EINVAL;
+
+    int embed = b->n;
+    op_hf_embed(b, hidden, vocab);
+    for (int i = 0; i < n + mtp; i++) {
+        int is_mtp = i >= n;
+        op_layer *l = is_mtp ? op_mbuild_add(b, OP_LAYER_MTP, "mtp.%d", i - n)
+                             : op_mbuild_add(b, OP_LAYER_DECODER, "layers.%d", i);
+        l->hidden = hidden;
+        l->attn = OP_ATTN_MLA;
+        l->n_heads = heads;
+        l->n_kv_heads = kv;
+        l->head_dim = nope + rope;
+        l->q_lora_rank = q_lora;
+        l->kv_lora_rank = kv_lora;
+        l->qk_nope_dim = nope;
+        l->qk_rope_dim = rope;
+        l->v_head_dim = vdim;
+        l->ffn_gated = 1;
+        /* MTP blocks are full decoder layers at index n + k, so the same MoE rule applies */
+        if (experts > 0 && i >= first_dense && i % freq == 0) {
+            l->ffn = OP_FFN_MOE;
+            l->n_experts = experts;
+            l->top_k = top_k;
+            l->expert_dim = moe_dim;
+            l->n_shared = shared;
+            l->shared_dim = shared > 0 ? moe_dim : 0;
+        } else {
+            l->ffn = OP_FFN_MLP;
+            l->ffn_dim = inter;
+        }
+        if (is_mtp) l->vocab = vocab; /* its own (shared) output head and loss */
+    }
+    op_hf_head(b, m, hidden, vocab, tie, embed);
+    return OP_OK;
+}
+
+/* llama4's vision encoder (when vision_config is present): patch embedding, blocks, and the
+ * pixel-shuffle adapter + projector into the text model. */
+static int llama4_vision(op_hf *h, json_t *root, op_mbuild *b, int text_hidden) {
+    op_hf vc = op_hf_sub(h, root, "vision_config", "vision_config.");
+    if (!vc.obj) return h->bad ? OP_EINVAL : OP_OK;
+    op_vis_tower v = {.prefix = "vision_model"};
+    v.depth = op_hf_int(&vc, "num_hidden_layers", 34);
+    v.width = op_hf_int(&vc, "hidden_size", 768);
+    v.heads = op_hf_int(&vc, "num_attention_heads", 16);
+    v.mlp_dim = op_hf_int(&vc, "intermediate_size", 5632);
+    int image = op_hf_int(&vc, "image_size", OP_HF_IMAGE_SIZE);
+    int patch = op_hf_int(&vc, "patch_size", 14);
+    int chans = op_hf_int(&vc, "num_channels", 3);
+    double shuffle = op_hf_num(&vc, "pixel_shuffle_ratio", 0.5);
+    v.merge_mlp = op_hf_int(&vc, "projector_input_dim", 4096);
+    op_hf_need_layers(&vc, "num_hidden_layers", v.depth);
+    op_hf_need_pos(&vc, "hidden_size", v.width);
+    op_hf_need_pos(&vc, "num_attention_heads", v.heads);
+    op_hf_need_pos(&vc, "patch_size", patch);
+    if (!vc.bad && !(shuffle > 0.01 && shuffle <= 1))
+        op_hf_fail(&vc, "pixel_shuffle_ratio", "must be in (0.01, 1], got %g", shuffle);
+    if (vc.bad) return h->bad = 1, OP_EINVAL;
+    double side = (double)(image / patch);
+    v.patches = op_hf_derived(&vc, "image_size", side * side);
+    v.patch_dim = op_hf_derived(&vc, "patch_size", (double)chans * patch * patch);
+    v.gated = 0;
+    v.out_tokens = op_hf_derived(&vc, "pixel_shuffle_ratio", v.patches * shuffle * shuffle);
+    v.merge_in = op_hf_derived(&vc, "pixel_shuffle_ratio", v.width / (shuffle * shuffle));
+    if (vc.bad) return h->bad = 1, OP_EINVAL;
+    v.out_hidden = text_hidden;
+    op_hf_vision_tower(b, &v);
+    return OP_OK;
+}
+
+int op_hf_build_llama4(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
+    int hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
+    int n = op_hf_int(h, "num_hidden_layers", OP_HF_REQUIRED);
+    int vocab = op_hf_vocab(h);
+    op_hf_need_pos(h, "hidden_size", hidden);
+    op_hf_need_layers(h, "num_hidden_layers", n);
+    op_hf_need_pos(h, "vocab_size", vocab);
+    int expert_dim = op_hf_int(h, "intermediate_size", 8192);
+    int mlp_dim = op_hf_int(h, "intermediate_size_mlp", 16384);
+    int experts = op_hf_int(h, "num_local_experts", 16);
+    int top_k = op_hf_int(h, "num_experts_per_tok", 1);
+    int step = op_hf_int(h, "interleave_moe_layer_step", 1);
+    int chunk = op_hf_int(h, "attention_chunk_size", 8192);
+    int nope_every = op_hf_int(h, "no_rope_layer_interval", 4);
+    int tie = op_hf_bool(h, "tie_word_embeddings", 0);
+    op_hf_need_pos(h, "interleave_moe_layer_step", step);
+    op_hf_need_pos(h, "no_rope_layer_interval", nope_every);
+    json_t *moe_layers = op_hf_array(h, "moe_layers");
+    json_t *no_rope = op_hf_array(h, "no_rope_layers");
+    if (no_rope && json_array_size(no_rope) == 0) no_rope = NULL; /* [] means "use the default" */
+    if (!h->bad && no_rope && (int)json_array_size(no_rope) != n)
+        op_hf_fail(h, "no_rope_layers", "has %zu entries but the model has %d layers",
+                   json_array_size(no_rope), n);
+    if (h->bad) return OP_EINVAL;
+    if (llama4_vision(h, root, b, hidden) != OP_OK) return OP_EINVAL;
+
+    int embed = b->n;
+    op_hf_embed(b, hidden, vocab);
+    for (int i = 0; i < n; i++) {
+        op_layer *l = op_mbuild_add(b, OP_LAYER_DECODER, "layers.%d", i);
+        l->hidden = hidden;
+        op_hf_attn(h, l, hidden);
+        /* RoPE layers attend within chunks; every no_rope_layer_interval-th layer is NoPE and
+         * global (no_rope_layers[i] = 1 means "uses RoPE") */
+        int rope = no_rope ? json_is_true(json_array_get(no_rope, (size_t)i)) ||
+                                 json_integer_value(json_array_get(no_rope, (size_t)i)) != 0
+                           : (i + 1) % nope_every != 0;
+        if (!op_hf_layer_type(h, l, n, i, chunk) && rope && chunk > 0) {
+            l->attn = OP_ATTN_CHUNKED;
+            l->window = chunk;
+        }
+        int is_moe = moe_layers ? op_hf_list_has(h, "moe_layers", i) : (i + 1) % step == 0;
+        l->ffn_gated = 1;
+        if (is_moe && experts > 0) {
+            l->ffn = OP_FFN_MOE;
+            l->n_experts = experts;
+            l->top_k = top_k;
+            l->expert_dim = expert_dim;
+            l->n_shared = 1; /* llama4's shared expert, same size as a routed one */
+            l->shared_dim = expert_dim;
+        } else {
+            l->ffn = OP_FFN_MLP;
+            l->ffn_dim = mlp_dim;
+        }
+        if (h->bad) return OP_EINVAL;
+    }
+    op_hf_head(b, m, hidden, vocab, tie, embed);
+    return OP_OK;
+}

@@ -1,0 +1,121 @@
+/* hf_vision.c: vision encoders in front of a language model (qwen2_vl, gemma3).
+ *
+ * Tokens per sample: one OP_HF_IMAGE_SIZE x OP_HF_IMAGE_SIZE (448 x 448) image per sample,
+ * unless the config fixes the image size (gemma3's SigLIP).  Qwen2-VL with patch 14 and
+ * spatial_merge 2: (448/14)^2 = 1024 patches in the encoder, 1024 / 2^2 = 256 tokens handed
+ * to the language model.  The language model's own sequence length is the training setup's. */
+#include <string.h>
+
+#include "model/model_internal.h"
+
+op_hf op_hf_sub(op_hf *parent, json_t *root, const char *key, const char *prefix) {
+    op_hf s = {.obj = NULL, .file = parent->file, .prefix = prefix, .err = parent->err, .bad = parent->bad};
+    json_t *v = json_object_get(root, key);
+    if (v && json_is_object(v)) s.obj = v;
+    else if (v && !json_is_null(v)) op_hf_fail(parent, key, "expected an object");
+    return s;
+}
+
+void op_hf_vision_tower(op_mbuild *b, const op_vis_tower *v) {
+    op_layer *l = op_mbuild_add(b, OP_LAYER_VISION, "%s.patch_embed", v->prefix);
+    l->hidden = v->width;
+    l->tokens = v->patches;
+    l->patch_dim = v->patch_dim;
+    for (int i = 0; i < v->depth; i++) {
+        l = op_mbuild_add(b, OP_LAYER_VISION, "%s.blocks.%d", v->prefix, i);
+        l->hidden = v->width;
+        l->tokens = v->patches;
+        l->attn = OP_ATTN_BIDIR;
+        l->n_heads = l->n_kv_heads = v->heads;
+        l->head_dim = v->width / v->heads;
+        l->ffn = OP_FFN_MLP;
+        l->ffn_dim = v->mlp_dim;
+        l->ffn_gated = v->gated;
+    }
+    l = op_mbuild_add(b, OP_LAYER_VISION, "%s.merger", v->prefix);
+    l->hidden = v->merge_in;
+    l->tokens = v->out_tokens;
+    l->out_hidden = v->out_hidden;
+    if (v->merge_mlp > 0) {
+        l->ffn = OP_FFN_MLP;
+        l->ffn_dim = v->merge_mlp;
+    }
+}
+
+static int fold_hf(op_hf *from, op_hf *to) {
+    if (from->bad && !to->bad) to->bad = 1;
+    return to->bad ? OP_EINVAL : OP_OK;
+}
+
+int op_hf_build_qwen2_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
+    op_hf vc = op_hf_sub(h, root, "vision_config", "vision_config.");
+    int text_hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
+    op_vis_tower v = {.prefix = "visual"};
+    v.depth = op_hf_int(&vc, "depth", 32);
+    v.width = op_hf_int(&vc, "embed_dim", 1280);
+    v.heads = op_hf_int(&vc, "num_heads", 16);
+    double ratio = op_hf_num(&vc, "mlp_ratio", 4.0);
+    int chans = op_hf_int(&vc, "in_chans", op_hf_int(&vc, "in_channels", 3));
+    int patch = op_hf_int(&vc, "patch_size", op_hf_int(&vc, "spatial_patch_size", 14));
+    int merge = op_hf_int(&vc, "spatial_merge_size", 2);
+    int tpatch = op_hf_int(&vc, "temporal_patch_size", 2);
+    op_hf_need_layers(&vc, "depth", v.depth);
+    op_hf_need_pos(&vc, "embed_dim", v.width);
+    op_hf_need_pos(&vc, "num_heads", v.heads);
+    op_hf_need_pos(&vc, "patch_size", patch);
+    op_hf_need_pos(&vc, "spatial_merge_size", merge);
+    op_hf_need_pos(&vc, "temporal_patch_size", tpatch);
+    if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+    /* grid side rounded down to a multiple of the merge size, as the image processor resizes */
+    int side = OP_HF_IMAGE_SIZE / patch / merge * merge;
+    if (side <= 0) {
+        op_hf_fail(&vc, "patch_size", "patch %d x merge %d does not fit a %d px image", patch, merge,
+                   OP_HF_IMAGE_SIZE);
+        return fold_hf(&vc, h);
+    }
+    v.patches = side * side;
+    v.patch_dim = op_hf_derived(&vc, "patch_size", (double)chans * tpatch * patch * patch);
+    v.mlp_dim = op_hf_derived(&vc, "mlp_ratio", v.width * ratio);
+    v.gated = 0; /* fc1 -> quick_gelu -> fc2 */
+    v.merge_in = op_hf_derived(&vc, "spatial_merge_size", (double)v.width * merge * merge);
+    v.merge_mlp = v.merge_in;
+    v.out_tokens = v.patches / (merge * merge);
+    v.out_hidden = text_hidden;
+    if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+    op_hf_vision_tower(b, &v);
+    return op_hf_dense_body(h, b, m, "qwen2");
+}
+
+/* gemma3: SigLIP encoder (when vision_config is present) + avg-pool projector, then the
+ * gemma3 text model.  gemma3_text has no encoder. */
+int op_hf_build_gemma3(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
+    if (!strcmp(m->model_type, "gemma3") && json_is_object(json_object_get(root, "vision_config"))) {
+        op_hf vc = op_hf_sub(h, root, "vision_config", "vision_config.");
+        op_hf top = {.obj = root, .file = h->file, .prefix = "", .err = h->err};
+        op_vis_tower v = {.prefix = "vision_tower"};
+        v.depth = op_hf_int(&vc, "num_hidden_layers", 27);
+        v.width = op_hf_int(&vc, "hidden_size", 1152);
+        v.heads = op_hf_int(&vc, "num_attention_heads", 16);
+        v.mlp_dim = op_hf_int(&vc, "intermediate_size", 4304);
+        int image = op_hf_int(&vc, "image_size", 896);
+        int patch = op_hf_int(&vc, "patch_size", 14);
+        int chans = op_hf_int(&vc, "num_channels", 3);
+        v.out_tokens = op_hf_int(&top, "mm_tokens_per_image", 256);
+        op_hf_need_layers(&vc, "num_hidden_layers", v.depth);
+        op_hf_need_pos(&vc, "hidden_size", v.width);
+        op_hf_need_pos(&vc, "num_attention_heads", v.heads);
+        op_hf_need_pos(&vc, "patch_size", patch);
+        if (fold_hf(&top, h) != OP_OK || fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+        double side = (double)(image / patch);
+        v.patches = op_hf_derived(&vc, "image_size", side * side);
+        v.patch_dim = op_hf_derived(&vc, "patch_size", (double)chans * patch * patch);
+        if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+        v.gated = 0; /* gelu MLP */
+        v.merge_in = v.width;
+        v.merge_mlp = 0; /* avg pool + RMSNorm + one linear */
+        v.out_hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
+        if (h->bad) return OP_EINVAL;
+        op_hf_vision_tower(b, &v);
+    }
+    return op_hf_dense_body(h, b, m, "gemma3");
+}

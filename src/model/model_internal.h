@@ -1,0 +1,132 @@
+/* model_internal.h: helpers shared by the model importers (not public API).
+ *
+ *  - op_mbuild: a growing list of layers; op_mbuild_finish moves it into the model's arena and
+ *    writes m->pattern.
+ *  - op_hf: typed look-ups in one JSON object of an HF config with a sticky first error, so
+ *    each architecture reads like the config it mirrors and checks for errors once at the end. */
+#ifndef OCTOPIPE_MODEL_INTERNAL_H
+#define OCTOPIPE_MODEL_INTERNAL_H
+#include <jansson.h>
+#include <limits.h>
+
+#include "octopipe/model.h"
+
+typedef struct op_mbuild {
+    op_layer *v;
+    int n, cap;
+} op_mbuild;
+
+/* Appends a zeroed layer of kind k (shares_params_with = -1) named by fmt. */
+op_layer *op_mbuild_add(op_mbuild *b, op_layer_kind k, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Copies the layers into m->arena, sets n_layers and pattern, frees b. */
+int op_mbuild_finish(op_mbuild *b, op_model *m, op_err *err);
+void op_mbuild_free(op_mbuild *b);
+
+/* ---- HF config look-ups ---- */
+#define OP_HF_REQUIRED INT_MIN /* pass as default: the key must be present */
+
+/* Defaults of the transformers config class for fields real configs (nested ones above all)
+ * often leave out; 0 = required (vocab, heads) or derived (kv heads = heads, head_dim =
+ * hidden / heads). */
+typedef struct op_hf_defaults {
+    int vocab, heads, kv, head_dim;
+} op_hf_defaults;
+
+typedef struct op_hf {
+    const op_hf_defaults *defs; /* NULL: vocab and heads required */
+    json_t *obj;        /* the object keys are read from (config or its text_config) */
+    const char *file;   /* for messages */
+    const char *prefix; /* "" or "text_config." / "vision_config." for messages */
+    op_err *err;
+    int bad; /* a look-up failed; err holds the first message */
+} op_hf;
+
+int op_hf_has(op_hf *h, const char *key); /* present and not null */
+/* Integer (a real with an integral value is accepted); null or absent gives def. */
+int op_hf_int(op_hf *h, const char *key, int def);
+double op_hf_num(op_hf *h, const char *key, double def);
+int op_hf_bool(op_hf *h, const char *key, int def);
+const char *op_hf_str(op_hf *h, const char *key, const char *def);
+json_t *op_hf_array(op_hf *h, const char *key); /* NULL when absent or null */
+/* Records an error "<file>: <prefix><key>: <what>" unless one is recorded already. */
+void op_hf_fail(op_hf *h, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Layer i of a per-layer list `key` of n strings (e.g. layer_types): NULL if absent; records an
+ * error when the list has the wrong length or a non-string item. */
+const char *op_hf_list_str(op_hf *h, const char *key, int n, int i);
+/* 1 when integer i is in the list `key` (e.g. mlp_only_layers, moe_layers). */
+int op_hf_list_has(op_hf *h, const char *key, int i);
+
+/* Parses JSON text after rewriting the bare non-standard tokens Infinity, -Infinity and NaN
+ * (outside strings) into numbers of the same width, so line:col in errors stay right.
+ * Returns NULL with "<file>:<line>:<col>: <what>" in err. */
+json_t *op_json_parse_lenient(const char *text, const char *file, op_err *err);
+
+/* Architecture builders (hf_*.c): read h (and root for nested configs), append layers. */
+typedef int (*op_hf_build_fn)(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_dense(op_hf *h, json_t *root, op_mbuild *b, op_model *m);    /* llama family */
+int op_hf_build_gemma3(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_deepseek(op_hf *h, json_t *root, op_mbuild *b, op_model *m); /* v2 / v3 */
+int op_hf_build_llama4(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_qwen2_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_jamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_nemotron_h(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_qwen3_next(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_falcon_h1(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_zamba2(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_minimax(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+
+/* Shared pieces of the builders (hf_common.c). */
+void op_hf_attn(op_hf *h, op_layer *l, int hidden);          /* heads, kv heads, head_dim */
+int op_hf_vocab(op_hf *h);                                   /* vocab_size or its default */
+void op_hf_embed(op_mbuild *b, int hidden, int vocab);       /* appends EMBED */
+void op_hf_head(op_mbuild *b, op_model *m, int hidden, int vocab, int tie, int embed_idx);
+/* Applies layer_types[i] ("full_attention", "sliding_attention", "chunked_attention",
+ * "linear_attention") to l when the config has it; returns 1 if it did. */
+int op_hf_layer_type(op_hf *h, op_layer *l, int n_layers, int i, int window);
+/* Fills mamba fields of a Mamba2 layer. */
+void op_hf_mamba2(op_layer *l, int inner, int state, int heads, int head_dim, int groups, int conv);
+
+/* Appends EMBED, n_layers transformer blocks and HEAD for the llama-like families (arch is the
+ * model_type whose defaults apply, e.g. "qwen2" for qwen2_vl's language model). */
+int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *arch);
+
+/* A vision encoder in front of a language model (hf_vision.c): a patch embedding, `depth`
+ * bidirectional blocks over `patches` tokens, and a merger / projector that hands `out_tokens`
+ * tokens of width out_hidden to the language model. */
+typedef struct op_vis_tower {
+    const char *prefix;               /* layer name prefix: "visual", "vision_tower", ... */
+    int depth, width, heads, mlp_dim, gated;
+    int patches, patch_dim;           /* tokens per image in the encoder; values per patch */
+    int merge_in, merge_mlp;          /* merger input width and MLP width (0: a plain linear) */
+    int out_tokens, out_hidden;
+} op_vis_tower;
+void op_hf_vision_tower(op_mbuild *b, const op_vis_tower *v);
+/* Sub-object `key` of root as an op_hf (obj NULL when absent: every look-up gives its default). */
+op_hf op_hf_sub(op_hf *parent, json_t *root, const char *key, const char *prefix);
+/* Default image for vision models: one 448x448 image per sample. */
+#define OP_HF_IMAGE_SIZE 448
+
+/* 1 when JSON text looks like a profile (pattern + forward_ms) rather than an HF config. */
+int op_model_text_is_profile(const char *text);
+
+/* m->name from a path or preset name ("dir/x.json" -> "x"). */
+void op_model_set_name(op_model *m, const char *name);
+
+/* Positive-value check for a dimension already read. */
+void op_hf_need_pos(op_hf *h, const char *key, int v);
+/* A layer count: 1..OP_HF_MAX_BLOCKS. */
+#define OP_HF_MAX_BLOCKS 2000
+void op_hf_need_layers(op_hf *h, const char *key, int n);
+/* A size derived from config values (products, ratios), checked to fit 1 << 30; 0 on failure. */
+int op_hf_derived(op_hf *h, const char *key, double v);
+/* Integers read from configs are 0 .. OP_HF_MAX_INT: larger values are no real dimension and
+ * would overflow the products the cost model forms. */
+#define OP_HF_MAX_INT (1 << 24)
+
+/* Presets data (presets_data.c, generated by scripts/gen_presets.sh). */
+typedef struct op_preset_src {
+    const char *name, *desc, *text;
+} op_preset_src;
+extern const op_preset_src op_preset_table[];
+#endif

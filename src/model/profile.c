@@ -1,0 +1,234 @@
+/* profile.c: measured per-layer costs in (DESIGN.md "Profile file").
+ *
+ *   { "pattern": "EM-M*-M-L",            one symbol per layer; '|' (stage marks) is ignored
+ *     "pattern_style": "octopipe",        or "megatron": --hybrid-layer-pattern symbols
+ *                                         (M mamba, * / D attention, G gated delta net,
+ *                                         + MLA, - MLP, E MoE; no embedding symbol)
+ *     "forward_ms":  {"E": .., "M": .., "-": .., "*": .., "L": ..},   required, every symbol
+ *     "backward_ms": {...},                I (activation gradient), required, every symbol
+ *     "weight_ms":   {...},                W; optional: absent = 0 (backward_ms holds it all)
+ *     "act_bytes":   {sym: n},             optional, activations stashed per microbatch
+ *     "param_bytes": {sym: n},             optional, weights of one layer
+ *     "out_bytes":   n or {sym: n},        optional, boundary message per microbatch
+ *     "hidden": n, "vocab": n,             optional, for whatever the cost model derives
+ *     "name": "...", "description": "..." }
+ *
+ * Time and byte keys always use OctoPipe symbols ('#' MoE, 'E' embedding), also with
+ * "pattern_style": "megatron".  E and L are added at the ends when the pattern has none (E goes
+ * after any leading vision layers).  Keys starting with '_' are comments. */
+#include <string.h>
+
+#include "model/model_internal.h"
+
+static const char *const known_keys[] = {"pattern", "pattern_style", "forward_ms", "backward_ms",
+                                         "weight_ms", "act_bytes", "param_bytes", "out_bytes",
+                                         "hidden", "vocab", "name", "description", NULL};
+
+typedef struct {
+    const char *file;
+    op_err *err;
+} pctx;
+
+/* One symbol of a Megatron hybrid pattern -> kind + attention flavour; -1 if unknown. */
+static int megatron_sym(char c, op_attn_kind *attn) {
+    *attn = OP_ATTN_NONE;
+    switch (c) {
+    case 'M': return OP_LAYER_MAMBA;
+    case '*':
+    case 'D': *attn = OP_ATTN_FULL; return OP_LAYER_ATTN;
+    case 'G': *attn = OP_ATTN_LINEAR; return OP_LAYER_ATTN;
+    case '+': *attn = OP_ATTN_MLA; return OP_LAYER_ATTN;
+    case '-': return OP_LAYER_MLP;
+    case 'E': return OP_LAYER_MOE;
+    default: return -1;
+    }
+}
+
+/* dict[sym] as a number >= 0; *found = 0 when absent. */
+static int sym_number(pctx *c, json_t *dict, const char *field, char sym, double *out, int *found) {
+    char key[2] = {sym, 0};
+    json_t *v = dict ? json_object_get(dict, key) : NULL;
+    *found = v != NULL;
+    if (!v) return OP_OK;
+    if (!json_is_number(v) || json_number_value(v) < 0)
+        return op_errf(c->err, OP_EINVAL, "%s: %s['%c']: expected a number >= 0", c->file, field, sym);
+    *out = json_number_value(v);
+    return OP_OK;
+}
+
+/* A {sym: n} object: must be an object whose keys are known symbols. */
+static int check_dict(pctx *c, json_t *root, const char *field, json_t **out) {
+    json_t *d = json_object_get(root, field);
+    *out = NULL;
+    if (!d) return OP_OK;
+    if (!json_is_object(d))
+        return op_errf(c->err, OP_EINVAL, "%s: %s: expected an object {symbol: value}", c->file, field);
+    const char *k;
+    json_t *v;
+    json_object_foreach(d, k, v) {
+        if (strlen(k) != 1 || op_layer_kind_from_sym(k[0]) < 0)
+            return op_errf(c->err, OP_EINVAL, "%s: %s: unknown symbol '%s' (known: E L * M - # T H V m)",
+                           c->file, field, k);
+    }
+    *out = d;
+    return OP_OK;
+}
+
+static int opt_int(pctx *c, json_t *root, const char *key, int *out) {
+    json_t *v = json_object_get(root, key);
+    if (!v) return OP_OK;
+    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 1 << 30)
+        return op_errf(c->err, OP_EINVAL, "%s: %s: expected a positive integer", c->file, key);
+    *out = (int)json_integer_value(v);
+    return OP_OK;
+}
+
+/* Pattern -> layers (kinds only), E/L added. */
+static int read_pattern(pctx *c, json_t *root, op_mbuild *b) {
+    json_t *pv = json_object_get(root, "pattern");
+    if (!pv) return op_errf(c->err, OP_EINVAL, "%s: missing required field 'pattern'", c->file);
+    if (!json_is_string(pv))
+        return op_errf(c->err, OP_EINVAL, "%s: pattern: expected a string", c->file);
+    const char *style = "octopipe";
+    json_t *sv = json_object_get(root, "pattern_style");
+    if (sv && !json_is_string(sv))
+        return op_errf(c->err, OP_EINVAL, "%s: pattern_style: expected a string", c->file);
+    if (sv) style = json_string_value(sv);
+    int megatron = !strcmp(style, "megatron");
+    if (!megatron && strcmp(style, "octopipe") != 0)
+        return op_errf(c->err, OP_EINVAL, "%s: pattern_style: '%s' (expected \"octopipe\" or \"megatron\")",
+                       c->file, style);
+    const char *p = json_string_value(pv);
+    for (int i = 0; p[i]; i++) {
+        if (p[i] == '|') continue;
+        op_attn_kind attn = OP_ATTN_NONE;
+        int k = megatron ? megatron_sym(p[i], &attn) : op_layer_kind_from_sym(p[i]);
+        if (k < 0) {
+            if (megatron && p[i] == '/')
+                return op_errf(c->err, OP_EINVAL, "%s: pattern[%d]: MTP patterns ('/') are not supported",
+                               c->file, i);
+            return op_errf(c->err, OP_EINVAL, "%s: pattern[%d]: unknown symbol '%c' (known: %s)", c->file, i,
+                           p[i], megatron ? "M * D G + - E |" : "E L * M - # T H V m |");
+        }
+        op_layer *l = op_mbuild_add(b, (op_layer_kind)k, "x");
+        l->attn = attn != OP_ATTN_NONE ? attn : (k == OP_LAYER_ATTN || k == OP_LAYER_DECODER ||
+                                                 k == OP_LAYER_HYBRID || k == OP_LAYER_MTP)
+                                                    ? OP_ATTN_FULL
+                                                    : OP_ATTN_NONE;
+        l->ffn = k == OP_LAYER_MLP ? OP_FFN_MLP : k == OP_LAYER_MOE ? OP_FFN_MOE : OP_FFN_NONE;
+    }
+    if (b->n == 0) return op_errf(c->err, OP_EINVAL, "%s: pattern: empty", c->file);
+    /* E / L: at most one each; E before every non-vision layer, L last */
+    int n_e = 0, n_l = 0, first_body = -1;
+    for (int i = 0; i < b->n; i++) {
+        op_layer_kind k = b->v[i].kind;
+        if (k == OP_LAYER_EMBED) n_e++;
+        if (k == OP_LAYER_HEAD) n_l++;
+        if (k != OP_LAYER_VISION && first_body < 0) first_body = i;
+        if ((k == OP_LAYER_EMBED && i != first_body) || (k == OP_LAYER_HEAD && i != b->n - 1) ||
+            n_e > 1 || n_l > 1)
+            return op_errf(c->err, OP_EINVAL,
+                           "%s: pattern: '%c' at layer %d; E must come once, first (after any V), and L once, last",
+                           c->file, op_layer_kind_sym(k), i);
+    }
+    if (!n_e) {
+        int at = first_body < 0 ? b->n : first_body;
+        op_mbuild_add(b, OP_LAYER_EMBED, "x");
+        memmove(&b->v[at + 1], &b->v[at], sizeof *b->v * (size_t)(b->n - 1 - at));
+        memset(&b->v[at], 0, sizeof *b->v);
+        b->v[at].kind = OP_LAYER_EMBED;
+        b->v[at].shares_params_with = -1;
+    }
+    if (!n_l) op_mbuild_add(b, OP_LAYER_HEAD, "x");
+    return OP_OK;
+}
+
+static int fill_layers(pctx *c, json_t *root, op_mbuild *b) {
+    json_t *fw, *bw, *ww, *act, *par, *outd = NULL;
+    int rc;
+    if ((rc = check_dict(c, root, "forward_ms", &fw)) || (rc = check_dict(c, root, "backward_ms", &bw)) ||
+        (rc = check_dict(c, root, "weight_ms", &ww)) || (rc = check_dict(c, root, "act_bytes", &act)) ||
+        (rc = check_dict(c, root, "param_bytes", &par)))
+        return rc;
+    if (!fw) return op_errf(c->err, OP_EINVAL, "%s: missing required field 'forward_ms'", c->file);
+    if (!bw) return op_errf(c->err, OP_EINVAL, "%s: missing required field 'backward_ms'", c->file);
+    json_t *ov = json_object_get(root, "out_bytes");
+    double out_all = 0;
+    if (ov && json_is_object(ov)) {
+        if ((rc = check_dict(c, root, "out_bytes", &outd))) return rc;
+    } else if (ov) {
+        if (!json_is_number(ov) || json_number_value(ov) < 0)
+            return op_errf(c->err, OP_EINVAL, "%s: out_bytes: expected a number >= 0 or {symbol: n}", c->file);
+        out_all = json_number_value(ov);
+    }
+    int hidden = 0, vocab = 0;
+    if ((rc = opt_int(c, root, "hidden", &hidden)) || (rc = opt_int(c, root, "vocab", &vocab))) return rc;
+
+    for (int i = 0; i < b->n; i++) {
+        op_layer *l = &b->v[i];
+        char s = op_layer_kind_sym(l->kind);
+        int found;
+        double v = 0;
+        if ((rc = sym_number(c, fw, "forward_ms", s, &l->f_ms, &found))) return rc;
+        if (!found) return op_errf(c->err, OP_EINVAL, "%s: forward_ms has no time for symbol '%c'", c->file, s);
+        if ((rc = sym_number(c, bw, "backward_ms", s, &l->i_ms, &found))) return rc;
+        if (!found) return op_errf(c->err, OP_EINVAL, "%s: backward_ms has no time for symbol '%c'", c->file, s);
+        if ((rc = sym_number(c, ww, "weight_ms", s, &l->w_ms, &found))) return rc;
+        if (ww && !found)
+            return op_errf(c->err, OP_EINVAL, "%s: weight_ms has no time for symbol '%c' (give 0 if none)",
+                           c->file, s);
+        if ((rc = sym_number(c, act, "act_bytes", s, &v, &found))) return rc;
+        l->act_bytes_measured = found ? (int64_t)v : 0;
+        v = 0;
+        if ((rc = sym_number(c, par, "param_bytes", s, &v, &found))) return rc;
+        l->param_bytes_measured = found ? (int64_t)v : 0;
+        v = out_all;
+        if ((rc = sym_number(c, outd, "out_bytes", s, &v, &found))) return rc;
+        l->out_bytes_measured = (int64_t)v;
+        l->has_measured = 1;
+        l->hidden = hidden;
+        if (l->kind == OP_LAYER_EMBED || l->kind == OP_LAYER_HEAD || l->kind == OP_LAYER_MTP) l->vocab = vocab;
+        if (l->kind == OP_LAYER_EMBED) snprintf(l->name, sizeof l->name, "embed");
+        else if (l->kind == OP_LAYER_HEAD) snprintf(l->name, sizeof l->name, "head");
+        else snprintf(l->name, sizeof l->name, "layers.%d.%s", i, op_layer_kind_name(l->kind));
+    }
+    return OP_OK;
+}
+
+int op_model_from_profile_json(const char *json_text, const char *name, op_model *m, op_err *err) {
+    OP_ASSERT(json_text && m, "op_model_from_profile_json: NULL argument");
+    pctx c = {.file = name ? name : "profile.json", .err = err};
+    memset(m, 0, sizeof *m);
+    op_model_set_name(m, c.file);
+    snprintf(m->model_type, sizeof m->model_type, "profile");
+    json_t *root = op_json_parse_lenient(json_text, c.file, err);
+    if (!root) return OP_EINVAL;
+    op_mbuild b = {0};
+    int rc = OP_OK;
+    if (!json_is_object(root)) {
+        rc = op_errf(err, OP_EINVAL, "%s: expected a JSON object at the top level", c.file);
+        goto out;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) {
+        int ok = k[0] == '_';
+        for (const char *const *q = known_keys; *q && !ok; q++) ok = !strcmp(*q, k);
+        if (!ok) {
+            rc = op_errf(err, OP_EINVAL, "%s: unknown key '%s' (known: pattern, pattern_style, forward_ms, "
+                         "backward_ms, weight_ms, act_bytes, param_bytes, out_bytes, hidden, vocab, name, "
+                         "description)", c.file, k);
+            goto out;
+        }
+    }
+    if ((rc = read_pattern(&c, root, &b)) || (rc = fill_layers(&c, root, &b))) goto out;
+    json_t *hv = json_object_get(root, "hidden"), *vv = json_object_get(root, "vocab");
+    m->hidden = hv ? (int)json_integer_value(hv) : 0;
+    m->vocab = vv ? (int)json_integer_value(vv) : 0;
+    rc = op_mbuild_finish(&b, m, err);
+out:
+    op_mbuild_free(&b);
+    json_decref(root);
+    if (rc != OP_OK) op_model_free(m);
+    return rc;
+}

@@ -1,0 +1,70 @@
+/* mem.c: per-microbatch activation memory (op_nn_mem, nn.h): bump allocation in blocks that
+ * come from and go back to a pool, so steady-state training does no page faults. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/nn.h"
+
+struct op_nn_block {
+    op_nn_block *next;
+    size_t cap, used;
+    _Alignas(16) unsigned char mem[];
+};
+
+enum { BLOCK_MIN = 256 << 10 };
+
+/* Smallest pooled block that holds n bytes, unlinked; NULL if none. */
+static op_nn_block *take(op_nn_block **pool, size_t n) {
+    op_nn_block **best = NULL;
+    for (op_nn_block **b = pool; *b; b = &(*b)->next)
+        if ((*b)->cap >= n && (!best || (*b)->cap < (*best)->cap)) best = b;
+    if (!best) return NULL;
+    op_nn_block *r = *best;
+    *best = r->next;
+    return r;
+}
+
+void *op_nn_mem_alloc(op_nn_mem *m, size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    op_nn_block *b = m->head;
+    if (!b || b->cap - b->used < n) {
+        b = m->pool ? take(m->pool, n) : NULL;
+        if (!b) {
+            size_t cap = n > BLOCK_MIN ? n : BLOCK_MIN;
+            b = op_xmalloc(sizeof *b + cap);
+            b->cap = cap;
+        }
+        b->used = 0;
+        b->next = m->head;
+        m->head = b;
+    }
+    void *p = b->mem + b->used;
+    b->used += n;
+    m->used_bytes += n;
+    memset(p, 0, n); /* kernels accumulate (+=) into fresh buffers */
+    return p;
+}
+
+void op_nn_mem_release(op_nn_mem *m) {
+    op_nn_block *b = m->head;
+    while (b) {
+        op_nn_block *next = b->next;
+        if (m->pool) {
+            b->next = *m->pool;
+            *m->pool = b;
+        } else {
+            free(b);
+        }
+        b = next;
+    }
+    m->head = NULL;
+    m->used_bytes = 0;
+}
+
+void op_nn_pool_free(op_nn_block **pool) {
+    while (*pool) {
+        op_nn_block *next = (*pool)->next;
+        free(*pool);
+        *pool = next;
+    }
+}

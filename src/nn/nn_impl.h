@@ -1,0 +1,69 @@
+/* nn_impl.h: kernels shared by the layer files (src/nn/ops.c) and the per-family entry points
+ * that layer.c dispatches to.  Internal to src/nn; tests may include it. */
+#ifndef OCTOPIPE_NN_IMPL_H
+#define OCTOPIPE_NN_IMPL_H
+#include "octopipe/nn.h"
+
+/* ---- linear: W is (out, in) row-major, no bias ---- */
+/* y (N,out) = x (N,in) W^T; ldy/ldx are row strides */
+void op_nn_linear_fwd(float *y, int ldy, const float *x, int ldx, const float *W, int N, int in,
+                      int out);
+/* dx (N,in) += dy (N,out) W */
+void op_nn_linear_bwd_input(float *dx, int lddx, const float *dy, int lddy, const float *W,
+                            int N, int in, int out);
+/* dW (out,in) += dy^T (out,N) x (N,in) */
+void op_nn_linear_bwd_weight(float *dW, const float *dy, int lddy, const float *x, int ldx,
+                             int N, int in, int out);
+
+/* Recording of the sgemm calls the linear kernels make (benchmarks replay them to compare a
+ * layer with raw sgemm on the same shapes).  rec = NULL stops recording. */
+typedef struct op_nn_gemm_rec {
+    int ta, tb, M, N, K; /* cblas row-major transposes and sizes */
+} op_nn_gemm_rec;
+void op_nn_gemm_record(op_nn_gemm_rec *rec, int cap, int *n);
+
+/* ---- RMSNorm over rows of width d: y = g * x * rstd, rstd = 1/sqrt(mean(x^2) + eps) ---- */
+void op_nn_rmsnorm_fwd(float *y, float *xhat, float *rstd, const float *x, const float *g, int N,
+                       int d, float eps);
+/* dx (N,d) += rstd * (g*dy - xhat * mean(g*dy*xhat)) */
+void op_nn_rmsnorm_bwd_input(float *dx, const float *dy, const float *xhat, const float *rstd,
+                             const float *g, int N, int d);
+/* dg (d) += sum_n dy * xhat */
+void op_nn_rmsnorm_bwd_weight(float *dg, const float *dy, const float *xhat, int N, int d);
+
+/* ---- SwiGLU: ab (N, 2f) = [a | b], z (N,f) = silu(a) * b ---- */
+void op_nn_swiglu_fwd(float *z, const float *ab, int N, int f);
+/* dab (N,2f) = d/d[a|b] given dz (N,f) (overwrites) */
+void op_nn_swiglu_bwd(float *dab, const float *dz, const float *ab, int N, int f);
+
+float op_nn_silu(float x);
+float op_nn_dsilu(float x); /* d silu / dx */
+
+/* Init helpers: normal(0, std) and uniform(-a, a) fills. */
+void op_nn_fill_normal(float *p, size_t n, float std, op_rng *r);
+void op_nn_fill_uniform(float *p, size_t n, float a, op_rng *r);
+void op_nn_fill_const(float *p, size_t n, float v);
+
+/* Copies n floats into activation memory. */
+float *op_nn_stash(op_nn_mem *a, const float *x, size_t n);
+#define OP_NN_NEW(a, type, n) ((type *)op_nn_mem_alloc((a), sizeof(type) * (size_t)(n)))
+#define OP_NN_NEWF(a, n) OP_NN_NEW((a), float, (n))
+
+/* ---- per-family entry points (same contract as op_nn_layer_*) ---- */
+#define OP_NN_FAMILY(fam)                                                                  \
+    size_t op_nn_##fam##_nparams(const op_nn_cfg *c);                                     \
+    void op_nn_##fam##_init(const op_nn_cfg *c, float *p, op_rng *r);                     \
+    double op_nn_##fam##_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x,       \
+                                 float *y);                                                \
+    void op_nn_##fam##_backward_input(const op_nn_layer *l, op_nn_ctx *c, const float *dy, \
+                                      float *dx);                                          \
+    void op_nn_##fam##_backward_weight(const op_nn_layer *l, op_nn_ctx *c, float *grad);
+OP_NN_FAMILY(embed)
+OP_NN_FAMILY(attn)
+OP_NN_FAMILY(mamba)
+OP_NN_FAMILY(mlp)
+OP_NN_FAMILY(moe)
+OP_NN_FAMILY(head)
+#undef OP_NN_FAMILY
+
+#endif

@@ -1,0 +1,177 @@
+/* plan_json_write.c: writing the plan file `octopipe.plan/1` (DESIGN.md "Plan file").
+ *
+ * Written by hand rather than through jansson's dumper so that the layout stays readable (one
+ * op per line) and numbers are the shortest decimal that reads back to the same double: a
+ * write/read round trip is exact, and 0.1 stays "0.1".  The reader (plan_json.c) uses jansson. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/plan.h"
+#include "octopipe/plan_io.h"
+
+/* Shortest %.{15,16,17}g that round-trips; returns 0 for a non-finite value (JSON has none). */
+int op_json_num(op_buf *b, double x) {
+    if (!isfinite(x)) return 0;
+    char s[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(s, sizeof s, "%.*g", prec, x);
+        if (strtod(s, NULL) == x) break;
+    }
+    if (!strcmp(s, "-0")) strcpy(s, "0");
+    op_buf_printf(b, "%s", s);
+    return 1;
+}
+
+static void put_str(op_buf *b, const char *s) {
+    op_buf_put(b, "\"", 1);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') op_buf_printf(b, "\\%c", *c);
+        else if (*c < 0x20) op_buf_printf(b, "\\u%04x", *c);
+        else op_buf_put(b, c, 1);
+    }
+    op_buf_put(b, "\"", 1);
+}
+
+#define NUM(x)                         \
+    do {                               \
+        if (!op_json_num(b, (x))) bad = 1; \
+    } while (0)
+
+static void put_darr(op_buf *b, const double *v, int n, int *badp) {
+    int bad = 0;
+    op_buf_put(b, "[", 1);
+    for (int i = 0; i < n; i++) {
+        if (i) op_buf_put(b, ", ", 2);
+        NUM(v[i]);
+    }
+    op_buf_put(b, "]", 1);
+    if (bad) *badp = 1;
+}
+
+static void put_iarr(op_buf *b, const int64_t *v, int n) {
+    op_buf_put(b, "[", 1);
+    for (int i = 0; i < n; i++) op_buf_printf(b, "%s%lld", i ? ", " : "", (long long)v[i]);
+    op_buf_put(b, "]", 1);
+}
+
+int op_plan_to_json(const op_plan *p, op_buf *out) {
+    op_buf *b = out;
+    int bad = 0;
+    const int with_times = p->pred.valid;
+    op_buf_printf(b, "{\n  \"format\": \"%s\",\n  \"name\": ", OP_PLAN_FORMAT);
+    put_str(b, p->name);
+    op_buf_printf(b, ",\n  \"model\": ");
+    put_str(b, p->model);
+    op_buf_printf(b, ",\n  \"devices\": %d,\n  \"microbatches\": %d,\n  \"tokens_per_mb\": ", p->P,
+                  p->M);
+    NUM(p->tokens_per_mb);
+    op_buf_printf(b, ",\n  \"op_overhead_ms\": ");
+    NUM(p->op_overhead_ms);
+    op_buf_printf(b, ",\n  \"mem_limit_bytes\": ");
+    NUM(p->mem_limit_bytes);
+    const op_comm *c = &p->comm;
+    op_buf_printf(b, ",\n  \"comm\": {\"none\": %s, \"nodes_of\": %d, \"intra_lat_ms\": ",
+                  c->none ? "true" : "false", c->nodes_of);
+    NUM(c->intra_lat_ms);
+    op_buf_printf(b, ", \"intra_bw_GBps\": ");
+    NUM(c->intra_bw_GBps);
+    op_buf_printf(b, ", \"inter_lat_ms\": ");
+    NUM(c->inter_lat_ms);
+    op_buf_printf(b, ", \"inter_bw_GBps\": ");
+    NUM(c->inter_bw_GBps);
+    op_buf_printf(b, "},\n  \"layers\": [\n");
+    for (int l = 0; l < p->n_layers; l++) {
+        const op_layer_cost *x = &p->layers[l];
+        char kind[2] = {x->sym >= 0x21 && x->sym < 0x7f && x->sym != '"' && x->sym != '\\'
+                            ? x->sym
+                            : '?',
+                        0};
+        op_buf_printf(b, "    {\"name\": ");
+        put_str(b, x->name);
+        op_buf_printf(b, ", \"kind\": \"%s\", \"F\": ", kind);
+        NUM(x->f_ms);
+        op_buf_printf(b, ", \"I\": ");
+        NUM(x->i_ms);
+        op_buf_printf(b, ", \"W\": ");
+        NUM(x->w_ms);
+        op_buf_printf(b,
+                      ", \"out_bytes\": %lld, \"act_bytes\": %lld, \"act_w_bytes\": %lld, "
+                      "\"param_bytes\": %lld, \"static_bytes\": %lld}%s\n",
+                      (long long)x->out_bytes, (long long)x->act_bytes,
+                      (long long)x->act_w_bytes, (long long)x->param_bytes,
+                      (long long)x->static_bytes, l + 1 < p->n_layers ? "," : "");
+    }
+    op_buf_printf(b, "  ],\n  \"stages\": [");
+    for (int s = 0; s < p->S; s++)
+        op_buf_printf(b, "%s[%d, %d]", s ? ", " : "", p->stage_first[s], p->stage_first[s + 1]);
+    op_buf_printf(b, "],\n  \"split\": [");
+    for (int s = 0; s < p->S; s++)
+        op_buf_printf(b, "%s%s", s ? ", " : "", p->stage_split[s] ? "true" : "false");
+    op_buf_printf(b, "],\n  \"placement\": [");
+    for (int d = 0; d < p->P; d++) {
+        op_buf_printf(b, "%s[", d ? ", " : "");
+        int k = 0;
+        for (int s = 0; s < p->S; s++)
+            if (p->stage_dev[s] == d) op_buf_printf(b, "%s%d", k++ ? ", " : "", s);
+        op_buf_printf(b, "]");
+    }
+    op_buf_printf(b, "],\n  \"schedule\": [\n");
+    for (int d = 0; d < p->P; d++) {
+        op_buf_printf(b, "    [\n");
+        for (int i = 0; i < p->n_ops[d]; i++) {
+            const op_op *o = &p->ops[d][i];
+            op_buf_printf(b, "      {\"op\": \"%s\", \"stage\": %d, \"mb\": %d",
+                          op_kind_name((op_kind)o->kind), o->stage, o->mb);
+            if (with_times) {
+                op_buf_printf(b, ", \"start\": ");
+                NUM(o->start);
+                op_buf_printf(b, ", \"end\": ");
+                NUM(o->end);
+            }
+            op_buf_printf(b, "}%s\n", i + 1 < p->n_ops[d] ? "," : "");
+        }
+        op_buf_printf(b, "    ]%s\n", d + 1 < p->P ? "," : "");
+    }
+    op_buf_printf(b, "  ]");
+    if (with_times) {
+        const op_pred *r = &p->pred;
+        op_buf_printf(b, ",\n  \"predicted\": {\n    \"makespan_ms\": ");
+        NUM(r->makespan_ms);
+        op_buf_printf(b, ",\n    \"bubble_ratio\": ");
+        NUM(r->bubble_ratio);
+        op_buf_printf(b, ",\n    \"lower_bound_ms\": ");
+        NUM(r->lower_bound_ms);
+        op_buf_printf(b, ",\n    \"tokens_per_s\": ");
+        NUM(r->tokens_per_s);
+        op_buf_printf(b, ",\n    \"peak_bytes_max\": %lld,\n    \"peak_bytes\": ",
+                      (long long)r->peak_bytes_max);
+        put_iarr(b, r->peak_bytes, p->P);
+        op_buf_printf(b, ",\n    \"static_bytes\": ");
+        put_iarr(b, r->static_bytes, p->P);
+        op_buf_printf(b, ",\n    \"busy_ms\": ");
+        put_darr(b, r->busy_ms, p->P, &bad);
+        op_buf_printf(b, ",\n    \"warmup_ms\": ");
+        put_darr(b, r->warmup_ms, p->P, &bad);
+        op_buf_printf(b, ",\n    \"cooldown_ms\": ");
+        put_darr(b, r->cooldown_ms, p->P, &bad);
+        op_buf_printf(b, ",\n    \"residual_ms\": ");
+        put_darr(b, r->residual_ms, p->P, &bad);
+        op_buf_printf(b, "\n  }");
+    }
+    op_buf_printf(b, "\n}\n");
+    return bad ? OP_EINVAL : OP_OK;
+}
+
+int op_plan_write(const op_plan *p, const char *path, op_err *err) {
+    op_buf b = {0};
+    int rc = op_plan_to_json(p, &b);
+    if (rc != OP_OK) {
+        op_buf_free(&b);
+        return op_errf(err, rc, "%s: plan has a non-finite number (inf or NaN); not written",
+                       path);
+    }
+    rc = op_write_file_atomic(path, b.data, b.len, err);
+    op_buf_free(&b);
+    return rc;
+}

@@ -1,0 +1,313 @@
+/* sched.c: the baseline registry.  Each baseline enumerates the settings its users would try
+ * (split options, v and G for interleaving, ZB heuristic variants), simulates every candidate
+ * and keeps the fastest that fits memory, so that OctoPipe is compared with each at its best. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/sim.h"
+#include "sched/sched_int.h"
+
+static const char *const names[] = {"gpipe", "1f1b", "i1f1b", "zbh1", "zbh2", "zbv",
+                                    "dualpipev", "balanced-1f1b", NULL};
+
+const char *const *op_sched_names(void) { return names; }
+
+void sched_plan_from_split(op_plan *p, const char *name, const op_problem *pr,
+                           const sched_split *sp, sched_place pl, int split_iw) {
+    op_plan_init_problem(p, name, pr, sp->S);
+    memcpy(p->stage_first, sp->first, sizeof(int) * (size_t)(sp->S + 1));
+    for (int s = 0; s < sp->S; s++) {
+        p->stage_dev[s] = sched_stage_dev(pl, pr->P, s);
+        p->stage_split[s] = (uint8_t)split_iw;
+    }
+}
+
+static int fits(const sched_best *b, const op_plan *p) {
+    (void)b;
+    return p->mem_limit_bytes <= 0 || (double)p->pred.peak_bytes_max <= p->mem_limit_bytes;
+}
+
+void sched_offer(sched_best *best, op_plan *cand, const char *settings, void *ws) {
+    op_err err = {0};
+    int rc = op_sim_replay(cand, (op_sim_ws *)ws, &err);
+    OP_ASSERT(rc == OP_OK, "baseline %s (%s) does not simulate: %s", cand->name, settings,
+              err.msg);
+    best->candidates++;
+    if (getenv("OP_SCHED_DEBUG"))
+        fprintf(stderr, "sched %s: %s -> %.3f ms, peak %lld\n", cand->name, settings,
+                cand->pred.makespan_ms, (long long)cand->pred.peak_bytes_max);
+    int better = !best->have;
+    if (!better) {
+        const op_plan *o = &best->plan;
+        int fc = fits(best, cand), fo = fits(best, o);
+        double a = cand->pred.makespan_ms, b = o->pred.makespan_ms, tol = 1e-9 * (b > 1 ? b : 1);
+        if (fc != fo) better = fc;
+        else if (a < b - tol) better = 1;
+        else if (a <= b + tol) better = cand->pred.peak_bytes_max < o->pred.peak_bytes_max;
+    }
+    if (better) {
+        if (best->have) op_plan_free(&best->plan);
+        best->plan = *cand; /* moves the arena */
+        best->have = 1;
+        snprintf(best->settings, sizeof best->settings, "%s", settings);
+    } else {
+        op_plan_free(cand);
+    }
+    memset(cand, 0, sizeof *cand);
+}
+
+/* Candidate splits: the explicit one when given (its S must be S), else Megatron's options. */
+static int splits_for(const op_problem *pr, const op_sched_opts *o, int S, sched_place pl,
+                      int first_last, int keep_fl, sched_split_list *l, op_err *err) {
+    if (o && o->stage_first) {
+        if (o->S != S)
+            return op_errf(err, OP_EINVAL, "explicit partition has %d stages, this schedule needs %d",
+                           o->S, S);
+        return sched_split_add_explicit(pr, o->stage_first, S, l, err);
+    }
+    sched_megatron_splits(pr, S, pl, first_last, keep_fl, l);
+    if (l->n == 0) {
+        sched_layout lo;
+        sched_layout_of(pr->layers, pr->n_layers, &lo);
+        return op_errf(err, OP_EINVAL,
+                       "no valid split of %d decoder layers (+%d before, +%d after) into %d "
+                       "non-empty stages",
+                       lo.n_body, lo.n_pre, lo.n_post, S);
+    }
+    return OP_OK;
+}
+
+/* gpipe, 1f1b: one stage per device, chain, Megatron's split options. */
+static int build_chain(const char *name, const op_problem *pr, const op_sched_opts *o,
+                       sched_best *best, op_sim_ws *ws, op_err *err) {
+    sched_split_list l = {0};
+    int rc = splits_for(pr, o, pr->P, SCHED_PLACE_LOOP, 1, 8, &l, err);
+    for (int i = 0; rc == OP_OK && i < l.n; i++) {
+        op_plan p;
+        sched_plan_from_split(&p, name, pr, &l.v[i], SCHED_PLACE_LOOP, 0);
+        if (!strcmp(name, "gpipe")) sched_order_gpipe(&p);
+        else op_sched_order_1f1b(&p);
+        char set[160];
+        snprintf(set, sizeof set, "split=%s", l.v[i].desc);
+        sched_offer(best, &p, set, ws);
+    }
+    sched_split_list_free(&l);
+    return rc;
+}
+
+/* Megatron: P <= G <= M, and M % G == 0 or M % G >= P. */
+static int group_ok(int P, int M, int G) { return G >= P && G <= M && (M % G == 0 || M % G >= P); }
+
+static int build_i1f1b(const op_problem *pr, const op_sched_opts *o, sched_best *best,
+                       op_sim_ws *ws, op_err *err) {
+    int P = pr->P, M = pr->M;
+    if (P < 2) return op_errf(err, OP_EINVAL, "interleaved 1F1B needs at least 2 devices");
+    if (M < P)
+        return op_errf(err, OP_EINVAL,
+                       "interleaved 1F1B needs microbatches >= devices (Megatron: P <= G <= M; "
+                       "M=%d, P=%d)", M, P);
+    /* G candidates: Megatron's default P when valid (else the smallest valid G), the next
+     * valid one, the first valid G >= 2P and one group of all M: larger groups deepen the
+     * warm-up, which hides transfers at the price of memory. */
+    int gs[4] = {0, 0, 0, 0}, ng = 0;
+    if (o && o->group) {
+        if (!group_ok(P, M, o->group))
+            return op_errf(err, OP_EINVAL,
+                           "microbatch group size %d invalid for P=%d M=%d (Megatron needs "
+                           "P <= G <= M and M %% G == 0 or >= P)", o->group, P, M);
+        gs[ng++] = o->group;
+    } else {
+        for (int G = P; G <= M; G++) {
+            if (!group_ok(P, M, G)) continue;
+            if (ng < 2 || (ng == 2 && G >= 2 * P)) gs[ng++] = G;
+        }
+        if (ng && group_ok(P, M, M) && gs[ng - 1] != M) gs[ng++] = M;
+        if (!ng) return op_errf(err, OP_EINVAL, "no Megatron-valid group size for P=%d M=%d", P, M);
+    }
+    sched_layout lo;
+    sched_layout_of(pr->layers, pr->n_layers, &lo);
+    int classic = o && (o->classic_splits || o->stage_first);
+    int vlo = 2, vhi = classic ? (lo.n_body + 2) / P : pr->n_layers / P;
+    if (o && o->v) {
+        if (o->v < 2) return op_errf(err, OP_EINVAL, "interleaved 1F1B needs v >= 2 (got %d)", o->v);
+        vlo = vhi = o->v;
+    }
+    if (o && o->stage_first) {
+        if (o->S % P || o->S / P < 2)
+            return op_errf(err, OP_EINVAL,
+                           "explicit partition for i1f1b needs S = v*P stages with v >= 2 (S=%d)",
+                           o->S);
+        vlo = vhi = o->S / P;
+    }
+    char why[1100] = "";
+    for (int v = vlo; v <= vhi; v++) {
+        sched_split_list l = {0};
+        op_err e2 = {0};
+        int rc = splits_for(pr, o, v * P, SCHED_PLACE_LOOP, 1, 4, &l, &e2);
+        if (rc != OP_OK && o && o->stage_first) {
+            sched_split_list_free(&l);
+            return op_errf(err, rc, "%s", e2.msg);
+        }
+        if (rc != OP_OK) snprintf(why, sizeof why, "v=%d: %.1000s", v, e2.msg);
+        if (!(o && (o->stage_first || o->classic_splits)))
+            sched_split_add_balanced(pr, v * P, SCHED_PLACE_LOOP, &l);
+        if (l.n == 0) {
+            sched_split_list_free(&l);
+            continue;
+        }
+        for (int i = 0; i < l.n; i++)
+            for (int g = 0; g < ng; g++) {
+                op_plan p;
+                sched_plan_from_split(&p, "i1f1b", pr, &l.v[i], SCHED_PLACE_LOOP, 0);
+                op_sched_order_interleaved(&p, v, gs[g]);
+                char set[160];
+                snprintf(set, sizeof set, "v=%d G=%d split=%s", v, gs[g], l.v[i].desc);
+                sched_offer(best, &p, set, ws);
+            }
+        sched_split_list_free(&l);
+    }
+    if (!best->have) {
+        if (vlo > vhi)
+            return op_errf(err, OP_EINVAL,
+                           "interleaved 1F1B needs at least 2 stages per device: %d layers "
+                           "cannot fill %d stages", classic ? lo.n_body : pr->n_layers, 2 * P);
+        return op_errf(err, OP_EINVAL, "interleaved 1F1B not applicable: %s", why);
+    }
+    return OP_OK;
+}
+
+/* zbh1 / zbh2 / zbv: I/W split, ZB's split options, best of the heuristic variants. */
+static int build_zb(const char *name, const op_problem *pr, const op_sched_opts *o,
+                    sched_best *best, op_sim_ws *ws, op_err *err) {
+    int P = pr->P, v_shape = !strcmp(name, "zbv");
+    int S = v_shape ? 2 * P : P;
+    sched_place pl = v_shape ? SCHED_PLACE_V : SCHED_PLACE_LOOP;
+    double cap = !strcmp(name, "zbh2") ? 2.0 * P : (double)P;
+    double *caps = op_xmalloc(sizeof(double) * (size_t)P);
+    for (int d = 0; d < P; d++) caps[d] = cap;
+    sched_split_list l = {0};
+    int rc = splits_for(pr, o, S, pl, 1, 4, &l, err);
+    if (v_shape && !(o && o->stage_first)) { /* ZB-V on Megatron: a layout is one flag away */
+        if (rc != OP_OK && sched_split_add_balanced(pr, S, pl, &l)) rc = OP_OK;
+        else if (rc == OP_OK) sched_split_add_balanced(pr, S, pl, &l);
+    }
+    for (int i = 0; rc == OP_OK && i < l.n; i++) {
+        char set[160];
+        if (!strcmp(name, "zbh1")) {
+            op_plan p;
+            sched_plan_from_split(&p, name, pr, &l.v[i], pl, 1);
+            sched_order_zbh1(&p);
+            snprintf(set, sizeof set, "split=%s order=handcrafted", l.v[i].desc);
+            sched_offer(best, &p, set, ws);
+        }
+        int nflags = v_shape ? 8 : 4;
+        for (int f = 0; f < nflags; f++) {
+            op_plan p;
+            sched_plan_from_split(&p, name, pr, &l.v[i], pl, 1);
+            op_sched_zb_greedy(&p, caps, pr->mem_limit_bytes, f);
+            snprintf(set, sizeof set, "split=%s order=greedy(%s,%s%s)", l.v[i].desc,
+                     f & OP_ZB_F_FIRST ? "F first" : "I first",
+                     f & OP_ZB_W_EAGER ? "eager W" : "lazy W",
+                     f & OP_ZB_F_SHALLOW ? ",shallow F" : "");
+            sched_offer(best, &p, set, ws);
+        }
+    }
+    sched_split_list_free(&l);
+    free(caps);
+    return rc;
+}
+
+static int build_dualpipev(const op_problem *pr, const op_sched_opts *o, sched_best *best,
+                           op_sim_ws *ws, op_err *err) {
+    if (pr->M < 2 * pr->P)
+        return op_errf(err, OP_EINVAL, "DualPipeV needs microbatches >= 2 x devices (M=%d < %d)",
+                       pr->M, 2 * pr->P);
+    sched_split_list l = {0};
+    int rc = splits_for(pr, o, 2 * pr->P, SCHED_PLACE_V, 1, 4, &l, err);
+    if (!(o && o->stage_first)) { /* DualPipe users build each stage's modules by hand */
+        if (rc != OP_OK && sched_split_add_balanced(pr, 2 * pr->P, SCHED_PLACE_V, &l)) rc = OP_OK;
+        else if (rc == OP_OK) sched_split_add_balanced(pr, 2 * pr->P, SCHED_PLACE_V, &l);
+    }
+    for (int i = 0; rc == OP_OK && i < l.n; i++) {
+        op_plan p;
+        sched_plan_from_split(&p, "dualpipev", pr, &l.v[i], SCHED_PLACE_V, 1);
+        OP_ASSERT(sched_order_dualpipev(&p) == OP_OK, "dualpipev order with M >= 2P failed");
+        char set[160];
+        snprintf(set, sizeof set, "split=%s", l.v[i].desc);
+        sched_offer(best, &p, set, ws);
+    }
+    sched_split_list_free(&l);
+    return rc;
+}
+
+static int build_balanced(const op_problem *pr, const op_sched_opts *o, sched_best *best,
+                          op_sim_ws *ws, op_err *err) {
+    sched_split_list l = {0};
+    int rc;
+    if (o && o->stage_first) {
+        rc = splits_for(pr, o, pr->P, SCHED_PLACE_LOOP, 0, 0, &l, err);
+    } else {
+        int *first = op_xmalloc(sizeof(int) * (size_t)(pr->P + 1));
+        rc = op_sched_balanced_split(pr->layers, pr->n_layers, pr->P, first, err);
+        if (rc == OP_OK) rc = sched_split_add_explicit(pr, first, pr->P, &l, err);
+        if (rc == OP_OK) snprintf(l.v[0].desc, sizeof l.v[0].desc, "balanced F+I+W");
+        free(first);
+    }
+    if (rc == OP_OK) {
+        op_plan p;
+        sched_plan_from_split(&p, "balanced-1f1b", pr, &l.v[0], SCHED_PLACE_LOOP, 0);
+        op_sched_order_1f1b(&p);
+        char set[160];
+        snprintf(set, sizeof set, "split=%s", l.v[0].desc);
+        sched_offer(best, &p, set, ws);
+    }
+    sched_split_list_free(&l);
+    return rc;
+}
+
+static int check_problem(const op_problem *pr, op_err *err) {
+    if (!pr || !pr->layers || pr->n_layers < 1)
+        return op_errf(err, OP_EINVAL, "problem has no layers");
+    if (pr->P < 1) return op_errf(err, OP_EINVAL, "devices must be >= 1 (got %d)", pr->P);
+    if (pr->M < 1) return op_errf(err, OP_EINVAL, "microbatches must be >= 1 (got %d)", pr->M);
+    if (pr->mem_limit_bytes < 0)
+        return op_errf(err, OP_EINVAL, "memory limit must be >= 0 (got %g)", pr->mem_limit_bytes);
+    return OP_OK;
+}
+
+int op_sched_build_opts(const char *name, const op_problem *pr, const op_sched_opts *o,
+                        op_plan *out, op_sched_info *info, op_err *err) {
+    memset(out, 0, sizeof *out);
+    int rc = check_problem(pr, err);
+    if (rc != OP_OK) return rc;
+    if (!name) return op_errf(err, OP_EINVAL, "no schedule name");
+    sched_best best;
+    memset(&best, 0, sizeof best);
+    op_sim_ws *ws = op_sim_ws_new();
+    if (!strcmp(name, "gpipe") || !strcmp(name, "1f1b")) rc = build_chain(name, pr, o, &best, ws, err);
+    else if (!strcmp(name, "i1f1b")) rc = build_i1f1b(pr, o, &best, ws, err);
+    else if (!strcmp(name, "zbh1") || !strcmp(name, "zbh2") || !strcmp(name, "zbv"))
+        rc = build_zb(name, pr, o, &best, ws, err);
+    else if (!strcmp(name, "dualpipev")) rc = build_dualpipev(pr, o, &best, ws, err);
+    else if (!strcmp(name, "balanced-1f1b")) rc = build_balanced(pr, o, &best, ws, err);
+    else
+        rc = op_errf(err, OP_EINVAL,
+                     "unknown schedule '%s' (known: gpipe, 1f1b, i1f1b, zbh1, zbh2, zbv, "
+                     "dualpipev, balanced-1f1b)", name);
+    op_sim_ws_free(ws);
+    if (rc != OP_OK) {
+        if (best.have) op_plan_free(&best.plan);
+        return rc;
+    }
+    OP_ASSERT(best.have, "schedule %s produced no candidate", name);
+    *out = best.plan;
+    if (info) {
+        snprintf(info->settings, sizeof info->settings, "%s", best.settings);
+        info->candidates = best.candidates;
+    }
+    return OP_OK;
+}
+
+int op_sched_build(const char *name, const op_problem *pr, op_plan *out, op_err *err) {
+    return op_sched_build_opts(name, pr, NULL, out, NULL, err);
+}

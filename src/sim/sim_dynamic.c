@@ -1,0 +1,304 @@
+/* sim_dynamic.c: list scheduling.  Whenever a device is idle it starts its best ready op under
+ * a policy (sim.h: built-in rule or a custom priority); the result is a per-device order, which
+ * is then replayed for the times and the prediction (so replay reproduces it exactly).
+ *
+ * Events: an op's completion (frees its device, updates the device's counters) and a wake-up of
+ * an idle device when an input arrives from another device.  An op's end time is written when
+ * it starts (it is known then), so a consumer's arrival time is known early; the consumer's
+ * device gets a wake-up at that time.  Decisions are made after all events of one instant. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim_internal.h"
+
+/* ---- event queue: tournament tree over devices ---- */
+
+/* Sets device d's event time and recomputes its path to the root.  Nodes hold (time, device)
+ * so each level needs only the sibling, whose address is known up front: the loads overlap
+ * instead of chaining.  Ties go to the lower device, which keeps runs deterministic. */
+static void set_key(op_sim_ws *ws, int d, double t) {
+    double *tk = ws->key;
+    int *ti = ws->tw;
+    int i = ws->tw_leaves + d, cd = d;
+    double ct = t;
+    tk[i] = t;
+    while (i > 1) {
+        const int sib = i ^ 1;
+        const double st = tk[sib];
+        /* a left sibling holds lower devices: it wins ties */
+        const int take = (i & 1) ? st <= ct : st < ct;
+        if (take) {
+            ct = st;
+            cd = ti[sib];
+        }
+        i >>= 1;
+        tk[i] = ct;
+        ti[i] = cd;
+    }
+}
+
+static void tw_init(op_sim_ws *ws) {
+    const int n = ws->tw_leaves;
+    for (int i = 1; i < 2 * n; i++) {
+        ws->key[i] = INFINITY;
+        ws->tw[i] = i >= n ? i - n : 0;
+    }
+}
+
+/* An input for device d arrives at t: wake it then (a busy device re-decides at its op's end
+ * anyway, and then sees every arrival it can). */
+static void wake(op_sim_ws *ws, int d, double t) {
+    if (ws->busy[d] || t >= ws->wake_at[d]) return;
+    ws->wake_at[d] = t;
+    set_key(ws, d, t);
+}
+
+static void mark_dirty(op_sim_ws *ws, int d, int *nd) {
+    if (!ws->dirty[d]) {
+        ws->dirty[d] = 1;
+        ws->dirty_list[(*nd)++] = d;
+    }
+}
+
+/* ---- choosing ---- */
+
+typedef struct cand {
+    int slot, stage, mb;
+    double key;
+} cand;
+
+/* Tie order: smaller mb; then I/B before F before W; then larger stage for I/B (the gradient
+ * flows down), smaller stage for F and W. */
+static int tie_less(const cand *a, const cand *b) {
+    if (a->mb != b->mb) return a->mb < b->mb;
+    static const int cls[3] = {1, 0, 2};
+    if (a->slot != b->slot) return cls[a->slot] < cls[b->slot];
+    return a->slot == 1 ? a->stage > b->stage : a->stage < b->stage;
+}
+
+static int key_less(const cand *a, const cand *b) {
+    if (a->key != b->key) return a->key < b->key;
+    return tie_less(a, b);
+}
+
+static op_kind slot_kind(const op_sim_ws *ws, int slot, int s) {
+    return slot == 0 ? OP_F : slot == 2 ? OP_W : ws->st[s].split ? OP_I : OP_B;
+}
+
+/* Picks device d's op at `now`; force = ignore holds (stall).  Returns 0 if none started. */
+static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, double now,
+                    int force) {
+    const int M = p->M, S = p->S;
+    const sim_stage *st = ws->st;
+    const int64_t up = 3;
+    double fut = INFINITY;
+    int have_best = 0, have_any = 0;
+    cand best = {0}, any = {0};
+    /* built-in classes: 0 F allowed, 1 I/B, 2 W, 3 F held by a cap */
+    int have_cls[4] = {0, 0, 0, 0};
+    cand cls_best[4];
+    const int custom = pol->prio || pol->prio_ex;
+    int cap_ok = !(pol->max_inflight && pol->max_inflight[d] > 0 &&
+                   ws->inflight[d] >= pol->max_inflight[d]);
+    op_sim_view view = {0};
+    if (custom)
+        view = (op_sim_view){d, now, ws->inflight[d], ws->pending_w[d], ws->n_done[d],
+                             ws->act_now[d], ws->static_b[d]};
+    for (int j = ws->dev_first[d]; j < ws->dev_first[d + 1]; j++) {
+        const int s = ws->dev_stages[j];
+        const sim_stage *t = &st[s];
+        for (int slot = 0; slot < (t->split ? 3 : 2); slot++) {
+            const int m = ws->next[slot][s];
+            if (m >= M) continue;
+            const int64_t base = ((int64_t)m * S + s) * 3;
+            double e, r; /* producer end, arrival here */
+            if (slot == 0) {
+                e = s > 0 ? ws->end[base - up] : 0.0;
+                r = e + t->delay_f;
+            } else if (slot == 2) {
+                r = e = ws->end[base + 1];
+            } else if (s + 1 < S) {
+                e = ws->end[base + up + 1];
+                r = e + t->delay_b;
+            } else {
+                r = e = ws->end[base];
+            }
+            if (e < 0) continue; /* producer not started: its start will wake us */
+            if (r > now) {
+                if (r < fut) fut = r;
+                continue;
+            }
+            cand c = {slot, s, m, 0.0};
+            int held = 0;
+            if (slot == 0) {
+                held = !cap_ok || (pol->mem_limit_bytes > 0 &&
+                                   (double)(ws->static_b[d] + ws->act_now[d] + t->act) >
+                                       pol->mem_limit_bytes);
+            }
+            if (custom) {
+                op_kind k = slot_kind(ws, slot, s);
+                c.key = pol->prio_ex ? pol->prio_ex(pol->ctx, &view, k, s, m)
+                                     : pol->prio(pol->ctx, d, k, s, m, now);
+                if (isnan(c.key)) c.key = INFINITY;
+                if (c.key == INFINITY) held = 1;
+                if (!held && (!have_best || key_less(&c, &best))) best = c, have_best = 1;
+                if (!have_any || key_less(&c, &any)) any = c, have_any = 1;
+            } else {
+                int k = slot == 0 ? (held ? 3 : 0) : slot;
+                if (!have_cls[k] || tie_less(&c, &cls_best[k])) cls_best[k] = c, have_cls[k] = 1;
+            }
+        }
+    }
+    if (!custom) {
+        const int nst = ws->dev_first[d + 1] - ws->dev_first[d];
+        const int warm = pol->warmup         ? pol->warmup[d]
+                         : nst > 0 ? S - 1 - ws->dev_stages[ws->dev_first[d]]
+                                           : 0;
+        const int wl = pol->w_limit ? pol->w_limit[d] : 0;
+        int pick = -1;
+        if (wl > 0 && ws->pending_w[d] >= wl && have_cls[2]) pick = 2;
+        else if (ws->inflight[d] < warm && have_cls[0]) pick = 0;
+        else if (have_cls[1]) pick = 1;
+        else if (have_cls[0]) pick = 0;
+        else if (have_cls[2]) pick = 2;
+        else if (force && have_cls[3]) pick = 3;
+        if (pick >= 0) best = cls_best[pick], have_best = 1;
+    } else if (!have_best && force && have_any) {
+        best = any, have_best = 1;
+    }
+    if (!have_best) {
+        if (fut < INFINITY) wake(ws, d, fut);
+        return 0;
+    }
+    /* start it */
+    const sim_stage *t = &st[best.stage];
+    const int64_t id = ((int64_t)best.mb * S + best.stage) * 3 + best.slot;
+    const double end = now + t->dur[best.slot];
+    ws->end[id] = end;
+    ws->next[best.slot][best.stage]++;
+    op_op *o = &ws->out[ws->out_first[d] + ws->out_n[d]++];
+    o->kind = (uint8_t)slot_kind(ws, best.slot, best.stage);
+    o->stage = best.stage;
+    o->mb = best.mb;
+    o->start = now;
+    o->end = end;
+    ws->busy[d] = 1;
+    ws->run_id[d] = id;
+    ws->wake_at[d] = INFINITY;
+    set_key(ws, d, end);
+    if (best.slot == 0) {
+        ws->act_now[d] += t->act;
+        ws->inflight[d]++;
+    }
+    /* consumers on other devices learn their arrival time now */
+    if (best.slot == 0 && best.stage + 1 < S && st[best.stage + 1].dev != d)
+        wake(ws, st[best.stage + 1].dev, end + st[best.stage + 1].delay_f);
+    if (best.slot == 1 && best.stage > 0 && st[best.stage - 1].dev != d)
+        wake(ws, st[best.stage - 1].dev, end + st[best.stage - 1].delay_b);
+    return 1;
+}
+
+int op_sim_dynamic(op_plan *p, const op_sim_policy *pol_in, op_sim_ws *ws, op_err *err) {
+    int rc = sim_check_layout(p, err);
+    if (rc != OP_OK) return rc;
+    op_sim_policy zero = {0};
+    const op_sim_policy *pol = pol_in ? pol_in : &zero;
+    op_sim_ws *own = ws ? NULL : op_sim_ws_new();
+    if (!ws) ws = own;
+    sim_prepare(ws, p);
+    const int P = p->P, S = p->S, M = p->M;
+
+    /* device -> stages (ascending), and each device's slice of the output */
+    for (int d = 0; d <= P; d++) ws->dev_first[d] = 0;
+    for (int s = 0; s < S; s++) ws->dev_first[p->stage_dev[s] + 1]++;
+    for (int d = 0; d < P; d++) ws->dev_first[d + 1] += ws->dev_first[d];
+    for (int d = 0; d < P; d++) ws->out_n[d] = 0; /* used as a fill cursor */
+    for (int s = 0; s < S; s++) {
+        int d = p->stage_dev[s];
+        ws->dev_stages[ws->dev_first[d] + ws->out_n[d]++] = s;
+    }
+    int64_t total = 0;
+    ws->out_first[0] = 0;
+    for (int d = 0; d < P; d++) {
+        int64_t n = 0, stat = 0;
+        for (int j = ws->dev_first[d]; j < ws->dev_first[d + 1]; j++) {
+            int s = ws->dev_stages[j];
+            n += (int64_t)M * (ws->st[s].split ? 3 : 2);
+            stat += op_stage_static_bytes(p, s);
+        }
+        ws->out_first[d + 1] = ws->out_first[d] + (int)n;
+        total += n;
+        ws->out_n[d] = 0;
+        ws->busy[d] = ws->dirty[d] = 0;
+        ws->wake_at[d] = INFINITY;
+        ws->inflight[d] = ws->pending_w[d] = ws->n_done[d] = 0;
+        ws->act_now[d] = 0;
+        ws->static_b[d] = stat;
+    }
+    for (int k = 0; k < 3; k++) memset(ws->next[k], 0, sizeof(int) * (size_t)S);
+    tw_init(ws);
+
+    int64_t done = 0;
+    double now = 0.0;
+    wake(ws, ws->st[0].dev, 0.0);
+    while (done < total) {
+        int nd = 0;
+        int d = ws->tw[1];
+        if (ws->key[1] == INFINITY) {
+            /* every device idle, no input on its way: only holds keep ops waiting */
+            int started = 0;
+            for (int e = 0; e < P && !started; e++) started = dispatch(p, ws, pol, e, now, 1);
+            OP_ASSERT(started, "dynamic simulation stalled with %lld ops left",
+                      (long long)(total - done));
+            continue;
+        }
+        now = ws->key[1];
+        /* all events of this instant first, then the decisions */
+        while (ws->key[1] == now) {
+            d = ws->tw[1];
+            if (ws->busy[d]) {
+                const int64_t id = ws->run_id[d];
+                const int slot = (int)(id % 3), s = (int)(id / 3 % S);
+                const sim_stage *t = &ws->st[s];
+                ws->busy[d] = 0;
+                ws->n_done[d]++;
+                done++;
+                if (slot == 1) {
+                    ws->inflight[d]--;
+                    if (t->split) {
+                        ws->act_now[d] -= t->act - t->act_w;
+                        ws->pending_w[d]++;
+                    } else {
+                        ws->act_now[d] -= t->act;
+                    }
+                } else if (slot == 2) {
+                    ws->act_now[d] -= t->act_w;
+                    ws->pending_w[d]--;
+                }
+            }
+            ws->wake_at[d] = INFINITY;
+            set_key(ws, d, INFINITY);
+            mark_dirty(ws, d, &nd);
+        }
+        for (int i = 0; i < nd; i++) {
+            d = ws->dirty_list[i];
+            ws->dirty[d] = 0;
+            if (!ws->busy[d]) dispatch(p, ws, pol, d, now, 0);
+        }
+    }
+
+    for (int d = 0; d < P; d++) {
+        const op_op *src = ws->out + ws->out_first[d];
+        int n = ws->out_n[d];
+        if (p->ops[d] && p->n_ops[d] == n) memcpy(p->ops[d], src, sizeof(op_op) * (size_t)n);
+        else op_plan_set_ops(p, d, src, n);
+    }
+    /* times from a replay of the orders: what the executor would do with them */
+    sim_prepare(ws, p);
+    double T = sim_replay_core(p, ws, 1);
+    OP_ASSERT(T >= 0, "replay of a list-scheduled order deadlocked");
+    op_sim_fill_pred(p);
+    op_sim_ws_free(own);
+    return OP_OK;
+}

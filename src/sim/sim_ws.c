@@ -1,0 +1,142 @@
+/* sim_ws.c: the simulator's reusable workspace and the per-stage table built before each run.
+ * The tuner simulates thousands of plans; after the first run of a shape nothing allocates. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim_internal.h"
+
+op_sim_ws *op_sim_ws_new(void) { return op_xcalloc(1, sizeof(op_sim_ws)); }
+
+void op_sim_ws_free(op_sim_ws *ws) {
+    if (!ws) return;
+    free(ws->end);
+    free(ws->st);
+    free(ws->pos);
+    free(ws->free_t);
+    free(ws->stack);
+    free(ws->inq);
+    free(ws->dev_first);
+    free(ws->dev_stages);
+    for (int k = 0; k < 3; k++) free(ws->next[k]);
+    free(ws->out);
+    free(ws->out_first);
+    free(ws->out_n);
+    free(ws->tw);
+    free(ws->key);
+    free(ws->run_id);
+    free(ws->wake_at);
+    free(ws->busy);
+    free(ws->dirty);
+    free(ws->dirty_list);
+    free(ws->inflight);
+    free(ws->pending_w);
+    free(ws->n_done);
+    free(ws->act_now);
+    free(ws->static_b);
+    free(ws);
+}
+
+#define GROW(ptr, n) ((ptr) = op_xrealloc((ptr), sizeof(*(ptr)) * (size_t)(n)))
+
+static void ensure(op_sim_ws *ws, int P, int S, int M) {
+    size_t nops = (size_t)S * (size_t)M * 3;
+    if (nops > ws->cap_ops) {
+        GROW(ws->end, nops);
+        GROW(ws->out, nops);
+        ws->cap_ops = nops;
+    }
+    if ((size_t)S > ws->cap_S) {
+        GROW(ws->st, S);
+        GROW(ws->dev_stages, S);
+        for (int k = 0; k < 3; k++) GROW(ws->next[k], S);
+        ws->cap_S = (size_t)S;
+    }
+    if ((size_t)P > ws->cap_P) {
+        GROW(ws->pos, P);
+        GROW(ws->free_t, P);
+        GROW(ws->stack, P);
+        GROW(ws->inq, P);
+        GROW(ws->dev_first, P + 1);
+        GROW(ws->out_first, P + 1);
+        GROW(ws->out_n, P);
+        GROW(ws->wake_at, P);
+        GROW(ws->run_id, P);
+        GROW(ws->busy, P);
+        GROW(ws->dirty, P);
+        GROW(ws->dirty_list, P);
+        GROW(ws->inflight, P);
+        GROW(ws->pending_w, P);
+        GROW(ws->n_done, P);
+        GROW(ws->act_now, P);
+        GROW(ws->static_b, P);
+        ws->cap_P = (size_t)P;
+    }
+    size_t leaves = 1;
+    while (leaves < (size_t)P) leaves *= 2;
+    if (2 * leaves > ws->cap_tw) {
+        GROW(ws->tw, 2 * leaves);
+        GROW(ws->key, 2 * leaves);
+        ws->cap_tw = 2 * leaves;
+    }
+    ws->tw_leaves = (int)leaves;
+}
+
+static double link_ms(const op_plan *p, int a, int b, int64_t bytes) {
+    if (a == b || p->comm.none) return 0.0;
+    return op_comm_ms(&p->comm, a, b, bytes);
+}
+
+void sim_prepare(op_sim_ws *ws, const op_plan *p) {
+    int S = p->S;
+    ensure(ws, p->P, S, p->M);
+    for (int s = 0; s < S; s++) {
+        sim_stage *t = &ws->st[s];
+        t->dev = p->stage_dev[s];
+        t->split = p->stage_split[s] ? 1 : 0;
+        t->dur[0] = op_stage_ms(p, s, OP_F);
+        t->dur[1] = op_stage_ms(p, s, t->split ? OP_I : OP_B);
+        t->dur[2] = t->split ? op_stage_ms(p, s, OP_W) : 0.0;
+        t->act = op_stage_act_bytes(p, s);
+        t->act_w = t->split ? op_stage_act_w_bytes(p, s) : 0;
+    }
+    /* The gradient going back from s+1 to s has the size of the activation going forward
+     * from s to s+1: both cross the same boundary. */
+    for (int s = 0; s < S; s++) {
+        int64_t in_bytes = s > 0 ? op_stage_out_bytes(p, s - 1) : 0;
+        ws->st[s].delay_f = s > 0 ? link_ms(p, p->stage_dev[s - 1], p->stage_dev[s], in_bytes) : 0;
+        ws->st[s].delay_b = s + 1 < S
+                                ? link_ms(p, p->stage_dev[s + 1], p->stage_dev[s],
+                                          op_stage_out_bytes(p, s))
+                                : 0;
+    }
+    size_t nops = (size_t)S * (size_t)p->M * 3;
+    double *e = ws->end;
+    for (size_t i = 0; i < nops; i++) e[i] = -1.0;
+}
+
+int sim_check_layout(const op_plan *p, op_err *err) {
+    if (p->P < 1) return op_errf(err, OP_EINVAL, "devices must be >= 1 (got %d)", p->P);
+    if (p->M < 1) return op_errf(err, OP_EINVAL, "microbatches must be >= 1 (got %d)", p->M);
+    if (p->S < 1) return op_errf(err, OP_EINVAL, "a plan needs at least one stage");
+    if (p->stage_first[0] != 0)
+        return op_errf(err, OP_EINVAL, "stages[0] starts at layer %d, not 0", p->stage_first[0]);
+    for (int s = 0; s < p->S; s++) {
+        if (p->stage_first[s + 1] <= p->stage_first[s])
+            return op_errf(err, OP_EINVAL, "stages[%d] = [%d, %d) is empty or not contiguous", s,
+                           p->stage_first[s], p->stage_first[s + 1]);
+        if (p->stage_dev[s] < 0 || p->stage_dev[s] >= p->P)
+            return op_errf(err, OP_EINVAL, "stage %d is placed on device %d, not in 0..%d", s,
+                           p->stage_dev[s], p->P - 1);
+    }
+    if (p->stage_first[p->S] != p->n_layers)
+        return op_errf(err, OP_EINVAL, "stages end at layer %d but the model has %d layers",
+                       p->stage_first[p->S], p->n_layers);
+    for (int l = 0; l < p->n_layers; l++) {
+        const op_layer_cost *c = &p->layers[l];
+        if (!(c->f_ms >= 0 && c->i_ms >= 0 && c->w_ms >= 0))
+            return op_errf(err, OP_EINVAL, "layers[%d] (%s): negative or NaN cost", l, c->name);
+    }
+    if (!(p->op_overhead_ms >= 0))
+        return op_errf(err, OP_EINVAL, "op_overhead_ms must be >= 0 (got %g)", p->op_overhead_ms);
+    return OP_OK;
+}

@@ -1,0 +1,133 @@
+/* ckpt.c: checkpoints of the model's parameters and AdamW state.
+ * Layout (little-endian, as written by this machine):
+ *   "OPCKPT01" | u32 version | u32 pattern length | pattern bytes | cfg block (op_nn_cfg
+ *   fields, fixed order) | i64 next step | u64 n params | f32 params[n] | f32 m[n] | f32 v[n]
+ *   | u64 FNV-1a of everything before.
+ * Written through op_write_file_atomic (temp file, fsync, rename), so a crash leaves the old
+ * checkpoint whole.  Floats are stored bit for bit: resuming continues bitwise. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/train.h"
+
+#define MAGIC "OPCKPT01"
+#define VERSION 1u
+
+static uint64_t fnv1a(const unsigned char *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static void put_cfg(op_buf *b, const op_nn_cfg *c) {
+    int32_t v[] = {c->vocab,      c->d,          c->seq,        c->batch,      c->n_heads,
+                   c->window,     c->ssm_inner,  c->ssm_state,  c->ssm_conv,   c->ssm_dt_rank,
+                   c->ffn,        c->n_experts,  c->top_k,      c->expert_dim, c->shared_dim};
+    op_buf_put(b, v, sizeof v);
+    op_buf_put(b, &c->aux_coef, sizeof c->aux_coef);
+    op_buf_put(b, &c->norm_eps, sizeof c->norm_eps);
+    op_buf_put(b, &c->seed, sizeof c->seed);
+}
+
+static int check_cover(const op_nn_model *m, op_nn_stage *const *st, int n, op_err *err) {
+    int next = 0;
+    for (int i = 0; i < n; i++) {
+        if (st[i]->first != next) break;
+        next = st[i]->last;
+    }
+    if (next != m->n_layers)
+        return op_errf(err, OP_EINVAL, "checkpoint: stages do not cover layers [0,%d) in order",
+                       m->n_layers);
+    return OP_OK;
+}
+
+int op_ckpt_save(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
+                 int64_t next_step, op_err *err) {
+    int rc = check_cover(m, stages, n, err);
+    if (rc) return rc;
+    op_buf b = {0};
+    op_buf_put(&b, MAGIC, 8);
+    uint32_t ver = VERSION, plen = (uint32_t)strlen(m->pattern);
+    op_buf_put(&b, &ver, 4);
+    op_buf_put(&b, &plen, 4);
+    op_buf_put(&b, m->pattern, plen);
+    put_cfg(&b, &m->cfg);
+    op_buf_put(&b, &next_step, 8);
+    uint64_t np = m->off[m->n_layers];
+    op_buf_put(&b, &np, 8);
+    for (int which = 0; which < 3; which++)
+        for (int i = 0; i < n; i++) {
+            const float *a = which == 0 ? stages[i]->params : which == 1 ? stages[i]->adam_m
+                                                                         : stages[i]->adam_v;
+            op_buf_put(&b, a, stages[i]->n_params * sizeof(float));
+        }
+    uint64_t h = fnv1a((const unsigned char *)b.data, b.len);
+    op_buf_put(&b, &h, 8);
+    rc = op_write_file_atomic(path, b.data, b.len, err);
+    op_buf_free(&b);
+    return rc;
+}
+
+int op_ckpt_load(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
+                 int64_t *next_step, op_err *err) {
+    int rc = check_cover(m, stages, n, err);
+    if (rc) return rc;
+    char *data = NULL;
+    size_t len = 0;
+    rc = op_read_file(path, &data, &len, err);
+    if (rc) return rc;
+    const unsigned char *p = (const unsigned char *)data;
+    rc = OP_EINVAL;
+    if (len < 24 || memcmp(p, MAGIC, 8)) {
+        op_errf(err, rc, "%s: not an OctoPipe checkpoint (bad magic or too short)", path);
+        goto out;
+    }
+    uint64_t h;
+    memcpy(&h, p + len - 8, 8);
+    if (fnv1a(p, len - 8) != h) {
+        op_errf(err, rc, "%s: checksum mismatch: the checkpoint is corrupted or truncated; "
+                         "refusing to resume from it", path);
+        goto out;
+    }
+    uint32_t ver, plen;
+    memcpy(&ver, p + 8, 4);
+    memcpy(&plen, p + 12, 4);
+    if (ver != VERSION) {
+        op_errf(err, rc, "%s: checkpoint version %u, this build reads %u", path, ver, VERSION);
+        goto out;
+    }
+    op_buf want = {0};
+    put_cfg(&want, &m->cfg);
+    size_t off = 16;
+    int same = plen == strlen(m->pattern) && off + plen + want.len + 16 <= len &&
+               !memcmp(p + off, m->pattern, plen) && !memcmp(p + off + plen, want.data, want.len);
+    if (!same) {
+        op_errf(err, rc, "%s: written for another model (pattern \"%.*s\" or dimensions differ "
+                         "from \"%s\")", path, (int)(plen < 256 ? plen : 256), (const char *)p + off,
+                m->pattern);
+        op_buf_free(&want);
+        goto out;
+    }
+    off += plen + want.len;
+    op_buf_free(&want);
+    uint64_t np;
+    memcpy(next_step, p + off, 8);
+    memcpy(&np, p + off + 8, 8);
+    off += 16;
+    if (np != m->off[m->n_layers] || off + 3 * np * sizeof(float) + 8 != len) {
+        op_errf(err, rc, "%s: holds %llu parameters, the model has %zu", path,
+                (unsigned long long)np, m->off[m->n_layers]);
+        goto out;
+    }
+    for (int which = 0; which < 3; which++)
+        for (int i = 0; i < n; i++) {
+            float *a = which == 0 ? stages[i]->params : which == 1 ? stages[i]->adam_m
+                                                                   : stages[i]->adam_v;
+            memcpy(a, p + off, stages[i]->n_params * sizeof(float));
+            off += stages[i]->n_params * sizeof(float);
+        }
+    rc = OP_OK;
+out:
+    free(data);
+    return rc;
+}

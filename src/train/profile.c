@@ -1,0 +1,179 @@
+/* profile.c: the reference model's per-layer profiler (`octopipe profile --model ...`).
+ * Each layer kind runs alone in a one-layer stage on this thread: F, I, W repeated, median
+ * time of each, plus the activation bytes its arenas hold after F and between I and W.  The
+ * result is the profile file the planner reads (DESIGN.md "Profile file"). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/train.h"
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int op_train_profile(const op_nn_model *m, int repeats, op_layer_prof *out) {
+    if (repeats < 1) repeats = 1;
+    size_t nx = op_nn_io_floats(m);
+    int N = m->cfg.batch * m->cfg.seq;
+    float *x = op_xcalloc(nx, sizeof(float)), *y = op_xcalloc(nx, sizeof(float));
+    float *dy = op_xcalloc(nx, sizeof(float)), *dx = op_xcalloc(nx, sizeof(float));
+    int32_t *tok = op_xmalloc(sizeof(int32_t) * (size_t)N);
+    op_rng r;
+    op_rng_seed(&r, 11);
+    for (size_t i = 0; i < nx; i++) x[i] = (float)op_rng_uniform(&r) - 0.5f, dy[i] = 1e-3f * x[i];
+    for (int i = 0; i < N; i++) tok[i] = op_rng_int(&r, m->cfg.vocab);
+    op_nn_batch b = {tok, tok, 1.0f};
+    double *t[3];
+    for (int o = 0; o < 3; o++) t[o] = op_xcalloc((size_t)repeats, sizeof(double));
+    int n = 0;
+    for (int li = 0; li < m->n_layers && n < 8; li++) {
+        char sym = m->pattern[li];
+        if (memchr(m->pattern, sym, (size_t)li)) continue; /* measured already */
+        op_nn_stage s;
+        op_nn_stage_init(&s, m, li, li + 1, 1);
+        const float *in = sym == 'E' ? NULL : x, *gin = sym == 'L' ? NULL : dy;
+        float *o_ = sym == 'L' ? NULL : y, *gout = sym == 'E' ? NULL : dx;
+        op_layer_prof *p = &out[n++];
+        memset(p, 0, sizeof *p);
+        p->sym = sym;
+        for (int rep = -1; rep < repeats; rep++) { /* rep -1 warms caches and the pool */
+            op_nn_stage_zero_grad(&s);
+            double t0 = op_now_s();
+            op_nn_stage_forward(&s, 0, &b, in, o_);
+            double t1 = op_now_s();
+            size_t after_f = s.act_bytes;
+            op_nn_stage_backward_input(&s, 0, gin, gout);
+            double t2 = op_now_s();
+            size_t after_i = s.act_bytes;
+            op_nn_stage_backward_weight(&s, 0);
+            double t3 = op_now_s();
+            if (rep < 0) {
+                p->act_bytes = after_f, p->act_w_bytes = after_i;
+                continue;
+            }
+            t[0][rep] = (t1 - t0) * 1e3, t[1][rep] = (t2 - t1) * 1e3, t[2][rep] = (t3 - t2) * 1e3;
+        }
+        p->f_ms = median(t[0], repeats);
+        p->i_ms = median(t[1], repeats);
+        p->w_ms = median(t[2], repeats);
+        p->param_bytes = s.n_params * sizeof(float);
+        p->out_bytes = sym == 'L' ? 0 : nx * sizeof(float);
+        op_nn_stage_free(&s);
+    }
+    for (int o = 0; o < 3; o++) free(t[o]);
+    free(x), free(y), free(dy), free(dx), free(tok);
+    return n;
+}
+
+static void dict(op_buf *b, const char *key, const op_layer_prof *p, int n, int which) {
+    op_buf_printf(b, "  \"%s\": {", key);
+    for (int k = 0; k < n; k++) {
+        op_buf_printf(b, "%s\"%c\": ", k ? ", " : "", p[k].sym);
+        switch (which) {
+        case 0: op_buf_printf(b, "%.4f", p[k].f_ms); break;
+        case 1: op_buf_printf(b, "%.4f", p[k].i_ms); break;
+        case 2: op_buf_printf(b, "%.4f", p[k].w_ms); break;
+        case 3: op_buf_printf(b, "%zu", p[k].act_bytes); break;
+        case 4: op_buf_printf(b, "%zu", p[k].act_w_bytes); break;
+        default: op_buf_printf(b, "%zu", p[k].param_bytes); break;
+        }
+    }
+    op_buf_printf(b, "},\n");
+}
+
+void op_train_profile_json(const op_nn_model *m, const op_layer_prof *p, int n, int repeats,
+                           op_buf *out) {
+    op_buf_printf(out, "{\n  \"name\": \"%s\",\n", m->name);
+    op_buf_printf(out, "  \"description\": \"reference model measured by octopipe profile: one "
+                       "microbatch of %d x %d tokens, d=%d, FP32, one thread, median of %d\",\n",
+                  m->cfg.batch, m->cfg.seq, m->cfg.d, repeats);
+    op_buf_printf(out, "  \"pattern\": \"%s\",\n", m->pattern);
+    dict(out, "forward_ms", p, n, 0);
+    dict(out, "backward_ms", p, n, 1);
+    dict(out, "weight_ms", p, n, 2);
+    dict(out, "act_bytes", p, n, 3);
+    dict(out, "_act_w_bytes", p, n, 4); /* part of act_bytes-plus-I-stash kept until W */
+    dict(out, "param_bytes", p, n, 5);
+    op_buf_printf(out, "  \"out_bytes\": %zu,\n  \"hidden\": %d,\n  \"vocab\": %d\n}\n",
+                  op_nn_io_floats(m) * sizeof(float), m->cfg.d, m->cfg.vocab);
+}
+
+static void help(void) {
+    printf("usage: octopipe profile --model PRESET|PATTERN [--out FILE] [--repeats N]\n\n"
+           "Measures the reference model's layers on this machine: each layer kind alone, one\n"
+           "microbatch, forward (F), backward for inputs (I) and backward for weights (W), the\n"
+           "median of N repeats on one thread, and the activation bytes each holds.  Writes the\n"
+           "profile file (pattern + forward_ms/backward_ms/weight_ms per symbol) that `plan`,\n"
+           "`compare` and `sim` read with --model FILE.\n\n"
+           "options:\n"
+           "  --model SPEC   tiny, small, or a pattern of E M * - # L (small dimensions),\n"
+           "                 e.g. EM-M*-M#-L\n"
+           "  --out FILE     profile file to write (default: print the table only)\n"
+           "  --repeats N    timed repeats per op, median reported (default 9, 1..1000)\n\n"
+           "example:\n  octopipe profile --model small --out small.profile.json\n"
+           "  octopipe compare --model small.profile.json --devices 2 --microbatches 8\n");
+}
+
+int op_cli_profile_model(int argc, char **argv) {
+    const char *model = NULL, *out = NULL;
+    long repeats = 9;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help();
+            return 0;
+        } else if (!strcmp(a, "--model") && v) {
+            model = v, i++;
+        } else if (!strcmp(a, "--out") && v) {
+            out = v, i++;
+        } else if (!strcmp(a, "--repeats") && v) {
+            char *end = NULL;
+            repeats = strtol(v, &end, 10);
+            if (*end || repeats < 1 || repeats > 1000) {
+                fprintf(stderr, "octopipe profile: --repeats needs an integer in [1, 1000] (got '%s')\n", v);
+                return 2;
+            }
+            i++;
+        } else {
+            fprintf(stderr, "octopipe profile: unknown or incomplete flag '%s' (octopipe profile --help)\n", a);
+            return 2;
+        }
+    }
+    if (!model) {
+        fprintf(stderr, "octopipe profile: --model PRESET|PATTERN is required (octopipe profile --help)\n");
+        return 2;
+    }
+    op_nn_model m;
+    op_err e = {0};
+    if (op_nn_model_from_spec(&m, model, &e)) {
+        fprintf(stderr, "octopipe profile: %s\n", e.msg);
+        return 2;
+    }
+    op_layer_prof p[8];
+    int n = op_train_profile(&m, (int)repeats, p);
+    printf("model %s: %s, %zu parameters, microbatch %d x %d tokens, median of %ld\n", m.name,
+           m.pattern, m.off[m.n_layers], m.cfg.batch, m.cfg.seq, repeats);
+    printf("%-5s %9s %9s %9s %12s %12s %12s\n", "layer", "F_ms", "I_ms", "W_ms", "act_bytes",
+           "act_w_bytes", "param_bytes");
+    for (int k = 0; k < n; k++)
+        printf("%-5c %9.3f %9.3f %9.3f %12zu %12zu %12zu\n", p[k].sym, p[k].f_ms, p[k].i_ms,
+               p[k].w_ms, p[k].act_bytes, p[k].act_w_bytes, p[k].param_bytes);
+    if (out) {
+        op_buf b = {0};
+        op_train_profile_json(&m, p, n, (int)repeats, &b);
+        int rc = op_write_file_atomic(out, b.data, b.len, &e);
+        op_buf_free(&b);
+        if (rc) {
+            fprintf(stderr, "octopipe profile: %s\n", e.msg);
+            return 1;
+        }
+        printf("wrote %s\n", out);
+    }
+    return 0;
+}

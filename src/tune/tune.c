@@ -1,0 +1,355 @@
+/* tune.c: op_tune, the tuner's top level: baselines, seeds, local search, plan output.
+ *
+ * Order of work: (1) build every baseline of sched.h (they set the bar and seed the search
+ * with their partitions and placements); (2) simulate seeds = balanced partitions x {seq,
+ * looped, V} placements with v = 1..8 stages per device x schedule knobs; (3) refine the best
+ * few distinct seeds with the bubble-guided local search (tune_search.c), then the overall
+ * best with what is left of the budget; (4) build the plan, re-simulate it with the simulator
+ * (op_sim_replay), and return the best baseline instead if that is faster and fits. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/sched.h"
+#include "octopipe/sim.h"
+#include "tune/tune_int.h"
+
+/* The baselines and the simulator are other modules; while they are being written a build may
+ * lack them, so the tuner links without them and skips what is missing. */
+#pragma weak op_sched_build
+#pragma weak op_sched_names
+#pragma weak op_sim_replay
+
+void op_tune_opts_default(op_tune_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->placement = OP_TUNE_PLACE_ANY;
+    o->seed = 1;
+}
+
+int op_tune_placement_parse(const char *s, op_tune_placement *out) {
+    if (!strcmp(s, "any")) *out = OP_TUNE_PLACE_ANY;
+    else if (!strcmp(s, "loop")) *out = OP_TUNE_PLACE_LOOP;
+    else if (!strcmp(s, "v")) *out = OP_TUNE_PLACE_V;
+    else return -1;
+    return 0;
+}
+
+int tn_out_of_budget(const tn_search *st) {
+    if (st->evals >= st->max_evals) return 1;
+    return st->deadline > 0 && (st->evals & 15) == 0 && op_now_s() > st->deadline;
+}
+
+static void progress(tn_search *st) {
+    double now = op_now_s();
+    if (now - st->t0 < 1.0 || now - st->last_progress < 1.0) return;
+    st->last_progress = now;
+    double best = st->best_score < TN_NOFIT ? st->best_score : 0;
+    double gap = best > 0 ? best / st->pb->lb - 1 : 0;
+    if (st->o->progress) st->o->progress(st->o->progress_ctx, st->phase, best, gap);
+    if (st->o->verbose)
+        fprintf(stderr, "octopipe plan: %-9s best %.3f ms  gap %.2f%%  (%ld sims, %.1f s)\n",
+                st->phase, best, 100 * gap, st->evals, now - st->t0);
+}
+
+double tn_score(tn_search *st, const tn_cand *c) {
+    double mk = tn_eval(st->e, st->pb, c, &st->r, NULL, NULL);
+    OP_ASSERT(mk > 0, "tune engine deadlocked (S=%d)", c->S);
+    st->evals++;
+    if (st->r.peak_max < st->min_peak) st->min_peak = st->r.peak_max;
+    double sc = st->r.fits ? mk : TN_NOFIT + (double)st->r.peak_max;
+    if (sc < st->best_score * (1 - 1e-12)) {
+        st->best_score = sc;
+        tn_cand_copy(&st->best, c, st->pb);
+    }
+    if ((st->evals & 63) == 0 && (st->o->verbose || st->o->progress)) progress(st);
+    return sc;
+}
+
+/* Natural warm-up depth: each local stage s holds about (S - s) / v microbatches in flight in
+ * a steady 1F1B-like state (P - d for the sequential pipeline). */
+static void cap_natural(const tn_prob *pb, tn_cand *c, double scale) {
+    double v = (double)c->S / pb->P, *acc = op_xcalloc((size_t)pb->P, sizeof(double));
+    for (int s = 0; s < c->S; s++) acc[c->dev[s]] += (c->S - s) / v;
+    for (int d = 0; d < pb->P; d++) c->cap[d] = acc[d] > 0 ? (int)ceil(acc[d] * scale) : 0;
+    free(acc);
+}
+
+/* The seed pool: the best candidates per distinct (S, shape), kept sorted by score. */
+#define TN_POOL 6
+typedef struct tn_pool {
+    tn_cand c[TN_POOL];
+    double score[TN_POOL];
+    char shape[TN_POOL][16];
+    int n;
+} tn_pool;
+
+static void pool_offer(tn_pool *pl, const tn_prob *pb, const tn_cand *c, double sc,
+                       const char *shape) {
+    int i;
+    for (i = 0; i < pl->n; i++)
+        if (pl->c[i].S == c->S && !strcmp(pl->shape[i], shape)) break;
+    if (i < pl->n) { /* same family: keep the better */
+        if (sc >= pl->score[i]) return;
+    } else if (pl->n < TN_POOL) {
+        i = pl->n++;
+    } else {
+        i = TN_POOL - 1;
+        if (sc >= pl->score[i]) return;
+    }
+    tn_cand_copy(&pl->c[i], c, pb);
+    pl->score[i] = sc;
+    snprintf(pl->shape[i], sizeof pl->shape[i], "%s", shape);
+    for (; i > 0 && pl->score[i] < pl->score[i - 1]; i--) { /* bubble up */
+        tn_cand t = pl->c[i];
+        pl->c[i] = pl->c[i - 1];
+        pl->c[i - 1] = t;
+        double ts = pl->score[i];
+        pl->score[i] = pl->score[i - 1];
+        pl->score[i - 1] = ts;
+        char tsh[16];
+        memcpy(tsh, pl->shape[i], 16);
+        memcpy(pl->shape[i], pl->shape[i - 1], 16);
+        memcpy(pl->shape[i - 1], tsh, 16);
+    }
+}
+
+/* Schedule-knob variants of one (partition, placement): split x warm-up cap. */
+static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape) {
+    const tn_prob *pb = st->pb;
+    for (int split = 1; split >= 0; split--)
+        for (int cm = 0; cm < 3; cm++) {
+            c->split = split;
+            c->fmode = 0;
+            memset(c->wlim, 0, sizeof(int) * (size_t)pb->P);
+            if (cm == 0) memset(c->cap, 0, sizeof(int) * (size_t)pb->P);
+            else cap_natural(pb, c, cm == 1 ? 1.0 : 2.0);
+            pool_offer(pl, pb, c, tn_score(st, c), shape);
+        }
+}
+
+static void seed_all(tn_search *st, tn_pool *pl) {
+    const tn_prob *pb = st->pb;
+    int P = pb->P, L = pb->L;
+    tn_cand c;
+    tn_cand_alloc(&c, pb);
+    int vmax = L / P < 8 ? L / P : 8;
+    for (int v = 1; v <= vmax; v++) {
+        int S = v * P;
+        if (st->mode != OP_TUNE_PLACE_V || v == 1) {
+            if (st->mode != OP_TUNE_PLACE_V) {
+                tn_place_loop(&c, P, S);
+                tn_partition_balanced(pb, &c);
+                seed_knobs(st, pl, &c, v == 1 ? "seq" : "loop");
+            }
+        }
+        if (v >= 2 && st->mode != OP_TUNE_PLACE_LOOP && (st->mode == OP_TUNE_PLACE_ANY || v % 2 == 0)) {
+            tn_place_v(&c, P, S);
+            tn_partition_balanced(pb, &c);
+            seed_knobs(st, pl, &c, "v");
+        }
+    }
+    tn_cand_free(&c);
+}
+
+/* Baselines: the best that fits sets the bar; each seeds the pool with its layout. */
+static void run_baselines(tn_search *st, tn_pool *pl, const op_problem *pr, op_plan *best_bl,
+                          int *have_bl, char *best_name, size_t name_sz, int64_t *min_peak) {
+    *have_bl = 0;
+    if (!op_sched_build || !op_sched_names || st->o->no_baselines) return;
+    tn_cand c;
+    tn_cand_alloc(&c, st->pb);
+    for (const char *const *n = op_sched_names(); *n; n++) {
+        op_plan bp;
+        op_err e = {0};
+        if (op_sched_build(*n, pr, &bp, &e) != OP_OK) continue;
+        if (bp.pred.peak_bytes_max < *min_peak) *min_peak = bp.pred.peak_bytes_max;
+        int fits = pr->mem_limit_bytes <= 0 || (double)bp.pred.peak_bytes_max <= pr->mem_limit_bytes;
+        int layout_ok = st->mode == OP_TUNE_PLACE_ANY;
+        c.S = bp.S;
+        memcpy(c.first, bp.stage_first, sizeof(int) * (size_t)(bp.S + 1));
+        memcpy(c.dev, bp.stage_dev, sizeof(int) * (size_t)bp.S);
+        const char *shape = tn_shape(&c, st->pb->P);
+        if (st->mode == OP_TUNE_PLACE_LOOP) layout_ok = !strcmp(shape, "loop") || !strcmp(shape, "seq");
+        if (st->mode == OP_TUNE_PLACE_V) layout_ok = !strcmp(shape, "v");
+        if (layout_ok) {
+            seed_knobs(st, pl, &c, shape);
+            if (fits && (!*have_bl || bp.pred.makespan_ms < best_bl->pred.makespan_ms)) {
+                if (*have_bl) op_plan_free(best_bl);
+                op_plan_copy(best_bl, &bp);
+                snprintf(best_name, name_sz, "%s", *n);
+                *have_bl = 1;
+            }
+        }
+        op_plan_free(&bp);
+    }
+    tn_cand_free(&c);
+}
+
+static void fill_pred_own(op_plan *p, const tn_prob *pb, const tn_res *r) {
+    op_pred *q = &p->pred;
+    double T = r->makespan, busy = 0;
+    q->makespan_ms = T;
+    q->lower_bound_ms = op_plan_lower_bound(p);
+    for (int d = 0; d < p->P; d++) {
+        busy += r->busy[d];
+        q->busy_ms[d] = r->busy[d];
+        q->warmup_ms[d] = r->first_start[d];
+        q->cooldown_ms[d] = T - r->last_end[d];
+        q->residual_ms[d] = T - r->busy[d] - q->warmup_ms[d] - q->cooldown_ms[d];
+        q->peak_bytes[d] = r->peak[d];
+        q->static_bytes[d] = 0;
+    }
+    for (int s = 0; s < p->S; s++) q->static_bytes[p->stage_dev[s]] += op_stage_static_bytes(p, s);
+    q->peak_bytes_max = r->peak_max;
+    q->bubble_ratio = T > 0 ? 1 - busy / (T * p->P) : 0;
+    q->tokens_per_s = T > 0 ? p->M * p->tokens_per_mb / (T / 1000) : 0;
+    q->valid = 1;
+    (void)pb;
+}
+
+/* Turns candidate c into a simulated plan. */
+static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_plan *out,
+                      op_err *err) {
+    const tn_prob *pb = st->pb;
+    int P = pb->P;
+    op_plan_init_problem(out, "octopipe", pr, c->S);
+    memcpy(out->stage_first, c->first, sizeof(int) * (size_t)(c->S + 1));
+    memcpy(out->stage_dev, c->dev, sizeof(int) * (size_t)c->S);
+    for (int s = 0; s < c->S; s++) out->stage_split[s] = (uint8_t)c->split;
+    size_t per = (size_t)c->S * (size_t)pb->M * 3;
+    op_op *buf = op_xmalloc(sizeof(op_op) * per * (size_t)P);
+    op_op **ops = op_xmalloc(sizeof(op_op *) * (size_t)P);
+    int *n = op_xcalloc((size_t)P, sizeof(int));
+    for (int d = 0; d < P; d++) ops[d] = buf + per * (size_t)d;
+    tn_eval(st->e, pb, c, &st->r, ops, n);
+    for (int d = 0; d < P; d++) op_plan_set_ops(out, d, ops[d], n[d]);
+    fill_pred_own(out, pb, &st->r);
+    free(buf);
+    free(ops);
+    free(n);
+    int rc = op_plan_validate(out, err);
+    if (rc == OP_OK && op_sim_replay) rc = op_sim_replay(out, NULL, err);
+    if (rc != OP_OK) op_err_prefix(err, "tuned plan failed validation");
+    return rc;
+}
+
+static long auto_evals(const tn_prob *pb) {
+    /* about 1 s of simulation at P=8, M=32, 60 layers and ~50 s at P=64, M=256, 200 layers on
+     * one core: an evaluation costs ~ ops x (P + stages per device) steps */
+    double S = 2.0 * pb->P < pb->L ? 2.0 * pb->P : pb->L;
+    double cost = 3.0 * S * pb->M * (pb->P + 6.0);
+    long n = (long)(3.5e8 / cost);
+    if (pb->P >= 32) n = (long)(2.5e9 / cost);
+    return n < 200 ? 200 : n > 20000 ? 20000 : n;
+}
+
+int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
+    op_tune_opts o;
+    if (oin) o = *oin;
+    else op_tune_opts_default(&o);
+    if (pr->P < 1 || pr->M < 1 || pr->n_layers < 1)
+        return op_errf(err, OP_EINVAL, "tune: need devices, microbatches and layers >= 1");
+    if (pr->n_layers < pr->P)
+        return op_errf(err, OP_EINVAL, "tune: %d layers cannot fill %d devices", pr->n_layers, pr->P);
+    if (o.placement == OP_TUNE_PLACE_V && pr->n_layers < 2 * pr->P)
+        return op_errf(err, OP_EINVAL, "tune: --placement v needs >= 2 layers per device (%d < %d)",
+                       pr->n_layers, 2 * pr->P);
+    tn_prob pb;
+    tn_prob_init(&pb, pr);
+    tn_search st;
+    memset(&st, 0, sizeof st);
+    st.pb = &pb;
+    st.e = tn_eng_new(&pb);
+    tn_res_alloc(&st.r, pb.P);
+    tn_res_alloc(&st.cr, pb.P);
+    st.mode = o.placement;
+    st.o = &o;
+    st.t0 = st.last_progress = op_now_s();
+    st.deadline = o.time_budget_s > 0 ? st.t0 + o.time_budget_s : 0;
+    st.max_evals = o.max_evals > 0 ? o.max_evals : auto_evals(&pb);
+    st.best_score = 1e300;
+    st.min_peak = INT64_MAX;
+    st.phase = "seeds";
+    op_rng_seed(&st.rng, o.seed);
+    tn_cand_alloc(&st.best, &pb);
+    tn_pool pl;
+    memset(&pl, 0, sizeof pl);
+    for (int i = 0; i < TN_POOL; i++) tn_cand_alloc(&pl.c[i], &pb);
+
+    op_plan bl;
+    int have_bl = 0;
+    char bl_name[32] = "";
+    int64_t bl_min_peak = INT64_MAX;
+    st.phase = "baselines";
+    run_baselines(&st, &pl, pr, &bl, &have_bl, bl_name, sizeof bl_name, &bl_min_peak);
+    st.phase = "seeds";
+    seed_all(&st, &pl);
+
+    /* refine the distinct seeds, then keep polishing the best */
+    long left = st.max_evals - st.evals;
+    int k = pl.n < 4 ? pl.n : 4;
+    for (int i = 0; i < k && !tn_out_of_budget(&st); i++)
+        tn_local_search(&st, &pl.c[i], left * 6 / 10 / k);
+    tn_cand cur;
+    tn_cand_alloc(&cur, &pb);
+    while (!tn_out_of_budget(&st)) {
+        double before = st.best_score;
+        tn_cand_copy(&cur, &st.best, &pb);
+        tn_local_search(&st, &cur, st.max_evals - st.evals);
+        if (!(st.best_score < before * (1 - 1e-12))) break;
+    }
+    tn_cand_free(&cur);
+
+    int rc = OP_OK;
+    const char *source = "search";
+    if (st.best_score >= TN_NOFIT) {
+        if (have_bl) {
+            op_plan_copy(out, &bl);
+            source = "baseline";
+        } else {
+            int64_t need = st.min_peak < bl_min_peak ? st.min_peak : bl_min_peak;
+            rc = op_errf(err, OP_ENOMEM,
+                         "no plan fits %.2f GiB per device; the smallest peak found needs "
+                         "%.2f GiB (--mem-limit %.2f would fit)",
+                         pr->mem_limit_bytes / 1073741824.0, need / 1073741824.0,
+                         ceil(need / 1073741824.0 * 100) / 100);
+        }
+    } else {
+        rc = build_plan(&st, pr, &st.best, out, err);
+        if (rc == OP_OK && have_bl && bl.pred.makespan_ms < out->pred.makespan_ms * (1 - 1e-9)) {
+            op_plan_free(out);
+            op_plan_copy(out, &bl);
+            source = "baseline";
+        }
+    }
+    if (rc == OP_OK) snprintf(out->name, sizeof out->name, "octopipe");
+    if (o.stats) {
+        op_tune_stats *s = o.stats;
+        memset(s, 0, sizeof *s);
+        s->evals = st.evals;
+        s->seconds = op_now_s() - st.t0;
+        if (have_bl) {
+            s->best_baseline_ms = bl.pred.makespan_ms;
+            snprintf(s->best_baseline, sizeof s->best_baseline, "%s", bl_name);
+        }
+        if (!strcmp(source, "baseline")) snprintf(s->source, sizeof s->source, "baseline:%s", bl_name);
+        else snprintf(s->source, sizeof s->source, "search");
+        if (rc == OP_OK) {
+            s->S = out->S;
+            tn_cand tmp;
+            tn_cand_alloc(&tmp, &pb);
+            tmp.S = out->S;
+            memcpy(tmp.dev, out->stage_dev, sizeof(int) * (size_t)out->S);
+            snprintf(s->shape, sizeof s->shape, "%s", tn_shape(&tmp, pb.P));
+            tn_cand_free(&tmp);
+        }
+    }
+    if (have_bl) op_plan_free(&bl);
+    for (int i = 0; i < TN_POOL; i++) tn_cand_free(&pl.c[i]);
+    tn_cand_free(&st.best);
+    tn_res_free(&st.r);
+    tn_res_free(&st.cr);
+    tn_eng_free(st.e);
+    tn_prob_free(&pb);
+    return rc;
+}

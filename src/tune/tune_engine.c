@@ -1,0 +1,319 @@
+/* tune_engine.c: the tuner's list scheduler.  Given a candidate (stages, placement, knobs) it
+ * builds every device's order and times it under the simulator's semantics, in
+ * O(ops * (P + stages per device)) with no allocation per call.
+ *
+ * Rules (why): ops of one stage and kind run in microbatch order (FIFO), which keeps the ready
+ * set per device at <= 3 ops per local stage and loses nothing in practice; whenever a device
+ * can start something it starts the best ready op (non-delay list scheduling):
+ *   1. I (or B): latest stage first, so gradients drain and memory is freed;
+ *   2. W when the device has wlim pending W, or when an F is held back by memory;
+ *   3. F if the device has fewer than cap in-flight microbatch-stages (F done, I not) and the
+ *      activation fits the memory limit (the warm-up depth);
+ *   4. W otherwise: deferred W fills bubbles (zero-bubble style).
+ * If every ready op in the whole pipeline is an F held back by cap or memory, the earliest one
+ * runs anyway, so the engine never deadlocks; the memory check afterwards rejects the plan if it
+ * overflowed. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune/tune_int.h"
+
+struct tn_eng {
+    int P, M, L;
+    double *tf, *ti, *tw, *cf, *cb; /* [L] per stage durations and link delays (ms) */
+    int64_t *act, *actw;            /* [L] */
+    int *nF, *nI, *nW;              /* [L] next microbatch per stage and kind */
+    double *fend, *iend;            /* [L*M] */
+    double *tfree;                  /* [P] */
+    int *inflight, *pendW, *maxinf; /* [P] */
+    int64_t *acur, *stat, *amax;    /* [P] */
+    int *dstart, *dst;              /* CSR: local stages of device d */
+    double *ct, *cbt;               /* [P] cached pick: start time of best allowed / blocked op */
+    int *cs, *ck, *cbs;             /* [P] cached stage and kind; blocked F stage */
+    unsigned char *dirty;           /* [P] */
+};
+
+#define TN_INF 1e300
+
+/* Link delay: lat + bytes / bw, mirroring op_comm_ms of cost.h. */
+static double tn_comm_ms(const op_comm *c, int a, int b, int64_t bytes) {
+    if (c->none || a == b) return 0;
+    int same = c->nodes_of <= 0 || a / c->nodes_of == b / c->nodes_of;
+    double lat = same ? c->intra_lat_ms : c->inter_lat_ms;
+    double bw = same ? c->intra_bw_GBps : c->inter_bw_GBps;
+    return lat + (bw > 0 ? (double)bytes / (bw * 1e9) * 1e3 : 0);
+}
+
+tn_eng *tn_eng_new(const tn_prob *pb) {
+    tn_eng *e = op_xcalloc(1, sizeof *e);
+    int L = pb->L, P = pb->P, M = pb->M;
+    e->P = P;
+    e->M = M;
+    e->L = L;
+    e->tf = op_xcalloc((size_t)L, sizeof(double));
+    e->ti = op_xcalloc((size_t)L, sizeof(double));
+    e->tw = op_xcalloc((size_t)L, sizeof(double));
+    e->cf = op_xcalloc((size_t)L, sizeof(double));
+    e->cb = op_xcalloc((size_t)L, sizeof(double));
+    e->act = op_xcalloc((size_t)L, sizeof(int64_t));
+    e->actw = op_xcalloc((size_t)L, sizeof(int64_t));
+    e->nF = op_xcalloc((size_t)L, sizeof(int));
+    e->nI = op_xcalloc((size_t)L, sizeof(int));
+    e->nW = op_xcalloc((size_t)L, sizeof(int));
+    e->fend = op_xcalloc((size_t)L * (size_t)M, sizeof(double));
+    e->iend = op_xcalloc((size_t)L * (size_t)M, sizeof(double));
+    e->tfree = op_xcalloc((size_t)P, sizeof(double));
+    e->inflight = op_xcalloc((size_t)P, sizeof(int));
+    e->pendW = op_xcalloc((size_t)P, sizeof(int));
+    e->maxinf = op_xcalloc((size_t)P, sizeof(int));
+    e->acur = op_xcalloc((size_t)P, sizeof(int64_t));
+    e->stat = op_xcalloc((size_t)P, sizeof(int64_t));
+    e->amax = op_xcalloc((size_t)P, sizeof(int64_t));
+    e->dstart = op_xcalloc((size_t)P + 1, sizeof(int));
+    e->dst = op_xcalloc((size_t)L, sizeof(int));
+    e->ct = op_xcalloc((size_t)P, sizeof(double));
+    e->cbt = op_xcalloc((size_t)P, sizeof(double));
+    e->cs = op_xcalloc((size_t)P, sizeof(int));
+    e->ck = op_xcalloc((size_t)P, sizeof(int));
+    e->cbs = op_xcalloc((size_t)P, sizeof(int));
+    e->dirty = op_xcalloc((size_t)P, 1);
+    return e;
+}
+
+void tn_eng_free(tn_eng *e) {
+    if (!e) return;
+    void *ptrs[] = {e->tf, e->ti, e->tw, e->cf, e->cb, e->act, e->actw, e->nF, e->nI,
+                    e->nW, e->fend, e->iend, e->tfree, e->inflight, e->pendW, e->maxinf,
+                    e->acur, e->stat, e->amax, e->dstart, e->dst, e->ct, e->cbt, e->cs,
+                    e->ck, e->cbs, e->dirty};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
+    free(e);
+}
+
+void tn_res_alloc(tn_res *r, int P) {
+    memset(r, 0, sizeof *r);
+    r->busy = op_xcalloc((size_t)P, sizeof(double));
+    r->first_start = op_xcalloc((size_t)P, sizeof(double));
+    r->last_end = op_xcalloc((size_t)P, sizeof(double));
+    r->peak = op_xcalloc((size_t)P, sizeof(int64_t));
+    r->max_inflight = op_xcalloc((size_t)P, sizeof(int));
+}
+
+void tn_res_free(tn_res *r) {
+    free(r->busy);
+    free(r->first_start);
+    free(r->last_end);
+    free(r->peak);
+    free(r->max_inflight);
+    memset(r, 0, sizeof *r);
+}
+
+void tn_res_copy(tn_res *dst, const tn_res *src, int P) {
+    dst->makespan = src->makespan;
+    dst->fits = src->fits;
+    dst->peak_max = src->peak_max;
+    memcpy(dst->busy, src->busy, sizeof(double) * (size_t)P);
+    memcpy(dst->first_start, src->first_start, sizeof(double) * (size_t)P);
+    memcpy(dst->last_end, src->last_end, sizeof(double) * (size_t)P);
+    memcpy(dst->peak, src->peak, sizeof(int64_t) * (size_t)P);
+    memcpy(dst->max_inflight, src->max_inflight, sizeof(int) * (size_t)P);
+}
+
+/* Ready times (ms) of the next F / I(B) / W of stage s; TN_INF if its inputs are not done. */
+static inline double rt_F(const tn_eng *e, int s) {
+    int m = e->nF[s];
+    if (m >= e->M) return TN_INF;
+    if (s == 0) return 0;
+    if (e->nF[s - 1] <= m) return TN_INF;
+    return e->fend[(size_t)(s - 1) * (size_t)e->M + (size_t)m] + e->cf[s - 1];
+}
+static inline double rt_I(const tn_eng *e, int s, int S) {
+    int m = e->nI[s];
+    if (m >= e->nF[s]) return TN_INF;
+    if (s == S - 1) return e->fend[(size_t)s * (size_t)e->M + (size_t)m];
+    if (e->nI[s + 1] <= m) return TN_INF;
+    return e->iend[(size_t)(s + 1) * (size_t)e->M + (size_t)m] + e->cb[s];
+}
+static inline double rt_W(const tn_eng *e, int s) {
+    int m = e->nW[s];
+    if (m >= e->nI[s]) return TN_INF;
+    return e->iend[(size_t)s * (size_t)e->M + (size_t)m];
+}
+
+/* Chooses device d's next op (cached in ct/cs/ck) and its earliest held-back F (cbt/cbs). */
+static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
+    double tfr = e->tfree[d], tmin = TN_INF, bmin = TN_INF;
+    int bs = -1, memblock = 0, S = c->S;
+    int capok = c->cap[d] <= 0 || e->inflight[d] < c->cap[d];
+    for (int j = e->dstart[d]; j < e->dstart[d + 1]; j++) {
+        int s = e->dst[j];
+        double r = rt_F(e, s);
+        if (r < TN_INF) {
+            int memok = lim <= 0 || (double)(e->stat[d] + e->acur[d] + e->act[s]) <= lim;
+            if (!memok) memblock = 1;
+            if (capok && memok) {
+                if (r < tmin) tmin = r;
+            } else if (r < bmin) {
+                bmin = r;
+                bs = s;
+            }
+        }
+        r = rt_I(e, s, S);
+        if (r < tmin) tmin = r;
+        if (c->split) {
+            r = rt_W(e, s);
+            if (r < tmin) tmin = r;
+        }
+    }
+    e->cbt[d] = bs >= 0 ? (bmin > tfr ? bmin : tfr) : TN_INF;
+    e->cbs[d] = bs;
+    if (tmin >= TN_INF) {
+        e->ct[d] = TN_INF;
+        return;
+    }
+    double t = tmin > tfr ? tmin : tfr, eps = 1e-12 * (1 + t);
+    int bI = -1, bF = -1, bW = -1;
+    for (int j = e->dstart[d]; j < e->dstart[d + 1]; j++) {
+        int s = e->dst[j];
+        if (rt_I(e, s, S) <= t + eps && (bI < 0 || s > bI)) bI = s;
+        if (c->split && rt_W(e, s) <= t + eps &&
+            (bW < 0 || e->nW[s] < e->nW[bW] || (e->nW[s] == e->nW[bW] && s > bW)))
+            bW = s;
+        if (capok && rt_F(e, s) <= t + eps &&
+            (lim <= 0 || (double)(e->stat[d] + e->acur[d] + e->act[s]) <= lim)) {
+            if (bF < 0) bF = s;
+            else if (c->fmode == 1) bF = s > bF ? s : bF;
+            else if (e->nF[s] < e->nF[bF] || (e->nF[s] == e->nF[bF] && s > bF)) bF = s;
+        }
+    }
+    int wforce = (c->wlim[d] > 0 && e->pendW[d] >= c->wlim[d]) || memblock;
+    e->ct[d] = t;
+    if (bI >= 0) e->cs[d] = bI, e->ck[d] = c->split ? OP_I : OP_B;
+    else if (bW >= 0 && (wforce || bF < 0)) e->cs[d] = bW, e->ck[d] = OP_W;
+    else e->cs[d] = bF, e->ck[d] = OP_F;
+    OP_ASSERT(e->cs[d] >= 0, "tune engine: no op picked on device %d", d);
+}
+
+static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
+    int S = c->S, P = pb->P;
+    const op_comm *cm = &pb->pr->comm;
+    for (int s = 0; s < S; s++) {
+        int a = c->first[s], b = c->first[s + 1];
+        e->tf[s] = pb->pf[b] - pb->pf[a] + pb->ovh;
+        if (c->split) {
+            e->ti[s] = pb->pi[b] - pb->pi[a] + pb->ovh;
+            e->tw[s] = pb->pw[b] - pb->pw[a] + pb->ovh;
+        } else {
+            e->ti[s] = pb->pi[b] - pb->pi[a] + pb->pw[b] - pb->pw[a] + pb->ovh;
+            e->tw[s] = 0;
+        }
+        e->act[s] = pb->pact[b] - pb->pact[a];
+        e->actw[s] = c->split ? pb->pactw[b] - pb->pactw[a] : 0;
+        if (s + 1 < S) {
+            int64_t bytes = pb->pr->layers[b - 1].out_bytes;
+            e->cf[s] = tn_comm_ms(cm, c->dev[s], c->dev[s + 1], bytes);
+            e->cb[s] = tn_comm_ms(cm, c->dev[s + 1], c->dev[s], bytes);
+        } else {
+            e->cf[s] = e->cb[s] = 0;
+        }
+        e->nF[s] = e->nI[s] = e->nW[s] = 0;
+    }
+    memset(e->dstart, 0, sizeof(int) * (size_t)(P + 1));
+    for (int s = 0; s < S; s++) e->dstart[c->dev[s] + 1]++;
+    for (int d = 0; d < P; d++) e->dstart[d + 1] += e->dstart[d];
+    for (int d = 0; d < P; d++) e->cs[d] = e->dstart[d]; /* fill cursor */
+    for (int s = 0; s < S; s++) e->dst[e->cs[c->dev[s]]++] = s;
+    for (int d = 0; d < P; d++) {
+        e->tfree[d] = 0;
+        e->inflight[d] = e->pendW[d] = e->maxinf[d] = 0;
+        e->acur[d] = e->amax[d] = e->stat[d] = 0;
+        e->dirty[d] = 1;
+    }
+    for (int s = 0; s < S; s++)
+        e->stat[c->dev[s]] += pb->pstat[c->first[s + 1]] - pb->pstat[c->first[s]];
+}
+
+double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op **ops,
+               int *n_ops) {
+    int P = pb->P, M = pb->M, S = c->S;
+    double lim = pb->mem_limit;
+    setup(e, pb, c);
+    for (int d = 0; d < P; d++) {
+        r->busy[d] = 0;
+        r->first_start[d] = TN_INF;
+        r->last_end[d] = 0;
+        if (n_ops) n_ops[d] = 0;
+    }
+    long total = (long)S * M * (c->split ? 3 : 2);
+    double mk = 0;
+    for (long k = 0; k < total; k++) {
+        int bd = -1;
+        double bt = TN_INF;
+        for (int d = 0; d < P; d++) {
+            if (e->dirty[d]) {
+                pick(e, c, d, lim);
+                e->dirty[d] = 0;
+            }
+            if (e->ct[d] < bt) bt = e->ct[d], bd = d;
+        }
+        int s, kind;
+        if (bd < 0) { /* only held-back F ops are ready: run the earliest */
+            for (int d = 0; d < P; d++)
+                if (e->cbt[d] < bt) bt = e->cbt[d], bd = d;
+            if (bd < 0) {
+                r->makespan = -1;
+                return -1;
+            }
+            s = e->cbs[bd];
+            kind = OP_F;
+        } else {
+            s = e->cs[bd];
+            kind = e->ck[bd];
+        }
+        int d = bd;
+        double ready = kind == OP_F ? rt_F(e, s) : kind == OP_W ? rt_W(e, s) : rt_I(e, s, S);
+        double st = ready > e->tfree[d] ? ready : e->tfree[d];
+        double dur = kind == OP_F ? e->tf[s] : kind == OP_W ? e->tw[s] : e->ti[s];
+        double en = st + dur;
+        size_t idx = (size_t)s * (size_t)M;
+        int m;
+        if (kind == OP_F) {
+            m = e->nF[s]++;
+            e->fend[idx + (size_t)m] = en;
+            if (++e->inflight[d] > e->maxinf[d]) e->maxinf[d] = e->inflight[d];
+            e->acur[d] += e->act[s];
+            if (e->acur[d] > e->amax[d]) e->amax[d] = e->acur[d];
+            if (s + 1 < S) e->dirty[c->dev[s + 1]] = 1;
+        } else if (kind == OP_W) {
+            m = e->nW[s]++;
+            e->pendW[d]--;
+            e->acur[d] -= e->actw[s];
+        } else {
+            m = e->nI[s]++;
+            e->iend[idx + (size_t)m] = en;
+            e->inflight[d]--;
+            e->acur[d] -= e->act[s] - e->actw[s];
+            if (c->split) e->pendW[d]++;
+            if (s > 0) e->dirty[c->dev[s - 1]] = 1;
+        }
+        e->dirty[d] = 1;
+        e->tfree[d] = en;
+        r->busy[d] += dur;
+        if (st < r->first_start[d]) r->first_start[d] = st;
+        r->last_end[d] = en;
+        if (en > mk) mk = en;
+        if (ops) ops[d][n_ops[d]++] = (op_op){(uint8_t)kind, s, m, st, en};
+    }
+    r->makespan = mk;
+    r->fits = 1;
+    r->peak_max = 0;
+    for (int d = 0; d < P; d++) {
+        if (r->first_start[d] >= TN_INF) r->first_start[d] = mk; /* device without stages */
+        r->peak[d] = e->stat[d] + e->amax[d];
+        r->max_inflight[d] = e->maxinf[d];
+        if (r->peak[d] > r->peak_max) r->peak_max = r->peak[d];
+        if (lim > 0 && (double)r->peak[d] > lim) r->fits = 0;
+    }
+    return mk;
+}

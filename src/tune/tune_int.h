@@ -1,0 +1,100 @@
+/* tune_int.h: the tuner's internals: a candidate (partition + placement + schedule knobs), the
+ * problem precomputed for fast stage sums, and the list-scheduling engine that turns a candidate
+ * into per-device orders and a makespan.  The engine implements the simulator semantics of
+ * sim.h (data dependencies, one op at a time per device, op_comm_ms delays on cross-device
+ * edges, activation memory timeline); the final plan is re-simulated by the simulator. */
+#ifndef OCTOPIPE_TUNE_INT_H
+#define OCTOPIPE_TUNE_INT_H
+#include "octopipe/tune.h"
+
+/* Problem with prefix sums over layers so a stage's cost is O(1). */
+typedef struct tn_prob {
+    const op_problem *pr;
+    int L, P, M;
+    double *pf, *pi, *pw;           /* [L+1] prefix sums of F, I, W ms */
+    int64_t *pact, *pactw, *pstat;  /* [L+1] prefix sums of act, act_w, static bytes */
+    double ovh;                     /* per-op overhead ms */
+    double lb;                      /* lower bound ms */
+    double mem_limit;               /* bytes, 0 = none */
+    double t_layer;                 /* smallest layer F+I+W: the partition-imbalance threshold */
+} tn_prob;
+
+void tn_prob_init(tn_prob *pb, const op_problem *pr);
+void tn_prob_free(tn_prob *pb);
+static inline double tn_work(const tn_prob *pb, int a, int b) { /* layers [a,b) F+I+W */
+    return (pb->pf[b] - pb->pf[a]) + (pb->pi[b] - pb->pi[a]) + (pb->pw[b] - pb->pw[a]);
+}
+
+/* A candidate plan.  Arrays have room for Smax = L stages. */
+typedef struct tn_cand {
+    int S;
+    int split;  /* 1: I+W on every stage, 0: fused B */
+    int fmode;  /* F tie-break: 0 smallest mb first, 1 latest stage first */
+    int *first; /* [L+1] stage s = layers [first[s], first[s+1]) */
+    int *dev;   /* [L] */
+    int *cap;   /* [P] in-flight F-without-I cap per device, 0 = none */
+    int *wlim;  /* [P] pending-W count that forces a W ahead of F, 0 = none */
+} tn_cand;
+
+void tn_cand_alloc(tn_cand *c, const tn_prob *pb);
+void tn_cand_free(tn_cand *c);
+void tn_cand_copy(tn_cand *dst, const tn_cand *src, const tn_prob *pb);
+
+/* What one evaluation reports. */
+typedef struct tn_res {
+    double makespan; /* < 0: deadlock (cannot happen with FIFO stages; checked) */
+    int fits;        /* every device's peak <= mem limit */
+    int64_t peak_max;
+    double *busy, *first_start, *last_end; /* [P] */
+    int64_t *peak;                         /* [P] static + activations */
+    int *max_inflight;                     /* [P] */
+} tn_res;
+
+typedef struct tn_eng tn_eng;
+tn_eng *tn_eng_new(const tn_prob *pb);
+void tn_eng_free(tn_eng *e);
+void tn_res_alloc(tn_res *r, int P);
+void tn_res_free(tn_res *r);
+void tn_res_copy(tn_res *dst, const tn_res *src, int P);
+
+/* Simulates c by list scheduling.  When ops != NULL, ops[d] (room for 3*S*M) receives device
+ * d's order with start/end and n_ops[d] its length. */
+double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op **ops,
+               int *n_ops);
+
+/* Seeds (tune_seed.c). */
+void tn_place_loop(tn_cand *c, int P, int S);
+void tn_place_v(tn_cand *c, int P, int S);
+/* Contiguous partition balancing per-device work for the placement already in c->dev. */
+void tn_partition_balanced(const tn_prob *pb, tn_cand *c);
+/* Placement family name of c: "seq", "loop", "v" or "irregular". */
+const char *tn_shape(const tn_cand *c, int P);
+
+#endif
+
+/* Search state shared by the seeds (tune.c) and the local search (tune_search.c). */
+typedef struct tn_search {
+    const tn_prob *pb;
+    tn_eng *e;
+    tn_res r;                 /* result of the last evaluation */
+    tn_res cr;                /* result of the local search's current plan */
+    op_tune_placement mode;
+    long evals, max_evals;
+    double t0, deadline;      /* op_now_s(); deadline 0 = none */
+    double last_progress;
+    const op_tune_opts *o;
+    op_rng rng;
+    const char *phase;
+    tn_cand best;             /* best candidate seen anywhere */
+    double best_score;
+    int64_t min_peak;         /* smallest peak over all evaluations (for OP_ENOMEM) */
+} tn_search;
+
+/* Fitting candidates score their makespan; others 1e15 + peak bytes, so that when nothing
+ * fits the search drives peak memory down. */
+#define TN_NOFIT 1e15
+double tn_score(tn_search *st, const tn_cand *c);
+int tn_out_of_budget(const tn_search *st);
+/* Bubble-guided first-improvement local search from *cur (updated in place) for at most
+ * `budget` evaluations, with seeded perturbations when it stalls. */
+void tn_local_search(tn_search *st, tn_cand *cur, long budget);

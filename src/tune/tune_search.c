@@ -1,0 +1,297 @@
+/* tune_search.c: the bubble-guided local search (the paper's Algorithm 1, extended).
+ *
+ * Each round reads the simulated bubbles of the current plan per device:
+ *   bubble[d] = makespan - busy[d];  boundary[d] = leading + trailing idle;  residual = rest.
+ * If the bubbles differ across devices by more than one layer's work (t_layer x M), the
+ * partition phase goes first (move layers across stage boundaries toward idle devices); else
+ * if warm-up/cool-down idle dominates, the placement phase (move or swap stages, split or merge
+ * stages); else the schedule phase (warm-up depth per device, W deferral, F order, fused B).
+ * Unlike the paper, a phase without an improving move falls through to the others, and a
+ * stalled search is kicked by a few seeded random moves (iterated local search), so it does not
+ * stop in one phase.  Only strict simulated improvements are accepted. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune/tune_int.h"
+
+enum { MV_SHIFT, MV_MOVE, MV_SWAP, MV_SPLIT, MV_MERGE, MV_CAP, MV_CAPALL, MV_WLIM, MV_FMODE,
+       MV_SPLITMODE };
+
+typedef struct tn_move {
+    int type, a, b;
+    double prio;
+} tn_move;
+
+typedef struct tn_moves {
+    tn_move *v;
+    int n, cap;
+} tn_moves;
+
+static void mv_add(tn_moves *m, int type, int a, int b, double prio, op_rng *rng) {
+    if (m->n == m->cap) {
+        m->cap = m->cap ? 2 * m->cap : 256;
+        m->v = op_xrealloc(m->v, sizeof(tn_move) * (size_t)m->cap);
+    }
+    /* a tiny seeded jitter breaks ties differently per seed */
+    m->v[m->n++] = (tn_move){type, a, b, prio + 1e-9 * op_rng_uniform(rng)};
+}
+
+static int mv_cmp(const void *x, const void *y) {
+    double a = ((const tn_move *)x)->prio, b = ((const tn_move *)y)->prio;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* Applies mv to c (a copy of the current plan).  Returns 0 if the move is not legal here. */
+static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
+    const tn_prob *pb = st->pb;
+    int S = c->S, P = pb->P;
+    switch (mv->type) {
+    case MV_SHIFT: {
+        int j = mv->a, nf = c->first[j] + mv->b;
+        if (j <= 0 || j >= S || nf <= c->first[j - 1] || nf >= c->first[j + 1]) return 0;
+        c->first[j] = nf;
+        return 1;
+    }
+    case MV_MOVE:
+        if (c->dev[mv->a] == mv->b) return 0;
+        c->dev[mv->a] = mv->b;
+        return 1;
+    case MV_SWAP: {
+        if (c->dev[mv->a] == c->dev[mv->b]) return 0;
+        int t = c->dev[mv->a];
+        c->dev[mv->a] = c->dev[mv->b];
+        c->dev[mv->b] = t;
+        return 1;
+    }
+    case MV_SPLIT: { /* split stage a at its work midpoint; second half on device b */
+        int s = mv->a, lo = c->first[s], hi = c->first[s + 1];
+        if (hi - lo < 2 || S >= pb->L) return 0;
+        double half = tn_work(pb, lo, hi) / 2;
+        int cut = lo + 1;
+        while (cut + 1 < hi && tn_work(pb, lo, cut + 1) <= half) cut++;
+        memmove(&c->first[s + 2], &c->first[s + 1], sizeof(int) * (size_t)(S - s));
+        memmove(&c->dev[s + 2], &c->dev[s + 1], sizeof(int) * (size_t)(S - s - 1));
+        c->first[s + 1] = cut;
+        c->dev[s + 1] = mv->b;
+        c->S = S + 1;
+        return 1;
+    }
+    case MV_MERGE: { /* merge stages a and a+1 onto device b (one of theirs) */
+        int s = mv->a;
+        if (s + 1 >= S) return 0;
+        c->dev[s] = mv->b;
+        memmove(&c->first[s + 1], &c->first[s + 2], sizeof(int) * (size_t)(S - s - 1));
+        memmove(&c->dev[s + 1], &c->dev[s + 2], sizeof(int) * (size_t)(S - s - 2));
+        c->S = S - 1;
+        return 1;
+    }
+    case MV_CAP: {
+        int v = c->cap[mv->a] > 0 ? c->cap[mv->a] + mv->b : st->cr.max_inflight[mv->a] + mv->b;
+        if (v < 1 || v == c->cap[mv->a]) return 0;
+        c->cap[mv->a] = v;
+        return 1;
+    }
+    case MV_CAPALL: {
+        int changed = 0;
+        for (int d = 0; d < P; d++) {
+            int v = c->cap[d] > 0 ? c->cap[d] + mv->b : st->cr.max_inflight[d] + mv->b;
+            if (v >= 1 && v != c->cap[d]) c->cap[d] = v, changed = 1;
+        }
+        return changed;
+    }
+    case MV_WLIM:
+        if (c->wlim[mv->a] == mv->b || !c->split) return 0;
+        c->wlim[mv->a] = mv->b;
+        return 1;
+    case MV_FMODE:
+        c->fmode = !c->fmode;
+        return 1;
+    case MV_SPLITMODE:
+        c->split = !c->split;
+        return 1;
+    }
+    return 0;
+}
+
+static double stage_total(const tn_search *st, const tn_cand *c, int s) {
+    return tn_work(st->pb, c->first[s], c->first[s + 1]) * st->pb->M;
+}
+
+static void gen_partition(const tn_search *st, const tn_cand *c, tn_moves *m, op_rng *rng) {
+    const double *busy = st->cr.busy;
+    for (int j = 1; j < c->S; j++) {
+        int a = c->dev[j - 1], b = c->dev[j];
+        for (int k = 1; k <= 2; k++) {
+            /* +k: stage j gives its first k layers to stage j-1 (device b -> a) */
+            mv_add(m, MV_SHIFT, j, +k, (busy[b] - busy[a]) / k, rng);
+            mv_add(m, MV_SHIFT, j, -k, (busy[a] - busy[b]) / k, rng);
+        }
+    }
+}
+
+static void gen_placement(const tn_search *st, const tn_cand *c, tn_moves *m, op_rng *rng) {
+    if (st->mode != OP_TUNE_PLACE_ANY) return; /* loop / v fix the map */
+    const tn_prob *pb = st->pb;
+    const double *busy = st->cr.busy;
+    int S = c->S, P = pb->P;
+    double T = st->cr.makespan;
+    int least = 0;
+    for (int d = 1; d < P; d++)
+        if (busy[d] < busy[least]) least = d;
+    for (int s = 0; s < S; s++) {
+        int src = c->dev[s];
+        double ws = stage_total(st, c, s);
+        for (int d = 0; d < P; d++) {
+            if (d == src) continue;
+            double before = fmax(busy[src], busy[d]);
+            double after = fmax(busy[src] - ws, busy[d] + ws);
+            mv_add(m, MV_MOVE, s, d, before - after, rng);
+        }
+        if (c->first[s + 1] - c->first[s] >= 2 && S < pb->L) {
+            mv_add(m, MV_SPLIT, s, least, ws / 2 - T * 0.01, rng);
+            mv_add(m, MV_SPLIT, s, src, ws / 4 - T * 0.02, rng);
+        }
+        if (s + 1 < S) {
+            int d2 = c->dev[s + 1];
+            double w2 = stage_total(st, c, s + 1);
+            if (d2 == src) {
+                mv_add(m, MV_MERGE, s, src, -T * 0.01, rng);
+            } else {
+                mv_add(m, MV_MERGE, s, src, fmax(busy[src], busy[d2]) - (busy[src] + w2), rng);
+                mv_add(m, MV_MERGE, s, d2, fmax(busy[src], busy[d2]) - (busy[d2] + ws), rng);
+            }
+        }
+    }
+    /* swaps: only between stages on different devices, prioritised by load gain and by moving
+     * work away from devices with large warm-up/cool-down idle */
+    for (int a = 0; a < S; a++)
+        for (int b = a + 1; b < S; b++) {
+            int da = c->dev[a], db = c->dev[b];
+            if (da == db) continue;
+            double wa = stage_total(st, c, a), wb = stage_total(st, c, b);
+            double before = fmax(busy[da], busy[db]);
+            double after = fmax(busy[da] - wa + wb, busy[db] - wb + wa);
+            double ba = st->cr.first_start[da] + T - st->cr.last_end[da];
+            double bb = st->cr.first_start[db] + T - st->cr.last_end[db];
+            mv_add(m, MV_SWAP, a, b, before - after + 0.1 * fabs(ba - bb), rng);
+        }
+}
+
+static void gen_schedule(const tn_search *st, const tn_cand *c, tn_moves *m, op_rng *rng) {
+    int P = st->pb->P;
+    double T = st->cr.makespan;
+    for (int d = 0; d < P; d++) {
+        double resid = T - st->cr.busy[d] - st->cr.first_start[d] - (T - st->cr.last_end[d]);
+        mv_add(m, MV_CAP, d, -1, resid, rng);
+        mv_add(m, MV_CAP, d, +1, resid * 0.9, rng);
+        if (c->split) {
+            mv_add(m, MV_WLIM, d, 0, resid * 0.5, rng);
+            mv_add(m, MV_WLIM, d, 1, resid * 0.5, rng);
+            mv_add(m, MV_WLIM, d, P, resid * 0.4, rng);
+        }
+    }
+    mv_add(m, MV_CAPALL, 0, -1, T, rng);
+    mv_add(m, MV_CAPALL, 0, +1, T, rng);
+    mv_add(m, MV_FMODE, 0, 0, T, rng);
+    mv_add(m, MV_SPLITMODE, 0, 0, T, rng);
+}
+
+/* Tries the moves of one phase in priority order; first strict improvement wins. */
+static int try_phase(tn_search *st, int phase, tn_cand *cur, double *cur_score, tn_cand *trial,
+                     tn_moves *m, long *budget) {
+    m->n = 0;
+    if (phase == 0) gen_partition(st, cur, m, &st->rng);
+    else if (phase == 1) gen_placement(st, cur, m, &st->rng);
+    else gen_schedule(st, cur, m, &st->rng);
+    qsort(m->v, (size_t)m->n, sizeof(tn_move), mv_cmp);
+    int limit = phase == 2 ? 3 * st->pb->P + 8 : 24 + st->pb->P;
+    st->phase = phase == 0 ? "partition" : phase == 1 ? "placement" : "schedule";
+    for (int i = 0, tried = 0; i < m->n && tried < limit && *budget > 0; i++) {
+        tn_cand_copy(trial, cur, st->pb);
+        if (!mv_apply(st, trial, &m->v[i])) continue;
+        tried++;
+        (*budget)--;
+        double sc = tn_score(st, trial);
+        if (sc < *cur_score * (1 - 1e-9)) {
+            tn_cand_copy(cur, trial, st->pb);
+            tn_res_copy(&st->cr, &st->r, st->pb->P);
+            *cur_score = sc;
+            return 1;
+        }
+        if (tn_out_of_budget(st)) return 0;
+    }
+    return 0;
+}
+
+/* Picks the phase order from the bubbles of the plan last evaluated (st->r). */
+static void phase_order(const tn_search *st, const tn_cand *c, int order[3]) {
+    int P = st->pb->P;
+    double T = st->cr.makespan, bmax = -1e300, bmin = 1e300, bd = 0, res = 0;
+    for (int d = 0; d < P; d++) {
+        double bub = T - st->cr.busy[d];
+        double bnd = st->cr.first_start[d] + (T - st->cr.last_end[d]);
+        bmax = fmax(bmax, bub);
+        bmin = fmin(bmin, bub);
+        bd += bnd;
+        res += bub - bnd;
+    }
+    (void)c;
+    if (bmax - bmin > st->pb->t_layer * st->pb->M) order[0] = 0, order[1] = 1, order[2] = 2;
+    else if (bd > res) order[0] = 1, order[1] = 0, order[2] = 2;
+    else order[0] = 2, order[1] = 0, order[2] = 1;
+}
+
+/* A seeded random kick: a few legal moves of any phase. */
+static void kick(tn_search *st, tn_cand *c) {
+    int S = c->S, P = st->pb->P;
+    for (int k = 0; k < 3; k++) {
+        tn_move mv = {MV_SHIFT, 1 + op_rng_int(&st->rng, S > 1 ? S - 1 : 1),
+                      op_rng_int(&st->rng, 2) ? 1 : -1, 0};
+        int r = op_rng_int(&st->rng, 4);
+        if (r == 1 && st->mode == OP_TUNE_PLACE_ANY && S > 1)
+            mv = (tn_move){MV_SWAP, op_rng_int(&st->rng, S), op_rng_int(&st->rng, S), 0};
+        else if (r == 2)
+            mv = (tn_move){MV_CAP, op_rng_int(&st->rng, P), op_rng_int(&st->rng, 2) ? 1 : -1, 0};
+        mv_apply(st, c, &mv);
+        S = c->S;
+    }
+}
+
+void tn_local_search(tn_search *st, tn_cand *cur, long budget) {
+    tn_cand trial, base;
+    tn_cand_alloc(&trial, st->pb);
+    tn_cand_alloc(&base, st->pb);
+    tn_moves m = {0};
+    double cur_score = tn_score(st, cur);
+    tn_res_copy(&st->cr, &st->r, st->pb->P);
+    budget--;
+    tn_cand_copy(&base, cur, st->pb);
+    double base_score = cur_score;
+    int stalls = 0;
+    while (budget > 0 && !tn_out_of_budget(st)) {
+        int order[3], improved = 0;
+        phase_order(st, cur, order);
+        for (int k = 0; k < 3 && !improved && budget > 0; k++) {
+            improved = try_phase(st, order[k], cur, &cur_score, &trial, &m, &budget);
+        }
+        if (improved) continue;
+        /* stalled: keep the better of base and cur, then kick from it */
+        if (cur_score < base_score * (1 - 1e-9)) {
+            tn_cand_copy(&base, cur, st->pb);
+            base_score = cur_score;
+            stalls = 0;
+        } else if (++stalls > 6) {
+            break;
+        }
+        tn_cand_copy(cur, &base, st->pb);
+        kick(st, cur);
+        cur_score = tn_score(st, cur);
+        tn_res_copy(&st->cr, &st->r, st->pb->P);
+        budget--;
+    }
+    if (base_score < cur_score) tn_cand_copy(cur, &base, st->pb);
+    free(m.v);
+    tn_cand_free(&trial);
+    tn_cand_free(&base);
+}

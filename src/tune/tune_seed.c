@@ -1,0 +1,165 @@
+/* tune_seed.c: the tuner's problem precomputation, candidates, and seed placements and
+ * partitions (what each restart of the search starts from). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune/tune_int.h"
+
+void tn_prob_init(tn_prob *pb, const op_problem *pr) {
+    memset(pb, 0, sizeof *pb);
+    pb->pr = pr;
+    pb->L = pr->n_layers;
+    pb->P = pr->P;
+    pb->M = pr->M;
+    size_t n = (size_t)pb->L + 1;
+    pb->pf = op_xcalloc(n, sizeof(double));
+    pb->pi = op_xcalloc(n, sizeof(double));
+    pb->pw = op_xcalloc(n, sizeof(double));
+    pb->pact = op_xcalloc(n, sizeof(int64_t));
+    pb->pactw = op_xcalloc(n, sizeof(int64_t));
+    pb->pstat = op_xcalloc(n, sizeof(int64_t));
+    double work = 0, chain = 0, tl = 1e300;
+    for (int l = 0; l < pb->L; l++) {
+        const op_layer_cost *c = &pr->layers[l];
+        pb->pf[l + 1] = pb->pf[l] + c->f_ms;
+        pb->pi[l + 1] = pb->pi[l] + c->i_ms;
+        pb->pw[l + 1] = pb->pw[l] + c->w_ms;
+        pb->pact[l + 1] = pb->pact[l] + c->act_bytes;
+        pb->pactw[l + 1] = pb->pactw[l] + c->act_w_bytes;
+        pb->pstat[l + 1] = pb->pstat[l] + c->static_bytes;
+        double w = c->f_ms + c->i_ms + c->w_ms;
+        work += w;
+        chain += c->f_ms + c->i_ms;
+        if (w < tl) tl = w;
+    }
+    /* the same bound as op_plan_lower_bound */
+    work = work * pb->M / pb->P;
+    pb->lb = work > chain ? work : chain;
+    pb->ovh = pr->op_overhead_ms;
+    pb->mem_limit = pr->mem_limit_bytes;
+    pb->t_layer = tl;
+}
+
+void tn_prob_free(tn_prob *pb) {
+    free(pb->pf);
+    free(pb->pi);
+    free(pb->pw);
+    free(pb->pact);
+    free(pb->pactw);
+    free(pb->pstat);
+    memset(pb, 0, sizeof *pb);
+}
+
+void tn_cand_alloc(tn_cand *c, const tn_prob *pb) {
+    memset(c, 0, sizeof *c);
+    c->first = op_xcalloc((size_t)pb->L + 1, sizeof(int));
+    c->dev = op_xcalloc((size_t)pb->L, sizeof(int));
+    c->cap = op_xcalloc((size_t)pb->P, sizeof(int));
+    c->wlim = op_xcalloc((size_t)pb->P, sizeof(int));
+}
+
+void tn_cand_free(tn_cand *c) {
+    free(c->first);
+    free(c->dev);
+    free(c->cap);
+    free(c->wlim);
+    memset(c, 0, sizeof *c);
+}
+
+void tn_cand_copy(tn_cand *dst, const tn_cand *src, const tn_prob *pb) {
+    dst->S = src->S;
+    dst->split = src->split;
+    dst->fmode = src->fmode;
+    memcpy(dst->first, src->first, sizeof(int) * (size_t)(src->S + 1));
+    memcpy(dst->dev, src->dev, sizeof(int) * (size_t)src->S);
+    memcpy(dst->cap, src->cap, sizeof(int) * (size_t)pb->P);
+    memcpy(dst->wlim, src->wlim, sizeof(int) * (size_t)pb->P);
+}
+
+void tn_place_loop(tn_cand *c, int P, int S) {
+    c->S = S;
+    for (int s = 0; s < S; s++) c->dev[s] = s % P;
+}
+
+void tn_place_v(tn_cand *c, int P, int S) {
+    c->S = S;
+    for (int s = 0; s < S; s++) {
+        int round = s / P, pos = s % P;
+        c->dev[s] = round % 2 == 0 ? pos : P - 1 - pos;
+    }
+}
+
+const char *tn_shape(const tn_cand *c, int P) {
+    int loop = c->S % P == 0, v = c->S % P == 0;
+    for (int s = 0; s < c->S; s++) {
+        int round = s / P, pos = s % P;
+        if (c->dev[s] != pos) loop = 0;
+        if (c->dev[s] != (round % 2 == 0 ? pos : P - 1 - pos)) v = 0;
+    }
+    if (loop) return c->S == P ? "seq" : "loop";
+    if (v) return "v";
+    return "irregular";
+}
+
+/* One greedy pass: cut stage s when its work is closest to the device's remaining budget
+ * shared over its remaining stages.  target[d] is the work device d should end up with. */
+static void greedy_cut(const tn_prob *pb, tn_cand *c, const double *target, double *load,
+                       int *left) {
+    int S = c->S, L = pb->L, P = pb->P;
+    for (int d = 0; d < P; d++) load[d] = 0, left[d] = 0;
+    for (int s = 0; s < S; s++) left[c->dev[s]]++;
+    int l = 0;
+    for (int s = 0; s < S; s++) {
+        int d = c->dev[s];
+        c->first[s] = l;
+        int maxend = L - (S - s - 1); /* leave one layer per later stage */
+        if (s == S - 1) {
+            l = L;
+        } else {
+            double budget = (target[d] - load[d]) / left[d];
+            int e = l + 1;
+            while (e < maxend) {
+                double cur = tn_work(pb, l, e), nxt = tn_work(pb, l, e + 1);
+                if (fabs(nxt - budget) < fabs(cur - budget)) e++;
+                else break;
+            }
+            l = e;
+        }
+        load[d] += tn_work(pb, c->first[s], l);
+        left[d]--;
+    }
+    c->first[S] = L;
+}
+
+void tn_partition_balanced(const tn_prob *pb, tn_cand *c) {
+    int P = pb->P, S = c->S;
+    double *target = op_xcalloc((size_t)P, sizeof(double));
+    double *load = op_xcalloc((size_t)P, sizeof(double));
+    int *left = op_xcalloc((size_t)P, sizeof(int));
+    int *best = op_xcalloc((size_t)S + 1, sizeof(int));
+    int used = 0;
+    for (int d = 0; d < P; d++) left[d] = 0;
+    for (int s = 0; s < S; s++) left[c->dev[s]]++;
+    for (int d = 0; d < P; d++) used += left[d] > 0;
+    double mean = tn_work(pb, 0, pb->L) / (used ? used : 1), bestmax = 1e300;
+    for (int d = 0; d < P; d++) target[d] = left[d] ? mean : 0;
+    /* Re-aim the targets: a device that ended heavy (it holds the head, say) gets a smaller
+     * budget for its earlier stages next pass. */
+    for (int it = 0; it < 12; it++) {
+        greedy_cut(pb, c, target, load, left);
+        double mx = 0;
+        for (int d = 0; d < P; d++) mx = load[d] > mx ? load[d] : mx;
+        if (mx < bestmax - 1e-12) {
+            bestmax = mx;
+            memcpy(best, c->first, sizeof(int) * (size_t)(S + 1));
+        }
+        for (int d = 0; d < P; d++)
+            if (target[d] > 0) target[d] -= 0.7 * (load[d] - mean);
+    }
+    memcpy(c->first, best, sizeof(int) * (size_t)(S + 1));
+    free(target);
+    free(load);
+    free(left);
+    free(best);
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# CLI-level tests: compare on every bench config, JSON shape, bad input handling.
+set -u
+OP=${OCTOPIPE:-build/octopipe}
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# every bench config (as preset and as file) for P in {4,8,16}
+for f in ../shared/bench/hf-configs/*.json; do
+  [ -e "$f" ] || continue
+  for P in 4 8 16; do
+    M=$((2*P))
+    if "$OP" compare --model "$f" --devices $P --microbatches $M --json --no-tune > "$tmp/c.json" 2> "$tmp/c.err" \
+       && jq -e '.lower_bound_ms > 0 and ([.plans[].name] | index("1f1b") != null)
+               and all(.plans[]; .makespan_ms >= $lb*0.999999 and .bubble_ratio >= 0 and .bubble_ratio < 1
+                   and has("name") and has("peak_bytes_max") and has("fits") and has("speedup_vs_i1f1b"))' \
+            --argjson lb "$(jq .lower_bound_ms "$tmp/c.json")" "$tmp/c.json" > /dev/null 2> "$tmp/py.err"; then ok; else bad "compare $f P=$P: $(cat "$tmp/c.err" "$tmp/py.err" | tail -n 3)"; fi
+  done
+done
+
+# bad input: one line on stderr, exit 2, nothing written
+expect_err() { # expected-substring args...
+  local want=$1; shift
+  "$OP" "$@" > "$tmp/out" 2> "$tmp/err"; local rc=$?
+  if [ $rc -eq 2 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err"; then ok
+  else bad "octopipe $* -> rc=$rc stderr: $(cat "$tmp/err")"; fi
+}
+expect_err "--devices must be between" compare --model llama2-7b --devices 0 --microbatches 8
+expect_err "expects a whole number" compare --model llama2-7b --devices x --microbatches 8
+expect_err "unknown option" compare --model llama2-7b --devices 4 --microbatches 8 --bogus
+expect_err "--model is required" compare --devices 4 --microbatches 8
+expect_err "nosuch" compare --model nosuch --devices 4 --microbatches 8
+expect_err "not an existing directory" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/nodir"
+expect_err "unknown command" frobnicate
+
+# --plans-dir writes one plan per schedule, each re-simulates to its prediction
+mkdir -p "$tmp/plans"
+if "$OP" compare --model nemotron-h-8b --devices 4 --microbatches 8 --no-tune --plans-dir "$tmp/plans" > /dev/null 2>&1 \
+   && [ -s "$tmp/plans/1f1b.json" ] && [ -s "$tmp/plans/i1f1b.json" ]; then ok; else bad "plans-dir"; fi
+for p in "$tmp"/plans/*.json; do
+  [ -e "$p" ] || continue
+  if "$OP" sim "$p" > "$tmp/sim.out" 2>&1; then ok; else bad "sim $p: $(tail -n 2 "$tmp/sim.out")"; fi
+done
+
+echo "cli: $pass passed, $fail failed"
+[ $fail -eq 0 ]

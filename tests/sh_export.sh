@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# sh_export.sh: `octopipe export` from the command line: flag errors (one line, exit 2), every
+# output from real plans (made by `octopipe compare --plans-dir`), refusals that leave no file
+# behind, and the written CSV re-checked with --check-csv.
+set -u
+cd "$(dirname "$0")/.."
+OCTOPIPE=${OCTOPIPE:-build/octopipe}
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+finish() { echo "sh_export: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
+if [ ! -x "$OCTOPIPE" ]; then echo "skip: $OCTOPIPE not built"; finish; fi
+tmp=$(mktemp -d /tmp/octopipe-export-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+# expect RC WHAT CMD...: exit status RC and, for errors, exactly one line on stderr
+expect() {
+  local want=$1 what=$2; shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  if [ "$rc" -ne "$want" ]; then bad "$what: exit $rc, want $want: $(head -c 300 "$tmp/err")"; return 1; fi
+  if [ "$want" -ne 0 ] && [ "$(wc -l <"$tmp/err")" -ne 1 ]; then
+    bad "$what: want one error line, got: $(cat "$tmp/err")"; return 1; fi
+  ok; return 0
+}
+has() { if grep -q -- "$2" "$1"; then ok; else bad "$3: '$2' not in $(head -c 300 "$1")"; fi; }
+absent() { if [ ! -e "$1" ]; then ok; else bad "$2: $1 was written"; fi; }
+
+# --- flags -----------------------------------------------------------------------------
+expect 0 "help" "$OCTOPIPE" export --help && has "$tmp/out" "--torch-csv FILE" "help"
+has "$tmp/out" "examples:" "help"
+expect 2 "no plan" "$OCTOPIPE" export --svg "$tmp/x.svg"
+has "$tmp/err" "missing PLAN" "no plan"
+expect 2 "unknown flag" "$OCTOPIPE" export p.json --svgg x
+has "$tmp/err" "unknown option '--svgg'" "unknown flag"
+expect 2 "nothing to export" "$OCTOPIPE" export p.json
+expect 2 "missing value" "$OCTOPIPE" export p.json --svg
+expect 2 "two outputs one file" "$OCTOPIPE" export p.json --svg "$tmp/a" --chrome-trace "$tmp/a"
+expect 2 "missing plan file" "$OCTOPIPE" export "$tmp/nope.json" --svg "$tmp/x.svg"
+absent "$tmp/x.svg" "missing plan file"
+echo '{"format": "octopipe.plan/1", "devices": ' >"$tmp/broken.json"
+expect 2 "broken plan" "$OCTOPIPE" export "$tmp/broken.json" --svg "$tmp/x.svg"
+absent "$tmp/x.svg" "broken plan"
+
+# --- real plans --------------------------------------------------------------------------
+mkplans() { # model dir
+  "$OCTOPIPE" compare --model "$1" --devices 4 --microbatches 8 --seq 1024 --plans-dir "$2" \
+    >/dev/null 2>"$tmp/compare.err"
+}
+mkdir -p "$tmp/tf" "$tmp/hy"
+if ! mkplans llama2-7b "$tmp/tf" || [ ! -s "$tmp/tf/1f1b.json" ]; then
+  echo "skip: cannot make plans with octopipe compare: $(head -c 200 "$tmp/compare.err")"
+  finish
+fi
+
+d=$tmp/o
+mkdir -p "$d"
+expect 0 "1f1b all outputs" "$OCTOPIPE" export "$tmp/tf/1f1b.json" --torch-csv "$d/1f1b.csv" \
+  --torch-fqns "$d/fqns.json" --megatron-layout "$d/meg.txt" --chrome-trace "$d/t.json" --svg "$d/t.svg"
+for f in 1f1b.csv fqns.json meg.txt t.json t.svg; do [ -s "$d/$f" ] && ok || bad "1f1b: $f missing"; done
+[ "$(wc -l <"$d/1f1b.csv")" -eq 4 ] && ok || bad "1f1b CSV: want 4 rows"
+has "$d/1f1b.csv" "^0F0," "1f1b CSV first cell"
+has "$d/meg.txt" "^--pipeline-model-parallel-size 4 --pipeline-model-parallel-layout 'E" "layout"
+has "$d/t.svg" "</svg>" "svg closed"
+has "$d/fqns.json" "tok_embeddings" "fqns"
+if command -v python3 >/dev/null; then
+  python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); ev=t["traceEvents"]; assert any(e["ph"]=="C" for e in ev); assert sum(e["ph"]=="X" for e in ev) > 0' "$d/t.json" \
+    && ok || bad "chrome trace is not valid JSON with X and C events"
+  python3 -c 'import json,sys; l=json.load(open(sys.argv[1])); assert len(l)==4' "$d/fqns.json" && ok || bad "fqns JSON"
+  python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$d/t.svg" && ok || bad "svg is not well-formed XML"
+fi
+# the written CSV passes the checker again; a damaged one does not
+expect 0 "check-csv" "$OCTOPIPE" export "$tmp/tf/1f1b.json" --check-csv "$d/1f1b.csv"
+has "$tmp/out" "passes torch's checks" "check-csv"
+sed '1s/^0F0,//' "$d/1f1b.csv" >"$d/bad.csv"
+expect 1 "check-csv damaged" "$OCTOPIPE" export "$tmp/tf/1f1b.json" --check-csv "$d/bad.csv"
+has "$tmp/err" "F microbatches for stage 0" "check-csv damaged"
+# layout to stdout
+expect 0 "layout stdout" "$OCTOPIPE" export "$tmp/tf/1f1b.json" --megatron-layout
+has "$tmp/out" "pipeline-model-parallel-layout" "layout stdout"
+
+# interleaved (loop, 2 stages per device): layout with VPP 2 and a loop CSV
+if [ -s "$tmp/tf/i1f1b.json" ]; then
+  expect 0 "i1f1b" "$OCTOPIPE" export "$tmp/tf/i1f1b.json" --torch-csv "$d/i.csv" --megatron-layout "$d/i.txt"
+  has "$d/i.txt" "pipeline-model-parallel-layout 'E" "i1f1b layout"
+  [ "$(wc -l <"$d/i.csv")" -eq 4 ] && ok || bad "i1f1b CSV: want 4 rows"
+fi
+# V placement: Megatron refuses and nothing at all is written (even the SVG that could be made)
+for v in zbv dualpipev; do
+  [ -s "$tmp/tf/$v.json" ] || continue
+  expect 1 "$v megatron" "$OCTOPIPE" export "$tmp/tf/$v.json" --svg "$d/$v.svg" --megatron-layout "$d/$v.txt"
+  has "$tmp/err" "V placement" "$v megatron"
+  absent "$d/$v.svg" "$v refused"
+  absent "$d/$v.txt" "$v refused"
+  expect 0 "$v torch csv" "$OCTOPIPE" export "$tmp/tf/$v.json" --torch-csv "$d/$v.csv"
+done
+
+# hybrid model: --hybrid-layer-pattern with | and no E/L symbols for embedding/head
+if mkplans nemotron-h-8b "$tmp/hy" && [ -s "$tmp/hy/1f1b.json" ]; then
+  expect 0 "hybrid layout" "$OCTOPIPE" export "$tmp/hy/1f1b.json" --megatron-layout "$d/h.txt"
+  has "$d/h.txt" "--hybrid-layer-pattern 'M" "hybrid pattern"
+  [ "$(tr -cd '|' <"$d/h.txt" | wc -c)" -eq 3 ] && ok || bad "hybrid: want 3 '|' in $(cat "$d/h.txt")"
+  expect 1 "hybrid fqns" "$OCTOPIPE" export "$tmp/hy/1f1b.json" --torch-fqns "$d/h.json"
+  absent "$d/h.json" "hybrid fqns refused"
+fi
+finish

@@ -1,0 +1,207 @@
+/* test_cost_models.c: the cost model on whole models: parameter totals of the built-in
+ * presets against the published counts, a plausible utilisation for Llama-2-7B, invariants
+ * on every preset and every importer test config (tp 1 and 2), boundary message widths. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "octopipe/cost.h"
+
+static op_train_cfg cfg(int seq, int tp) {
+    op_train_cfg t;
+    op_train_cfg_default(&t);
+    t.seq = seq;
+    t.tp = tp;
+    return t;
+}
+
+static op_device h100(void) {
+    op_device d;
+    op_err e = {0};
+    CHECK(op_device_preset("h100-80gb", &d, &e) == OP_OK);
+    return d;
+}
+
+/* Costs a model; returns a malloc'd array (NULL on error, which fails the test). */
+static op_layer_cost *cost_model(const op_model *m, const op_train_cfg *t, const op_device *d) {
+    op_layer_cost *c = calloc((size_t)m->n_layers, sizeof *c);
+    op_err e = {0};
+    int rc = op_cost_layers(m, t, d, c, &e);
+    CHECK_MSG(rc == OP_OK, "%s: %s", m->name, e.msg);
+    if (rc) free(c), c = NULL;
+    return c;
+}
+
+static double total_params(const op_model *m, const op_layer_cost *c) {
+    double p = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].shares_params_with < 0) p += (double)c[i].params;
+    return p;
+}
+
+TEST(preset_param_totals) {
+    static const struct { const char *name; double params, tol; } want[] = {
+        {"llama2-7b", 6.74e9, 0.01},       {"mixtral-8x7b", 46.7e9, 0.01},
+        {"deepseek-v2-lite", 15.7e9, 0.01}, {"nemotron-h-8b", 8.0e9, 0.03},
+        {"jamba-v0.1", 51.6e9, 0.01},      {"gemma2-9b", 9.24e9, 0.01},
+        {"qwen2-vl-7b", 8.29e9, 0.01},
+    };
+    op_device d = h100();
+    op_train_cfg t = cfg(4096, 1);
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        op_model m;
+        op_err e = {0};
+        int rc = op_model_preset(want[k].name, &m, &e);
+        CHECK_MSG(rc == OP_OK, "%s: %s", want[k].name, e.msg);
+        if (rc) continue;
+        op_layer_cost *c = cost_model(&m, &t, &d);
+        if (c) {
+            double p = total_params(&m, c);
+            CHECK_MSG(fabs(p / want[k].params - 1) <= want[k].tol, "%s: %.4g params, want %.4g",
+                      want[k].name, p, want[k].params);
+        }
+        free(c);
+        op_model_free(&m);
+    }
+}
+
+/* Llama-2-7B on H100 at seq 4096: the model FLOPs (6 N T + causal attention) over the
+ * predicted F+I+W time must land at a plausible utilisation, below the GEMM mfu. */
+TEST(llama2_utilisation_plausible) {
+    op_model m;
+    op_err e = {0};
+    if (op_model_preset("llama2-7b", &m, &e) != OP_OK) {
+        CHECK_MSG(0, "%s", e.msg);
+        return;
+    }
+    op_device d = h100();
+    op_train_cfg t = cfg(4096, 1);
+    op_layer_cost *c = cost_model(&m, &t, &d);
+    if (c) {
+        double ms = 0, T = 4096;
+        for (int i = 0; i < m.n_layers; i++) ms += c[i].f_ms + c[i].i_ms + c[i].w_ms;
+        double flops = 6 * total_params(&m, c) * T + 3 * 32 * (4.0 * T * T / 2 * 4096);
+        double util = flops / (ms * 1e-3) / (d.peak_tflops * 1e12);
+        CHECK_MSG(util > 0.35 && util < d.mfu, "utilisation %.3f", util);
+    }
+    free(c);
+    op_model_free(&m);
+}
+
+static char data_dir[512];
+static const char *data(const char *rel) { /* tests/data/<rel>, next to this file */
+    static char path[1024];
+    if (!data_dir[0]) {
+        snprintf(data_dir, sizeof data_dir, "%s", __FILE__);
+        char *slash = strrchr(data_dir, '/');
+        if (slash) slash[1] = 0;
+        else data_dir[0] = 0;
+        strncat(data_dir, "data/", sizeof data_dir - strlen(data_dir) - 1);
+    }
+    snprintf(path, sizeof path, "%s%s", data_dir, rel);
+    return path;
+}
+
+/* Invariants that must hold for every layer of every model, at tp 1 and 2. */
+static void check_invariants(const op_model *m, const op_train_cfg *t, const op_device *d) {
+    op_layer_cost *c = cost_model(m, t, d);
+    if (!c) return;
+    for (int i = 0; i < m->n_layers; i++) {
+        const op_layer *l = &m->layers[i];
+        const op_layer_cost *x = &c[i];
+        int ok = isfinite(x->f_ms) && isfinite(x->i_ms) && isfinite(x->w_ms) && x->f_ms >= 0 &&
+                 x->i_ms >= 0 && x->w_ms >= 0 && x->act_w_bytes <= x->act_bytes &&
+                 x->act_bytes >= 0 && x->static_bytes >= x->param_bytes && x->out_bytes >= 0;
+        if (!l->has_measured)
+            ok = ok && x->f_ms > 0 && x->params > 0 && x->act_bytes > 0 &&
+                 (l->kind == OP_LAYER_EMBED ? x->i_ms == 0 : x->i_ms > 0) &&
+                 (x->w_ms > 0) == (x->flops_w > 0 || l->kind == OP_LAYER_EMBED);
+        CHECK_MSG(ok, "%s tp%d layer %d %s: F %g I %g W %g act %lld/%lld", m->name, t->tp, i,
+                  x->name, x->f_ms, x->i_ms, x->w_ms, (long long)x->act_w_bytes,
+                  (long long)x->act_bytes);
+        if (!ok) break;
+    }
+    CHECK(m->layers[m->n_layers - 1].kind != OP_LAYER_HEAD || c[m->n_layers - 1].out_bytes == 0);
+    free(c);
+}
+
+TEST(every_model_costs) {
+    op_device d = h100();
+    op_train_cfg t1 = cfg(4096, 1), t2 = cfg(4096, 2);
+    const char *const *pn = op_model_preset_names();
+    int n = 0;
+    for (int k = 0; pn[k]; k++, n++) {
+        op_model m;
+        op_err e = {0};
+        if (op_model_preset(pn[k], &m, &e) != OP_OK) {
+            CHECK_MSG(0, "%s: %s", pn[k], e.msg);
+            continue;
+        }
+        check_invariants(&m, &t1, &d);
+        check_invariants(&m, &t2, &d);
+        op_model_free(&m);
+    }
+    const char *const *ty = op_model_supported_types();
+    for (int k = 0; ty[k]; k++) {
+        char rel[96];
+        snprintf(rel, sizeof rel, "hf/%s.json", ty[k]);
+        if (access(data(rel), R_OK) != 0) continue; /* aliases share a file */
+        op_model m;
+        op_err e = {0};
+        if (op_model_load(data(rel), &m, &e) != OP_OK) {
+            CHECK_MSG(0, "%s: %s", rel, e.msg);
+            continue;
+        }
+        check_invariants(&m, &t1, &d);
+        check_invariants(&m, &t2, &d);
+        op_model_free(&m);
+        n++;
+    }
+    CHECK_MSG(n >= 20, "only %d models costed", n);
+}
+
+/* Boundary messages: MTP hands the main hidden state on to the head; zamba2 carries the
+ * input embeddings to its last shared block; the qwen2-vl merger hands the LM width on. */
+TEST(boundary_message_widths) {
+    op_device d = h100();
+    op_train_cfg t = cfg(4096, 1);
+    op_model m;
+    op_err e = {0};
+    if (op_model_load(data("hf/zamba2.json"), &m, &e) == OP_OK) {
+        op_layer_cost *c = cost_model(&m, &t, &d);
+        int last_shared = -1;
+        for (int i = 0; i < m.n_layers; i++)
+            if (m.layers[i].attn_in_dim > 0) last_shared = i;
+        CHECK(last_shared > 1);
+        if (c && last_shared > 1) {
+            int64_t base = 2LL * 4096 * m.hidden;
+            CHECK_EQ_INT(c[0].out_bytes, 2 * base);
+            CHECK_EQ_INT(c[last_shared - 1].out_bytes, 2 * base);
+            CHECK_EQ_INT(c[last_shared].out_bytes, base);
+        }
+        free(c);
+        op_model_free(&m);
+    } else CHECK_MSG(0, "%s", e.msg);
+    if (op_model_preset("qwen2-vl-7b", &m, &e) == OP_OK) {
+        op_layer_cost *c = cost_model(&m, &t, &d);
+        int merger = -1;
+        for (int i = 0; i < m.n_layers; i++)
+            if (m.layers[i].kind == OP_LAYER_VISION) merger = i;
+        if (c && merger >= 0) {
+            const op_layer *l = &m.layers[merger];
+            CHECK_EQ_INT(c[merger].out_bytes, 2LL * l->tokens * 3584);
+            CHECK(c[0].out_bytes == 2LL * m.layers[0].tokens * m.layers[0].hidden);
+        }
+        free(c);
+        op_model_free(&m);
+    } else CHECK_MSG(0, "%s", e.msg);
+}
+
+int main(int argc, char **argv) {
+    CHECK_INIT(argc, argv);
+    RUN(preset_param_totals);
+    RUN(llama2_utilisation_plausible);
+    RUN(every_model_costs);
+    RUN(boundary_message_widths);
+    return check_report("cost_models");
+}

@@ -1,0 +1,245 @@
+/* test_exec.c: the executor over the thread transport: lowering (golden), deadlock refusal,
+ * every plan runs in its planned order, random valid plans never hang, the watchdog. */
+#include "check.h"
+#include "octopipe/exec.h"
+#include "test_exec_plans.h"
+
+#if __has_include("octopipe/sched.h")
+#include "octopipe/sched.h"
+#endif
+
+/* golden: checked by hand (tags (mb<<12)|(stage<<1)|grad; receives posted before F(s0,mb0)) */
+static const char *golden_1f1b_p2_m2 =
+    "rank 0: 4 compute ops, 12 instructions, 4 buffers, <= 2 receives posted\n"
+    "  RECV b2 <- r1 tag 1 for B(s0,mb0) 1000 B\n"
+    "  RECV b3 <- r1 tag 4097 for B(s0,mb1) 1000 B\n"
+    "  COMP F(s0,mb0) out b0\n"
+    "  SEND b0 -> r1 tag 2 for F(s1,mb0) 1000 B\n"
+    "  COMP F(s0,mb1) out b1\n"
+    "  SEND b1 -> r1 tag 4098 for F(s1,mb1) 1000 B\n"
+    "  WAIT b2\n"
+    "  COMP B(s0,mb0) in b2\n"
+    "  FREE b2\n"
+    "  WAIT b3\n"
+    "  COMP B(s0,mb1) in b3\n"
+    "  FREE b3\n"
+    "rank 1: 4 compute ops, 12 instructions, 4 buffers, <= 2 receives posted\n"
+    "  RECV b0 <- r0 tag 2 for F(s1,mb0) 1000 B\n"
+    "  RECV b2 <- r0 tag 4098 for F(s1,mb1) 1000 B\n"
+    "  WAIT b0\n"
+    "  COMP F(s1,mb0) in b0\n"
+    "  FREE b0\n"
+    "  COMP B(s1,mb0) out b1\n"
+    "  SEND b1 -> r0 tag 1 for B(s0,mb0) 1000 B\n"
+    "  WAIT b2\n"
+    "  COMP F(s1,mb1) in b2\n"
+    "  FREE b2\n"
+    "  COMP B(s1,mb1) out b3\n"
+    "  SEND b3 -> r0 tag 4097 for B(s0,mb1) 1000 B\n";
+
+TEST(lower_golden_1f1b) {
+    op_plan p;
+    xp_1f1b(&p, 2, 2, 1.0, 1000);
+    op_lowered l;
+    op_err e = {0};
+    CHECK(op_exec_lower(&p, NULL, &l, &e) == OP_OK);
+    op_buf b = {0};
+    op_lowered_print(&l, &b);
+    CHECK(b.data && !strcmp(b.data, golden_1f1b_p2_m2));
+    if (b.data && strcmp(b.data, golden_1f1b_p2_m2)) fputs(b.data, stderr);
+    op_buf_free(&b);
+    op_lowered_free(&l);
+    op_plan_free(&p);
+}
+
+TEST(lower_local_handover_and_window) {
+    /* two stages on one device: F(s0) hands over to F(s1) in memory, no messages */
+    op_plan p;
+    xp_1f1b(&p, 2, 4, 1.0, 64);
+    p.stage_dev[1] = 0;
+    op_op o[16];
+    int n = 0;
+    for (int m = 0; m < 4; m++) {
+        o[n++] = (op_op){OP_F, 0, m, 0, 0};
+        o[n++] = (op_op){OP_F, 1, m, 0, 0};
+        o[n++] = (op_op){OP_B, 1, m, 0, 0};
+        o[n++] = (op_op){OP_B, 0, m, 0, 0};
+    }
+    op_plan_set_ops(&p, 0, o, n);
+    op_plan_set_ops(&p, 1, o, 0);
+    op_lowered l;
+    op_err e = {0};
+    CHECK(op_exec_lower(&p, NULL, &l, &e) == OP_OK);
+    const op_prog *r0 = &l.progs[0];
+    int sends = 0, recvs = 0, frees = 0;
+    for (int i = 0; i < r0->n; i++) {
+        sends += r0->ins[i].code == OP_I_SEND;
+        recvs += r0->ins[i].code == OP_I_RECV;
+        frees += r0->ins[i].code == OP_I_FREE;
+    }
+    CHECK_EQ_INT(sends, 0);
+    CHECK_EQ_INT(recvs, 0);
+    CHECK_EQ_INT(frees, 8); /* each hand-over buffer freed after its consumer */
+    CHECK_EQ_INT(l.progs[1].n, 0);
+    op_lowered_free(&l);
+    op_plan_free(&p);
+    /* receive window 1: at most one receive posted at a time, still runs */
+    xp_1f1b(&p, 4, 8, 0.01, 256);
+    op_lower_opts lo = {0};
+    lo.recv_window = 1;
+    lo.recv_budget_bytes = 1;
+    CHECK(op_exec_lower(&p, &lo, &l, &e) == OP_OK);
+    for (int d = 0; d < 4; d++) CHECK(l.progs[d].max_posted <= 1);
+    op_lowered_free(&l);
+    op_exec_opts eo = {0};
+    eo.lower = lo;
+    eo.fault.rank = -1;
+    op_compute c = op_compute_emulate();
+    op_exec_result r;
+    CHECK(op_exec_run_threads(&p, &c, &eo, &r, &e) == OP_OK);
+    CHECK(op_exec_check_order(&r, &p, &e) == OP_OK);
+    op_exec_result_free(&r);
+    op_plan_free(&p);
+}
+
+TEST(cyclic_plan_refused_with_cycle) {
+    op_plan p;
+    xp_1f1b(&p, 2, 2, 1.0, 64);
+    /* device 1 runs B(s1,mb1) before F(s1,mb1): waits for itself */
+    op_op o[4] = {{OP_F, 1, 0, 0, 0}, {OP_B, 1, 0, 0, 0}, {OP_B, 1, 1, 0, 0}, {OP_F, 1, 1, 0, 0}};
+    op_plan_set_ops(&p, 1, o, 4);
+    op_lowered l;
+    op_err e = {0};
+    CHECK(op_exec_lower(&p, NULL, &l, &e) == OP_EDEADLOCK);
+    CHECK_STR_CONTAINS(e.msg, "B(s1,mb1)@d1 waits for F(s1,mb1)@d1");
+    /* cross-device: device 0 runs B(s0,mb0) before F(s0,mb1), device 1 F(s1,mb1) before B(s1,mb0) */
+    op_op a[4] = {{OP_F, 0, 0, 0, 0}, {OP_B, 0, 0, 0, 0}, {OP_F, 0, 1, 0, 0}, {OP_B, 0, 1, 0, 0}};
+    op_op b[4] = {{OP_F, 1, 0, 0, 0}, {OP_F, 1, 1, 0, 0}, {OP_B, 1, 0, 0, 0}, {OP_B, 1, 1, 0, 0}};
+    op_plan_set_ops(&p, 0, a, 4);
+    op_plan_set_ops(&p, 1, b, 4);
+    CHECK(op_exec_lower(&p, NULL, &l, &e) == OP_EDEADLOCK);
+    CHECK_STR_CONTAINS(e.msg, "@d0 waits for");
+    CHECK_STR_CONTAINS(e.msg, "@d1 waits for");
+    op_exec_result r;
+    op_compute c = op_compute_emulate();
+    CHECK(op_exec_run_threads(&p, &c, NULL, &r, &e) == OP_EDEADLOCK);
+    op_plan_free(&p);
+}
+
+static int run_and_check(op_plan *p, op_err *e) {
+    op_compute c = op_compute_emulate();
+    op_exec_opts eo = {0};
+    eo.fault.rank = -1;
+    eo.watchdog_s = 20;
+    op_exec_result r;
+    int rc = op_exec_run_threads(p, &c, &eo, &r, e);
+    if (rc == OP_OK) rc = op_exec_check_order(&r, p, e);
+    if (rc == OP_OK) {
+        /* every dependency respected in the measured times */
+        for (int d = 0; d < p->P && rc == OP_OK; d++)
+            for (int i = 0; i < r.n_recs[d]; i++) {
+                const op_exec_rec *x = &r.recs[d][i];
+                if (x->kind != OP_F || x->stage == 0) continue;
+                int pd = p->stage_dev[x->stage - 1];
+                for (int j = 0; j < r.n_recs[pd]; j++) {
+                    const op_exec_rec *y = &r.recs[pd][j];
+                    if (y->kind == OP_F && y->stage == x->stage - 1 && y->mb == x->mb &&
+                        y->end > x->start + 1e-9)
+                        rc = op_errf(e, OP_EINVAL, "F(s%d,mb%d) started before its input", x->stage, x->mb);
+                }
+            }
+    }
+    op_exec_result_free(&r);
+    return rc;
+}
+
+TEST(baselines_run_in_plan_order) {
+    op_err e = {0};
+    for (int P = 2; P <= 8; P *= 2) {
+        op_plan p;
+        xp_1f1b(&p, P, 2 * P, 0.05, 4096);
+        CHECK_MSG(run_and_check(&p, &e) == OP_OK, "1f1b P=%d: %s", P, e.msg);
+        op_plan_free(&p);
+#if __has_include("octopipe/sched.h")
+        const char *names[] = {"gpipe", "1f1b", "i1f1b", "zbh1", "zbh2", "zbv", "dualpipev", "balanced-1f1b"};
+        for (int k = 0; k < 8; k++) {
+            op_layer_cost L[32];
+            xp_layers(L, 32, 0.02, 4096);
+            op_problem pr = {0};
+            pr.model = "uniform";
+            pr.layers = L;
+            pr.n_layers = 32;
+            pr.P = P;
+            pr.M = 2 * P;
+            pr.comm.none = 1;
+            int rc = op_sched_build(names[k], &pr, &p, &e);
+            if (rc) {
+                fprintf(stderr, "note: %s P=%d not built: %s\n", names[k], P, e.msg);
+                continue;
+            }
+            CHECK_MSG(run_and_check(&p, &e) == OP_OK, "%s P=%d: %s", names[k], P, e.msg);
+            op_plan_free(&p);
+        }
+#endif
+    }
+}
+
+TEST(random_plans_never_hang) {
+    op_rng rng;
+    op_rng_seed(&rng, 7);
+    op_err e = {0};
+    int ok = 0;
+    for (int i = 0; i < 200; i++) {
+        int P = 2 + op_rng_int(&rng, 7);
+        int S = P + op_rng_int(&rng, 2 * P);
+        int M = 1 + op_rng_int(&rng, 6);
+        op_plan p;
+        xp_random(&p, &rng, P, S, M, 0.01, 1 + op_rng_int(&rng, 5000));
+        int rc = run_and_check(&p, &e);
+        CHECK_MSG(rc == OP_OK, "random plan %d (P=%d S=%d M=%d): %s", i, P, S, M, e.msg);
+        ok += rc == OP_OK;
+        op_plan_free(&p);
+    }
+    CHECK_EQ_INT(ok, 200);
+}
+
+TEST(watchdog_names_the_wait) {
+    op_plan p;
+    xp_1f1b(&p, 3, 3, 0.05, 128);
+    op_compute c = op_compute_emulate();
+    op_exec_opts eo = {0};
+    eo.watchdog_s = 0.3;
+    eo.fault.rank = 1;
+    eo.fault.op_index = 1;
+    eo.fault.hang = 1;
+    op_exec_result r;
+    op_err e = {0};
+    double t = op_now_s();
+    CHECK(op_exec_run_threads(&p, &c, &eo, &r, &e) == OP_ETIMEOUT);
+    CHECK(op_now_s() - t < 3);
+    CHECK_STR_CONTAINS(r.wait_report, "rank 1: stuck in compute F(s1,mb1)");
+    CHECK_STR_CONTAINS(r.wait_report, "rank 0: waiting");
+    CHECK_STR_CONTAINS(r.wait_report, "rank 2: waiting");
+    CHECK_STR_CONTAINS(r.wait_report, "from rank 1");
+    CHECK(r.watchdog_rank == 0 || r.watchdog_rank == 2);
+    op_exec_result_free(&r);
+    op_plan_free(&p);
+}
+
+TEST(tags_stay_below_2_28) {
+    CHECK(op_exec_tag(OP_EXEC_MAX_STAGES - 1, OP_EXEC_MAX_MB - 1, 1) < (1 << 28));
+    CHECK(op_exec_tag(3, 5, 0) != op_exec_tag(3, 5, 1));
+    CHECK(op_exec_tag(3, 5, 0) != op_exec_tag(5, 3, 0));
+}
+
+int main(int argc, char **argv) {
+    CHECK_INIT(argc, argv);
+    RUN(lower_golden_1f1b);
+    RUN(lower_local_handover_and_window);
+    RUN(cyclic_plan_refused_with_cycle);
+    RUN(baselines_run_in_plan_order);
+    RUN(random_plans_never_hang);
+    RUN(watchdog_names_the_wait);
+    RUN(tags_stay_below_2_28);
+    return check_report("exec");
+}

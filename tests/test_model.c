@@ -1,0 +1,611 @@
+/* test_model.c: HF config import for every supported model type (small configs in
+ * tests/data/hf/), profiles, presets, and rejected bad input with the right message. */
+#include <sys/wait.h>
+
+#include "check.h"
+#include "octopipe/model.h"
+
+static char data_dir[512];
+
+/* tests/data/<rel>, found next to this source file */
+static const char *data(const char *rel) {
+    static char path[1024];
+    if (!data_dir[0]) {
+        snprintf(data_dir, sizeof data_dir, "%s", __FILE__);
+        char *slash = strrchr(data_dir, '/');
+        if (slash) slash[1] = 0;
+        else data_dir[0] = 0;
+        strncat(data_dir, "data/", sizeof data_dir - strlen(data_dir) - 1);
+    }
+    snprintf(path, sizeof path, "%s%s", data_dir, rel);
+    return path;
+}
+
+static op_model m;
+static op_err e;
+static const char *argv0;
+
+/* Loads tests/data/hf/<type>.json; the pattern must match. */
+static int load_hf(const char *type, const char *pattern) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "hf/%s.json", type);
+    memset(&e, 0, sizeof e);
+    int rc = op_model_load(data(rel), &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s: %s", type, e.msg);
+    if (rc != OP_OK) return 0;
+    CHECK_MSG(!strcmp(m.pattern, pattern), "%s: pattern %s, expected %s", type, m.pattern, pattern);
+    CHECK_EQ_INT(m.n_layers, (int)strlen(pattern));
+    CHECK(!strcmp(m.model_type, type));
+    CHECK(!strcmp(m.name, type));
+    return 1;
+}
+
+static const op_layer *L(int i) { return &m.layers[i]; }
+
+TEST(kind_symbols_round_trip) {
+    for (int k = 0; k < OP_LAYER_KIND_COUNT; k++)
+        CHECK_EQ_INT(op_layer_kind_from_sym(op_layer_kind_sym((op_layer_kind)k)), k);
+    CHECK_EQ_INT(op_layer_kind_from_sym('x'), -1);
+    CHECK(!strcmp(op_layer_kind_name(OP_LAYER_MAMBA), "mamba"));
+    int n = 0;
+    for (const char *const *t = op_model_supported_types(); *t; t++) n++;
+    CHECK(n >= 19);
+}
+
+TEST(hf_llama_defaults) {
+    if (!load_hf("llama", "ETTTTL")) return;
+    CHECK_EQ_INT(L(1)->n_heads, 8);
+    CHECK_EQ_INT(L(1)->n_kv_heads, 8); /* default: num_attention_heads */
+    CHECK_EQ_INT(L(1)->head_dim, 32);  /* default: hidden / heads */
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(L(1)->ffn, OP_FFN_MLP);
+    CHECK_EQ_INT(L(1)->ffn_dim, 688);
+    CHECK_EQ_INT(L(1)->ffn_gated, 1);
+    CHECK_EQ_INT(L(0)->vocab, 32000);
+    CHECK_EQ_INT(L(5)->vocab, 32000);
+    CHECK_EQ_INT(L(5)->shares_params_with, -1);
+    CHECK_EQ_INT(m.hidden, 256);
+    CHECK(!strcmp(L(4)->name, "layers.3"));
+    op_model_free(&m);
+}
+
+TEST(hf_mistral_window_default) {
+    if (!load_hf("mistral", "ETTTL")) return;
+    for (int i = 1; i <= 3; i++) {
+        CHECK_EQ_INT(L(i)->attn, OP_ATTN_SLIDING);
+        CHECK_EQ_INT(L(i)->window, 4096); /* absent sliding_window: MistralConfig's 4096 */
+    }
+    CHECK_EQ_INT(L(1)->n_kv_heads, 2);
+    op_model_free(&m);
+}
+
+TEST(hf_mixtral_moe) {
+    if (!load_hf("mixtral", "ETTL")) return;
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_FULL); /* sliding_window: null */
+    CHECK_EQ_INT(L(1)->ffn, OP_FFN_MOE);
+    CHECK_EQ_INT(L(1)->n_experts, 8);
+    CHECK_EQ_INT(L(1)->top_k, 2);
+    CHECK_EQ_INT(L(1)->expert_dim, 896);
+    CHECK_EQ_INT(L(1)->n_shared, 0);
+    op_model_free(&m);
+}
+
+TEST(hf_qwen2_max_window_layers_and_tie) {
+    if (!load_hf("qwen2", "ETTTTL")) return;
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(L(2)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(L(3)->attn, OP_ATTN_SLIDING); /* layer 2 >= max_window_layers */
+    CHECK_EQ_INT(L(4)->window, 1024);
+    CHECK_EQ_INT(m.tie_embeddings, 1);
+    CHECK_EQ_INT(L(5)->shares_params_with, 0);
+    op_model_free(&m);
+}
+
+TEST(hf_qwen2_moe_sparse_step) {
+    if (!load_hf("qwen2_moe", "ETTTTTTL")) return;
+    /* decoder_sparse_step 2: layers 1, 3, 5 sparse; 3 is in mlp_only_layers */
+    int want[6] = {0, 1, 0, 0, 0, 1};
+    for (int i = 0; i < 6; i++) CHECK_EQ_INT(L(1 + i)->ffn, want[i] ? OP_FFN_MOE : OP_FFN_MLP);
+    CHECK_EQ_INT(L(2)->n_experts, 60);
+    CHECK_EQ_INT(L(2)->top_k, 4);
+    CHECK_EQ_INT(L(2)->expert_dim, 128);
+    CHECK_EQ_INT(L(2)->n_shared, 1);
+    CHECK_EQ_INT(L(2)->shared_dim, 512);
+    CHECK_EQ_INT(L(1)->ffn_dim, 1024);
+    op_model_free(&m);
+}
+
+TEST(hf_qwen3_moe) {
+    if (!load_hf("qwen3_moe", "ETTTL")) return;
+    CHECK_EQ_INT(L(1)->head_dim, 128); /* explicit, not hidden / heads */
+    CHECK_EQ_INT(L(1)->ffn, OP_FFN_MOE);
+    CHECK_EQ_INT(L(1)->n_experts, 128);
+    CHECK_EQ_INT(L(1)->top_k, 8);
+    CHECK_EQ_INT(L(1)->expert_dim, 96);
+    CHECK_EQ_INT(L(1)->n_shared, 0);
+    op_model_free(&m);
+}
+
+TEST(hf_gemma2_alternating) {
+    if (!load_hf("gemma2", "ETTTTL")) return;
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_SLIDING);
+    CHECK_EQ_INT(L(1)->window, 512);
+    CHECK_EQ_INT(L(2)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(L(3)->attn, OP_ATTN_SLIDING);
+    CHECK_EQ_INT(L(4)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(L(1)->head_dim, 64);
+    CHECK_EQ_INT(m.tie_embeddings, 1); /* gemma ties by default */
+    op_model_free(&m);
+}
+
+TEST(hf_gemma3_text_config_and_vision) {
+    if (!load_hf("gemma3", "VVVVVETTTTTTTL")) return;
+    CHECK_EQ_INT(L(0)->tokens, 4096); /* (896 / 14)^2 patches */
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_BIDIR);
+    CHECK_EQ_INT(L(1)->ffn_dim, 4304);
+    CHECK_EQ_INT(L(4)->tokens, 256); /* mm_tokens_per_image */
+    CHECK_EQ_INT(L(4)->out_hidden, 256);
+    /* 5 local : 1 global; text layer 5 is global */
+    for (int i = 0; i < 7; i++)
+        CHECK_EQ_INT(L(6 + i)->attn, i == 5 ? OP_ATTN_FULL : OP_ATTN_SLIDING);
+    CHECK_EQ_INT(L(6)->window, 1024);
+    CHECK_EQ_INT(L(5)->vocab, 262208);
+    op_model_free(&m);
+}
+
+TEST(hf_gemma3_sparse_text_config_defaults) {
+    /* as gemma-3-4b's config.json: text_config names only what differs from Gemma3TextConfig */
+    const char *txt = "{\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 2560,"
+                      " \"intermediate_size\": 10240, \"model_type\": \"gemma3_text\","
+                      " \"num_hidden_layers\": 34, \"sliding_window\": 1024}}";
+    int rc = op_model_from_hf_json(txt, "g.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK_EQ_INT(m.n_layers, 36); /* no vision_config: text only */
+    CHECK_EQ_INT(m.vocab, 262208);
+    CHECK_EQ_INT(L(1)->n_heads, 8);
+    CHECK_EQ_INT(L(1)->n_kv_heads, 4);
+    CHECK_EQ_INT(L(1)->head_dim, 256);
+    CHECK_EQ_INT(L(6)->attn, OP_ATTN_FULL); /* layer 5 */
+    CHECK_EQ_INT(L(7)->attn, OP_ATTN_SLIDING);
+    op_model_free(&m);
+}
+
+TEST(hf_deepseek_v2_first_k_dense) {
+    if (!load_hf("deepseek_v2", "ETTTTL")) return;
+    CHECK_EQ_INT(L(1)->ffn, OP_FFN_MLP);
+    CHECK_EQ_INT(L(1)->ffn_dim, 1024);
+    for (int i = 2; i <= 4; i++) CHECK_EQ_INT(L(i)->ffn, OP_FFN_MOE);
+    CHECK_EQ_INT(L(2)->n_experts, 16);
+    CHECK_EQ_INT(L(2)->top_k, 6);
+    CHECK_EQ_INT(L(2)->n_shared, 2);
+    CHECK_EQ_INT(L(2)->expert_dim, 64);
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_MLA);
+    CHECK_EQ_INT(L(1)->q_lora_rank, 0); /* null: dense q projection */
+    CHECK_EQ_INT(L(1)->kv_lora_rank, 64);
+    CHECK_EQ_INT(L(1)->qk_nope_dim, 32);
+    CHECK_EQ_INT(L(1)->qk_rope_dim, 16);
+    CHECK_EQ_INT(L(1)->v_head_dim, 32);
+    CHECK_EQ_INT(L(1)->head_dim, 48);
+    op_model_free(&m);
+}
+
+TEST(hf_deepseek_v3_defaults_and_mtp) {
+    if (!load_hf("deepseek_v3", "ETTTTTmL")) return;
+    for (int i = 1; i <= 3; i++) CHECK_EQ_INT(L(i)->ffn, OP_FFN_MLP); /* first_k_dense_replace 3 */
+    CHECK_EQ_INT(L(4)->ffn, OP_FFN_MOE);
+    CHECK_EQ_INT(L(4)->n_shared, 1); /* defaults of DeepseekV3Config */
+    CHECK_EQ_INT(L(4)->q_lora_rank, 1536);
+    CHECK_EQ_INT(L(4)->kv_lora_rank, 512);
+    CHECK_EQ_INT(L(4)->qk_rope_dim, 64);
+    CHECK_EQ_INT(L(4)->n_kv_heads, 8);
+    CHECK_EQ_INT(L(6)->kind, OP_LAYER_MTP);
+    CHECK_EQ_INT(L(6)->ffn, OP_FFN_MOE);
+    CHECK_EQ_INT(L(6)->vocab, 129280);
+    CHECK_EQ_INT(L(6)->attn, OP_ATTN_MLA);
+    op_model_free(&m);
+}
+
+TEST(hf_jamba_periods) {
+    /* attention at i % 8 == 4, MoE at i % 2 == 1 */
+    if (!load_hf("jamba", "EM-M#M-M#*-M#M-M#L")) return;
+    CHECK_EQ_INT(L(1)->ssm_version, 1);
+    CHECK_EQ_INT(L(1)->ssm_inner, 512);
+    CHECK_EQ_INT(L(1)->ssm_state, 16);
+    CHECK_EQ_INT(L(1)->ssm_conv, 4);
+    CHECK_EQ_INT(L(1)->ssm_dt_rank, 16); /* "auto": ceil(256 / 16) */
+    CHECK_EQ_INT(L(9)->n_kv_heads, 8);   /* JambaConfig default */
+    CHECK_EQ_INT(L(4)->n_experts, 16);
+    CHECK_EQ_INT(L(4)->top_k, 2);
+    CHECK_EQ_INT(L(4)->expert_dim, 1024);
+    CHECK(!strcmp(L(9)->name, "layers.4.attn"));
+    op_model_free(&m);
+}
+
+TEST(hf_nemotron_h_pattern_moe_infinity) {
+    if (!load_hf("nemotron_h", "EM-M*-M#M*#L")) return;
+    CHECK_EQ_INT(L(1)->ssm_version, 2);
+    CHECK_EQ_INT(L(1)->ssm_inner, 512);
+    CHECK_EQ_INT(L(1)->ssm_heads, 16);
+    CHECK_EQ_INT(L(1)->ssm_head_dim, 32);
+    CHECK_EQ_INT(L(1)->ssm_groups, 2);
+    CHECK_EQ_INT(L(1)->ssm_state, 64);
+    CHECK_EQ_INT(L(2)->ffn_gated, 0); /* relu^2 */
+    CHECK_EQ_INT(L(4)->head_dim, 64);
+    CHECK_EQ_INT(L(4)->n_kv_heads, 2);
+    CHECK_EQ_INT(L(7)->n_experts, 32);
+    CHECK_EQ_INT(L(7)->top_k, 4);
+    CHECK_EQ_INT(L(7)->expert_dim, 128);
+    CHECK_EQ_INT(L(7)->n_shared, 1);
+    CHECK_EQ_INT(L(7)->shared_dim, 256);
+    op_model_free(&m);
+}
+
+TEST(hf_qwen2_vl_vision_in_front) {
+    if (!load_hf("qwen2_vl", "VVVVETTL")) return;
+    CHECK_EQ_INT(L(0)->tokens, 1024); /* 448x448, patch 14 */
+    CHECK_EQ_INT(L(0)->patch_dim, 3 * 2 * 14 * 14);
+    CHECK_EQ_INT(L(1)->n_heads, 4);
+    CHECK_EQ_INT(L(1)->head_dim, 32);
+    CHECK_EQ_INT(L(1)->ffn_dim, 512);
+    CHECK_EQ_INT(L(3)->tokens, 256); /* after the 2x2 merge */
+    CHECK_EQ_INT(L(3)->hidden, 512);
+    CHECK_EQ_INT(L(3)->out_hidden, 256);
+    CHECK_EQ_INT(L(4)->kind, OP_LAYER_EMBED);
+    CHECK_EQ_INT(L(5)->tokens, 0);
+    op_model_free(&m);
+}
+
+TEST(hf_qwen3_next_linear_and_full) {
+    if (!load_hf("qwen3_next", "E*#*#*#*#*#*#*#*#L")) return;
+    for (int i = 0; i < 8; i++) {
+        const op_layer *a = L(1 + 2 * i);
+        CHECK_EQ_INT(a->attn, (i + 1) % 4 == 0 ? OP_ATTN_FULL : OP_ATTN_LINEAR);
+    }
+    CHECK_EQ_INT(L(1)->lin_k_heads, 4);
+    CHECK_EQ_INT(L(1)->lin_v_heads, 8);
+    CHECK_EQ_INT(L(1)->lin_k_dim, 32);
+    CHECK_EQ_INT(L(7)->n_kv_heads, 2);
+    CHECK_EQ_INT(L(7)->head_dim, 64);
+    CHECK_EQ_INT(L(2)->n_experts, 512);
+    CHECK_EQ_INT(L(2)->top_k, 10);
+    CHECK_EQ_INT(L(2)->n_shared, 1);
+    op_model_free(&m);
+}
+
+TEST(hf_falcon_h1_hybrid) {
+    if (!load_hf("falcon_h1", "EH-H-H-L")) return;
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(L(1)->n_heads, 4);
+    CHECK_EQ_INT(L(1)->n_kv_heads, 2);
+    CHECK_EQ_INT(L(1)->ssm_version, 2);
+    CHECK_EQ_INT(L(1)->ssm_inner, 512);
+    CHECK_EQ_INT(L(1)->ssm_heads, 16);
+    CHECK_EQ_INT(L(1)->ssm_head_dim, 32);
+    CHECK_EQ_INT(L(2)->ffn_dim, 768);
+    op_model_free(&m);
+}
+
+TEST(hf_zamba2_shared_blocks) {
+    if (!load_hf("zamba2", "EM*-MM*-MM*-ML")) return;
+    CHECK_EQ_INT(L(2)->shares_params_with, -1); /* shared block 0, first use */
+    CHECK_EQ_INT(L(6)->shares_params_with, -1); /* shared block 1, first use */
+    CHECK_EQ_INT(L(10)->shares_params_with, 2); /* block 0 again */
+    CHECK_EQ_INT(L(11)->shares_params_with, 3);
+    CHECK_EQ_INT(L(2)->attn_in_dim, 256);
+    CHECK_EQ_INT(L(2)->head_dim, 32); /* 2 * hidden / heads */
+    CHECK_EQ_INT(L(3)->ffn_dim, 512);
+    CHECK_EQ_INT(L(1)->ssm_heads, 8); /* expand * hidden / headdim */
+    CHECK_EQ_INT(L(13)->shares_params_with, 0); /* tied head by default */
+    op_model_free(&m);
+}
+
+TEST(hf_minimax_attn_type_list) {
+    if (!load_hf("minimax_text_01", "E*#*#*#*#*#*#*#*#L")) return;
+    for (int i = 0; i < 8; i++)
+        CHECK_EQ_INT(L(1 + 2 * i)->attn, i == 3 || i == 7 ? OP_ATTN_FULL : OP_ATTN_LINEAR);
+    CHECK_EQ_INT(L(1)->lin_k_heads, 8);
+    CHECK_EQ_INT(L(1)->lin_k_dim, 32);
+    CHECK_EQ_INT(L(2)->n_experts, 32);
+    CHECK_EQ_INT(L(2)->n_shared, 0);
+    op_model_free(&m);
+}
+
+TEST(hf_llama4_interleave_and_chunks) {
+    if (!load_hf("llama4", "VVVVETTTTTTTTL")) return;
+    CHECK_EQ_INT(L(0)->tokens, 576); /* (336 / 14)^2 */
+    CHECK_EQ_INT(L(3)->tokens, 144); /* pixel shuffle 0.5 */
+    for (int i = 0; i < 8; i++) {
+        const op_layer *d = L(5 + i);
+        CHECK_EQ_INT(d->ffn, i % 2 == 1 ? OP_FFN_MOE : OP_FFN_MLP); /* interleave step 2 */
+        CHECK_EQ_INT(d->attn, (i + 1) % 4 == 0 ? OP_ATTN_FULL : OP_ATTN_CHUNKED);
+    }
+    CHECK_EQ_INT(L(5)->window, 8192);
+    CHECK_EQ_INT(L(5)->ffn_dim, 1024);
+    CHECK_EQ_INT(L(6)->n_experts, 128);
+    CHECK_EQ_INT(L(6)->top_k, 1);
+    CHECK_EQ_INT(L(6)->n_shared, 1);
+    CHECK_EQ_INT(L(6)->expert_dim, 512);
+    op_model_free(&m);
+}
+
+TEST(hf_gpt_oss_layer_types) {
+    if (!load_hf("gpt_oss", "ETTTTL")) return;
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_SLIDING);
+    CHECK_EQ_INT(L(1)->window, 128);
+    CHECK_EQ_INT(L(2)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(L(2)->ffn, OP_FFN_MOE);
+    CHECK_EQ_INT(L(2)->n_experts, 32);
+    CHECK_EQ_INT(L(2)->top_k, 4);
+    op_model_free(&m);
+}
+
+TEST(presets_all_load) {
+    struct {
+        const char *name;
+        int n;
+    } want[] = {{"llama2-7b", 34},    {"nemotron-h-8b", 54},   {"jamba-v0.1", 66},
+                {"deepseek-v2-lite", 29}, {"gemma2-9b", 44},   {"qwen2-vl-7b", 64},
+                {"mixtral-8x7b", 34}, {"nemotron-h-8b-profile", 54}};
+    int n_presets = 0;
+    for (const char *const *p = op_model_preset_names(); *p; p++, n_presets++) {
+        CHECK_MSG(op_model_preset(*p, &m, &e) == OP_OK, "%s: %s", *p, e.msg);
+        CHECK(op_model_preset_desc(*p) && strlen(op_model_preset_desc(*p)) > 10);
+        op_model_free(&m);
+    }
+    CHECK_EQ_INT(n_presets, 8);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        CHECK_MSG(op_model_load(want[i].name, &m, &e) == OP_OK, "%s: %s", want[i].name, e.msg);
+        CHECK_EQ_INT(m.n_layers, want[i].n);
+        CHECK(!strcmp(m.name, want[i].name));
+        op_model_free(&m);
+    }
+    /* nemotron-h-8b: 52 mixer/FFN layers between E and L, 4 of them attention */
+    CHECK(op_model_preset("nemotron-h-8b", &m, &e) == OP_OK);
+    char hf_pattern[sizeof m.pattern];
+    snprintf(hf_pattern, sizeof hf_pattern, "%s", m.pattern);
+    int attn = 0;
+    for (int i = 0; i < m.n_layers; i++) attn += m.layers[i].kind == OP_LAYER_ATTN;
+    CHECK_EQ_INT(attn, 4);
+    CHECK(m.pattern[0] == 'E' && m.pattern[53] == 'L');
+    op_model_free(&m);
+    CHECK(op_model_preset("nemotron-h-8b-profile", &m, &e) == OP_OK);
+    CHECK(!strcmp(m.pattern, hf_pattern));
+    CHECK_NEAR(m.layers[53].f_ms, 9.531, 1e-12);
+    CHECK_NEAR(m.layers[1].i_ms, 2.152, 1e-12);
+    CHECK(m.layers[1].has_measured);
+    op_model_free(&m);
+    CHECK(op_model_preset("gpt-5", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "unknown preset 'gpt-5'");
+    CHECK_STR_CONTAINS(e.msg, "jamba-v0.1");
+}
+
+TEST(utf8_bom_accepted) {
+    const char *txt = "\xEF\xBB\xBF{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1,"
+                      " \"num_attention_heads\": 4, \"intermediate_size\": 128}";
+    int rc = op_model_from_hf_json(txt, "bom.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc == OP_OK) CHECK_EQ_INT(m.vocab, 32000); /* LlamaConfig default */
+    op_model_free(&m);
+}
+
+TEST(infinity_nan_quirk) {
+    const char *txt = "{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1,\n"
+                      " \"num_attention_heads\": 4, \"intermediate_size\": 128, \"vocab_size\": 100,\n"
+                      " \"x\": [Infinity, -Infinity, NaN], \"note\": \"Infinity NaN stays text\"}";
+    CHECK_MSG(op_model_from_hf_json(txt, "inf.json", &m, &e) == OP_OK, "%s", e.msg);
+    CHECK(!strcmp(m.pattern, "ETL"));
+    op_model_free(&m);
+    /* the rewrite keeps columns: the error after Infinity is reported where it is */
+    const char *bad = "{\"model_type\": \"llama\",\n \"a\": Infinity, \"b\": ]}";
+    const char *same = "{\"model_type\": \"llama\",\n \"a\": 12345678, \"b\": ]}";
+    op_err e2 = {0};
+    CHECK(op_model_from_hf_json(bad, "c.json", &m, &e) == OP_EINVAL);
+    CHECK(op_model_from_hf_json(same, "c.json", &m, &e2) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "c.json:2:");
+    CHECK_MSG(!strcmp(e.msg, e2.msg), "%s vs %s", e.msg, e2.msg);
+}
+
+TEST(bad_unknown_type_lists_supported) {
+    CHECK(op_model_from_hf_json("{\"model_type\": \"gpt2\", \"n_layer\": 12}", "gpt2.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "gpt2.json: unsupported model_type 'gpt2'");
+    CHECK_STR_CONTAINS(e.msg, "llama");
+    CHECK_STR_CONTAINS(e.msg, "nemotron_h");
+    CHECK_STR_CONTAINS(e.msg, "gpt_oss");
+    CHECK(op_model_from_hf_json("{\"hidden_size\": 1}", "x.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "missing required field 'model_type'");
+}
+
+TEST(bad_malformed_json_names_line) {
+    CHECK(op_model_load(data("hf/bad_syntax.json"), &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "bad_syntax.json:3:");
+    CHECK(op_model_from_hf_json("[1, 2]", "arr.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "arr.json: expected a JSON object");
+}
+
+TEST(bad_missing_and_wrong_fields) {
+    CHECK(op_model_from_hf_json("{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                                " \"intermediate_size\": 8, \"vocab_size\": 10}",
+                                "cfg.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "cfg.json: missing required field 'hidden_size'");
+    CHECK(op_model_from_hf_json("{\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 64}}", "g.json", &m,
+                                &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "missing required field 'text_config.num_hidden_layers'");
+    CHECK(op_model_from_hf_json("{\"model_type\": \"mistral\", \"hidden_size\": \"big\"}", "w.json", &m, &e) ==
+          OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "w.json: hidden_size: expected an integer, got a string");
+    CHECK(op_model_from_hf_json("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 0,"
+                                " \"num_attention_heads\": 4, \"intermediate_size\": 8, \"vocab_size\": 10}",
+                                "z.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "z.json: num_hidden_layers: 0 layers; expected 1..2000");
+    CHECK(op_model_from_hf_json("{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"num_hidden_layers\": 3,"
+                                " \"vocab_size\": 10, \"num_attention_heads\": 4, \"hybrid_override_pattern\": \"M-\"}",
+                                "n.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "hybrid_override_pattern: has 2 symbols but num_hidden_layers is 3");
+    CHECK(op_model_from_hf_json("{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"num_hidden_layers\": 3,"
+                                " \"vocab_size\": 10, \"num_attention_heads\": 4, \"hybrid_override_pattern\": \"M-x\"}",
+                                "n.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "hybrid_override_pattern: [2]: unknown symbol 'x'");
+    CHECK(op_model_from_hf_json("{\"model_type\": \"jamba\", \"hidden_size\": 64, \"num_hidden_layers\": 3,"
+                                " \"vocab_size\": 10, \"num_attention_heads\": 4, \"intermediate_size\": 8,"
+                                " \"attn_layer_period\": 4, \"attn_layer_offset\": 4}",
+                                "j.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "attn_layer_offset: 4 is outside");
+    CHECK(op_model_from_hf_json("{\"model_type\": \"gpt_oss\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
+                                " \"vocab_size\": 10, \"num_attention_heads\": 4, \"intermediate_size\": 8,"
+                                " \"layer_types\": [\"sliding_attention\"]}",
+                                "o.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "layer_types: has 1 entries but the model has 2 layers");
+    CHECK(op_model_from_hf_json("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1,"
+                                " \"num_attention_heads\": 4, \"intermediate_size\": 8, \"vocab_size\": -10}",
+                                "v.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "v.json: vocab_size: -10 is out of range");
+    CHECK(op_model_from_hf_json("{\"model_type\": \"zamba2\", \"hidden_size\": 16000000, \"vocab_size\": 10,"
+                                " \"mamba_expand\": 1000, \"layers_block_type\": [\"mamba\"], \"num_hidden_layers\": 1}",
+                                "big.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "big.json: mamba_expand: gives a size of");
+    CHECK(op_model_load("/nonexistent/cfg.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "neither a readable file");
+    CHECK_STR_CONTAINS(e.msg, "nemotron-h-8b");
+}
+
+TEST(profile_octopipe_with_memory) {
+    CHECK_MSG(op_model_load(data("profiles/tiny.json"), &m, &e) == OP_OK, "%s", e.msg);
+    CHECK(!strcmp(m.pattern, "EM-M*-L")); /* E and L added */
+    CHECK(!strcmp(m.model_type, "profile"));
+    CHECK(!strcmp(m.name, "tiny"));
+    for (int i = 0; i < m.n_layers; i++) CHECK(m.layers[i].has_measured);
+    CHECK_NEAR(m.layers[0].f_ms, 0.5, 0);
+    CHECK_NEAR(m.layers[0].w_ms, 0.25, 0);
+    CHECK_NEAR(m.layers[4].f_ms, 1.25, 0);
+    CHECK_NEAR(m.layers[6].i_ms, 2.5, 0);
+    CHECK_EQ_INT(m.layers[4].act_bytes_measured, 2097152);
+    CHECK_EQ_INT(m.layers[4].param_bytes_measured, 0);
+    CHECK_EQ_INT(m.layers[1].param_bytes_measured, 4000000);
+    CHECK_EQ_INT(m.layers[3].out_bytes_measured, 65536);
+    CHECK_EQ_INT(m.layers[6].vocab, 4000);
+    CHECK_EQ_INT(m.layers[2].hidden, 1024);
+    CHECK_EQ_INT(m.layers[2].ffn, OP_FFN_MLP);
+    op_model_free(&m);
+}
+
+TEST(profile_megatron_style) {
+    CHECK_MSG(op_model_load(data("profiles/megatron.json"), &m, &e) == OP_OK, "%s", e.msg);
+    CHECK_MSG(!strcmp(m.pattern, "EM-M#M*-L"), "%s", m.pattern); /* E = MoE, '|' ignored */
+    CHECK_NEAR(m.layers[4].f_ms, 2.3, 1e-12);
+    CHECK_NEAR(m.layers[4].w_ms, 0, 0); /* no weight_ms: 0 */
+    CHECK_EQ_INT(m.layers[4].ffn, OP_FFN_MOE);
+    op_model_free(&m);
+}
+
+TEST(profile_bad_inputs) {
+    CHECK(op_model_load(data("profiles/bad_symbol.json"), &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "bad_symbol.json: pattern[6]: unknown symbol 'x'");
+    const char *no_star = "{\"pattern\": \"EM*L\", \"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1},"
+                          " \"backward_ms\": {\"E\": 1, \"M\": 1, \"*\": 1, \"L\": 1}}";
+    CHECK(op_model_from_profile_json(no_star, "profile.json", &m, &e) == OP_EINVAL);
+    CHECK(!strcmp(e.msg, "profile.json: forward_ms has no time for symbol '*'"));
+    const char *typo = "{\"pattern\": \"M\", \"foward_ms\": {}}";
+    CHECK(op_model_from_profile_json(typo, "p.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json: unknown key 'foward_ms'");
+    const char *neg = "{\"pattern\": \"M\", \"forward_ms\": {\"E\": 1, \"M\": -1, \"L\": 1},"
+                      " \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}}";
+    CHECK(op_model_from_profile_json(neg, "p.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "forward_ms['M']: expected a number >= 0");
+    const char *twol = "{\"pattern\": \"EMLM\", \"forward_ms\": {}, \"backward_ms\": {}}";
+    CHECK(op_model_from_profile_json(twol, "p.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "L once, last");
+    const char *mtp = "{\"pattern\": \"M-/MM\", \"pattern_style\": \"megatron\", \"forward_ms\": {}, \"backward_ms\": {}}";
+    CHECK(op_model_from_profile_json(mtp, "p.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "pattern[2]: MTP patterns");
+    const char *wsym = "{\"pattern\": \"M\", \"forward_ms\": {\"Q\": 1}, \"backward_ms\": {}}";
+    CHECK(op_model_from_profile_json(wsym, "p.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "forward_ms: unknown symbol 'Q'");
+}
+
+/* Runs the CLI (cmd) with output to a file; returns the exit code, output in out. */
+static int run_cli(const char *args, char *out, size_t n) {
+    char cli[600], cmd[1400];
+    const char *env = getenv("OCTOPIPE");
+    if (env) snprintf(cli, sizeof cli, "%s", env);
+    else {
+        snprintf(cli, sizeof cli, "%s", argv0);
+        char *slash = strrchr(cli, '/');
+        if (slash) *slash = 0;
+        else snprintf(cli, sizeof cli, ".");
+        strncat(cli, "/../octopipe", sizeof cli - strlen(cli) - 1);
+    }
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t len = fread(out, 1, n - 1, p);
+    out[len] = 0;
+    int st = pclose(p);
+    return st == -1 ? -1 : WEXITSTATUS(st);
+}
+
+TEST(cli_models) {
+    static char out[1 << 16];
+    int rc = run_cli("models", out, sizeof out);
+    if (rc == 127 || strstr(out, "unknown command")) {
+        printf("cli_models: skipped (no octopipe binary with `models` next to the test)\n");
+        return;
+    }
+    CHECK_EQ_INT(rc, 0);
+    CHECK_STR_CONTAINS(out, "nemotron-h-8b ");
+    CHECK_STR_CONTAINS(out, "E1 M24 -24 *4 L1");
+    CHECK_STR_CONTAINS(out, "qwen2-vl-7b");
+    CHECK_EQ_INT(run_cli("models nemotron-h-8b", out, sizeof out), 0);
+    CHECK_STR_CONTAINS(out, "pattern EM-M-M-M*-M");
+    CHECK_STR_CONTAINS(out, "layers.7.attn");
+    CHECK_STR_CONTAINS(out, "ssm2 inner=8192 state=128 heads=128x64 groups=8 conv=4");
+    CHECK_EQ_INT(run_cli("models jamba-v0.1 --json", out, sizeof out), 0);
+    CHECK_STR_CONTAINS(out, "\"n_layers\": 66");
+    CHECK_STR_CONTAINS(out, "\"n_experts\": 16");
+    CHECK_EQ_INT(run_cli("models --json", out, sizeof out), 0);
+    CHECK_STR_CONTAINS(out, "\"supported_model_types\"");
+    CHECK_EQ_INT(run_cli("models --help", out, sizeof out), 0);
+    CHECK_STR_CONTAINS(out, "minimax_text_01");
+    CHECK_STR_CONTAINS(out, "usage: octopipe models");
+    CHECK_EQ_INT(run_cli("models --bogus", out, sizeof out), 2);
+    CHECK_STR_CONTAINS(out, "unknown option '--bogus'");
+    CHECK_EQ_INT(run_cli("models no-such-model", out, sizeof out), 2);
+    CHECK_STR_CONTAINS(out, "'no-such-model' is neither a readable file");
+}
+
+int main(int argc, char **argv) {
+    CHECK_INIT(argc, argv);
+    argv0 = argv[0];
+    RUN(kind_symbols_round_trip);
+    RUN(hf_llama_defaults);
+    RUN(hf_mistral_window_default);
+    RUN(hf_mixtral_moe);
+    RUN(hf_qwen2_max_window_layers_and_tie);
+    RUN(hf_qwen2_moe_sparse_step);
+    RUN(hf_qwen3_moe);
+    RUN(hf_gemma2_alternating);
+    RUN(hf_gemma3_text_config_and_vision);
+    RUN(hf_gemma3_sparse_text_config_defaults);
+    RUN(hf_deepseek_v2_first_k_dense);
+    RUN(hf_deepseek_v3_defaults_and_mtp);
+    RUN(hf_jamba_periods);
+    RUN(hf_nemotron_h_pattern_moe_infinity);
+    RUN(hf_qwen2_vl_vision_in_front);
+    RUN(hf_qwen3_next_linear_and_full);
+    RUN(hf_falcon_h1_hybrid);
+    RUN(hf_zamba2_shared_blocks);
+    RUN(hf_minimax_attn_type_list);
+    RUN(hf_llama4_interleave_and_chunks);
+    RUN(hf_gpt_oss_layer_types);
+    RUN(presets_all_load);
+    RUN(infinity_nan_quirk);
+    RUN(utf8_bom_accepted);
+    RUN(bad_unknown_type_lists_supported);
+    RUN(bad_malformed_json_names_line);
+    RUN(bad_missing_and_wrong_fields);
+    RUN(profile_octopipe_with_memory);
+    RUN(profile_megatron_style);
+    RUN(profile_bad_inputs);
+    RUN(cli_models);
+    return check_report("model");
+}

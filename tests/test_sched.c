@@ -1,0 +1,415 @@
+/* test_sched.c: the classic schedules pinned to known results with uniform costs (F=I=W=1 per
+ * stage, no communication), plus validity of every generated plan and the settings choosers. */
+#include "check.h"
+#include "octopipe/sched.h"
+#include "octopipe/sim.h"
+#include "sched/sched_int.h"
+
+#define MAXL 512
+static op_layer_cost L[MAXL];
+
+static void layer(int l, char sym, double f, double i, double w) {
+    memset(&L[l], 0, sizeof L[l]);
+    snprintf(L[l].name, sizeof L[l].name, "%c%d", sym, l);
+    L[l].sym = sym;
+    L[l].f_ms = f;
+    L[l].i_ms = i;
+    L[l].w_ms = w;
+    L[l].out_bytes = 1 << 20;
+    L[l].act_bytes = 1000;
+    L[l].act_w_bytes = 0;
+    L[l].param_bytes = 100;
+    L[l].static_bytes = 1800;
+}
+
+/* n body layers ('T') with unit F, I, W and nothing else: one layer = one unit stage. */
+static op_problem uniform(int n, int P, int M) {
+    for (int l = 0; l < n; l++) layer(l, 'T', 1, 1, 1);
+    op_problem pr = {.model = "uniform", .layers = L, .n_layers = n, .P = P, .M = M};
+    pr.comm.none = 1;
+    pr.tokens_per_mb = 4096;
+    return pr;
+}
+
+/* E + n decoder layers + head: head `head`x a layer, embedding 0.2x; optional comm. */
+static op_problem hetero(int n, double head, int P, int M) {
+    layer(0, 'E', 0.2, 0.2, 0.2);
+    for (int l = 1; l <= n; l++) layer(l, 'T', 1, 1, 1);
+    layer(n + 1, 'L', head, head, head);
+    op_problem pr = {.model = "hetero", .layers = L, .n_layers = n + 2, .P = P, .M = M};
+    pr.comm.none = 1;
+    pr.tokens_per_mb = 4096;
+    return pr;
+}
+
+static double build_ms(const char *name, const op_problem *pr, const op_sched_opts *o) {
+    op_plan p;
+    op_err e = {0};
+    op_sched_info info;
+    int rc = op_sched_build_opts(name, pr, o, &p, &info, &e);
+    CHECK_MSG(rc == OP_OK, "%s: %s", name, e.msg);
+    if (rc != OP_OK) return -1;
+    double ms = p.pred.makespan_ms;
+    op_plan_free(&p);
+    return ms;
+}
+
+TEST(uniform_p4_m8_1f1b_33_zbh1_27) {
+    op_problem pr = uniform(4, 4, 8);
+    CHECK_NEAR(build_ms("1f1b", &pr, NULL), 33, 1e-9);
+    CHECK_NEAR(build_ms("zbh1", &pr, NULL), 27, 1e-9);
+    CHECK_NEAR(build_ms("gpipe", &pr, NULL), 33, 1e-9);
+    CHECK_NEAR(build_ms("balanced-1f1b", &pr, NULL), 33, 1e-9);
+}
+
+TEST(handcrafted_zbh1_matches_paper) {
+    /* the handcrafted order alone: M(F+I+W) + (P-1)(F+I-W), also with F=1 I=2 W=1; memory:
+     * at most P microbatches in flight (until W) on every device, 1F1B's peak */
+    for (int pass = 0; pass < 2; pass++) {
+        op_problem pr = uniform(4, 4, 8);
+        for (int l = 0; l < 4; l++) {
+            L[l].i_ms = pass ? 2 : 1;
+            L[l].act_w_bytes = 1000; /* W frees everything: in flight = F done, W not */
+        }
+        op_plan p;
+        op_plan_init_problem(&p, "zbh1", &pr, 4);
+        for (int s = 0; s <= 4; s++) p.stage_first[s] = s;
+        for (int s = 0; s < 4; s++) p.stage_dev[s] = s;
+        sched_order_zbh1(&p);
+        op_err e = {0};
+        CHECK(op_plan_validate(&p, &e) == OP_OK);
+        CHECK(op_sim_replay(&p, NULL, &e) == OP_OK);
+        double F = 1, I = pass ? 2 : 1, W = 1;
+        CHECK_NEAR(p.pred.makespan_ms, 8 * (F + I + W) + 3 * (F + I - W), 1e-9);
+        for (int d = 0; d < 4; d++)
+            CHECK_EQ_INT(p.pred.peak_bytes[d] - p.pred.static_bytes[d], 4 * 1000);
+        op_plan_free(&p);
+        /* the built baseline is at least as good as the handcrafted pattern */
+        CHECK(build_ms("zbh1", &pr, NULL) <= 8 * (F + I + W) + 3 * (F + I - W) + 1e-9);
+    }
+}
+
+TEST(bubble_ratio_1f1b_and_gpipe) {
+    int Ps[] = {2, 4, 8}, Ms[] = {1, 3, 8, 16};
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 4; b++) {
+            int P = Ps[a], M = Ms[b];
+            op_problem pr = uniform(P, P, M);
+            op_plan p;
+            op_err e = {0};
+            CHECK(op_sched_build("1f1b", &pr, &p, &e) == OP_OK);
+            CHECK_NEAR(p.pred.makespan_ms, (M + P - 1) * 3.0, 1e-9);
+            CHECK_NEAR(p.pred.bubble_ratio, (P - 1.0) / (M + P - 1.0), 1e-9);
+            int64_t act1 = p.pred.peak_bytes[0] - p.pred.static_bytes[0];
+            op_plan_free(&p);
+            CHECK(op_sched_build("gpipe", &pr, &p, &e) == OP_OK);
+            CHECK_NEAR(p.pred.makespan_ms, (M + P - 1) * 3.0, 1e-9);
+            int64_t actg = p.pred.peak_bytes[0] - p.pred.static_bytes[0];
+            op_plan_free(&p);
+            /* GPipe stashes all M microbatches on device 0, 1F1B at most P */
+            CHECK_EQ_INT(actg, (int64_t)M * 1000);
+            CHECK_EQ_INT(act1, (int64_t)(M < P ? M : P) * 1000);
+        }
+}
+
+TEST(interleaving_divides_warmup_by_v) {
+    /* P*v unit layers, one per chunk.  1F1B (v layers per stage): (M + P-1) * 3v.
+     * Megatron interleaved (G = P, M % P == 0): (M*v + P-1) * 3: the (P-1) warm-up/cool-down
+     * term shrinks from 3v(P-1) to 3(P-1), i.e. divided by v. */
+    int P = 4;
+    for (int v = 2; v <= 4; v++)
+        for (int M = 4; M <= 12; M += 4) {
+            op_problem pr = uniform(P * v, P, M);
+            op_sched_opts o = {.v = v};
+            int even[5] = {0, v, 2 * v, 3 * v, 4 * v}; /* 1F1B's chooser may prefer uneven */
+            op_sched_opts oe = {.stage_first = even, .S = 4};
+            double i1 = build_ms("i1f1b", &pr, &o), f1 = build_ms("1f1b", &pr, &oe);
+            CHECK_NEAR(i1, (M * v + P - 1) * 3.0, 1e-9);
+            CHECK_NEAR(f1, (M + P - 1) * 3.0 * v, 1e-9);
+            CHECK_NEAR((f1 - 3.0 * v * M) / (i1 - 3.0 * v * M), (double)v, 1e-9);
+        }
+}
+
+TEST(i1f1b_picks_fastest_v_within_memory) {
+    op_problem pr = uniform(32, 4, 8);
+    op_plan p;
+    op_err e = {0};
+    op_sched_info info;
+    CHECK(op_sched_build_opts("i1f1b", &pr, NULL, &p, &info, &e) == OP_OK);
+    /* no comm, no overhead: more chunks is faster; v = 8 is the most 32 layers allow */
+    CHECK_EQ_INT(p.S, 32);
+    CHECK_STR_CONTAINS(info.settings, "v=8");
+    CHECK_NEAR(p.pred.makespan_ms, (8 * 8 + 3) * 3.0, 1e-9);
+    op_plan_free(&p);
+    /* a per-op overhead makes many small chunks costly */
+    pr.op_overhead_ms = 0.5;
+    CHECK(op_sched_build_opts("i1f1b", &pr, NULL, &p, &info, &e) == OP_OK);
+    CHECK(p.S < 32);
+    op_plan_free(&p);
+    pr.op_overhead_ms = 0;
+    /* with slow links a deeper warm-up (larger G) pays, at the price of memory; under a
+     * limit just below that plan's peak the chooser falls back to one that fits */
+    pr.M = 16;
+    op_comm_default(&pr.comm, 0);
+    pr.comm.intra_lat_ms = 0.5;
+    CHECK(op_sched_build_opts("i1f1b", &pr, NULL, &p, &info, &e) == OP_OK);
+    double fast = p.pred.makespan_ms;
+    int64_t peak = p.pred.peak_bytes_max;
+    CHECK_MSG(strstr(info.settings, "G=4") == NULL, "%s", info.settings);
+    op_plan_free(&p);
+    pr.mem_limit_bytes = (double)peak - 1;
+    CHECK(op_sched_build_opts("i1f1b", &pr, NULL, &p, &info, &e) == OP_OK);
+    CHECK((double)p.pred.peak_bytes_max <= pr.mem_limit_bytes);
+    CHECK(p.pred.makespan_ms >= fast);
+    op_plan_free(&p);
+}
+
+TEST(zbh2_parallelogram) {
+    /* ZB-H2 (2P microbatches of memory): the only bubble left in one iteration is the
+     * warm-up skew of the forward chain, (P-1) F, which ZB hides across iterations. */
+    int Ps[] = {2, 4, 8};
+    for (int a = 0; a < 3; a++) {
+        int P = Ps[a];
+        for (int M = 2 * P - 1; M <= 4 * P; M += P) {
+            op_problem pr = uniform(P, P, M);
+            op_plan p;
+            op_err e = {0};
+            CHECK(op_sched_build("zbh2", &pr, &p, &e) == OP_OK);
+            CHECK_NEAR(p.pred.makespan_ms, 3.0 * M + (P - 1), 1e-9);
+            for (int d = 0; d < P; d++)
+                CHECK(p.pred.peak_bytes[d] - p.pred.static_bytes[d] <= (int64_t)2 * P * 1000);
+            op_plan_free(&p);
+            CHECK(build_ms("zbh1", &pr, NULL) >= 3.0 * M + (P - 1) - 1e-9);
+        }
+    }
+}
+
+static void check_v_placement(const op_plan *p) {
+    CHECK_EQ_INT(p->S, 2 * p->P);
+    for (int d = 0; d < p->P; d++) {
+        CHECK_EQ_INT(p->stage_dev[d], d);
+        CHECK_EQ_INT(p->stage_dev[2 * p->P - 1 - d], d);
+    }
+    for (int s = 0; s < p->S; s++) CHECK(p->stage_split[s]);
+}
+
+TEST(zbv_and_dualpipev_v_shape) {
+    int Ps[] = {2, 4, 8};
+    for (int a = 0; a < 3; a++) {
+        int P = Ps[a];
+        for (int M = 2 * P; M <= 4 * P; M += P) {
+            op_problem pr = uniform(2 * P, P, M);
+            op_plan p;
+            op_err e = {0};
+            double one = build_ms("1f1b", &pr, NULL);
+            CHECK(op_sched_build("zbv", &pr, &p, &e) == OP_OK);
+            check_v_placement(&p);
+            CHECK(op_plan_validate(&p, &e) == OP_OK);
+            CHECK(p.pred.makespan_ms < one);
+            op_plan_free(&p);
+            CHECK(op_sched_build("dualpipev", &pr, &p, &e) == OP_OK);
+            check_v_placement(&p);
+            CHECK(op_plan_validate(&p, &e) == OP_OK);
+            CHECK(p.pred.makespan_ms < one);
+            op_plan_free(&p);
+        }
+    }
+}
+
+TEST(every_plan_valid_and_replays) {
+    int Ps[] = {2, 4, 8};
+    const char *const *names = op_sched_names();
+    op_sim_ws *ws = op_sim_ws_new();
+    for (int a = 0; a < 3; a++)
+        for (int Mi = 0; Mi < 3; Mi++) {
+            int P = Ps[a], M = Mi == 0 ? P : Mi == 1 ? 2 * P : 3 * P + 1;
+            op_problem pr = hetero(6 * P - 2, 5, P, M);
+            op_comm_default(&pr.comm, 4);
+            for (int l = 0; l < pr.n_layers; l++) L[l].act_w_bytes = 300;
+            for (int i = 0; names[i]; i++) {
+                op_plan p;
+                op_err e = {0};
+                int rc = op_sched_build(names[i], &pr, &p, &e);
+                if (!strcmp(names[i], "dualpipev") && M < 2 * P) {
+                    CHECK(rc == OP_EINVAL);
+                    CHECK_STR_CONTAINS(e.msg, "M=");
+                    continue;
+                }
+                CHECK_MSG(rc == OP_OK, "%s P=%d M=%d: %s", names[i], P, M, e.msg);
+                if (rc != OP_OK) continue;
+                CHECK_MSG(op_plan_validate(&p, &e) == OP_OK, "%s: %s", names[i], e.msg);
+                double ms = p.pred.makespan_ms;
+                CHECK(op_sim_replay(&p, ws, &e) == OP_OK);
+                CHECK_NEAR(p.pred.makespan_ms, ms, 1e-12);
+                CHECK(ms >= op_plan_lower_bound(&p) - 1e-9);
+                CHECK(!strcmp(p.name, names[i]));
+                op_plan_free(&p);
+            }
+        }
+    op_sim_ws_free(ws);
+}
+
+/* Is stages' body-layer count a Megatron-valid split (plain / account_for / first-last)? */
+static int megatron_valid(const op_plan *p, int N) {
+    int P = p->P, S = p->S, v = S / P;
+    int *c = op_xcalloc((size_t)S, sizeof *c);
+    for (int s = 0; s < S; s++)
+        for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) c[s] += L[l].sym == 'T';
+    int ok = 1, mid = c[1 % S];
+    for (int s = 1; s < S - 1; s++) ok &= (s % P == 0 || s % P == P - 1) || c[s] == mid;
+    if (!ok) { free(c); return 0; }
+    /* account_for: first or last one fewer than the rest, or plain */
+    int acc = c[0] >= mid - 1 && c[0] <= mid && c[S - 1] >= mid - 1 && c[S - 1] <= mid;
+    for (int s = 1; s < S - 1; s++) acc &= c[s] == mid;
+    /* first/last: ranks 0 and P-1 each have one count per chunk */
+    int fl = 1;
+    for (int s = 0; s < S; s++) fl &= c[s] == c[s % P];
+    int tot = 0;
+    for (int s = 0; s < S; s++) tot += c[s];
+    free(c);
+    (void)v;
+    return tot == N && (acc || fl);
+}
+
+TEST(megatron_split_chooser_heavy_head) {
+    /* E + 16 decoder layers + a head of 5 layers' cost, P=4 */
+    op_problem pr = hetero(16, 5, 4, 8);
+    op_plan p;
+    op_err e = {0};
+    op_sched_info info;
+    CHECK(op_sched_build_opts("1f1b", &pr, NULL, &p, &info, &e) == OP_OK);
+    CHECK(megatron_valid(&p, 16));
+    CHECK(p.stage_first[1] - p.stage_first[0] >= 1 && L[0].sym == 'E');
+    /* the last stage holds fewer decoder layers than the even 4 */
+    CHECK(p.stage_first[4] - p.stage_first[3] - 1 < 4);
+    double chosen = p.pred.makespan_ms;
+    op_plan_free(&p);
+    int even[5] = {0, 5, 9, 13, 18};
+    op_sched_opts o = {.stage_first = even, .S = 4};
+    CHECK(chosen < build_ms("1f1b", &pr, &o) - 1e-9);
+    /* interleaved too: a valid split for v chunks (classic options only, no layout) */
+    op_sched_opts oc = {.classic_splits = 1};
+    CHECK(op_sched_build_opts("i1f1b", &pr, &oc, &p, &info, &e) == OP_OK);
+    CHECK(megatron_valid(&p, 16));
+    op_plan_free(&p);
+}
+
+TEST(balanced_beats_1f1b_on_heavy_head) {
+    /* a 5x head after a hybrid body whose first half is twice as heavy (MoE then dense):
+     * Megatron's equal middle ranks cannot follow the costs, a cost-balanced split can */
+    op_problem pr = hetero(24, 5, 4, 16);
+    for (int l = 1; l <= 12; l++) L[l].f_ms = L[l].i_ms = L[l].w_ms = 2;
+    double bal = build_ms("balanced-1f1b", &pr, NULL), one = build_ms("1f1b", &pr, NULL);
+    CHECK_MSG(bal < 0.97 * one, "balanced %g vs 1f1b %g", bal, one);
+}
+
+TEST(balanced_split_is_optimal) {
+    op_rng r;
+    op_rng_seed(&r, 7);
+    for (int trial = 0; trial < 30; trial++) {
+        int n = 3 + op_rng_int(&r, 8), S = 1 + op_rng_int(&r, n);
+        for (int l = 0; l < n; l++) layer(l, 'T', op_rng_uniform(&r), op_rng_uniform(&r), 0);
+        int first[16];
+        op_err e = {0};
+        CHECK(op_sched_balanced_split(L, n, S, first, &e) == OP_OK);
+        double got = 0;
+        for (int s = 0; s < S; s++) {
+            double t = 0;
+            CHECK(first[s + 1] > first[s]);
+            for (int l = first[s]; l < first[s + 1]; l++) t += L[l].f_ms + L[l].i_ms;
+            got = t > got ? t : got;
+        }
+        /* brute force over all cut sets (bitmask of n-1 cut points with S-1 bits) */
+        double best = 1e300;
+        for (int mask = 0; mask < 1 << (n - 1); mask++) {
+            if (__builtin_popcount((unsigned)mask) != S - 1) continue;
+            double t = 0, mx = 0;
+            for (int l = 0; l < n; l++) {
+                t += L[l].f_ms + L[l].i_ms;
+                if (l == n - 1 || (mask >> l & 1)) {
+                    mx = t > mx ? t : mx;
+                    t = 0;
+                }
+            }
+            best = mx < best ? mx : best;
+        }
+        CHECK_NEAR(got, best, 1e-12);
+    }
+    int first[4];
+    op_err e = {0};
+    CHECK(op_sched_balanced_split(L, 2, 3, first, &e) == OP_EINVAL);
+}
+
+TEST(zb_greedy_times_match_simulator) {
+    op_problem pr = hetero(14, 3, 4, 12);
+    op_comm_default(&pr.comm, 2);
+    op_plan p;
+    op_plan_init_problem(&p, "zb", &pr, 8);
+    int first[9] = {0, 2, 4, 6, 8, 10, 12, 14, 16};
+    memcpy(p.stage_first, first, sizeof first);
+    for (int s = 0; s < 8; s++) {
+        p.stage_dev[s] = s < 4 ? s : 7 - s;
+        p.stage_split[s] = 1;
+    }
+    for (int f = 0; f < 8; f++) {
+        op_sched_zb_greedy(&p, NULL, 0, f);
+        double mx = 0;
+        for (int d = 0; d < 4; d++)
+            for (int i = 0; i < p.n_ops[d]; i++) mx = p.ops[d][i].end > mx ? p.ops[d][i].end : mx;
+        op_err e = {0};
+        CHECK(op_sim_replay(&p, NULL, &e) == OP_OK);
+        CHECK_NEAR(p.pred.makespan_ms, mx, 1e-9);
+    }
+    op_plan_free(&p);
+}
+
+TEST(not_applicable_is_einval_with_reason) {
+    op_problem pr = uniform(8, 4, 6);
+    op_plan p;
+    op_err e = {0};
+    CHECK(op_sched_build("dualpipev", &pr, &p, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "DualPipeV needs microbatches >= 2 x devices");
+    CHECK(op_sched_build("nosuch", &pr, &p, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "unknown schedule 'nosuch'");
+    pr = uniform(4, 4, 8); /* 4 layers: no room for 2 chunks per device */
+    CHECK(op_sched_build("i1f1b", &pr, &p, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "at least 2 stages per device");
+    pr = uniform(8, 4, 3); /* M < P */
+    CHECK(op_sched_build("i1f1b", &pr, &p, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "microbatches >= devices");
+    pr = uniform(8, 4, 8);
+    int bad[3] = {0, 4, 8};
+    op_sched_opts o = {.stage_first = bad, .S = 2};
+    CHECK(op_sched_build_opts("1f1b", &pr, &o, &p, NULL, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "needs 4");
+    op_sched_opts og = {.v = 2, .group = 5}; /* M % G = 3 < P */
+    CHECK(op_sched_build_opts("i1f1b", &pr, &og, &p, NULL, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "group size 5");
+}
+
+TEST(names_list) {
+    const char *const *n = op_sched_names();
+    int c = 0;
+    while (n[c]) c++;
+    CHECK_EQ_INT(c, 8);
+    CHECK(!strcmp(n[2], "i1f1b"));
+}
+
+int main(int argc, char **argv) {
+    CHECK_INIT(argc, argv);
+    RUN(uniform_p4_m8_1f1b_33_zbh1_27);
+    RUN(handcrafted_zbh1_matches_paper);
+    RUN(bubble_ratio_1f1b_and_gpipe);
+    RUN(interleaving_divides_warmup_by_v);
+    RUN(i1f1b_picks_fastest_v_within_memory);
+    RUN(zbh2_parallelogram);
+    RUN(zbv_and_dualpipev_v_shape);
+    RUN(every_plan_valid_and_replays);
+    RUN(megatron_split_chooser_heavy_head);
+    RUN(balanced_beats_1f1b_on_heavy_head);
+    RUN(balanced_split_is_optimal);
+    RUN(zb_greedy_times_match_simulator);
+    RUN(not_applicable_is_einval_with_reason);
+    RUN(names_list);
+    return check_report("sched");
+}

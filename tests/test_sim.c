@@ -1,0 +1,481 @@
+/* test_sim.c: the simulator against analytic results under uniform costs (GPipe, 1F1B),
+ * transfers, memory timelines (1F1B vs GPipe, I/W split), deadlock cycles, dynamic mode ==
+ * replay of its own output, the idle split, and replay against a naive fixpoint reference. */
+#include <math.h>
+
+#include "check.h"
+#include "octopipe/sim.h"
+
+/* One layer per stage, S = P stages in sequence, F = I = W = 1 ms, act 100 B (40 kept for W),
+ * static 1000 B per stage, 1 MB boundary messages. */
+static void uniform_plan(op_plan *p, int P, int M, int split, const op_comm *comm) {
+    op_layer_cost *L = op_xcalloc((size_t)P, sizeof *L);
+    for (int l = 0; l < P; l++) {
+        snprintf(L[l].name, sizeof L[l].name, "layer%d", l);
+        L[l].sym = '-';
+        L[l].f_ms = L[l].i_ms = L[l].w_ms = 1.0;
+        L[l].out_bytes = 1000000;
+        L[l].act_bytes = 100;
+        L[l].act_w_bytes = 40;
+        L[l].static_bytes = 1000;
+    }
+    op_plan_init(p, "test", L, P, P, M, P, comm);
+    free(L);
+    p->tokens_per_mb = 4096;
+    for (int s = 0; s <= P; s++) p->stage_first[s] = s;
+    for (int s = 0; s < P; s++) {
+        p->stage_dev[s] = s;
+        p->stage_split[s] = (uint8_t)split;
+    }
+}
+
+static op_op mk(op_kind k, int s, int m) { return (op_op){(uint8_t)k, s, m, 0, 0}; }
+
+/* backward op(s) of (s, m): B, or I then W right after */
+static int put_bwd(op_op *o, int n, int split, int s, int m) {
+    if (split) {
+        o[n++] = mk(OP_I, s, m);
+        o[n++] = mk(OP_W, s, m);
+    } else {
+        o[n++] = mk(OP_B, s, m);
+    }
+    return n;
+}
+
+static void gpipe_orders(op_plan *p, int split) {
+    op_op *o = op_xmalloc(sizeof *o * (size_t)p->M * 3);
+    for (int d = 0; d < p->P; d++) {
+        int n = 0;
+        for (int m = 0; m < p->M; m++) o[n++] = mk(OP_F, d, m);
+        for (int m = 0; m < p->M; m++) n = put_bwd(o, n, split, d, m);
+        op_plan_set_ops(p, d, o, n);
+    }
+    free(o);
+}
+
+static void onef1b_orders(op_plan *p, int split) {
+    op_op *o = op_xmalloc(sizeof *o * (size_t)p->M * 3);
+    for (int d = 0; d < p->P; d++) {
+        int n = 0, w = p->P - 1 - d;
+        if (w > p->M) w = p->M;
+        for (int m = 0; m < w; m++) o[n++] = mk(OP_F, d, m);
+        for (int i = 0; i + w < p->M; i++) {
+            o[n++] = mk(OP_F, d, w + i);
+            n = put_bwd(o, n, split, d, i);
+        }
+        for (int m = p->M - w; m < p->M; m++) n = put_bwd(o, n, split, d, m);
+        op_plan_set_ops(p, d, o, n);
+    }
+    free(o);
+}
+
+TEST(gpipe_uniform) {
+    for (int P = 1; P <= 8; P *= 2)
+        for (int M = 1; M <= 16; M *= 4) {
+            op_plan p;
+            uniform_plan(&p, P, M, 0, NULL);
+            gpipe_orders(&p, 0);
+            op_err e = {0};
+            CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+            CHECK_NEAR(p.pred.makespan_ms, 3.0 * (M + P - 1), 1e-12);
+            CHECK_NEAR(p.pred.bubble_ratio, (double)(P - 1) / (M + P - 1), 1e-12);
+            for (int d = 0; d < P; d++) {
+                CHECK_NEAR(p.pred.busy_ms[d], 3.0 * M, 1e-12);
+                CHECK_EQ_INT(p.pred.peak_bytes[d], 1000 + 100 * M); /* all M stashed */
+                CHECK_EQ_INT(p.pred.static_bytes[d], 1000);
+            }
+            CHECK_NEAR(p.pred.tokens_per_s, 4096.0 * M / (3.0 * (M + P - 1) / 1000), 1e-12);
+            op_plan_free(&p);
+        }
+}
+
+TEST(onef1b_uniform) {
+    const int Ps[] = {2, 4, 8}, Ms[] = {4, 8, 32};
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            for (int split = 0; split <= 1; split++) {
+                int P = Ps[a], M = Ms[b];
+                op_plan p;
+                uniform_plan(&p, P, M, split, NULL);
+                onef1b_orders(&p, split);
+                op_err e = {0};
+                CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+                if (!split) {
+                    CHECK_NEAR(p.pred.makespan_ms, 3.0 * (M + P - 1), 1e-12);
+                    CHECK_NEAR(p.pred.bubble_ratio, (double)(P - 1) / (M + P - 1), 1e-12);
+                } else {
+                    /* I right before W: the gradient chain only waits for I, so it is shorter */
+                    CHECK(p.pred.makespan_ms < 3.0 * (M + P - 1));
+                    CHECK(p.pred.makespan_ms >= 3.0 * M + (P - 1) * 2.0);
+                }
+                /* min(P-d, M) microbatches in flight on device d */
+                for (int d = 0; d < P; d++)
+                    CHECK_EQ_INT(p.pred.peak_bytes[d], 1000 + 100 * (P - d < M ? P - d : M));
+                CHECK_EQ_INT(p.pred.peak_bytes_max, 1000 + 100 * (P < M ? P : M));
+                /* lower bound: max(3M*P/P, chain 2P) */
+                CHECK_NEAR(p.pred.lower_bound_ms, fmax(3.0 * M, 2.0 * P), 1e-12);
+                op_plan_free(&p);
+            }
+    op_plan p;
+    uniform_plan(&p, 4, 8, 0, NULL);
+    onef1b_orders(&p, 0);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+    CHECK(p.pred.makespan_ms == 33.0); /* the anchor: P=4, M=8 */
+    op_plan_free(&p);
+}
+
+TEST(comm_adds_exactly) {
+    op_comm c = {0};
+    c.intra_lat_ms = 0.5;
+    c.intra_bw_GBps = 1.0;
+    c.inter_lat_ms = 2.0;
+    c.inter_bw_GBps = 0.5;
+    c.nodes_of = 2;
+    for (int P = 2; P <= 4; P++) {
+        op_plan p;
+        uniform_plan(&p, P, 1, 0, &c);
+        gpipe_orders(&p, 0);
+        CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+        /* M = 1: one chain down and back up, each boundary crossed twice */
+        double expect = 3.0 * P;
+        for (int d = 0; d + 1 < P; d++) expect += 2 * op_comm_ms(&c, d, d + 1, 1000000);
+        CHECK(p.pred.makespan_ms == expect);
+        CHECK(expect > 3.0 * P + 2 * (P - 1) * 0.5); /* the link costs something */
+        /* arrival = producer end + transfer */
+        CHECK(p.ops[1][0].start == p.ops[0][0].end + op_comm_ms(&c, 0, 1, 1000000));
+        op_plan_free(&p);
+    }
+    /* the same stages on one device: no transfer */
+    op_plan p;
+    uniform_plan(&p, 2, 1, 0, &c);
+    p.P = 2;
+    p.stage_dev[1] = 0;
+    op_op o[4] = {mk(OP_F, 0, 0), mk(OP_F, 1, 0), mk(OP_B, 1, 0), mk(OP_B, 0, 0)};
+    op_plan_set_ops(&p, 0, o, 4);
+    op_plan_set_ops(&p, 1, o, 0);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+    CHECK(p.pred.makespan_ms == 6.0);
+    CHECK_NEAR(p.pred.bubble_ratio, 0.5, 1e-15); /* device 1 holds nothing */
+    CHECK_NEAR(p.pred.cooldown_ms[1] + p.pred.warmup_ms[1] + p.pred.residual_ms[1], 6.0, 1e-15);
+    CHECK_EQ_INT(p.pred.peak_bytes[0], 2000 + 200);
+    CHECK_EQ_INT(p.pred.peak_bytes[1], 0);
+    op_plan_free(&p);
+}
+
+TEST(iw_split_frees_memory) {
+    /* one device, one stage, two microbatches: act 100 = 60 freed by I + 40 kept for W */
+    op_plan p;
+    uniform_plan(&p, 1, 2, 1, NULL);
+    op_op a[6] = {mk(OP_F, 0, 0), mk(OP_I, 0, 0), mk(OP_W, 0, 0),
+                  mk(OP_F, 0, 1), mk(OP_I, 0, 1), mk(OP_W, 0, 1)};
+    op_plan_set_ops(&p, 0, a, 6);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+    CHECK_EQ_INT(p.pred.peak_bytes[0], 1000 + 100);
+    /* W deferred: the 40 bytes stay while the next F allocates */
+    op_op b[6] = {mk(OP_F, 0, 0), mk(OP_I, 0, 0), mk(OP_F, 0, 1),
+                  mk(OP_I, 0, 1), mk(OP_W, 0, 0), mk(OP_W, 0, 1)};
+    op_plan_set_ops(&p, 0, b, 6);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+    CHECK_EQ_INT(p.pred.peak_bytes[0], 1000 + 140);
+    CHECK(p.pred.makespan_ms == 6.0);
+    /* both F first: 200 */
+    op_op c[6] = {mk(OP_F, 0, 0), mk(OP_F, 0, 1), mk(OP_I, 0, 0),
+                  mk(OP_W, 0, 0), mk(OP_I, 0, 1), mk(OP_W, 0, 1)};
+    op_plan_set_ops(&p, 0, c, 6);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+    CHECK_EQ_INT(p.pred.peak_bytes[0], 1000 + 200);
+    op_plan_free(&p);
+}
+
+TEST(deadlock_names_cycle) {
+    op_plan p;
+    uniform_plan(&p, 2, 1, 0, NULL);
+    op_op d0[2] = {mk(OP_B, 0, 0), mk(OP_F, 0, 0)};
+    op_op d1[2] = {mk(OP_F, 1, 0), mk(OP_B, 1, 0)};
+    op_plan_set_ops(&p, 0, d0, 2);
+    op_plan_set_ops(&p, 1, d1, 2);
+    op_err e = {0};
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_EDEADLOCK);
+    CHECK_STR_CONTAINS(e.msg, "B(s0,mb0)@dev0 waits for B(s1,mb0)@dev1, which waits behind "
+                              "F(s1,mb0)@dev1, which waits for F(s0,mb0)@dev0, which waits "
+                              "behind B(s0,mb0)@dev0");
+    CHECK(op_sim_makespan(&p, NULL) < 0);
+    CHECK(!p.pred.valid);
+    /* a cycle inside one device: W before its I */
+    op_plan q;
+    uniform_plan(&q, 1, 1, 1, NULL);
+    op_op o[3] = {mk(OP_F, 0, 0), mk(OP_W, 0, 0), mk(OP_I, 0, 0)};
+    op_plan_set_ops(&q, 0, o, 3);
+    CHECK_EQ_INT(op_sim_replay(&q, NULL, &e), OP_EDEADLOCK);
+    CHECK_STR_CONTAINS(e.msg, "W(s0,mb0)@dev0 waits for I(s0,mb0)@dev0, which waits behind "
+                              "W(s0,mb0)@dev0");
+    op_plan_free(&q);
+    /* a 4-device cycle: 1F1B with device 2 running its first B before its warm-up F */
+    op_plan r;
+    uniform_plan(&r, 4, 4, 0, NULL);
+    onef1b_orders(&r, 0);
+    op_op *x = r.ops[1];
+    op_op t = x[0];
+    x[0] = x[3], x[3] = t; /* device 1: B(1,0) first */
+    CHECK_EQ_INT(op_sim_replay(&r, NULL, &e), OP_EDEADLOCK);
+    CHECK_STR_CONTAINS(e.msg, "B(s1,mb0)@dev1 waits for B(s2,mb0)@dev2");
+    CHECK_STR_CONTAINS(e.msg, "F(s1,mb0)@dev1");
+    op_plan_free(&r);
+    op_plan_free(&p);
+}
+
+TEST(invalid_plan_rejected) {
+    op_plan p;
+    uniform_plan(&p, 2, 2, 0, NULL);
+    gpipe_orders(&p, 0);
+    p.ops[1][1] = mk(OP_F, 1, 0); /* F(1,0) twice, F(1,1) missing */
+    op_err e = {0};
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "duplicate op F(s1,mb0)");
+    op_plan_free(&p);
+}
+
+/* Naive reference: fixpoint of start = max(previous op end, producer end + transfer). */
+static double naive_makespan(const op_plan *p) {
+    int n = 0;
+    for (int d = 0; d < p->P; d++) n += p->n_ops[d];
+    double *st = op_xcalloc((size_t)n, sizeof(double)), *en = op_xcalloc((size_t)n, sizeof(double));
+    int changed = 1, it = 0;
+    while (changed && it++ < n + 2) {
+        changed = 0;
+        int k = 0;
+        for (int d = 0; d < p->P; d++)
+            for (int i = 0; i < p->n_ops[d]; i++, k++) {
+                const op_op *o = &p->ops[d][i];
+                double s0 = i ? en[k - 1] : 0;
+                /* find the producer by search (slow on purpose: independent of sim ids) */
+                int ps = -1, pk = -1;
+                if (o->kind == OP_F && o->stage > 0) ps = o->stage - 1, pk = OP_F;
+                else if (o->kind == OP_W) ps = o->stage, pk = OP_I;
+                else if ((o->kind == OP_I || o->kind == OP_B) && o->stage + 1 < p->S)
+                    ps = o->stage + 1, pk = p->stage_split[o->stage + 1] ? OP_I : OP_B;
+                else if (o->kind != OP_F) ps = o->stage, pk = OP_F;
+                if (ps >= 0) {
+                    int kk = 0;
+                    for (int e = 0; e < p->P; e++)
+                        for (int j = 0; j < p->n_ops[e]; j++, kk++) {
+                            const op_op *q = &p->ops[e][j];
+                            if (q->stage == ps && q->mb == o->mb && q->kind == pk) {
+                                int64_t bytes = op_stage_out_bytes(p, o->kind == OP_F ? ps : o->stage);
+                                double tr = e == d ? 0 : op_comm_ms(&p->comm, e, d, bytes);
+                                if (en[kk] + tr > s0) s0 = en[kk] + tr;
+                            }
+                        }
+                }
+                double e1 = s0 + op_stage_ms(p, o->stage, (op_kind)o->kind);
+                if (s0 != st[k] || e1 != en[k]) changed = 1;
+                st[k] = s0;
+                en[k] = e1;
+            }
+    }
+    double T = 0;
+    for (int k = 0; k < n; k++) T = fmax(T, en[k]);
+    free(st);
+    free(en);
+    return T;
+}
+
+static double rnd_prio(void *ctx, int d, op_kind kind, int stage, int mb, double now) {
+    op_rng *r = ctx;
+    return op_rng_uniform(r);
+}
+
+/* Random heterogeneous plans: random costs, stage counts, placements and orders (from list
+ * scheduling with random priorities). */
+static void random_plan(op_plan *p, op_rng *r, op_sim_ws *ws) {
+    int P = 1 + op_rng_int(r, 4), M = 1 + op_rng_int(r, 6);
+    int S = P + op_rng_int(r, 2 * P), L = S + op_rng_int(r, 4);
+    op_layer_cost *lc = op_xcalloc((size_t)L, sizeof *lc);
+    for (int l = 0; l < L; l++) {
+        lc[l].f_ms = 0.25 * (1 + op_rng_int(r, 8));
+        lc[l].i_ms = 0.25 * (1 + op_rng_int(r, 8));
+        lc[l].w_ms = 0.25 * op_rng_int(r, 8);
+        lc[l].out_bytes = 1000 * op_rng_int(r, 1000);
+        lc[l].act_bytes = 1000 + op_rng_int(r, 1000);
+        lc[l].act_w_bytes = op_rng_int(r, 1000);
+        lc[l].static_bytes = op_rng_int(r, 5000);
+    }
+    op_comm c = {0};
+    c.nodes_of = 2;
+    c.intra_lat_ms = 0.01;
+    c.intra_bw_GBps = 100;
+    c.inter_lat_ms = 0.02;
+    c.inter_bw_GBps = 20;
+    c.none = op_rng_int(r, 2);
+    op_plan_init(p, "rnd", lc, L, P, M, S, &c);
+    free(lc);
+    /* cut points: S-1 distinct among 1..L-1 */
+    p->stage_first[0] = 0;
+    int left = L - S;
+    for (int s = 1; s < S; s++) {
+        int extra = left ? op_rng_int(r, left + 1) / 2 : 0;
+        left -= extra;
+        p->stage_first[s] = p->stage_first[s - 1] + 1 + extra;
+    }
+    p->stage_first[S] = L;
+    for (int s = 0; s < S; s++) {
+        p->stage_dev[s] = s < P ? s : op_rng_int(r, P);
+        p->stage_split[s] = (uint8_t)op_rng_int(r, 2);
+    }
+    op_sim_policy pol = {0};
+    pol.prio = rnd_prio;
+    pol.ctx = r;
+    op_err e = {0};
+    CHECK_EQ_INT(op_sim_dynamic(p, &pol, ws, &e), OP_OK);
+}
+
+TEST(replay_matches_naive_reference) {
+    op_rng r;
+    op_rng_seed(&r, 7);
+    op_sim_ws *ws = op_sim_ws_new();
+    for (int it = 0; it < 300; it++) {
+        op_plan p;
+        random_plan(&p, &r, ws);
+        double T = p.pred.makespan_ms;
+        CHECK_NEAR(naive_makespan(&p), T, 1e-12);
+        CHECK(op_sim_makespan(&p, ws) == T);
+        /* idle split sums to P * makespan - busy */
+        double idle = 0, busy = 0;
+        for (int d = 0; d < p.P; d++) {
+            double i = p.pred.warmup_ms[d] + p.pred.residual_ms[d] + p.pred.cooldown_ms[d];
+            CHECK(p.pred.warmup_ms[d] >= 0 && p.pred.residual_ms[d] >= 0 &&
+                  p.pred.cooldown_ms[d] >= 0);
+            CHECK_NEAR(i + p.pred.busy_ms[d], T, 1e-9);
+            idle += i;
+            busy += p.pred.busy_ms[d];
+        }
+        CHECK_NEAR(idle, p.P * T - busy, 1e-9);
+        CHECK_NEAR(p.pred.bubble_ratio, idle / (p.P * T), 1e-12);
+        op_plan_free(&p);
+    }
+    op_sim_ws_free(ws);
+}
+
+/* Dynamic mode: its own output replays to identical times. */
+TEST(dynamic_equals_replay) {
+    op_rng r;
+    op_rng_seed(&r, 11);
+    op_sim_ws *ws = op_sim_ws_new();
+    for (int it = 0; it < 200; it++) {
+        op_plan p;
+        random_plan(&p, &r, ws);
+        /* built-in policy too, on the same layout */
+        op_sim_policy pol = {0};
+        if (it % 2) pol.mem_limit_bytes = 1e4;
+        CHECK_EQ_INT(op_sim_dynamic(&p, &pol, ws, NULL), OP_OK);
+        op_plan q;
+        op_plan_copy(&q, &p);
+        for (int d = 0; d < q.P; d++)
+            for (int i = 0; i < q.n_ops[d]; i++) q.ops[d][i].start = q.ops[d][i].end = -5;
+        op_err e = {0};
+        CHECK_EQ_INT(op_sim_replay(&q, ws, &e), OP_OK);
+        CHECK(q.pred.makespan_ms == p.pred.makespan_ms);
+        CHECK(q.pred.peak_bytes_max == p.pred.peak_bytes_max);
+        for (int d = 0; d < q.P; d++)
+            for (int i = 0; i < q.n_ops[d]; i++)
+                CHECK(q.ops[d][i].start == p.ops[d][i].start && q.ops[d][i].end == p.ops[d][i].end);
+        op_plan_free(&q);
+        op_plan_free(&p);
+    }
+    op_sim_ws_free(ws);
+}
+
+TEST(dynamic_builtin_1f1b) {
+    /* warmup P-1-d and at most P-d stashes: the built-in rule is 1F1B */
+    int P = 4, M = 8;
+    op_plan p;
+    uniform_plan(&p, P, M, 0, NULL);
+    int warm[4], cap[4];
+    for (int d = 0; d < P; d++) warm[d] = P - 1 - d, cap[d] = P - d;
+    op_sim_policy pol = {0};
+    pol.warmup = warm;
+    pol.max_inflight = cap;
+    op_err e = {0};
+    CHECK_EQ_INT(op_sim_dynamic(&p, &pol, NULL, &e), OP_OK);
+    CHECK(p.pred.makespan_ms == 33.0);
+    for (int d = 0; d < P; d++) CHECK_EQ_INT(p.pred.peak_bytes[d], 1000 + 100 * (P - d));
+    op_plan q;
+    uniform_plan(&q, P, M, 0, NULL);
+    onef1b_orders(&q, 0);
+    for (int d = 0; d < P; d++)
+        for (int i = 0; i < q.n_ops[d]; i++)
+            CHECK(q.ops[d][i].kind == p.ops[d][i].kind && q.ops[d][i].mb == p.ops[d][i].mb);
+    /* default policy never does worse than 1F1B here, and a tight memory limit is obeyed */
+    CHECK_EQ_INT(op_sim_dynamic(&q, NULL, NULL, &e), OP_OK);
+    CHECK(q.pred.makespan_ms <= 33.0);
+    op_sim_policy lim = {0};
+    lim.mem_limit_bytes = 1000 + 2 * 100;
+    CHECK_EQ_INT(op_sim_dynamic(&q, &lim, NULL, &e), OP_OK);
+    CHECK(q.pred.peak_bytes_max <= 1200);
+    op_plan_free(&q);
+    op_plan_free(&p);
+}
+
+/* a custom key: all F before any B gives GPipe */
+static double gpipe_prio(void *ctx, int d, op_kind kind, int stage, int mb, double now) {
+    return kind == OP_F ? mb : 1e6 + mb;
+}
+
+static double view_prio(void *ctx, const op_sim_view *v, op_kind kind, int stage, int mb) {
+    int *calls = ctx;
+    (*calls)++;
+    /* hold F while 2 stashes are held: at most 2 in flight */
+    if (kind == OP_F && v->inflight >= 2) return INFINITY;
+    return kind == OP_F ? 1 : 0;
+}
+
+TEST(dynamic_custom_priority) {
+    int P = 4, M = 8;
+    op_plan p;
+    uniform_plan(&p, P, M, 0, NULL);
+    op_sim_policy pol = {0};
+    pol.prio = gpipe_prio;
+    CHECK_EQ_INT(op_sim_dynamic(&p, &pol, NULL, NULL), OP_OK);
+    CHECK(p.pred.makespan_ms == 33.0);
+    for (int d = 0; d < P; d++) CHECK_EQ_INT(p.pred.peak_bytes[d], 1000 + 100 * M);
+    int calls = 0;
+    op_sim_policy v = {0};
+    v.prio_ex = view_prio;
+    v.ctx = &calls;
+    CHECK_EQ_INT(op_sim_dynamic(&p, &v, NULL, NULL), OP_OK);
+    CHECK(calls > 0);
+    CHECK_EQ_INT(p.pred.peak_bytes_max, 1000 + 200);
+    op_plan_free(&p);
+}
+
+TEST(warmup_cooldown_split_gpipe) {
+    /* GPipe P=2 M=2, F=1 B=2: last F ends at 3, first B starts at 3 */
+    op_plan p;
+    uniform_plan(&p, 2, 2, 0, NULL);
+    gpipe_orders(&p, 0);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+    CHECK(p.pred.makespan_ms == 9.0);
+    /* device 0: F [0,2), idle [2,5), B [5,9) ; device 1: idle [0,1), F [1,3), B [3,7), idle [7,9) */
+    CHECK_NEAR(p.pred.warmup_ms[0], 1.0, 0);
+    CHECK_NEAR(p.pred.cooldown_ms[0], 2.0, 0);
+    CHECK_NEAR(p.pred.warmup_ms[1], 1.0, 0);
+    CHECK_NEAR(p.pred.cooldown_ms[1], 2.0, 0);
+    CHECK_NEAR(p.pred.residual_ms[0] + p.pred.residual_ms[1], 0.0, 0);
+    op_plan_free(&p);
+}
+
+int main(int argc, char **argv) {
+    CHECK_INIT(argc, argv);
+    RUN(gpipe_uniform);
+    RUN(onef1b_uniform);
+    RUN(comm_adds_exactly);
+    RUN(iw_split_frees_memory);
+    RUN(deadlock_names_cycle);
+    RUN(invalid_plan_rejected);
+    RUN(replay_matches_naive_reference);
+    RUN(dynamic_equals_replay);
+    RUN(dynamic_builtin_1f1b);
+    RUN(dynamic_custom_priority);
+    RUN(warmup_cooldown_split_gpipe);
+    return check_report("sim");
+}
