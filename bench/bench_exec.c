@@ -131,7 +131,34 @@ typedef struct row {
     double pred, meas, pbub, mbub, over;
 } row;
 
+static int run_once(const op_plan *emu, const char *dir, row *r);
+
+/* Best of two runs: other work on a shared machine only ever makes a run slower. */
 static int run_one(const op_plan *emu, const char *dir, row *r) {
+    row b;
+    if (run_once(emu, dir, r)) return -1;
+    if (run_once(emu, dir, &b) == 0 && b.meas < r->meas) {
+        r->meas = b.meas;
+        r->mbub = b.mbub;
+        r->over = b.over;
+    }
+    return 0;
+}
+
+static int run_once(const op_plan *emu, const char *dir, row *r) {
+    if (getenv("EXEC_THREADS")) { /* experiment: the same run over the thread transport */
+        op_compute c = op_compute_emulate();
+        op_exec_opts eo = {0};
+        eo.fault.rank = -1;
+        op_exec_result res;
+        op_err e = {0};
+        if (op_exec_run_threads(emu, &c, &eo, &res, &e)) return -1;
+        r->meas = res.makespan_ms;
+        r->mbub = res.bubble_ratio;
+        r->over = res.overhead_ms;
+        op_exec_result_free(&res);
+        return 0;
+    }
     char pf[256], of[256];
     snprintf(pf, sizeof pf, "%s/plan.bin", dir);
     snprintf(of, sizeof of, "%s/out.txt", dir);
@@ -246,7 +273,7 @@ int main(int argc, char **argv) {
             have[k] = built[k] = rc == OP_OK;
             if (!have[k]) fprintf(stderr, "bench_exec: %s P=%d: %s\n", names[k], P, e.msg);
         }
-        /* time scale: the shortest mean op among the plans lasts 8 ms, so scheduler noise on a
+        /* time scale: the shortest mean op among the plans lasts 10 ms, so scheduler noise on a
          * shared 2-core box (~0.1 ms per wake-up) stays small against it */
         double ts = 1e9;
         for (int k = 0; k < nn; k++) {
@@ -258,7 +285,7 @@ int main(int argc, char **argv) {
                     work += plans[k].ops[d][i].end - plans[k].ops[d][i].start;
                     nops++;
                 }
-            double t = 8.0 / (work / nops);
+            double t = 10.0 / (work / nops);
             if (t < ts) ts = t;
         }
         row rows[5];

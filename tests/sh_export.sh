@@ -73,7 +73,7 @@ expect 0 "check-csv" "$OCTOPIPE" export "$tmp/tf/1f1b.json" --check-csv "$d/1f1b
 has "$tmp/out" "passes torch's checks" "check-csv"
 sed '1s/^0F0,//' "$d/1f1b.csv" >"$d/bad.csv"
 expect 1 "check-csv damaged" "$OCTOPIPE" export "$tmp/tf/1f1b.json" --check-csv "$d/bad.csv"
-has "$tmp/err" "F microbatches for stage 0" "check-csv damaged"
+has "$tmp/err" "stage 0, microbatch 0 without first running forward" "check-csv damaged"
 # layout to stdout
 expect 0 "layout stdout" "$OCTOPIPE" export "$tmp/tf/1f1b.json" --megatron-layout
 has "$tmp/out" "pipeline-model-parallel-layout" "layout stdout"

@@ -4,9 +4,8 @@
 #include "octopipe/exec.h"
 #include "test_exec_plans.h"
 
-#if __has_include("octopipe/sched.h")
 #include "octopipe/sched.h"
-#endif
+#include "octopipe/tune.h"
 
 /* golden: checked by hand (tags (mb<<12)|(stage<<1)|grad; receives posted before F(s0,mb0)) */
 static const char *golden_1f1b_p2_m2 =
@@ -160,7 +159,6 @@ TEST(baselines_run_in_plan_order) {
         xp_1f1b(&p, P, 2 * P, 0.05, 4096);
         CHECK_MSG(run_and_check(&p, &e) == OP_OK, "1f1b P=%d: %s", P, e.msg);
         op_plan_free(&p);
-#if __has_include("octopipe/sched.h")
         const char *names[] = {"gpipe", "1f1b", "i1f1b", "zbh1", "zbh2", "zbv", "dualpipev", "balanced-1f1b"};
         for (int k = 0; k < 8; k++) {
             op_layer_cost L[32];
@@ -180,7 +178,23 @@ TEST(baselines_run_in_plan_order) {
             CHECK_MSG(run_and_check(&p, &e) == OP_OK, "%s P=%d: %s", names[k], P, e.msg);
             op_plan_free(&p);
         }
-#endif
+        /* the tuner's plan (irregular placements, several stages per device, I/W split) */
+        op_layer_cost L[32];
+        xp_layers(L, 32, 0.02, 4096);
+        for (int l = 0; l < 32; l += 5) L[l].f_ms *= 3; /* heterogeneous, so the tuner has work */
+        op_problem pr = {0};
+        pr.model = "hetero";
+        pr.layers = L;
+        pr.n_layers = 32;
+        pr.P = P;
+        pr.M = 2 * P;
+        pr.comm.none = 1;
+        op_tune_opts to;
+        op_tune_opts_default(&to);
+        to.max_evals = 300;
+        CHECK(op_tune(&pr, &to, &p, &e) == OP_OK);
+        CHECK_MSG(run_and_check(&p, &e) == OP_OK, "tuned P=%d: %s", P, e.msg);
+        op_plan_free(&p);
     }
 }
 

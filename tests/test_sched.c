@@ -387,6 +387,48 @@ TEST(not_applicable_is_einval_with_reason) {
     CHECK_STR_CONTAINS(e.msg, "group size 5");
 }
 
+TEST(single_device_and_determinism) {
+    op_problem pr = hetero(6, 3, 1, 4);
+    const char *const *names = op_sched_names();
+    for (int i = 0; names[i]; i++) {
+        op_plan p;
+        op_err e = {0};
+        int rc = op_sched_build(names[i], &pr, &p, &e);
+        if (!strcmp(names[i], "i1f1b")) {
+            CHECK(rc == OP_EINVAL);
+            continue;
+        }
+        CHECK_MSG(rc == OP_OK, "%s P=1: %s", names[i], e.msg);
+        if (rc != OP_OK) continue;
+        CHECK(op_plan_validate(&p, &e) == OP_OK);
+        /* one device runs everything back to back: no bubble */
+        CHECK_NEAR(p.pred.makespan_ms, op_plan_lower_bound(&p), 1e-9);
+        op_plan_free(&p);
+    }
+    /* the same problem twice gives the same plan, op for op */
+    pr = hetero(22, 4, 4, 9);
+    op_comm_default(&pr.comm, 2);
+    for (int i = 0; names[i]; i++) {
+        op_plan a, b;
+        op_err e = {0};
+        if (op_sched_build(names[i], &pr, &a, &e) != OP_OK) {
+            CHECK_MSG(0, "%s: %s", names[i], e.msg);
+            continue;
+        }
+        CHECK(op_sched_build(names[i], &pr, &b, &e) == OP_OK);
+        CHECK_EQ_INT(a.S, b.S);
+        CHECK(!memcmp(a.stage_first, b.stage_first, sizeof(int) * (size_t)(a.S + 1)));
+        for (int d = 0; d < 4; d++) {
+            CHECK_EQ_INT(a.n_ops[d], b.n_ops[d]);
+            for (int k = 0; k < a.n_ops[d] && k < b.n_ops[d]; k++)
+                CHECK(a.ops[d][k].stage == b.ops[d][k].stage && a.ops[d][k].mb == b.ops[d][k].mb &&
+                      a.ops[d][k].kind == b.ops[d][k].kind);
+        }
+        op_plan_free(&a);
+        op_plan_free(&b);
+    }
+}
+
 TEST(names_list) {
     const char *const *n = op_sched_names();
     int c = 0;
@@ -410,6 +452,7 @@ int main(int argc, char **argv) {
     RUN(balanced_split_is_optimal);
     RUN(zb_greedy_times_match_simulator);
     RUN(not_applicable_is_einval_with_reason);
+    RUN(single_device_and_determinism);
     RUN(names_list);
     return check_report("sched");
 }

@@ -448,6 +448,27 @@ TEST(dynamic_custom_priority) {
     op_plan_free(&p);
 }
 
+static double hold_all(void *ctx, int d, op_kind kind, int stage, int mb, double now) {
+    return INFINITY;
+}
+
+TEST(dynamic_holds_never_hang) {
+    /* every op held: the stall rule still runs them all, in tie order */
+    op_plan p;
+    uniform_plan(&p, 3, 4, 1, NULL);
+    op_sim_policy pol = {0};
+    pol.prio = hold_all;
+    op_err e = {0};
+    CHECK_EQ_INT(op_sim_dynamic(&p, &pol, NULL, &e), OP_OK);
+    CHECK(p.pred.valid && p.pred.makespan_ms > 0);
+    /* an impossible memory limit: every F runs only when all else stalls, one at a time */
+    op_sim_policy lim = {0};
+    lim.mem_limit_bytes = 1;
+    CHECK_EQ_INT(op_sim_dynamic(&p, &lim, NULL, &e), OP_OK);
+    CHECK_EQ_INT(p.pred.peak_bytes_max, 1000 + 100);
+    op_plan_free(&p);
+}
+
 TEST(warmup_cooldown_split_gpipe) {
     /* GPipe P=2 M=2, F=1 B=2: last F ends at 3, first B starts at 3 */
     op_plan p;
@@ -476,6 +497,7 @@ int main(int argc, char **argv) {
     RUN(dynamic_equals_replay);
     RUN(dynamic_builtin_1f1b);
     RUN(dynamic_custom_priority);
+    RUN(dynamic_holds_never_hang);
     RUN(warmup_cooldown_split_gpipe);
     return check_report("sim");
 }

@@ -112,6 +112,8 @@ struct op_xport {
     int (*isend)(op_xport *x, const void *buf, int64_t n, int peer, int tag, op_xreq *r);
     int (*irecv)(op_xport *x, void *buf, int64_t n, int peer, int tag, op_xreq *r);
     int (*test)(op_xport *x, op_xreq *r); /* sets r->done; returns < 0 on transport error */
+    /* withdraws an incomplete request before its buffer is freed (failure path); may be NULL */
+    void (*cancel)(op_xport *x, op_xreq *r);
     /* watchdog channel: tell every rank to stop; poll returns the first reason seen or 0 */
     void (*raise_abort)(op_xport *x, int reason);
     int (*poll_abort)(op_xport *x);
@@ -195,7 +197,10 @@ typedef struct op_exec_fault {
 typedef struct op_exec_opts {
     op_lower_opts lower;
     double slice_ms;   /* emulation sleep slice; 0 = 0.5 */
-    double poll_us;    /* wait poll sleep; 0 = 20 */
+    double poll_us;    /* first wait poll sleep; 0 = 20 */
+    double poll_growth;/* later polls sleep this fraction of the time waited so far (at most
+                        * poll_max_us): a late reaction costs that fraction of a wait; 0 = 0.01 */
+    double poll_max_us;/* 0 = 1000 */
     double watchdog_s; /* 0 = 30 */
     op_exec_fault fault;
     int quiet;         /* no watchdog report on stderr (tests) */

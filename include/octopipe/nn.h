@@ -102,7 +102,7 @@ typedef struct op_nn_model {
 
 /* pattern: one symbol per layer; E and L are added at the ends when missing. */
 int op_nn_model_init(op_nn_model *m, const char *pattern, const op_nn_cfg *cfg, op_err *err);
-/* "tiny", "small", or a pattern (with the `small` dimensions). */
+/* "tiny", "small", a pattern (with the `small` dimensions), or PRESET:PATTERN. */
 int op_nn_model_from_spec(op_nn_model *m, const char *spec, op_err *err);
 void op_nn_cfg_preset(const char *name, op_nn_cfg *c); /* "tiny" or "small" dimensions */
 const char *const *op_nn_preset_names(void);
@@ -125,6 +125,7 @@ typedef struct op_nn_stage {
     float *buf[2], *wscratch;                /* ping-pong (N,d) and one microbatch's W grads */
     int next_w;                              /* next microbatch to fold into grads */
     size_t act_bytes, peak_act_bytes;        /* live per-microbatch activation bytes */
+    double aux_loss;                         /* MoE balance losses of this step's F calls */
     op_nn_block *pool;                       /* activation blocks not in use */
     op_arena arena;                          /* static: everything above */
 } op_nn_stage;
@@ -136,8 +137,9 @@ void op_nn_blas_single_thread(void);
 void op_nn_stage_free(op_nn_stage *s);
 /* Floats in a boundary message: (N, d). */
 size_t op_nn_io_floats(const op_nn_model *m);
-/* F: x_in NULL iff the stage starts with E, x_out NULL iff it ends with L.  Returns the sum
- * of the stage's loss terms (unscaled). */
+/* F: x_in NULL iff the stage starts with E, x_out NULL iff it ends with L.  Returns the head's
+ * mean cross-entropy (0 when the stage has no L); MoE balance losses add to s->aux_loss.
+ * Their gradients enter in I either way (scaled by batch->loss_scale). */
 double op_nn_stage_forward(op_nn_stage *s, int mb, const op_nn_batch *b, const float *x_in,
                            float *x_out);
 /* I: dx_in (=) dL/dx_in; dy_out NULL iff the stage ends with L, dx_in NULL iff starts with E. */

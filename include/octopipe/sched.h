@@ -17,9 +17,10 @@
  *                  ZB's padding (first/last stage one layer fewer) or Megatron's first/last
  *                  counts (ZB runs on Megatron)
  *   zbv            ZB-V: V placement (device d holds stages d and 2P-1-d), I/W split, memory
- *                  capped at 1F1B's (P microbatches of the device's layers)
+ *                  capped at 1F1B's (P microbatches of the device's layers), greedy variants
  *   dualpipev      DeepSeek DualPipeV's 8-step order, V placement, I/W split; needs M >= 2P
- *                  (V splits: even, padding, or stage 0 / stage 2P-1 counts with the rest even)
+ *   (zbv, dualpipev splits: even, padding, stage 0 / stage 2P-1 counts with the rest even, or
+ *    a cost-balanced layout, per stage and per device)
  *   balanced-1f1b  contiguous split of all layers minimizing the max stage F+I+W (exact), one
  *                  stage per device, Megatron 1F1B order (what Mist/AdaPipe-style tuners give)
  *
@@ -43,9 +44,10 @@ typedef struct op_sched_opts {
      * v*P for i1f1b, 2P for zbv/dualpipev); a mismatch is OP_EINVAL. */
     const int *stage_first;
     int S;
-    /* i1f1b: 1 = only the even / account_for / first-last splits; 0 (default) also tries a
-     * cost-balanced layout (Megatron's --pipeline-model-parallel-layout, or '|' segments of a
-     * hybrid pattern), which a user tuning a heterogeneous model writes by hand. */
+    /* i1f1b, zbv, dualpipev: 1 = only the even / account_for (padding) / first-last splits;
+     * 0 (default) also tries a cost-balanced layout (Megatron's --pipeline-model-parallel-
+     * layout or '|' segments of a hybrid pattern; DualPipe's hand-built stage modules), which
+     * a user tuning a heterogeneous model writes by hand. */
     int classic_splits;
 } op_sched_opts;
 

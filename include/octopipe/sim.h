@@ -36,7 +36,7 @@ struct op_sim_view;
 typedef struct op_sim_policy {
     /* Built-in rule when prio == NULL:
      *  - backward (I/B) before F before W, except that a device runs F while it has fewer than
-     *    warmup[d] microbatches in flight (F done, I not yet) on it;
+     *    warmup[d] stashes in flight (F done, its I/B not yet; one per stage and microbatch);
      *  - W ops are deferred: a W runs only if no F/I/B is ready, or if the number of pending W
      *    on the device reaches w_limit[d] (0 = no limit);
      *  - in-flight activations are capped by mem_limit_bytes (0 = none): an F that would exceed
@@ -77,8 +77,10 @@ typedef struct op_sim_view {
  *    decision O(stages on the device).
  *  - Holds: caps (max_inflight, mem_limit_bytes) and infinite keys keep a ready op waiting;
  *    the device re-decides when an input arrives or one of its ops ends.  If the whole
- *    pipeline stalls on holds, the held op with the best key on the lowest device runs anyway,
- *    so list scheduling always finishes.
+ *    pipeline stalls on holds, the held op that comes first over all devices (by key, then
+ *    tie order: oldest microbatch first) runs anyway, so list scheduling always finishes.
+ *  - Events are taken in time order (ties: lower device first) and a device decides at its
+ *    own event (its op ends, or an input arrives while it is idle).
  *  - The result is the per-device order; times and the prediction come from replaying it
  *    (ops start as soon as their device and inputs allow, as the executor runs them), so
  *    op_sim_replay of the output reproduces it exactly. */

@@ -10,8 +10,6 @@
 #include "cli/cli.h"
 #include "octopipe/export.h"
 
-#pragma weak op_plan_read
-
 static void usage(FILE *f) {
     fprintf(f,
             "usage: octopipe export PLAN [--torch-csv FILE] [--torch-fqns FILE]\n"
@@ -133,10 +131,6 @@ int cmd_export(int argc, char **argv) {
     }
     if (n_stdout > 1) {
         fprintf(stderr, "octopipe export: only one output can go to stdout ('-')\n");
-        return 2;
-    }
-    if (!op_plan_read) {
-        fprintf(stderr, "octopipe export: plan files cannot be read (plan_json not built)\n");
         return 2;
     }
     op_plan p;

@@ -5,7 +5,6 @@
 #include "cli/cli.h"
 #include "octopipe/exec.h"
 
-#pragma weak op_plan_read
 
 static void help(void) {
     printf("usage: octopipe lower PLAN [--rank R] [--bytes-scale X] [--recv-window N]\n\n"
@@ -61,10 +60,6 @@ int cmd_lower(int argc, char **argv) {
     }
     if (!path) {
         fprintf(stderr, "octopipe lower: missing PLAN (octopipe lower --help)\n");
-        return 2;
-    }
-    if (!op_plan_read) {
-        fprintf(stderr, "octopipe lower: plan files cannot be read (plan_json not built)\n");
         return 2;
     }
     op_plan p;

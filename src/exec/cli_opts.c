@@ -8,8 +8,6 @@
 #include "octopipe/cluster.h"
 #include "octopipe/sim.h"
 
-/* Other modules' entry points, weak so the executor builds while they are being written. */
-#pragma weak op_plan_from_json
 
 const char *op_exec_cli_help(void) {
     return "  --emulate           each op sleeps for its modelled duration (the only compute the CLI\n"
@@ -23,7 +21,9 @@ const char *op_exec_cli_help(void) {
            "  --trace FILE        write the merged Chrome trace (measured ranks + predicted devices)\n"
            "  --watchdog SEC      a rank waiting this long on one message stops the job (default 30)\n"
            "  --slice-ms X        emulated compute progresses messages every X ms (default 0.5)\n"
-           "  --poll-us X         sleep between tests while waiting (default 20)\n"
+           "  --poll-us X         first sleep between tests while waiting (default 20)\n"
+           "  --poll-growth F     later sleeps: F x the time waited so far (default 0.01)\n"
+           "  --poll-max-us X     longest sleep between tests (default 1000)\n"
            "  --recv-window N     post receives up to N compute ops ahead (default 8)\n"
            "  --recv-budget MIB   cap on posted receive buffers per rank (default 1024)\n"
            "  --inject-crash R:I  testing: rank R kills itself at its compute op I\n"
@@ -72,6 +72,8 @@ int op_exec_cli_parse(op_exec_cli *c, int argc, char **argv, const char *cmd, in
         else if (!strcmp(a, "--watchdog")) rc = num(cmd, a, v, 0.01, 1e6, &c->eo.watchdog_s);
         else if (!strcmp(a, "--slice-ms")) rc = num(cmd, a, v, 0.001, 1e4, &c->eo.slice_ms);
         else if (!strcmp(a, "--poll-us")) rc = num(cmd, a, v, 0.1, 1e6, &c->eo.poll_us);
+        else if (!strcmp(a, "--poll-growth")) rc = num(cmd, a, v, 1e-6, 1, &c->eo.poll_growth);
+        else if (!strcmp(a, "--poll-max-us")) rc = num(cmd, a, v, 0.1, 1e6, &c->eo.poll_max_us);
         else if (allow_run_flags && !strcmp(a, "--timeout")) rc = num(cmd, a, v, 1, 86400, &c->timeout_s);
         else if (!strcmp(a, "--recv-window")) {
             rc = num(cmd, a, v, 1, 1e6, &x);
@@ -121,10 +123,6 @@ int op_exec_cli_plans(const op_exec_cli *c, const char *cmd, const char *text, o
     op_plan p;
     char *own = NULL;
     *have_pred = 0;
-    if (!op_plan_from_json) {
-        fprintf(stderr, "octopipe %s: plan files cannot be read (plan_json not built)\n", cmd);
-        return 2;
-    }
     if (!text) {
         size_t n;
         if (op_read_file(c->plan_path, &own, &n, &e)) {

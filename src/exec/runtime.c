@@ -136,8 +136,10 @@ static int wait_for(op_exec_rank *rt, int b, char *line, size_t cap, op_err *err
         }
         /* back off as the wait grows: a rank idle in a long bubble must not steal the cores
          * the computing ranks need (16 ranks on 2 cores); reacting 1% late costs 1% of a wait */
-        double waited_us = (op_now_s() - rt->cur_since) * 1e6, nap = waited_us * 0.01;
-        op_exec_nap_us(nap < poll ? poll : nap > 1000 ? 1000 : nap);
+        double g = rt->o.poll_growth > 0 ? rt->o.poll_growth : 0.01;
+        double cap = rt->o.poll_max_us > 0 ? rt->o.poll_max_us : 1000;
+        double waited_us = (op_now_s() - rt->cur_since) * 1e6, nap = waited_us * g;
+        op_exec_nap_us(nap < poll ? poll : nap > cap ? cap : nap);
     }
 }
 
@@ -281,6 +283,8 @@ int op_exec_rank_run_line(const op_plan *p, const op_lowered *l, op_xport *x, co
     } else if (res) {
         res->watchdog_rank = rt.abort_reason ? rt.abort_reason - 1 : -1;
     }
+    for (int i = 0; i < rt.n_act; i++) /* failure path: nobody may still write into these */
+        if (x->cancel) x->cancel(x, &rt.req[rt.act[i]]);
     for (int b = 0; b < nb; b++) free(rt.buf[b]);
     free(rt.buf);
     free(rt.state);

@@ -1,6 +1,6 @@
 /* xport_threads.c: the in-process transport: P ranks are P threads of one process, so executor
- * tests run without mpirun and under ASan/valgrind.  Sends are buffered (copied at isend, complete
- * at once); a receive matches on (source, tag) like MPI, whatever the issue order. */
+ * tests run without mpirun and under ASan/valgrind.  A send completes when a receiver has copied
+ * its payload; a receive matches on (source, tag) like MPI, whatever the issue order. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,12 +8,16 @@
 
 #include "octopipe/exec.h"
 
-typedef struct env {   /* an unmatched send or a posted receive */
-    struct env *next;
-    int src, tag;
+/* A pending send (listed in unexp[dst]) or receive (listed in posted[rank]).  Payloads are
+ * copied once, from the sender's buffer to the receiver's, outside the world lock (a 32 MiB copy
+ * under it would stall every rank); `state` says who may touch the env meanwhile. */
+enum { E_OPEN, E_COPYING, E_DONE };
+typedef struct env {
+    struct env *next;             /* in unexp[] or posted[] while E_OPEN */
+    struct env *all_prev, *all_next; /* every live env, freed by op_xport_threads_free */
+    int src, tag, state, bad;
     int64_t n;
-    void *data;        /* send: copy; receive: destination */
-    int done, bad;     /* receive: matched; size mismatch */
+    void *data; /* send: the sender's buffer (kept until the send completes); receive: target */
 } env;
 
 typedef struct world {
@@ -23,39 +27,71 @@ typedef struct world {
     int abort;
     env **unexp;  /* [P] sends waiting for a receive at that rank */
     env **posted; /* [P] receives waiting for a send */
+    env *all;
     const void **gbuf;
     int64_t *glen;
 } world;
 
 static world *W(op_xport *x) { return x->impl; }
 
+static env *env_new(world *w, int src, int tag, int64_t n, void *data) {
+    env *e = op_xcalloc(1, sizeof *e);
+    e->src = src;
+    e->tag = tag;
+    e->n = n;
+    e->data = data;
+    e->all_next = w->all;
+    if (w->all) w->all->all_prev = e;
+    w->all = e;
+    return e;
+}
+
+static void env_free(world *w, env *e) {
+    if (e->all_prev) e->all_prev->all_next = e->all_next;
+    else w->all = e->all_next;
+    if (e->all_next) e->all_next->all_prev = e->all_prev;
+    free(e);
+}
+
+/* Unlinks and returns the first open env in *list from src with tag, or NULL. */
+static env *take(env **list, int src, int tag) {
+    for (env **pp = list; *pp; pp = &(*pp)->next)
+        if ((*pp)->src == src && (*pp)->tag == tag) {
+            env *e = *pp;
+            *pp = e->next;
+            e->next = NULL;
+            return e;
+        }
+    return NULL;
+}
+
+/* Copies src's payload into dst's buffer with the lock released; both are E_COPYING. */
+static void copy_unlocked(world *w, env *snd, env *rcv) {
+    snd->state = rcv->state = E_COPYING;
+    pthread_mutex_unlock(&w->mu);
+    int bad = snd->n != rcv->n;
+    if (!bad) memcpy(rcv->data, snd->data, (size_t)snd->n);
+    pthread_mutex_lock(&w->mu);
+    rcv->bad = bad;
+    snd->state = rcv->state = E_DONE;
+}
+
 static int t_isend(op_xport *x, const void *buf, int64_t n, int peer, int tag, op_xreq *r) {
     world *w = W(x);
     pthread_mutex_lock(&w->mu);
-    r->done = 1;
-    r->h = NULL;
-    if (w->abort) { /* the job is stopping: receivers may already have freed their buffers */
-        pthread_mutex_unlock(&w->mu);
-        return 0;
-    }
-    for (env *e = w->posted[peer]; e; e = e->next) {
-        if (!e->done && e->src == x->rank && e->tag == tag) {
-            if (e->n != n) e->bad = 1;
-            else memcpy(e->data, buf, (size_t)n);
-            e->done = 1; /* stays listed until tested, so an untested one is still freed */
-            pthread_mutex_unlock(&w->mu);
-            return 0;
+    r->done = 0;
+    env *s = env_new(w, x->rank, tag, n, (void *)buf);
+    r->h = s;
+    if (w->abort) s->state = E_DONE; /* stopping: the receiver may be gone */
+    else {
+        env *rcv = take(&w->posted[peer], x->rank, tag);
+        if (rcv) copy_unlocked(w, s, rcv);
+        else {
+            env **tail = &w->unexp[peer];
+            while (*tail) tail = &(*tail)->next;
+            *tail = s;
         }
     }
-    env *e = op_xcalloc(1, sizeof *e);
-    e->src = x->rank;
-    e->tag = tag;
-    e->n = n;
-    e->data = op_xmalloc((size_t)n);
-    memcpy(e->data, buf, (size_t)n);
-    env **tail = &w->unexp[peer];
-    while (*tail) tail = &(*tail)->next;
-    *tail = e;
     pthread_mutex_unlock(&w->mu);
     return 0;
 }
@@ -64,26 +100,14 @@ static int t_irecv(op_xport *x, void *buf, int64_t n, int peer, int tag, op_xreq
     world *w = W(x);
     pthread_mutex_lock(&w->mu);
     r->done = 0;
-    env *e = op_xcalloc(1, sizeof *e);
-    e->src = peer;
-    e->tag = tag;
-    e->n = n;
-    e->data = buf;
+    env *e = env_new(w, peer, tag, n, buf);
     r->h = e;
-    for (env **pp = &w->unexp[x->rank]; *pp; pp = &(*pp)->next) {
-        env *u = *pp;
-        if (u->src == peer && u->tag == tag) {
-            if (u->n != n) e->bad = 1;
-            else memcpy(buf, u->data, (size_t)n);
-            e->done = 1;
-            *pp = u->next;
-            free(u->data);
-            free(u);
-            break;
-        }
+    env *snd = take(&w->unexp[x->rank], peer, tag);
+    if (snd) copy_unlocked(w, snd, e);
+    else {
+        e->next = w->posted[x->rank];
+        w->posted[x->rank] = e;
     }
-    e->next = w->posted[x->rank];
-    w->posted[x->rank] = e;
     pthread_mutex_unlock(&w->mu);
     return 0;
 }
@@ -97,19 +121,44 @@ static int t_test(op_xport *x, op_xreq *r) {
     pthread_mutex_lock(&w->mu);
     env *e = r->h;
     int rc = 0;
-    if (e->done) {
+    if (e->state == E_DONE) {
         r->done = 1;
         rc = e->bad ? -1 : 0;
-        for (env **pp = &w->posted[x->rank]; *pp; pp = &(*pp)->next)
-            if (*pp == e) {
-                *pp = e->next;
-                break;
-            }
-        free(e);
+        env_free(w, e);
         r->h = NULL;
     }
     pthread_mutex_unlock(&w->mu);
     return rc;
+}
+
+/* Withdraws a request before its buffer is freed (failure path): unlinks an open env, waits
+ * out a copy in progress. */
+static void t_cancel(op_xport *x, op_xreq *r) {
+    if (r->done || !r->h) return;
+    world *w = W(x);
+    env *e = r->h;
+    pthread_mutex_lock(&w->mu);
+    while (e->state == E_COPYING) {
+        pthread_mutex_unlock(&w->mu);
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&w->mu);
+    }
+    if (e->state == E_OPEN) {
+        for (int k = 0; k < w->P; k++) {
+            env **lists[2] = {&w->unexp[k], &w->posted[k]};
+            for (int j = 0; j < 2; j++)
+                for (env **pp = lists[j]; *pp; pp = &(*pp)->next)
+                    if (*pp == e) {
+                        *pp = e->next;
+                        break;
+                    }
+        }
+    }
+    env_free(w, e);
+    r->h = NULL;
+    r->done = 1;
+    pthread_mutex_unlock(&w->mu);
 }
 
 static void t_raise(op_xport *x, int reason) {
@@ -194,6 +243,7 @@ void op_xport_threads_new(op_xport *xs, int P) {
         x->isend = t_isend;
         x->irecv = t_irecv;
         x->test = t_test;
+        x->cancel = t_cancel;
         x->raise_abort = t_raise;
         x->poll_abort = t_poll;
         x->barrier = t_barrier;
@@ -206,17 +256,7 @@ void op_xport_threads_new(op_xport *xs, int P) {
 
 void op_xport_threads_free(op_xport *xs, int P) {
     world *w = xs[0].impl;
-    for (int r = 0; r < P; r++) {
-        for (env *e = w->unexp[r], *nx; e; e = nx) {
-            nx = e->next;
-            free(e->data);
-            free(e);
-        }
-        for (env *e = w->posted[r], *nx; e; e = nx) { /* owned by requests never completed */
-            nx = e->next;
-            free(e);
-        }
-    }
+    while (w->all) env_free(w, w->all); /* requests never completed (a failed run) */
     free(w->unexp);
     free(w->posted);
     free(w->gbuf);

@@ -38,9 +38,9 @@ static int check_loop(const op_plan *p, const char *what, op_err *err) {
     for (int s = 0; s < S && v; s++) v = p->stage_dev[s] == (s < P ? s : 2 * P - 1 - s);
     if (v && P > 1)
         return op_errf(err, OP_EINVAL,
-                       "%s: V placement (stage %d on device %d) cannot be expressed: Megatron "
-                       "always puts virtual stage v of rank r at global stage v*P + r (loop) "
-                       "and has no V or custom stage-to-rank map", what, P, p->stage_dev[P]);
+                       "%s: V placement (device 0 holds stages 0 and %d) cannot be expressed: "
+                       "Megatron always puts virtual stage v of rank r at global stage v*P + r "
+                       "(loop) and has no V or custom stage-to-rank map", what, 2 * P - 1);
     for (int s = 0; s < S; s++)
         if (p->stage_dev[s] != s % P)
             return op_errf(err, OP_EINVAL,

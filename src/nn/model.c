@@ -82,6 +82,16 @@ int op_nn_model_init(op_nn_model *m, const char *pattern, const op_nn_cfg *cfg, 
 
 int op_nn_model_from_spec(op_nn_model *m, const char *spec, op_err *err) {
     op_nn_cfg c;
+    const char *colon = strchr(spec, ':');
+    if (colon) { /* PRESET:PATTERN: that preset's dimensions, another pattern */
+        char pre[16];
+        size_t n = (size_t)(colon - spec);
+        snprintf(pre, sizeof pre, "%.*s", (int)(n < 15 ? n : 15), spec);
+        if (n >= sizeof pre || !preset_pattern(pre))
+            return op_errf(err, OP_EINVAL, "model \"%s\": unknown preset before ':' (tiny, small)", spec);
+        op_nn_cfg_preset(pre, &c);
+        return op_nn_model_init(m, colon + 1, &c, err);
+    }
     const char *pat = preset_pattern(spec);
     op_nn_cfg_preset(pat ? spec : "small", &c);
     int rc = op_nn_model_init(m, pat ? pat : spec, &c, err);

@@ -2,14 +2,20 @@
  * and init fills.  See nn_impl.h for shapes. */
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "nn/nn_impl.h"
 
-void op_nn_blas_single_thread(void) {
+static void blas_one_thread(void) {
 #ifdef OPENBLAS_CONST /* OpenBLAS's cblas.h; other BLAS builds: set their own variable */
     openblas_set_num_threads(1);
 #endif
+}
+
+void op_nn_blas_single_thread(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT; /* rank threads may all get here */
+    pthread_once(&once, blas_one_thread);
 }
 
 static op_nn_gemm_rec *g_rec;

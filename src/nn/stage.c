@@ -72,7 +72,9 @@ double op_nn_stage_forward(op_nn_stage *s, int mb, const op_nn_batch *b, const f
         *c = (op_nn_ctx){&ms->ai, &ms->aw, *b, NULL};
         const float *in = i == 0 ? x_in : s->buf[(i - 1) & 1];
         float *out = i == nl - 1 ? x_out : s->buf[i & 1];
-        loss += op_nn_layer_forward(&s->layers[i], c, in, out);
+        double l = op_nn_layer_forward(&s->layers[i], c, in, out);
+        if (s->layers[i].sym == 'L') loss = l;
+        else s->aux_loss += l; /* MoE balance terms: reported apart, never mixed into CE */
     }
     track(s, 0, ms->ai.used_bytes + ms->aw.used_bytes);
     ms->state = 1;
@@ -142,4 +144,5 @@ void op_nn_stage_zero_grad(op_nn_stage *s) {
         OP_ASSERT(!s->mb[b].pending && s->mb[b].state == 0, "zero_grad with microbatch %d in flight", b);
     memset(s->grads, 0, s->n_params * sizeof(float));
     s->next_w = 0;
+    s->aux_loss = 0;
 }

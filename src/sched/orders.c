@@ -68,7 +68,8 @@ void op_sched_order_1f1b(op_plan *p) {
  * maps through the schedule table: groups of G microbatches, and within a group every chunk in
  * turn (PP2, G=3, M=5, v=2 gives mb 0 1 2 0 1 2 3 4 3 4, chunk 0 0 0 1 1 1 0 0 1 1).
  * Backward k uses the same table with the chunk mirrored (v-1-c).  Warm-up on device d:
- * min((P-d-1)*2 + (v-1)*G, M*v); then steady F(warmup+k) B(k); then the cool-down B's. */
+ * min((P-d-1)*2 + (v-1)*G, M*v), or all M*v when M == P (Megatron's special case); then
+ * steady F(warmup+k) B(k); then the cool-down B's. */
 void op_sched_order_interleaved(op_plan *p, int v, int G) {
     int P = p->P, M = p->M, n = M * v;
     OP_ASSERT(p->S == v * P && v >= 1 && G >= 1, "interleaved wants S = v*P (S=%d v=%d P=%d)",
@@ -87,7 +88,8 @@ void op_sched_order_interleaved(op_plan *p, int v, int G) {
     OP_ASSERT(k == n, "schedule table has %d entries, want %d", k, n);
     obuf b = {0};
     for (int d = 0; d < P; d++) {
-        int w = (P - d - 1) * 2 + (v - 1) * G;
+        /* Megatron runs everything as warm-up (all F, then all B) when M == P */
+        int w = M == P ? n : (P - d - 1) * 2 + (v - 1) * G;
         if (w > n) w = n;
 #define FWD(i) emit(&b, OP_F, tch[i] * P + d, tmb[i])
 #define BWD(i) emit(&b, OP_B, (v - 1 - tch[i]) * P + d, tmb[i])

@@ -42,6 +42,8 @@ void sched_offer(sched_best *best, op_plan *cand, const char *settings, void *ws
         int fc = fits(best, cand), fo = fits(best, o);
         double a = cand->pred.makespan_ms, b = o->pred.makespan_ms, tol = 1e-9 * (b > 1 ? b : 1);
         if (fc != fo) better = fc;
+        else if (!fc && cand->pred.peak_bytes_max != o->pred.peak_bytes_max)
+            better = cand->pred.peak_bytes_max < o->pred.peak_bytes_max; /* closest to fitting */
         else if (a < b - tol) better = 1;
         else if (a <= b + tol) better = cand->pred.peak_bytes_max < o->pred.peak_bytes_max;
     }
@@ -187,7 +189,8 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
     for (int d = 0; d < P; d++) caps[d] = cap;
     sched_split_list l = {0};
     int rc = splits_for(pr, o, S, pl, 1, 4, &l, err);
-    if (v_shape && !(o && o->stage_first)) { /* ZB-V on Megatron: a layout is one flag away */
+    if (v_shape && !(o && (o->stage_first || o->classic_splits))) {
+        /* ZB-V runs on Megatron: a layout is one flag away */
         if (rc != OP_OK && sched_split_add_balanced(pr, S, pl, &l)) rc = OP_OK;
         else if (rc == OP_OK) sched_split_add_balanced(pr, S, pl, &l);
     }
@@ -200,17 +203,35 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
             snprintf(set, sizeof set, "split=%s order=handcrafted", l.v[i].desc);
             sched_offer(best, &p, set, ws);
         }
+        /* every split with ZB's default variant (I first, lazy W, deeper F first) */
+        op_plan p;
+        sched_plan_from_split(&p, name, pr, &l.v[i], pl, 1);
+        op_sched_zb_greedy(&p, caps, pr->mem_limit_bytes, 0);
+        snprintf(set, sizeof set, "split=%s order=greedy(I first,lazy W)", l.v[i].desc);
+        sched_offer(best, &p, set, ws);
+    }
+    /* then all heuristic variants on the best split, as ZB's initial_solution does */
+    if (rc == OP_OK && best->have) {
+        sched_split sp = {.S = S};
+        sp.first = op_xmalloc(sizeof(int) * (size_t)(S + 1));
+        memcpy(sp.first, best->plan.stage_first, sizeof(int) * (size_t)(S + 1));
+        char desc[160];
+        snprintf(desc, sizeof desc, "%s", best->settings);
+        char *cut = strstr(desc, " order=");
+        if (cut) *cut = 0;
         int nflags = v_shape ? 8 : 4;
-        for (int f = 0; f < nflags; f++) {
+        for (int f = 1; f < nflags; f++) {
             op_plan p;
-            sched_plan_from_split(&p, name, pr, &l.v[i], pl, 1);
+            sched_plan_from_split(&p, name, pr, &sp, pl, 1);
             op_sched_zb_greedy(&p, caps, pr->mem_limit_bytes, f);
-            snprintf(set, sizeof set, "split=%s order=greedy(%s,%s%s)", l.v[i].desc,
+            char set[200];
+            snprintf(set, sizeof set, "%.100s order=greedy(%s,%s%s)", desc,
                      f & OP_ZB_F_FIRST ? "F first" : "I first",
                      f & OP_ZB_W_EAGER ? "eager W" : "lazy W",
                      f & OP_ZB_F_SHALLOW ? ",shallow F" : "");
             sched_offer(best, &p, set, ws);
         }
+        free(sp.first);
     }
     sched_split_list_free(&l);
     free(caps);
@@ -224,7 +245,8 @@ static int build_dualpipev(const op_problem *pr, const op_sched_opts *o, sched_b
                        pr->M, 2 * pr->P);
     sched_split_list l = {0};
     int rc = splits_for(pr, o, 2 * pr->P, SCHED_PLACE_V, 1, 4, &l, err);
-    if (!(o && o->stage_first)) { /* DualPipe users build each stage's modules by hand */
+    if (!(o && (o->stage_first || o->classic_splits))) {
+        /* DualPipe users build each stage's modules by hand */
         if (rc != OP_OK && sched_split_add_balanced(pr, 2 * pr->P, SCHED_PLACE_V, &l)) rc = OP_OK;
         else if (rc == OP_OK) sched_split_add_balanced(pr, 2 * pr->P, SCHED_PLACE_V, &l);
     }

@@ -57,7 +57,7 @@ int sched_split_add_explicit(const op_problem *pr, const int *first, int S,
                              sched_split_list *out, op_err *err);
 
 /* Best-of bookkeeping: keeps the fastest plan that fits (fits first, then makespan, then peak
- * memory, then the earliest candidate). */
+ * memory, then the earliest candidate); when nothing fits, the one with the lowest peak. */
 typedef struct sched_best {
     op_plan plan;
     int have;

@@ -130,6 +130,47 @@ static int pick(zb *z, int d, double t, int force) {
     return 0;
 }
 
+/* A binary min-heap of device wake-ups, ordered by (time, device). */
+typedef struct wake {
+    double t;
+    int d;
+} wake;
+typedef struct heap {
+    wake *v;
+    int n, cap;
+} heap;
+
+static int wake_lt(wake a, wake b) { return a.t < b.t || (a.t == b.t && a.d < b.d); }
+
+static void heap_push(heap *h, double t, int d) {
+    if (h->n == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 64;
+        h->v = op_xrealloc(h->v, sizeof *h->v * (size_t)h->cap);
+    }
+    int i = h->n++;
+    wake w = {t, d};
+    while (i > 0 && wake_lt(w, h->v[(i - 1) / 2])) {
+        h->v[i] = h->v[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->v[i] = w;
+}
+
+static wake heap_pop(heap *h) {
+    wake top = h->v[0], last = h->v[--h->n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && wake_lt(h->v[c + 1], h->v[c])) c++;
+        if (!wake_lt(h->v[c], last)) break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n) h->v[i] = last;
+    return top;
+}
+
 void op_sched_zb_greedy(op_plan *p, const double *cap_mb, double mem_limit_bytes, int flags) {
     zb zz = {0}, *z = &zz;
     int S = p->S, M = p->M, P = p->P;
@@ -194,35 +235,52 @@ void op_sched_zb_greedy(op_plan *p, const double *cap_mb, double mem_limit_bytes
             z->lim[d] = mem_limit_bytes - stat;
         z->out[d] = OP_ARENA_NEW(&ar, op_op, (size_t)z->dn[d] * (size_t)M * 3);
     }
+    /* Event loop over a heap of device wake-ups (time, device): a device is re-examined when
+     * it frees up, or when an op it could run becomes ready (pushed by whoever scheduled the
+     * producer).  Stale entries are harmless: a busy or idle-with-nothing device just
+     * re-arms itself.  Ties go to the lower device, so the result is deterministic. */
+    heap h = {0};
+    for (int d = 0; d < P; d++) heap_push(&h, 0, d);
     long left = (long)S * M * 3;
     double t = 0;
     int force = 0;
     while (left > 0) {
-        for (int again = 1; again;) {
-            again = 0;
-            for (int d = 0; d < P; d++)
-                if (z->free_at[d] <= t && pick(z, d, t, force)) {
-                    left--;
-                    again = 1;
-                    force = 0;
-                }
+        if (h.n == 0) {
+            OP_ASSERT(!force, "zb greedy: no progress possible even over the memory cap");
+            force = 1; /* every device idle and nothing coming: let the oldest F over the cap */
+            for (int d = 0; d < P; d++) heap_push(&h, t, d);
+            continue;
         }
-        if (left == 0) break;
+        wake w = heap_pop(&h);
+        int d = w.d;
+        t = w.t;
+        if (z->free_at[d] > t) continue; /* stale: it re-arms when it frees */
+        int n0 = z->nout[d];
+        if (pick(z, d, t, force)) {
+            left--;
+            force = 0;
+            heap_push(&h, z->free_at[d], d);
+            /* the op's consumer on another device may now have a known ready time */
+            const op_op *o = &z->out[d][n0];
+            int cs = o->kind == OP_F ? o->stage + 1 : o->kind == OP_I ? o->stage - 1 : -1;
+            if (cs >= 0 && cs < S && p->stage_dev[cs] != d) {
+                double r = o->kind == OP_F ? o->end + z->cf[o->stage] : o->end + z->cb[cs];
+                heap_push(&h, r, p->stage_dev[cs]);
+            }
+            continue;
+        }
+        /* nothing to run now: sleep until the next op of this device that is known to come */
         double tn = DBL_MAX;
-        for (int d = 0; d < P; d++)
-            if (z->free_at[d] > t && z->free_at[d] < tn) tn = z->free_at[d];
-        for (int s = 0; s < S; s++) {
-            double r[3] = {ready_f(z, s), ready_i(z, s), ready_w(z, s)};
+        const int *st = z->dstages + (size_t)d * (size_t)S;
+        for (int j = 0; j < z->dn[d]; j++) {
+            int s2 = st[j];
+            double r[3] = {ready_f(z, s2), ready_i(z, s2), ready_w(z, s2)};
             for (int k = 0; k < 3; k++)
                 if (r[k] > t && r[k] < tn) tn = r[k];
         }
-        if (tn == DBL_MAX) {
-            OP_ASSERT(!force, "zb greedy: no progress possible even over the memory cap");
-            force = 1; /* every device idle and nothing coming: let the oldest F over the cap */
-            continue;
-        }
-        t = tn;
+        if (tn < DBL_MAX) heap_push(&h, tn, d);
     }
+    free(h.v);
     for (int d = 0; d < P; d++) op_plan_set_ops(p, d, z->out[d], z->nout[d]);
     op_arena_free(&ar);
 }

@@ -5,7 +5,10 @@
  * Events: an op's completion (frees its device, updates the device's counters) and a wake-up of
  * an idle device when an input arrives from another device.  An op's end time is written when
  * it starts (it is known then), so a consumer's arrival time is known early; the consumer's
- * device gets a wake-up at that time.  Decisions are made after all events of one instant. */
+ * device gets a wake-up at that time.  Events are taken in time order (ties: lower device
+ * first) and each device decides right at its event: every input that can arrive by then is
+ * already known, except one made at that very instant by a zero-duration op, which the device
+ * sees at its next decision. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,18 +57,12 @@ static void wake(op_sim_ws *ws, int d, double t) {
     set_key(ws, d, t);
 }
 
-static void mark_dirty(op_sim_ws *ws, int d, int *nd) {
-    if (!ws->dirty[d]) {
-        ws->dirty[d] = 1;
-        ws->dirty_list[(*nd)++] = d;
-    }
-}
-
 /* ---- choosing ---- */
 
 typedef struct cand {
     int slot, stage, mb;
     double key;
+    double arrive; /* when its input is there */
 } cand;
 
 /* Tie order: smaller mb; then I/B before F before W; then larger stage for I/B (the gradient
@@ -86,9 +83,10 @@ static op_kind slot_kind(const op_sim_ws *ws, int slot, int s) {
     return slot == 0 ? OP_F : slot == 2 ? OP_W : ws->st[s].split ? OP_I : OP_B;
 }
 
-/* Picks device d's op at `now`; force = ignore holds (stall).  Returns 0 if none started. */
+/* Picks device d's op at `now` and starts it; force = ignore holds (stall).  With peek != NULL
+ * only reports the pick there.  Returns 0 if there is none. */
 static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, double now,
-                    int force) {
+                    int force, cand *peek) {
     const int M = p->M, S = p->S;
     const sim_stage *st = ws->st;
     const int64_t up = 3;
@@ -129,7 +127,7 @@ static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, 
                 if (r < fut) fut = r;
                 continue;
             }
-            cand c = {slot, s, m, 0.0};
+            cand c = {slot, s, m, 0.0, r};
             int held = 0;
             if (slot == 0) {
                 held = !cap_ok || (pol->mem_limit_bytes > 0 &&
@@ -167,6 +165,10 @@ static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, 
     } else if (!have_best && force && have_any) {
         best = any, have_best = 1;
     }
+    if (peek) {
+        *peek = best;
+        return have_best;
+    }
     if (!have_best) {
         if (fut < INFINITY) wake(ws, d, fut);
         return 0;
@@ -175,9 +177,13 @@ static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, 
     const sim_stage *t = &st[best.stage];
     const int64_t id = ((int64_t)best.mb * S + best.stage) * 3 + best.slot;
     const double end = now + t->dur[best.slot];
+    /* an op held back past the moment its device and input were both free makes these times
+     * differ from a replay of the order; the caller then replays */
+    if (now != (ws->free_t[d] > best.arrive ? ws->free_t[d] : best.arrive)) ws->delayed = 1;
+    ws->free_t[d] = end;
     ws->end[id] = end;
     ws->next[best.slot][best.stage]++;
-    op_op *o = &ws->out[ws->out_first[d] + ws->out_n[d]++];
+    op_op *o = &p->ops[d][ws->out_n[d]++];
     o->kind = (uint8_t)slot_kind(ws, best.slot, best.stage);
     o->stage = best.stage;
     o->mb = best.mb;
@@ -219,7 +225,6 @@ int op_sim_dynamic(op_plan *p, const op_sim_policy *pol_in, op_sim_ws *ws, op_er
         ws->dev_stages[ws->dev_first[d] + ws->out_n[d]++] = s;
     }
     int64_t total = 0;
-    ws->out_first[0] = 0;
     for (int d = 0; d < P; d++) {
         int64_t n = 0, stat = 0;
         for (int j = ws->dev_first[d]; j < ws->dev_first[d + 1]; j++) {
@@ -227,7 +232,12 @@ int op_sim_dynamic(op_plan *p, const op_sim_policy *pol_in, op_sim_ws *ws, op_er
             n += (int64_t)M * (ws->st[s].split ? 3 : 2);
             stat += op_stage_static_bytes(p, s);
         }
-        ws->out_first[d + 1] = ws->out_first[d] + (int)n;
+        /* the order is written straight into the plan (reusing its arrays when the shape
+         * did not change, as in the tuner's loops) */
+        if (!(p->ops[d] && p->n_ops[d] == (int)n)) {
+            p->ops[d] = OP_ARENA_NEW(&p->arena, op_op, n);
+            p->n_ops[d] = (int)n;
+        }
         total += n;
         ws->out_n[d] = 0;
         ws->busy[d] = ws->dirty[d] = 0;
@@ -235,69 +245,65 @@ int op_sim_dynamic(op_plan *p, const op_sim_policy *pol_in, op_sim_ws *ws, op_er
         ws->inflight[d] = ws->pending_w[d] = ws->n_done[d] = 0;
         ws->act_now[d] = 0;
         ws->static_b[d] = stat;
+        ws->free_t[d] = 0.0;
     }
     for (int k = 0; k < 3; k++) memset(ws->next[k], 0, sizeof(int) * (size_t)S);
     tw_init(ws);
+    ws->delayed = 0;
 
     int64_t done = 0;
     double now = 0.0;
     wake(ws, ws->st[0].dev, 0.0);
     while (done < total) {
-        int nd = 0;
-        int d = ws->tw[1];
+        int d;
         if (ws->key[1] == INFINITY) {
             /* every device idle, no input on its way: only holds keep ops waiting */
-            int started = 0;
-            for (int e = 0; e < P && !started; e++) started = dispatch(p, ws, pol, e, now, 1);
+            /* run the held op that comes first in key, then tie order, over all devices:
+             * the oldest microbatch moves, so the pipeline drains instead of filling up */
+            int dbest = -1;
+            cand cb = {0}, c;
+            for (int e = 0; e < P; e++)
+                if (dispatch(p, ws, pol, e, now, 1, &c) && (dbest < 0 || key_less(&c, &cb)))
+                    dbest = e, cb = c;
+            int started = dbest >= 0 && dispatch(p, ws, pol, dbest, now, 1, NULL);
             OP_ASSERT(started, "dynamic simulation stalled with %lld ops left",
                       (long long)(total - done));
             continue;
         }
         now = ws->key[1];
-        /* all events of this instant first, then the decisions */
-        while (ws->key[1] == now) {
-            d = ws->tw[1];
-            if (ws->busy[d]) {
-                const int64_t id = ws->run_id[d];
-                const int slot = (int)(id % 3), s = (int)(id / 3 % S);
-                const sim_stage *t = &ws->st[s];
-                ws->busy[d] = 0;
-                ws->n_done[d]++;
-                done++;
-                if (slot == 1) {
-                    ws->inflight[d]--;
-                    if (t->split) {
-                        ws->act_now[d] -= t->act - t->act_w;
-                        ws->pending_w[d]++;
-                    } else {
-                        ws->act_now[d] -= t->act;
-                    }
-                } else if (slot == 2) {
-                    ws->act_now[d] -= t->act_w;
-                    ws->pending_w[d]--;
+        d = ws->tw[1];
+        if (ws->busy[d]) {
+            const int64_t id = ws->run_id[d];
+            const int slot = (int)(id % 3), s = (int)(id / 3 % S);
+            const sim_stage *t = &ws->st[s];
+            ws->busy[d] = 0;
+            ws->n_done[d]++;
+            done++;
+            if (slot == 1) {
+                ws->inflight[d]--;
+                if (t->split) {
+                    ws->act_now[d] -= t->act - t->act_w;
+                    ws->pending_w[d]++;
+                } else {
+                    ws->act_now[d] -= t->act;
                 }
+            } else if (slot == 2) {
+                ws->act_now[d] -= t->act_w;
+                ws->pending_w[d]--;
             }
-            ws->wake_at[d] = INFINITY;
+        }
+        /* decide now; dispatch sets d's next event (op end or wake-up), else none */
+        ws->wake_at[d] = INFINITY;
+        if (!dispatch(p, ws, pol, d, now, 0, NULL) && ws->wake_at[d] == INFINITY)
             set_key(ws, d, INFINITY);
-            mark_dirty(ws, d, &nd);
-        }
-        for (int i = 0; i < nd; i++) {
-            d = ws->dirty_list[i];
-            ws->dirty[d] = 0;
-            if (!ws->busy[d]) dispatch(p, ws, pol, d, now, 0);
-        }
     }
 
-    for (int d = 0; d < P; d++) {
-        const op_op *src = ws->out + ws->out_first[d];
-        int n = ws->out_n[d];
-        if (p->ops[d] && p->n_ops[d] == n) memcpy(p->ops[d], src, sizeof(op_op) * (size_t)n);
-        else op_plan_set_ops(p, d, src, n);
-    }
     /* times from a replay of the orders: what the executor would do with them */
-    sim_prepare(ws, p);
-    double T = sim_replay_core(p, ws, 1);
-    OP_ASSERT(T >= 0, "replay of a list-scheduled order deadlocked");
+    if (ws->delayed) {
+        sim_prepare(ws, p);
+        double T = sim_replay_core(p, ws, 1);
+        OP_ASSERT(T >= 0, "replay of a list-scheduled order deadlocked");
+    }
     op_sim_fill_pred(p);
     op_sim_ws_free(own);
     return OP_OK;

@@ -27,16 +27,14 @@ struct op_sim_ws {
     sim_stage *st;   /* [S] */
     /* replay */
     int *pos;        /* [P] next op index in the device's order */
-    double *free_t;  /* [P] when the device is free */
+    double *free_t;  /* [P] when the device is free (replay and dynamic) */
     int *stack;      /* [P] devices to (re)try */
     uint8_t *inq;    /* [P] */
     /* dynamic */
     int *dev_first;  /* [P+1] device d's stages are dev_stages[dev_first[d] .. dev_first[d+1]) */
     int *dev_stages; /* [S] */
     int *next[3];    /* [S] next microbatch per (stage, slot) */
-    op_op *out;      /* [S*M*3] orders being built, device d at out + out_first[d] */
-    int *out_first;  /* [P+1] */
-    int *out_n;      /* [P] */
+    int *out_n;      /* [P] ops written to p->ops[d] so far */
     /* event queue: a tournament tree over devices, each with one next event time: its running
      * op's end when busy, else its earliest wake-up (an input arriving), else +inf */
     int *tw;         /* [2 * leaves]: device winning each node; tw[1] = earliest event */
@@ -45,6 +43,7 @@ struct op_sim_ws {
     int tw_leaves;   /* power of two >= P */
     int64_t *run_id; /* [P] op running on the device */
     double *wake_at; /* [P] */
+    int delayed;     /* some op started later than its device and input allowed (a hold) */
     uint8_t *busy, *dirty; /* [P] */
     int *dirty_list; /* [P] */
     int *inflight, *pending_w, *n_done; /* [P] */

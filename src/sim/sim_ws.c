@@ -18,8 +18,6 @@ void op_sim_ws_free(op_sim_ws *ws) {
     free(ws->dev_first);
     free(ws->dev_stages);
     for (int k = 0; k < 3; k++) free(ws->next[k]);
-    free(ws->out);
-    free(ws->out_first);
     free(ws->out_n);
     free(ws->tw);
     free(ws->key);
@@ -42,7 +40,6 @@ static void ensure(op_sim_ws *ws, int P, int S, int M) {
     size_t nops = (size_t)S * (size_t)M * 3;
     if (nops > ws->cap_ops) {
         GROW(ws->end, nops);
-        GROW(ws->out, nops);
         ws->cap_ops = nops;
     }
     if ((size_t)S > ws->cap_S) {
@@ -57,7 +54,6 @@ static void ensure(op_sim_ws *ws, int P, int S, int M) {
         GROW(ws->stack, P);
         GROW(ws->inq, P);
         GROW(ws->dev_first, P + 1);
-        GROW(ws->out_first, P + 1);
         GROW(ws->out_n, P);
         GROW(ws->wake_at, P);
         GROW(ws->run_id, P);

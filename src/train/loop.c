@@ -63,7 +63,7 @@ static double train_step(trainer *t, const op_train_data *d, const op_adamw *opt
         op_nn_batch b = {tok, tgt, 1.0f / (float)M};
         for (int s = 0; s < t->S; s++) {
             double l = op_nn_stage_forward(&t->st[s], mb, &b, t->io[s], t->io[s + 1]);
-            if (s == t->S - 1) ce += l; /* the head's CE; MoE aux terms are not reported */
+            if (s == t->S - 1) ce += l; /* the head's CE; MoE balance terms: stage aux_loss */
         }
         for (int s = t->S - 1; s >= 0; s--) op_nn_stage_backward(&t->st[s], mb, t->gio[s + 1], t->gio[s]);
     }

@@ -14,12 +14,6 @@
 #include "octopipe/sim.h"
 #include "tune/tune_int.h"
 
-/* The baselines and the simulator are other modules; while they are being written a build may
- * lack them, so the tuner links without them and skips what is missing. */
-#pragma weak op_sched_build
-#pragma weak op_sched_names
-#pragma weak op_sim_replay
-
 void op_tune_opts_default(op_tune_opts *o) {
     memset(o, 0, sizeof *o);
     o->placement = OP_TUNE_PLACE_ANY;
@@ -51,10 +45,13 @@ static void progress(tn_search *st) {
                 st->phase, best, 100 * gap, st->evals, now - st->t0);
 }
 
-double tn_score(tn_search *st, const tn_cand *c) {
-    double mk = tn_eval(st->e, st->pb, c, &st->r, NULL, NULL);
-    OP_ASSERT(mk > 0, "tune engine deadlocked (S=%d)", c->S);
+double tn_score(tn_search *st, const tn_cand *c) { return tn_score_cut(st, c, 0); }
+
+double tn_score_cut(tn_search *st, const tn_cand *c, double cutoff) {
+    double mk = tn_eval(st->e, st->pb, c, &st->r, NULL, NULL, cutoff < TN_NOFIT ? cutoff : 0);
     st->evals++;
+    if (mk == -2) return 1e300;
+    OP_ASSERT(mk > 0, "tune engine deadlocked (S=%d)", c->S);
     if (st->r.peak_max < st->min_peak) st->min_peak = st->r.peak_max;
     double sc = st->r.fits ? mk : TN_NOFIT + (double)st->r.peak_max;
     if (sc < st->best_score * (1 - 1e-12)) {
@@ -120,6 +117,7 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
         for (int cm = 0; cm < 3; cm++) {
             c->split = split;
             c->fmode = 0;
+            c->ffirst = 0;
             memset(c->wlim, 0, sizeof(int) * (size_t)pb->P);
             if (cm == 0) memset(c->cap, 0, sizeof(int) * (size_t)pb->P);
             else cap_natural(pb, c, cm == 1 ? 1.0 : 2.0);
@@ -155,7 +153,7 @@ static void seed_all(tn_search *st, tn_pool *pl) {
 static void run_baselines(tn_search *st, tn_pool *pl, const op_problem *pr, op_plan *best_bl,
                           int *have_bl, char *best_name, size_t name_sz, int64_t *min_peak) {
     *have_bl = 0;
-    if (!op_sched_build || !op_sched_names || st->o->no_baselines) return;
+    if (st->o->no_baselines) return;
     tn_cand c;
     tn_cand_alloc(&c, st->pb);
     for (const char *const *n = op_sched_names(); *n; n++) {
@@ -221,14 +219,14 @@ static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_
     op_op **ops = op_xmalloc(sizeof(op_op *) * (size_t)P);
     int *n = op_xcalloc((size_t)P, sizeof(int));
     for (int d = 0; d < P; d++) ops[d] = buf + per * (size_t)d;
-    tn_eval(st->e, pb, c, &st->r, ops, n);
+    tn_eval(st->e, pb, c, &st->r, ops, n, 0);
     for (int d = 0; d < P; d++) op_plan_set_ops(out, d, ops[d], n[d]);
     fill_pred_own(out, pb, &st->r);
     free(buf);
     free(ops);
     free(n);
     int rc = op_plan_validate(out, err);
-    if (rc == OP_OK && op_sim_replay) rc = op_sim_replay(out, NULL, err);
+    if (rc == OP_OK) rc = op_sim_replay(out, NULL, err);
     if (rc != OP_OK) op_err_prefix(err, "tuned plan failed validation");
     return rc;
 }

@@ -5,7 +5,8 @@
  * Rules (why): ops of one stage and kind run in microbatch order (FIFO), which keeps the ready
  * set per device at <= 3 ops per local stage and loses nothing in practice; whenever a device
  * can start something it starts the best ready op (non-delay list scheduling):
- *   1. I (or B): latest stage first, so gradients drain and memory is freed;
+ *   1. I (or B): latest stage first, so gradients drain and memory is freed (knob ffirst puts
+ *      a ready F under the cap first instead);
  *   2. W when the device has wlim pending W, or when an F is held back by memory;
  *   3. F if the device has fewer than cap in-flight microbatch-stages (F done, I not) and the
  *      activation fits the memory limit (the warm-up depth);
@@ -32,17 +33,13 @@ struct tn_eng {
     double *ct, *cbt;               /* [P] cached pick: start time of best allowed / blocked op */
     int *cs, *ck, *cbs;             /* [P] cached stage and kind; blocked F stage */
     unsigned char *dirty;           /* [P] */
+    double *rem;                    /* [P] work not yet scheduled (ms) */
 };
 
 #define TN_INF 1e300
 
-/* Link delay: lat + bytes / bw, mirroring op_comm_ms of cost.h. */
 static double tn_comm_ms(const op_comm *c, int a, int b, int64_t bytes) {
-    if (c->none || a == b) return 0;
-    int same = c->nodes_of <= 0 || a / c->nodes_of == b / c->nodes_of;
-    double lat = same ? c->intra_lat_ms : c->inter_lat_ms;
-    double bw = same ? c->intra_bw_GBps : c->inter_bw_GBps;
-    return lat + (bw > 0 ? (double)bytes / (bw * 1e9) * 1e3 : 0);
+    return c->none || a == b ? 0 : op_comm_ms(c, a, b, bytes);
 }
 
 tn_eng *tn_eng_new(const tn_prob *pb) {
@@ -78,6 +75,7 @@ tn_eng *tn_eng_new(const tn_prob *pb) {
     e->ck = op_xcalloc((size_t)P, sizeof(int));
     e->cbs = op_xcalloc((size_t)P, sizeof(int));
     e->dirty = op_xcalloc((size_t)P, 1);
+    e->rem = op_xcalloc((size_t)P, sizeof(double));
     return e;
 }
 
@@ -86,7 +84,7 @@ void tn_eng_free(tn_eng *e) {
     void *ptrs[] = {e->tf, e->ti, e->tw, e->cf, e->cb, e->act, e->actw, e->nF, e->nI,
                     e->nW, e->fend, e->iend, e->tfree, e->inflight, e->pendW, e->maxinf,
                     e->acur, e->stat, e->amax, e->dstart, e->dst, e->ct, e->cbt, e->cs,
-                    e->ck, e->cbs, e->dirty};
+                    e->ck, e->cbs, e->dirty, e->rem};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
     free(e);
 }
@@ -184,12 +182,14 @@ static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
             (lim <= 0 || (double)(e->stat[d] + e->acur[d] + e->act[s]) <= lim)) {
             if (bF < 0) bF = s;
             else if (c->fmode == 1) bF = s > bF ? s : bF;
+            else if (c->fmode == 2) bF = s < bF ? s : bF;
             else if (e->nF[s] < e->nF[bF] || (e->nF[s] == e->nF[bF] && s > bF)) bF = s;
         }
     }
     int wforce = (c->wlim[d] > 0 && e->pendW[d] >= c->wlim[d]) || memblock;
     e->ct[d] = t;
-    if (bI >= 0) e->cs[d] = bI, e->ck[d] = c->split ? OP_I : OP_B;
+    if (bF >= 0 && c->ffirst && !(bW >= 0 && wforce)) e->cs[d] = bF, e->ck[d] = OP_F;
+    else if (bI >= 0) e->cs[d] = bI, e->ck[d] = c->split ? OP_I : OP_B;
     else if (bW >= 0 && (wforce || bF < 0)) e->cs[d] = bW, e->ck[d] = OP_W;
     else e->cs[d] = bF, e->ck[d] = OP_F;
     OP_ASSERT(e->cs[d] >= 0, "tune engine: no op picked on device %d", d);
@@ -235,7 +235,7 @@ static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
 }
 
 double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op **ops,
-               int *n_ops) {
+               int *n_ops, double cutoff) {
     int P = pb->P, M = pb->M, S = c->S;
     double lim = pb->mem_limit;
     setup(e, pb, c);
@@ -247,6 +247,11 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
     }
     long total = (long)S * M * (c->split ? 3 : 2);
     double mk = 0;
+    /* remaining work per device: tfree + rem bounds the makespan from below, so a candidate
+     * that cannot beat `cutoff` is abandoned early (most rejected moves stop half-way) */
+    for (int d = 0; d < P; d++) e->rem[d] = 0;
+    for (int s = 0; s < S; s++)
+        e->rem[c->dev[s]] += M * (e->tf[s] + e->ti[s] + (c->split ? e->tw[s] : 0));
     for (long k = 0; k < total; k++) {
         int bd = -1;
         double bt = TN_INF;
@@ -299,6 +304,11 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
         }
         e->dirty[d] = 1;
         e->tfree[d] = en;
+        e->rem[d] -= dur;
+        if (cutoff > 0 && en + e->rem[d] > cutoff * (1 + 1e-12)) {
+            r->makespan = -2;
+            return -2;
+        }
         r->busy[d] += dur;
         if (st < r->first_start[d]) r->first_start[d] = st;
         r->last_end[d] = en;

@@ -29,7 +29,8 @@ static inline double tn_work(const tn_prob *pb, int a, int b) { /* layers [a,b) 
 typedef struct tn_cand {
     int S;
     int split;  /* 1: I+W on every stage, 0: fused B */
-    int fmode;  /* F tie-break: 0 smallest mb first, 1 latest stage first */
+    int fmode;  /* F tie-break: 0 smallest mb first, 1 latest stage first, 2 earliest stage */
+    int ffirst; /* 1: a ready F (under the cap) goes before a ready I */
     int *first; /* [L+1] stage s = layers [first[s], first[s+1]) */
     int *dev;   /* [L] */
     int *cap;   /* [P] in-flight F-without-I cap per device, 0 = none */
@@ -58,9 +59,10 @@ void tn_res_free(tn_res *r);
 void tn_res_copy(tn_res *dst, const tn_res *src, int P);
 
 /* Simulates c by list scheduling.  When ops != NULL, ops[d] (room for 3*S*M) receives device
- * d's order with start/end and n_ops[d] its length. */
+ * d's order with start/end and n_ops[d] its length.  cutoff > 0: returns -2 as soon as the
+ * makespan is sure to exceed cutoff (r is then incomplete). */
 double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op **ops,
-               int *n_ops);
+               int *n_ops, double cutoff);
 
 /* Seeds (tune_seed.c). */
 void tn_place_loop(tn_cand *c, int P, int S);
@@ -94,6 +96,8 @@ typedef struct tn_search {
  * fits the search drives peak memory down. */
 #define TN_NOFIT 1e15
 double tn_score(tn_search *st, const tn_cand *c);
+/* Same, but gives up (returns 1e300) once the makespan must exceed cutoff (> 0). */
+double tn_score_cut(tn_search *st, const tn_cand *c, double cutoff);
 int tn_out_of_budget(const tn_search *st);
 /* Bubble-guided first-improvement local search from *cur (updated in place) for at most
  * `budget` evaluations, with seeded perturbations when it stalls. */

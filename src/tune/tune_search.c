@@ -16,7 +16,7 @@
 #include "tune/tune_int.h"
 
 enum { MV_SHIFT, MV_MOVE, MV_SWAP, MV_SPLIT, MV_MERGE, MV_CAP, MV_CAPALL, MV_WLIM, MV_FMODE,
-       MV_SPLITMODE };
+       MV_SPLITMODE, MV_FFIRST };
 
 typedef struct tn_move {
     int type, a, b;
@@ -105,7 +105,11 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
         c->wlim[mv->a] = mv->b;
         return 1;
     case MV_FMODE:
-        c->fmode = !c->fmode;
+        if (c->fmode == mv->b) return 0;
+        c->fmode = mv->b;
+        return 1;
+    case MV_FFIRST:
+        c->ffirst = !c->ffirst;
         return 1;
     case MV_SPLITMODE:
         c->split = !c->split;
@@ -193,7 +197,8 @@ static void gen_schedule(const tn_search *st, const tn_cand *c, tn_moves *m, op_
     }
     mv_add(m, MV_CAPALL, 0, -1, T, rng);
     mv_add(m, MV_CAPALL, 0, +1, T, rng);
-    mv_add(m, MV_FMODE, 0, 0, T, rng);
+    for (int f = 0; f < 3; f++) mv_add(m, MV_FMODE, 0, f, T, rng);
+    mv_add(m, MV_FFIRST, 0, 0, T, rng);
     mv_add(m, MV_SPLITMODE, 0, 0, T, rng);
 }
 
@@ -212,7 +217,7 @@ static int try_phase(tn_search *st, int phase, tn_cand *cur, double *cur_score, 
         if (!mv_apply(st, trial, &m->v[i])) continue;
         tried++;
         (*budget)--;
-        double sc = tn_score(st, trial);
+        double sc = tn_score_cut(st, trial, *cur_score);
         if (sc < *cur_score * (1 - 1e-9)) {
             tn_cand_copy(cur, trial, st->pb);
             tn_res_copy(&st->cr, &st->r, st->pb->P);

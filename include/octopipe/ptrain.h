@@ -1,0 +1,130 @@
+/* ptrain.h: pipelined training of the reference model (nn.h) through the executor (exec.h).
+ *
+ * The pieces:
+ *  - costs: a profile of the model (op_train_profile, per layer kind) becomes one op_layer_cost
+ *    per layer, and a problem (P, M, link model, per-op executor overhead) the planners read;
+ *  - a plan: a classic schedule (op_sched_build), the tuner (op_tune, "auto") or a plan file;
+ *  - the compute: an op_compute whose F/I/W/B calls run op_nn_stage_forward / backward_input /
+ *    backward_weight on the stages the plan places on this rank (boundary messages are (N, d)
+ *    floats); the stage holding E reads batch op_train_data_batch(step, mb);
+ *  - the loop: per step, the executor runs one iteration of the plan; then every rank runs
+ *    AdamW on its stages, and the per-(stage, mb) loss terms reach rank 0, which sums them in
+ *    (mb, stage) order.  Everything a step computes is a pure function of (seed, step, mb) and
+ *    gradients fold in microbatch order (nn.h), so any plan gives bitwise the weights of the
+ *    single-process loop (op_train_single).
+ *
+ * Reported loss: per microbatch the sum of every layer's loss term (the head's cross-entropy
+ * plus the MoE load-balancing terms), averaged over microbatches: the objective the gradients
+ * are of.  op_train_single reports the last stage's terms, which is the same number when it runs
+ * one stage (its default).  The sum groups the terms per stage, so with MoE layers on several
+ * stages it may differ from the one-stage sum in the last bit (weights never do). */
+#ifndef OCTOPIPE_PTRAIN_H
+#define OCTOPIPE_PTRAIN_H
+#include "octopipe/exec.h"
+#include "octopipe/train.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- costs and plans ---- */
+
+/* One op_layer_cost per layer of m from per-kind measurements (op_train_profile).
+ * act_bytes = what F leaves + what I stashes for W (the most a microbatch holds), act_w_bytes =
+ * what stays from I until W; static = params + grads + AdamW m, v.  OP_EINVAL if a kind of m
+ * was not profiled. */
+int op_ptrain_layer_costs(const op_nn_model *m, const op_layer_prof *prof, int n_prof,
+                          op_layer_cost *out, op_err *err);
+
+/* Peak activation bytes per device [P] predicted for plan p from the stage arenas' rule, walking
+ * each device's op order: F holds what its layers keep (after_f), I peaks at after_f + its
+ * temporaries and stash, then keeps after_i until W; B peaks like I and frees everything.  The
+ * simulator's rule (plan.h) counts no I transient; this adds it.  OP_EINVAL if m is not p's. */
+int op_ptrain_pred_act_peak(const op_nn_model *m, const op_plan *p, int64_t *peak);
+
+/* Link model of this machine for boundary messages: the thread transport copies (memcpy),
+ * MPI shared memory is a copy plus a few microseconds. */
+void op_ptrain_default_comm(op_comm *c);
+
+/* Builds a plan for (m, layers, P, M): spec = "auto" (op_tune), a schedule name of sched.h, or
+ * a plan file (its layers must be m's: same count and kinds).  overhead_ms is the executor's
+ * per-op cost the prediction adds.  The plan is simulated (pred filled).  Errors name the spec. */
+int op_ptrain_make_plan(const op_nn_model *m, const op_layer_cost *layers, int P, int M,
+                        const op_comm *comm, double overhead_ms, const char *spec, op_plan *out,
+                        op_err *err);
+
+/* ---- the compute ---- */
+
+typedef struct op_ptrain op_ptrain; /* the stages of one rank (or all ranks: threads) */
+
+/* Builds the stages the plan places on `rank` (rank < 0: every stage, for in-process ranks;
+ * each thread then only touches its own stages).  m, d and p must outlive it. */
+op_ptrain *op_ptrain_new(const op_nn_model *m, const op_train_data *d, const op_plan *p, int rank);
+void op_ptrain_free(op_ptrain *t);
+op_compute op_ptrain_compute(op_ptrain *t);
+/* Before a step: zero gradients, remember the step for the data. */
+void op_ptrain_begin_step(op_ptrain *t, int64_t step);
+/* After a step: AdamW (step t) on the stages held. */
+void op_ptrain_end_step(op_ptrain *t, const op_adamw *o);
+/* Loss terms of the held stages of the last step: lt[s * M + mb] (0 for stages not held). */
+const double *op_ptrain_loss_terms(const op_ptrain *t);
+/* Mean over mb of the sum over stages of lt (S stages, M microbatches): the step loss. */
+double op_ptrain_step_loss(const double *lt, int S, int M);
+/* Peak activation bytes a rank held at once (all its stages together, I's stash included). */
+int64_t op_ptrain_peak_act(const op_ptrain *t, int rank);
+void op_ptrain_reset_peak(op_ptrain *t);
+/* Stages held, in stage order (for checkpoints): fills st[] and returns the count. */
+int op_ptrain_stages(op_ptrain *t, op_nn_stage **st, int cap);
+
+/* ---- training runs ---- */
+
+typedef struct op_ptrain_opts {
+    const char *data;     /* op_train_data_open spec (default "text") */
+    int steps;            /* train until this global step */
+    uint64_t seed;        /* init and data (default 1) */
+    op_adamw opt;         /* lr 0 = defaults */
+    const char *ckpt_dir; /* NULL = none; DIR/model.ckpt, written by rank 0 */
+    int ckpt_every;       /* steps between checkpoints (0 = only at the end) */
+    int resume;           /* continue from DIR/model.ckpt */
+    int log_every;        /* progress line every N steps on rank 0 (0 = quiet) */
+    FILE *log;            /* default stdout */
+    double *losses;       /* optional out [steps]: step loss by global step (rank 0) */
+    op_exec_opts eo;      /* executor options (zero = defaults) */
+    int progress_thread;  /* 1: the executor's progress thread runs while kernels compute */
+    int keep_result;      /* 1: keep the last step's op_exec_result (rank 0) */
+} op_ptrain_opts;
+void op_ptrain_opts_default(op_ptrain_opts *o);
+
+/* What a run measured (rank 0). */
+typedef struct op_ptrain_report {
+    int64_t first_step, steps_run;
+    double first_loss, last_loss;
+    double meas_ms_median;   /* median measured iteration makespan over the timed steps */
+    double meas_ms_mean;
+    double pred_ms;          /* the plan's predicted makespan */
+    double op_excess_ms;     /* mean over steps of op_exec_result.overhead_ms: measured op
+                              * duration - the plan's (its op_overhead_ms included) */
+    double tokens_per_s;     /* over the whole run (optimizer and loss gathering included) */
+    int64_t peak_act[64];    /* per rank, measured */
+    double wall_s;
+    op_exec_result last;     /* keep_result: the last step's records */
+    int have_last;
+} op_ptrain_report;
+void op_ptrain_report_free(op_ptrain_report *r);
+
+/* Trains model m under plan p with P in-process ranks (thread transport). */
+int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrain_opts *o,
+                          op_ptrain_report *rep, op_err *err);
+/* This rank's part of the same over x (MPI): rank 0 fills rep and logs. */
+int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
+                       const op_ptrain_opts *o, op_ptrain_report *rep, op_err *err);
+
+/* Calibration: the per-op executor overhead (ms) that makes the simulated makespan of p equal
+ * measured_ms (bisection over op_overhead_ms on a copy; p is not changed).  Clamped to
+ * [0, 10 ms]; what it absorbs is described in docs/training.md. */
+double op_ptrain_fit_overhead(const op_plan *p, double measured_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,129 @@
+/* cmd_plan.c: `octopipe plan`: tune partition x placement x schedule for a model and cluster
+ * and write the plan file (octopipe.plan/1). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/cli_common.h"
+#include "octopipe/tune.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: octopipe plan --model FILE|PRESET --devices P --microbatches M --out PLAN.json\n"
+            "                     [options]\n"
+            "\n"
+            "Co-optimizes the partition (how many stages, which layers each), the placement\n"
+            "(which device runs each stage: sequential, looped, V or irregular) and the schedule\n"
+            "(per-device order of F / I / W with warm-up depth and deferred W filling bubbles)\n"
+            "against the simulator, within the per-device memory limit.  Every classic schedule\n"
+            "is simulated too; the plan returned is never slower than the best of them that\n"
+            "fits.  Prints the prediction, the lower bound and the gap to it.\n\n"
+            "%s"
+            "tuner:\n"
+            "  --out FILE            where to write the plan (required; written atomically)\n"
+            "  --placement MODE      any (default) | loop | v.  loop and v keep torchtitan's\n"
+            "                        layouts (v stages per device, stage s on device s %% P, or\n"
+            "                        the V zig-zag) so `octopipe export --torch-csv` runs there\n"
+            "  --time-budget S       stop the search after S seconds (default: none; the search\n"
+            "                        is bounded by a number of simulations, so it is deterministic)\n"
+            "  --seed N              search seed (default 1); same seed, same plan\n"
+            "  --quiet               no progress lines on stderr\n"
+            "\nexample:\n"
+            "  octopipe plan --model nemotron-h-8b --devices 8 --microbatches 32 --out plan.json\n"
+            "  octopipe plan --model gemma2-9b --devices 4 --microbatches 16 --placement v \\\n"
+            "                --mem-limit 60 --out gemma-v.json\n",
+            op_cli_setup_help());
+}
+
+int cmd_plan(int argc, char **argv) {
+    op_cli_setup s;
+    op_cli_setup_init(&s);
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    o.verbose = 1;
+    const char *out = NULL;
+    int seed = 1;
+    for (int i = 1; i < argc; i++) {
+        int r = op_cli_setup_flag(&s, argc, argv, &i, "plan");
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        const char *f = argv[i];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(f, "--out")) {
+            if (!(out = op_cli_value("plan", argc, argv, &i))) return 2;
+        } else if (!strcmp(f, "--placement")) {
+            const char *v = op_cli_value("plan", argc, argv, &i);
+            if (!v) return 2;
+            if (op_tune_placement_parse(v, &o.placement)) {
+                fprintf(stderr, "octopipe plan: --placement must be any, loop or v, got '%s'\n", v);
+                return 2;
+            }
+        } else if (!strcmp(f, "--time-budget")) {
+            const char *v = op_cli_value("plan", argc, argv, &i);
+            if (!v || op_cli_double("plan", f, v, 0.01, 86400, &o.time_budget_s)) return 2;
+        } else if (!strcmp(f, "--seed")) {
+            const char *v = op_cli_value("plan", argc, argv, &i);
+            if (!v || op_cli_int("plan", f, v, 0, 2147483647, &seed)) return 2;
+        } else if (!strcmp(f, "--quiet")) {
+            o.verbose = 0;
+        } else {
+            fprintf(stderr, "octopipe plan: unknown option '%s' (see octopipe plan --help)\n", f);
+            return 2;
+        }
+    }
+    if (!out) {
+        fprintf(stderr, "octopipe plan: --out PLAN.json is required (see octopipe plan --help)\n");
+        return 2;
+    }
+    if (op_cli_setup_finish(&s, "plan")) {
+        op_cli_setup_free(&s);
+        return 2;
+    }
+    o.seed = (uint64_t)seed;
+    op_tune_stats st;
+    o.stats = &st;
+    op_plan p;
+    op_err e = {0};
+    int rc = op_tune(&s.pr, &o, &p, &e);
+    if (rc != OP_OK) {
+        fprintf(stderr, "octopipe plan: %s\n", e.msg);
+        op_cli_setup_free(&s);
+        return rc == OP_EINVAL ? 2 : 1;
+    }
+    if (op_plan_write(&p, out, &e) != OP_OK) {
+        fprintf(stderr, "octopipe plan: %s\n", e.msg);
+        op_plan_free(&p);
+        op_cli_setup_free(&s);
+        return 1;
+    }
+    const op_pred *q = &p.pred;
+    double limit = s.pr.mem_limit_bytes;
+    printf("model %s: %d layers on %d devices (%s), %d microbatches\n", s.model.name,
+           s.model.n_layers, s.P, s.dev.name, s.M);
+    printf("plan: %d stages, placement %s, %s\n", p.S, st.shape,
+           p.stage_split[0] ? "split backward (I + W)" : "fused backward (B)");
+    for (int d = 0; d < p.P; d++) {
+        printf("  device %2d:", d);
+        for (int k = 0; k < p.S; k++)
+            if (p.stage_dev[k] == d)
+                printf(" s%d[%d,%d)", k, p.stage_first[k], p.stage_first[k + 1]);
+        printf("   peak %.2f GiB\n", (double)q->peak_bytes[d] / 1073741824.0);
+    }
+    printf("makespan %.2f ms, %.0f tokens/s, bubble %.2f%%\n", q->makespan_ms, q->tokens_per_s,
+           100 * q->bubble_ratio);
+    printf("lower bound %.2f ms, gap %.2f%%\n", q->lower_bound_ms,
+           100 * (q->makespan_ms / q->lower_bound_ms - 1));
+    if (st.best_baseline_ms > 0)
+        printf("best baseline %s %.2f ms: speedup %.3fx\n", st.best_baseline, st.best_baseline_ms,
+               st.best_baseline_ms / q->makespan_ms);
+    printf("peak memory %.2f GiB per device (limit %s%.2f GiB)\n",
+           (double)q->peak_bytes_max / 1073741824.0, limit > 0 ? "" : "none, ",
+           limit / 1073741824.0);
+    printf("tuned in %.2f s (%ld simulations, seed %d); wrote %s\n", st.seconds, st.evals, seed,
+           out);
+    op_plan_free(&p);
+    op_cli_setup_free(&s);
+    return 0;
+}

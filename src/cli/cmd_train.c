@@ -1,0 +1,348 @@
+/* cmd_train.c: `octopipe train`: profile the reference model, plan (tuner, classic schedule or
+ * a plan file), train it through the executor (MPI ranks started with mpirun, or in-process
+ * ranks with --threads), print progress with measured vs predicted iteration time, and write
+ * the measured trace and SVG timeline.  Under mpirun (ours or the user's), rank 0 profiles and
+ * plans and broadcasts the plan, so every rank runs the same one. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "octopipe/cluster.h"
+#include "octopipe/export.h"
+#include "octopipe/ptrain.h"
+#include "octopipe/sim.h"
+
+/* Per-op executor cost added to the prediction unless --overhead-ms says otherwise: measured
+ * with bench_model_accuracy (calibration on the 1f1b plan of `small`, P=2, this machine). */
+#define DEFAULT_OVERHEAD_MS 0.02
+
+typedef struct {
+    const char *model, *plan, *data, *ckpt, *svg, *trace, *save_plan, *cluster;
+    int P, M, steps, resume, threads, log_every, repeats, ckpt_every, no_progress_thread;
+    double overhead_ms, lr, timeout_s;
+    long seed;
+} targs;
+
+static void help(void) {
+    printf("usage: octopipe train --model PRESET|PATTERN --devices P --microbatches M [options]\n\n"
+           "Trains the reference hybrid model (Mamba, attention, MLP, MoE layers in FP32) through a\n"
+           "pipeline plan on P ranks of this machine, and shows how well the simulator predicted it.\n"
+           "Steps: profile each layer kind (F, I, W, one thread), build the plan from those costs,\n"
+           "then per training step run one executor iteration of the plan (every microbatch F, I, W\n"
+           "as the plan orders them), AdamW on every rank, loss to rank 0.  Any plan gives bitwise\n"
+           "the weights of one-process training.  By default the ranks are MPI processes started\n"
+           "with mpirun (one per device); --threads runs them as threads of this process.\n\n"
+           "options:\n"
+           "  --model SPEC        tiny, small, or a layer pattern of E M * - # L with the small\n"
+           "                      dimensions (E and L are added when missing), e.g. EM-M*-M#-L\n"
+           "  --devices P         pipeline ranks (1..64)\n"
+           "  --microbatches M    microbatches per step (1..4096)\n"
+           "  --plan SPEC         auto (profile, then tune; default), a schedule name (1f1b, i1f1b,\n"
+           "                      zbh1, zbv, dualpipev, gpipe, ...) or a plan file for this model\n"
+           "  --steps N           train until step N (default 100)\n"
+           "  --data SPEC         text (the English corpus, default), copy, reverse, or a text file\n"
+           "  --lr X              peak learning rate (default 3e-3)\n"
+           "  --seed N            init and data seed (default 1)\n"
+           "  --checkpoint DIR    write DIR/model.ckpt at the end (and every --checkpoint-every N)\n"
+           "  --checkpoint-every N\n"
+           "  --resume            continue from DIR/model.ckpt (bitwise the uninterrupted run)\n"
+           "  --svg FILE          measured timeline of the last step (SVG)\n"
+           "  --trace FILE        Chrome trace of the last step: measured ranks + predicted devices\n"
+           "  --save-plan FILE    write the plan that ran (with its prediction)\n"
+           "  --threads           in-process ranks (no mpirun)\n"
+           "  --log-every N       progress line every N steps (default 10)\n"
+           "  --repeats N         profile repeats per op, median (default 9)\n"
+           "  --overhead-ms X     executor cost per op in the prediction (default %.3g, measured)\n"
+           "  --cluster FILE      link model from `octopipe profile comm` (default: a memcpy link)\n"
+           "  --no-progress-thread  progress messages only between ops\n"
+           "  --timeout SEC       mpirun job limit (default 600)\n\n"
+           "exit status: 0 ok, 1 failure, 2 bad input\n\n"
+           "examples:\n"
+           "  octopipe train --model small --devices 2 --microbatches 8 --plan auto --steps 200 \\\n"
+           "      --svg train.svg --trace train.trace.json\n"
+           "  octopipe train --model tiny --devices 2 --microbatches 4 --plan zbv --threads --data copy\n",
+           DEFAULT_OVERHEAD_MS);
+}
+
+static int parse(targs *a, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    a->plan = "auto", a->data = "text", a->steps = 100, a->log_every = 10, a->repeats = 9;
+    a->overhead_ms = DEFAULT_OVERHEAD_MS, a->timeout_s = 600, a->seed = 1;
+    const char *C = "octopipe train";
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        const char **str = !strcmp(f, "--model")        ? &a->model
+                           : !strcmp(f, "--plan")       ? &a->plan
+                           : !strcmp(f, "--data")       ? &a->data
+                           : !strcmp(f, "--checkpoint") ? &a->ckpt
+                           : !strcmp(f, "--svg")        ? &a->svg
+                           : !strcmp(f, "--trace")      ? &a->trace
+                           : !strcmp(f, "--save-plan")  ? &a->save_plan
+                           : !strcmp(f, "--cluster")    ? &a->cluster
+                                                        : NULL;
+        int *iv = !strcmp(f, "--devices")            ? &a->P
+                  : !strcmp(f, "--microbatches")     ? &a->M
+                  : !strcmp(f, "--steps")            ? &a->steps
+                  : !strcmp(f, "--log-every")        ? &a->log_every
+                  : !strcmp(f, "--repeats")          ? &a->repeats
+                  : !strcmp(f, "--checkpoint-every") ? &a->ckpt_every
+                                                     : NULL;
+        long hi = !strcmp(f, "--devices") ? 64 : !strcmp(f, "--microbatches") ? 4096 : 100000000;
+        long lo = !strcmp(f, "--log-every") || !strcmp(f, "--checkpoint-every") ? 0 : 1;
+        double *dv = !strcmp(f, "--overhead-ms") ? &a->overhead_ms
+                     : !strcmp(f, "--lr")        ? &a->lr
+                     : !strcmp(f, "--timeout")   ? &a->timeout_s
+                                                 : NULL;
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            help();
+            return 1;
+        } else if (!strcmp(f, "--resume")) {
+            a->resume = 1;
+        } else if (!strcmp(f, "--threads")) {
+            a->threads = 1;
+        } else if (!strcmp(f, "--no-progress-thread")) {
+            a->no_progress_thread = 1;
+        } else if (str) {
+            if (!v || !*v) {
+                fprintf(stderr, "%s: %s needs a value\n", C, f);
+                return 2;
+            }
+            *str = v, i++;
+        } else if (iv) {
+            long x = v ? strtol(v, &end, 10) : 0;
+            if (!v || !*v || *end || x < lo || x > hi) {
+                fprintf(stderr, "%s: %s needs an integer in [%ld, %ld] (got '%s')\n", C, f, lo, hi, v ? v : "");
+                return 2;
+            }
+            *iv = (int)x, i++;
+        } else if (dv) {
+            double x = v ? strtod(v, &end) : 0;
+            if (!v || !*v || *end || !(x >= 0 && x <= 1e6) || (dv == &a->lr && x <= 0)) {
+                fprintf(stderr, "%s: %s needs a non-negative number (got '%s')\n", C, f, v ? v : "");
+                return 2;
+            }
+            *dv = x, i++;
+        } else if (!strcmp(f, "--seed")) {
+            long x = v ? strtol(v, &end, 10) : -1;
+            if (!v || !*v || *end || x < 0) {
+                fprintf(stderr, "%s: --seed needs a non-negative integer (got '%s')\n", C, v ? v : "");
+                return 2;
+            }
+            a->seed = x, i++;
+        } else {
+            fprintf(stderr, "%s: unknown or incomplete flag '%s' (octopipe train --help)\n", C, f);
+            return 2;
+        }
+    }
+    if (!a->model || !a->P || !a->M) {
+        fprintf(stderr, "%s: --model, --devices and --microbatches are required (octopipe train --help)\n", C);
+        return 2;
+    }
+    if (a->resume && !a->ckpt) {
+        fprintf(stderr, "%s: --resume needs --checkpoint DIR\n", C);
+        return 2;
+    }
+    return 0;
+}
+
+/* Profile, costs, plan: what rank 0 (or the --threads process) does before training. */
+static int make_plan(const targs *a, const op_nn_model *m, op_plan *p) {
+    op_err e = {0};
+    op_layer_prof prof[8];
+    int np = 0;
+    op_layer_cost *costs = op_xcalloc((size_t)m->n_layers, sizeof *costs);
+    double t0 = op_now_s();
+    np = op_train_profile(m, a->repeats, prof);
+    printf("profile: %s (%d layers: %s), %d layer kinds, median of %d, %.1f s\n", m->name,
+           m->n_layers, m->pattern, np, a->repeats, op_now_s() - t0);
+    for (int k = 0; k < np; k++)
+        printf("  %c  F %7.3f  I %7.3f  W %7.3f ms\n", prof[k].sym, prof[k].f_ms, prof[k].i_ms, prof[k].w_ms);
+    int rc = op_ptrain_layer_costs(m, prof, np, costs, &e);
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    if (rc == OP_OK && a->cluster) rc = op_cluster_read(a->cluster, &comm, &e);
+    t0 = op_now_s();
+    if (rc == OP_OK) rc = op_ptrain_make_plan(m, costs, a->P, a->M, &comm, a->overhead_ms, a->plan, p, &e);
+    free(costs);
+    if (rc) {
+        fprintf(stderr, "octopipe train: %s\n", e.msg);
+        return 2;
+    }
+    printf("plan: %s (%s), %d stages on %d ranks, %d microbatches, predicted %.2f ms per step, "
+           "bubble %.1f%% (%.1f s)\n",
+           p->name, a->plan, p->S, p->P, p->M, p->pred.makespan_ms, 100 * p->pred.bubble_ratio,
+           op_now_s() - t0);
+    fflush(stdout);
+    if (a->save_plan && op_plan_write(p, a->save_plan, &e)) {
+        fprintf(stderr, "octopipe train: %s\n", e.msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* The measured timeline as a plan: the plan's ops with the last step's measured times. */
+static int outputs(const targs *a, const op_plan *p, const op_ptrain_report *rep) {
+    if (!rep->have_last) return 0;
+    op_err e = {0};
+    int rc = 0;
+    if (a->trace) {
+        op_buf b = {0};
+        op_exec_chrome_trace(&rep->last, p, &b);
+        if (op_write_file_atomic(a->trace, b.data, b.len, &e)) rc = 1;
+        else printf("wrote %s (measured ranks next to the predicted devices)\n", a->trace);
+        op_buf_free(&b);
+    }
+    if (a->svg && !rc) {
+        op_plan q;
+        op_plan_copy(&q, p);
+        for (int d = 0; d < q.P; d++) {
+            OP_ASSERT(rep->last.n_recs[d] == q.n_ops[d], "rank %d ran %d ops, plan has %d", d,
+                      rep->last.n_recs[d], q.n_ops[d]);
+            for (int i = 0; i < q.n_ops[d]; i++) {
+                q.ops[d][i].start = rep->last.recs[d][i].start;
+                q.ops[d][i].end = rep->last.recs[d][i].end;
+            }
+        }
+        snprintf(q.name, sizeof q.name, "%.38s measured", p->name);
+        op_sim_fill_pred(&q);
+        op_buf b = {0};
+        if (op_export_svg(&q, &b, &e) || op_write_file_atomic(a->svg, b.data, b.len, &e)) rc = 1;
+        else printf("wrote %s (measured timeline of the last step)\n", a->svg);
+        op_buf_free(&b);
+        op_plan_free(&q);
+    }
+    if (rc) fprintf(stderr, "octopipe train: %s\n", e.msg);
+    return rc;
+}
+
+static void summary(const targs *a, const op_nn_model *m, const op_plan *p, const op_ptrain_report *r) {
+    printf("trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f tokens/s\n",
+           (long long)r->steps_run, r->wall_s, r->first_loss, r->last_loss, r->tokens_per_s);
+    printf("iteration time: measured %.2f ms (median), predicted %.2f ms, error %+.1f%%; "
+           "measured op durations exceed the profile by %.3f ms per op\n",
+           r->meas_ms_median, r->pred_ms,
+           r->pred_ms > 0 ? 100 * (r->meas_ms_median - r->pred_ms) / r->pred_ms : 0.0, r->op_excess_ms);
+    int64_t arena[64] = {0};
+    int have = op_ptrain_pred_act_peak(m, p, arena) == OP_OK;
+    for (int d = 0; d < p->P && d < 64; d++) {
+        int64_t sim = p->pred.peak_bytes ? p->pred.peak_bytes[d] - (p->pred.static_bytes ? p->pred.static_bytes[d] : 0) : 0;
+        printf("  rank %d: peak activations measured %.2f MiB, predicted %.2f MiB (simulator %.2f MiB)\n",
+               d, r->peak_act[d] / 1048576.0, have ? arena[d] / 1048576.0 : 0.0, sim / 1048576.0);
+    }
+    fflush(stdout);
+}
+
+static void fill_opts(const targs *a, op_ptrain_opts *o) {
+    op_ptrain_opts_default(o);
+    o->data = a->data;
+    o->steps = a->steps;
+    o->seed = (uint64_t)a->seed;
+    if (a->lr > 0) o->opt.lr = (float)a->lr;
+    o->ckpt_dir = a->ckpt;
+    o->ckpt_every = a->ckpt_every;
+    o->resume = a->resume;
+    o->log_every = a->log_every;
+    o->progress_thread = !a->no_progress_thread;
+    o->keep_result = a->svg || a->trace;
+}
+
+static int load_model(const targs *a, op_nn_model *m) {
+    op_err e = {0};
+    if (op_nn_model_from_spec(m, a->model, &e)) {
+        fprintf(stderr, "octopipe train: %s\n", e.msg);
+        return 2;
+    }
+    m->cfg.seed = (uint64_t)a->seed;
+    return 0;
+}
+
+static int train_threads(const targs *a) {
+    op_nn_model m;
+    if (load_model(a, &m)) return 2;
+    op_plan p;
+    int rc = make_plan(a, &m, &p);
+    if (rc) return rc;
+    op_ptrain_opts o;
+    fill_opts(a, &o);
+    op_ptrain_report r;
+    op_err e = {0};
+    rc = op_ptrain_run_threads(&m, &p, &o, &r, &e);
+    if (rc) fprintf(stderr, "octopipe train: %s\n", e.msg);
+    else {
+        summary(a, &m, &p, &r);
+        rc = outputs(a, &p, &r);
+    }
+    op_ptrain_report_free(&r);
+    op_plan_free(&p);
+    return rc ? (rc == OP_EINVAL ? 2 : 1) : 0;
+}
+
+static int train_rank(const targs *a, int argc, char **argv) {
+    op_xport x;
+    op_err e = {0};
+    if (op_xport_mpi_init(&x, &argc, &argv, &e)) {
+        fprintf(stderr, "octopipe train: %s\n", e.msg);
+        return 1;
+    }
+    op_nn_model m;
+    int rc = load_model(a, &m);
+    op_plan p;
+    memset(&p, 0, sizeof p);
+    op_buf js = {0};
+    int64_t len = -1;
+    if (x.rank == 0 && rc == 0 && x.size != a->P) {
+        fprintf(stderr, "octopipe train: --devices %d but mpirun started %d ranks\n", a->P, x.size);
+        rc = 2;
+    }
+    if (x.rank == 0 && rc == 0 && (rc = make_plan(a, &m, &p)) == 0) {
+        op_plan_to_json(&p, &js);
+        len = (int64_t)js.len;
+    }
+    x.bcast(&x, &len, sizeof len);
+    if (len < 0) {
+        op_buf_free(&js);
+        if (x.rank == 0) op_plan_free(&p);
+        op_xport_mpi_finalize(&x);
+        return rc ? rc : 2;
+    }
+    if (x.rank != 0) {
+        js.data = op_xcalloc((size_t)len + 1, 1);
+        js.len = (size_t)len;
+    }
+    x.bcast(&x, js.data, len);
+    if (x.rank != 0 && op_plan_from_json(js.data, "plan from rank 0", &p, &e))
+        OP_ASSERT(0, "rank %d cannot read rank 0's plan: %s", x.rank, e.msg);
+    op_buf_free(&js);
+    op_ptrain_opts o;
+    fill_opts(a, &o);
+    op_ptrain_report r;
+    rc = op_ptrain_run_rank(&m, &p, &x, &o, &r, &e);
+    int code = 0;
+    if (rc) {
+        fprintf(stderr, "octopipe train: rank %d: %s\n", x.rank, e.msg);
+        fflush(stderr);
+        x.hard_abort(&x, rc == OP_ETIMEOUT ? 3 : 1);
+        code = 1;
+    } else if (x.rank == 0) {
+        summary(a, &m, &p, &r);
+        code = outputs(a, &p, &r);
+    }
+    op_ptrain_report_free(&r);
+    op_plan_free(&p);
+    op_xport_mpi_finalize(&x);
+    return code;
+}
+
+int cmd_train(int argc, char **argv) {
+    targs a;
+    int rc = parse(&a, argc, argv);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (a.threads) return train_threads(&a);
+    if (getenv("OMPI_COMM_WORLD_SIZE")) return train_rank(&a, argc, argv);
+    /* not under mpirun: start P ranks of ourselves with the same flags */
+    op_err e = {0};
+    int code = op_exec_launch(a.P, argv, argc, a.timeout_s, NULL, &e);
+    if (code) fprintf(stderr, "octopipe train: %s\n", e.msg[0] ? e.msg : "the job failed");
+    return code ? (code == 2 ? 2 : 1) : 0;
+}

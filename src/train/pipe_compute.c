@@ -1,0 +1,173 @@
+/* pipe_compute.c: the executor's pluggable compute (op_compute) backed by the reference model's
+ * stages.  Each call maps to one stage function: F -> op_nn_stage_forward, I ->
+ * backward_input, W -> backward_weight, B -> backward.  Boundary messages are the (N, d) float
+ * activations and their gradients.  The stage holding E makes its batch from (step, mb); the
+ * stage holding L makes the targets the same way, so no rank ships tokens.
+ *
+ * In-process ranks share one op_ptrain (rank < 0): every stage is built up front, and a rank's
+ * thread only ever touches its own stages and its own per-rank counters, so no locks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/ptrain.h"
+
+struct op_ptrain {
+    const op_nn_model *m;
+    const op_train_data *d;
+    const op_plan *p;
+    int rank, S, M, P;
+    op_nn_stage **st;  /* [S]; NULL where another rank holds the stage */
+    int32_t **tok;     /* [S*M] batch tokens, for stages 0 and S-1 only */
+    int32_t **tgt;     /* [S*M] targets */
+    double *lt;        /* [S*M] loss terms of the current step */
+    int64_t step;
+    int64_t *act, *peak; /* [P] live and peak activation bytes of each rank's stages */
+};
+
+op_ptrain *op_ptrain_new(const op_nn_model *m, const op_train_data *d, const op_plan *p, int rank) {
+    op_ptrain *t = op_xcalloc(1, sizeof *t);
+    t->m = m, t->d = d, t->p = p, t->rank = rank;
+    t->S = p->S, t->M = p->M, t->P = p->P;
+    OP_ASSERT(p->n_layers == m->n_layers, "plan has %d layers, model %d", p->n_layers, m->n_layers);
+    t->st = op_xcalloc((size_t)t->S, sizeof *t->st);
+    t->tok = op_xcalloc((size_t)t->S * t->M, sizeof *t->tok);
+    t->tgt = op_xcalloc((size_t)t->S * t->M, sizeof *t->tgt);
+    t->lt = op_xcalloc((size_t)t->S * t->M, sizeof *t->lt);
+    t->act = op_xcalloc((size_t)t->P, sizeof *t->act);
+    t->peak = op_xcalloc((size_t)t->P, sizeof *t->peak);
+    size_t N = (size_t)m->cfg.batch * m->cfg.seq;
+    for (int s = 0; s < t->S; s++) {
+        if (rank >= 0 && p->stage_dev[s] != rank) continue;
+        t->st[s] = op_xcalloc(1, sizeof(op_nn_stage));
+        op_nn_stage_init(t->st[s], m, p->stage_first[s], p->stage_first[s + 1], t->M);
+        if (s != 0 && s != t->S - 1) continue;
+        for (int mb = 0; mb < t->M; mb++) {
+            t->tok[s * t->M + mb] = op_xcalloc(N, sizeof(int32_t));
+            t->tgt[s * t->M + mb] = op_xcalloc(N, sizeof(int32_t));
+        }
+    }
+    return t;
+}
+
+void op_ptrain_free(op_ptrain *t) {
+    if (!t) return;
+    for (int s = 0; s < t->S; s++) {
+        if (t->st[s]) op_nn_stage_free(t->st[s]);
+        free(t->st[s]);
+    }
+    for (int i = 0; i < t->S * t->M; i++) free(t->tok[i]), free(t->tgt[i]);
+    free(t->st), free(t->tok), free(t->tgt), free(t->lt), free(t->act), free(t->peak);
+    free(t);
+}
+
+static int setup(void *ctx, const op_plan *p, int rank, op_err *err) {
+    op_ptrain *t = ctx;
+    if (p->S != t->S || p->M != t->M || p->P != t->P)
+        return op_errf(err, OP_EINVAL, "train: the executor's plan is not the one the stages were built for");
+    for (int s = 0; s < t->S; s++)
+        if (p->stage_dev[s] == rank && !t->st[s])
+            return op_errf(err, OP_EINVAL, "train: rank %d runs stage %d but does not hold it", rank, s);
+    return OP_OK;
+}
+
+static int64_t boundary_bytes(void *ctx, int stage) {
+    const op_ptrain *t = ctx;
+    return (int64_t)(op_nn_io_floats(t->m) * sizeof(float));
+}
+
+static int run(void *ctx, const op_compute_call *c, op_err *err) {
+    op_ptrain *t = ctx;
+    int s = c->stage, mb = c->mb, S = t->S, M = t->M;
+    if (s < 0 || s >= S || mb < 0 || mb >= M || !t->st[s])
+        return op_errf(err, OP_EINVAL, "train: %s(s%d,mb%d) is not held by this rank",
+                       op_kind_name(c->kind), s, mb);
+    op_nn_stage *st = t->st[s];
+    int64_t io = boundary_bytes(t, s);
+    if ((c->in && c->in_bytes != io) || (c->out && c->out_bytes != io))
+        return op_errf(err, OP_EINVAL, "train: %s(s%d,mb%d): message of %lld bytes, the model's is %lld",
+                       op_kind_name(c->kind), s, mb,
+                       (long long)(c->in ? c->in_bytes : c->out_bytes), (long long)io);
+    int r = t->p->stage_dev[s];
+    /* the stage's own peak tracks I's transient stash; read it per call for the rank's peak */
+    size_t before = st->act_bytes, old_peak = st->peak_act_bytes;
+    st->peak_act_bytes = st->act_bytes;
+    switch (c->kind) {
+    case OP_F: {
+        int32_t *tok = NULL, *tgt = NULL;
+        int i = s * M + mb;
+        if (s == 0 || s == S - 1) {
+            tok = t->tok[i], tgt = t->tgt[i];
+            op_train_data_batch(t->d, t->step, mb, tok, tgt);
+        }
+        op_nn_batch b = {tok, tgt, 1.0f / (float)M};
+        t->lt[i] = op_nn_stage_forward(st, mb, &b, s == 0 ? NULL : c->in, s == S - 1 ? NULL : c->out);
+        break;
+    }
+    case OP_I:
+        op_nn_stage_backward_input(st, mb, s == S - 1 ? NULL : c->in, s == 0 ? NULL : c->out);
+        break;
+    case OP_W:
+        op_nn_stage_backward_weight(st, mb);
+        break;
+    case OP_B:
+        op_nn_stage_backward(st, mb, s == S - 1 ? NULL : c->in, s == 0 ? NULL : c->out);
+        break;
+    }
+    int64_t base = t->act[r] - (int64_t)before;
+    int64_t transient = base + (int64_t)st->peak_act_bytes;
+    if (transient > t->peak[r]) t->peak[r] = transient;
+    t->act[r] = base + (int64_t)st->act_bytes;
+    if (t->act[r] > t->peak[r]) t->peak[r] = t->act[r];
+    if (old_peak > st->peak_act_bytes) st->peak_act_bytes = old_peak;
+    return OP_OK;
+}
+
+op_compute op_ptrain_compute(op_ptrain *t) {
+    op_compute c;
+    memset(&c, 0, sizeof c);
+    c.ctx = t;
+    c.setup = setup;
+    c.run = run;
+    c.boundary_bytes = boundary_bytes;
+    c.progress_thread = 1;
+    return c;
+}
+
+void op_ptrain_begin_step(op_ptrain *t, int64_t step) {
+    t->step = step;
+    for (int s = 0; s < t->S; s++)
+        if (t->st[s]) op_nn_stage_zero_grad(t->st[s]);
+    memset(t->lt, 0, sizeof(double) * (size_t)t->S * t->M);
+}
+
+void op_ptrain_end_step(op_ptrain *t, const op_adamw *o) {
+    for (int s = 0; s < t->S; s++)
+        if (t->st[s]) op_adamw_stage(o, t->step, t->st[s]);
+}
+
+const double *op_ptrain_loss_terms(const op_ptrain *t) { return t->lt; }
+
+double op_ptrain_step_loss(const double *lt, int S, int M) {
+    double ce = 0;
+    for (int mb = 0; mb < M; mb++) {
+        double l = 0;
+        for (int s = 0; s < S; s++) l += lt[s * M + mb];
+        ce += l;
+    }
+    return ce / M;
+}
+
+int64_t op_ptrain_peak_act(const op_ptrain *t, int rank) {
+    return rank >= 0 && rank < t->P ? t->peak[rank] : 0;
+}
+
+void op_ptrain_reset_peak(op_ptrain *t) {
+    for (int r = 0; r < t->P; r++) t->peak[r] = t->act[r];
+}
+
+int op_ptrain_stages(op_ptrain *t, op_nn_stage **st, int cap) {
+    int n = 0;
+    for (int s = 0; s < t->S && n < cap; s++)
+        if (t->st[s]) st[n++] = t->st[s];
+    return n;
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# sh_exec.sh: the executor's CLI end to end: lower, run (mpirun and threads), refusal of a
+# deadlocking plan, a killed rank and a stuck rank named, profile comm -> --cluster.
+set -u
+OCTOPIPE=${OCTOPIPE:-build/octopipe}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+T=$(mktemp -d /tmp/octopipe-sh-exec-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+# expect CODE NAME -- command...: runs it (stdout/stderr to $T/out, $T/err), checks the exit code
+expect() {
+  local want=$1 name=$2; shift 3
+  timeout -k 5 60 "$@" >"$T/out" 2>"$T/err"; local rc=$?
+  if [ "$rc" -eq "$want" ]; then ok; else bad "$name: exit $rc, want $want"; sed 's/^/    /' "$T/err" | tail -n 15; fi
+}
+has() { # has FILE TEXT NAME
+  if grep -qF -- "$2" "$1"; then ok; else bad "$3: '$2' not in $1"; sed 's/^/    /' "$1" | tail -n 15; fi
+}
+
+expect 0 compare -- "$OCTOPIPE" compare --model nemotron-h-8b --devices 4 --microbatches 8 --no-tune --plans-dir "$T"
+[ -s "$T/1f1b.json" ] && ok || bad "compare wrote no plans"
+
+# lower: human-readable lists; rank filter; bad flags
+expect 0 lower -- "$OCTOPIPE" lower "$T/1f1b.json" --rank 1
+has "$T/out" "rank 1: 16 compute ops" lower
+has "$T/out" "WAIT b0" lower
+has "$T/out" "COMP F(s1,mb0) in b0 out b1" lower
+has "$T/out" "SEND b1 -> r2 tag 4" lower
+if grep -q "rank 2:" "$T/out"; then bad "lower --rank 1 printed rank 2"; else ok; fi
+expect 2 lower-badflag -- "$OCTOPIPE" lower "$T/1f1b.json" --frobnicate
+has "$T/err" "unknown flag" lower-badflag
+expect 2 lower-badrank -- "$OCTOPIPE" lower "$T/1f1b.json" --rank 9
+expect 0 lower-help -- "$OCTOPIPE" lower --help
+has "$T/out" "usage: octopipe lower" lower-help
+
+# a deadlocking order (device 3 runs B(s3,mb0) before F(s3,mb0); recorded times dropped, as a
+# hand-edited plan would have them) is refused before launch, its cycle named
+f=$(grep -nF '{"op": "F", "stage": 3, "mb": 0,' "$T/1f1b.json" | cut -d: -f1)
+b=$(grep -nF '{"op": "B", "stage": 3, "mb": 0,' "$T/1f1b.json" | cut -d: -f1)
+awk -v f="$f" -v b="$b" 'NR==FNR { l[NR]=$0; next } FNR==f { print l[b]; next } FNR==b { print l[f]; next } { print }' \
+  "$T/1f1b.json" "$T/1f1b.json" | sed -E 's/, "start": [^,]*, "end": [0-9.e+-]*//' > "$T/cyclic.json"
+expect 2 cyclic-run -- "$OCTOPIPE" run "$T/cyclic.json" --emulate
+has "$T/err" "deadlock" cyclic-run
+has "$T/err" "B(s3,mb0)" cyclic-run
+has "$T/err" "waits for F(s3,mb0)" cyclic-run
+expect 2 cyclic-lower -- "$OCTOPIPE" lower "$T/cyclic.json"
+has "$T/err" "deadlock" cyclic-lower
+
+# run: flags checked
+expect 2 run-noemulate -- "$OCTOPIPE" run "$T/zbv.json"
+expect 2 run-badscale -- "$OCTOPIPE" run "$T/zbv.json" --emulate --time-scale -1
+has "$T/err" "--time-scale" run-badscale
+expect 0 run-help -- "$OCTOPIPE" run --help
+has "$T/out" "mpirun" run-help
+
+# profile comm -> cluster file -> run under mpirun with --json and --trace
+expect 0 profile -- "$OCTOPIPE" profile comm --max-bytes 1048576 --iters 20 --out "$T/cluster.json"
+has "$T/cluster.json" '"format": "octopipe.cluster/1"' profile
+expect 0 run-mpi -- "$OCTOPIPE" run "$T/zbv.json" --emulate --time-scale 0.05 --bytes-scale 0.01 \
+  --cluster "$T/cluster.json" --json --trace "$T/trace.json"
+has "$T/out" '"makespan_error_pct"' run-mpi
+has "$T/trace.json" '"name": "predicted"' run-mpi-trace
+has "$T/trace.json" '"name": "measured"' run-mpi-trace
+expect 0 run-threads -- "$OCTOPIPE" run "$T/dualpipev.json" --emulate --time-scale 0.05 --bytes-scale 0.01 --threads
+has "$T/out" "predicted makespan" run-threads
+
+# exec under the user's own mpirun with the wrong rank count
+expect 2 exec-np -- mpirun --oversubscribe --bind-to none --timeout 20 -np 3 "$OCTOPIPE" exec "$T/1f1b.json" --emulate
+has "$T/err" "has 4 devices but mpirun started 3 ranks" exec-np
+
+# a killed rank and a stuck rank end the job within seconds, named
+s=$(date +%s)
+expect 1 crash -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --time-scale 0.05 --bytes-scale 0.01 --inject-crash 2:3
+has "$T/err" "rank 2 killed by signal 9" crash
+expect 3 hang -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --time-scale 0.05 --bytes-scale 0.01 --inject-hang 1:2 --watchdog 1
+has "$T/err" "rank 1: stuck in compute F(s1,mb2)" hang
+has "$T/err" "rank 0: waiting" hang
+has "$T/err" "rank 3: waiting" hang
+has "$T/err" "watchdog stopped the job" hang
+e=$(date +%s)
+[ $((e - s)) -lt 20 ] && ok || bad "crash + hang took $((e - s)) s"
+
+echo "sh_exec: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
