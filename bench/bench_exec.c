@@ -104,7 +104,6 @@ static int child(int argc, char **argv) {
     plan_load(&emu, argv[2]);
     op_exec_cli c;
     memset(&c, 0, sizeof c);
-    c.eo.fault.rank = -1;
     c.eo.watchdog_s = 20;
     if (getenv("EXEC_NICE")) setpriority(PRIO_PROCESS, 0, atoi(getenv("EXEC_NICE")));
     if (getenv("EXEC_POLL_US")) c.eo.poll_us = atof(getenv("EXEC_POLL_US"));
@@ -149,7 +148,6 @@ static int run_once(const op_plan *emu, const char *dir, row *r) {
     if (getenv("EXEC_THREADS")) { /* experiment: the same run over the thread transport */
         op_compute c = op_compute_emulate();
         op_exec_opts eo = {0};
-        eo.fault.rank = -1;
         op_exec_result res;
         op_err e = {0};
         if (op_exec_run_threads(emu, &c, &eo, &res, &e)) return -1;
@@ -193,7 +191,6 @@ static int random_never_hang(int n) {
     int ok = 0;
     op_compute c = op_compute_emulate();
     op_exec_opts eo = {0};
-    eo.fault.rank = -1;
     eo.watchdog_s = 20;
     for (int i = 0; i < n; i++) {
         int P = 2 + op_rng_int(&rng, 15);

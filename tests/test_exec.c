@@ -92,7 +92,6 @@ TEST(lower_local_handover_and_window) {
     op_lowered_free(&l);
     op_exec_opts eo = {0};
     eo.lower = lo;
-    eo.fault.rank = -1;
     op_compute c = op_compute_emulate();
     op_exec_result r;
     CHECK(op_exec_run_threads(&p, &c, &eo, &r, &e) == OP_OK);
@@ -128,7 +127,6 @@ TEST(cyclic_plan_refused_with_cycle) {
 static int run_and_check(op_plan *p, op_err *e) {
     op_compute c = op_compute_emulate();
     op_exec_opts eo = {0};
-    eo.fault.rank = -1;
     eo.watchdog_s = 20;
     op_exec_result r;
     int rc = op_exec_run_threads(p, &c, &eo, &r, e);
@@ -223,9 +221,9 @@ TEST(watchdog_names_the_wait) {
     op_compute c = op_compute_emulate();
     op_exec_opts eo = {0};
     eo.watchdog_s = 0.3;
+    eo.fault.kind = OP_FAULT_HANG;
     eo.fault.rank = 1;
     eo.fault.op_index = 1;
-    eo.fault.hang = 1;
     op_exec_result r;
     op_err e = {0};
     double t = op_now_s();

@@ -188,10 +188,12 @@ op_compute op_compute_emulate(void);
 
 /* ---------------------------------------------------------------- running */
 
+/* Fault injection for tests; zero-initialised = none. */
+enum { OP_FAULT_NONE = 0, OP_FAULT_CRASH = 1, OP_FAULT_HANG = 2 };
 typedef struct op_exec_fault {
-    int rank;      /* -1 none */
-    int op_index;  /* compute op index on that rank at which to fail */
-    int hang;      /* 1: hang (stuck in compute), 0: crash (SIGKILL itself) */
+    int kind;      /* OP_FAULT_*: CRASH kills the rank (SIGKILL), HANG never finishes the op */
+    int rank;      /* which rank */
+    int op_index;  /* at which of its compute ops (index into plan->ops[rank]) */
 } op_exec_fault;
 
 typedef struct op_exec_opts {

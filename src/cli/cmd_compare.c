@@ -37,6 +37,7 @@ typedef struct row {
     const char *name;
     int ok;
     char reason[1100];
+    char settings[160];
     op_plan plan;
 } row;
 
@@ -103,7 +104,8 @@ int cmd_compare(int argc, char **argv) {
         row *r = &rows[nrows++];
         r->name = names[k];
         op_err e = {0};
-        if (op_sched_build(names[k], &s.pr, &r->plan, &e) != OP_OK) {
+        op_sched_info info = {0};
+        if (op_sched_build_opts(names[k], &s.pr, NULL, &r->plan, &info, &e) != OP_OK) {
             snprintf(r->reason, sizeof r->reason, "%s", e.msg);
             continue;
         }
@@ -113,6 +115,7 @@ int cmd_compare(int argc, char **argv) {
             continue;
         }
         r->ok = 1;
+        snprintf(r->settings, sizeof r->settings, "%s", info.settings);
         if (!strcmp(names[k], "i1f1b")) i1 = nrows - 1;
     }
     if (tune) {
@@ -124,8 +127,15 @@ int cmd_compare(int argc, char **argv) {
         o.seed = (uint64_t)seed;
         o.verbose = !json;
         op_err e = {0};
-        if (op_tune(&s.pr, &o, &r->plan, &e) != OP_OK) snprintf(r->reason, sizeof r->reason, "%s", e.msg);
-        else r->ok = 1;
+        op_tune_stats ts = {0};
+        o.stats = &ts;
+        if (op_tune(&s.pr, &o, &r->plan, &e) != OP_OK) {
+            snprintf(r->reason, sizeof r->reason, "%s", e.msg);
+        } else {
+            r->ok = 1;
+            snprintf(r->settings, sizeof r->settings, "%d stages, %s placement, from %s, %ld simulations in %.1f s",
+                     ts.S, ts.shape, ts.source, ts.evals, ts.seconds);
+        }
     }
     double lb;
     {
@@ -137,6 +147,13 @@ int cmd_compare(int argc, char **argv) {
     }
     double ref = i1 >= 0 ? rows[i1].plan.pred.makespan_ms : 0;
     double limit = s.pr.mem_limit_bytes;
+    double best = 0; /* fastest classic schedule that fits memory */
+    for (int k = 0; k < nrows; k++) {
+        const op_plan *pl = &rows[k].plan;
+        if (!rows[k].ok || !strcmp(rows[k].name, "octopipe")) continue;
+        if (limit > 0 && (double)pl->pred.peak_bytes_max > limit) continue;
+        if (best == 0 || pl->pred.makespan_ms < best) best = pl->pred.makespan_ms;
+    }
     int rc = 0;
     if (json) {
         json_t *root = json_object(), *arr = json_array(), *skipped = json_array();
@@ -160,7 +177,10 @@ int cmd_compare(int argc, char **argv) {
                                   p->makespan_ms / lb - 1.0);
             if (ref > 0) json_object_set_new(o, "speedup_vs_i1f1b", json_real(ref / p->makespan_ms));
             else json_object_set_new(o, "speedup_vs_i1f1b", json_null());
+            if (best > 0) json_object_set_new(o, "speedup_vs_best_baseline", json_real(best / p->makespan_ms));
+            else json_object_set_new(o, "speedup_vs_best_baseline", json_null());
             json_object_set_new(o, "stages", json_integer(r->plan.S));
+            json_object_set_new(o, "settings", json_string(r->settings));
             json_array_append_new(arr, o);
         }
         json_object_set_new(root, "plans", arr);
@@ -176,8 +196,8 @@ int cmd_compare(int argc, char **argv) {
                s.P, s.dev.name, s.nodes_of, s.M, s.train.seq, s.train.mbs, s.train.tp,
                limit / 1073741824.0);
         printf("lower bound %.2f ms\n\n", lb);
-        printf("%-14s %6s %12s %11s %8s %10s %5s %9s %7s\n", "schedule", "stages", "makespan_ms",
-               "tokens/s", "bubble%", "peak_GiB", "fits", "vs_i1f1b", "gap%");
+        printf("%-14s %6s %12s %11s %8s %10s %5s %9s %8s %7s\n", "schedule", "stages", "makespan_ms",
+               "tokens/s", "bubble%", "peak_GiB", "fits", "vs_i1f1b", "vs_best", "gap%");
         for (int k = 0; k < nrows; k++) {
             row *r = &rows[k];
             if (!r->ok) {
@@ -185,14 +205,20 @@ int cmd_compare(int argc, char **argv) {
                 continue;
             }
             const op_pred *p = &r->plan.pred;
-            char sp[16] = "-";
+            char sp[16] = "-", sb[16] = "-";
             if (ref > 0) snprintf(sp, sizeof sp, "%.3fx", ref / p->makespan_ms);
-            printf("%-14s %6d %12.2f %11.0f %8.2f %10.2f %5s %9s %7.2f\n", r->name, r->plan.S,
+            if (best > 0) snprintf(sb, sizeof sb, "%.3fx", best / p->makespan_ms);
+            printf("%-14s %6d %12.2f %11.0f %8.2f %10.2f %5s %9s %8s %7.2f\n", r->name, r->plan.S,
                    p->makespan_ms, p->tokens_per_s, 100 * p->bubble_ratio,
                    (double)p->peak_bytes_max / 1073741824.0,
-                   limit <= 0 || (double)p->peak_bytes_max <= limit ? "yes" : "NO", sp,
+                   limit <= 0 || (double)p->peak_bytes_max <= limit ? "yes" : "NO", sp, sb,
                    100 * (p->makespan_ms / lb - 1.0));
         }
+    }
+    if (!json) {
+        printf("\nsettings each schedule ran with:\n");
+        for (int k = 0; k < nrows; k++)
+            if (rows[k].ok && rows[k].settings[0]) printf("  %-14s %s\n", rows[k].name, rows[k].settings);
     }
     if (plans_dir)
         for (int k = 0; k < nrows; k++)

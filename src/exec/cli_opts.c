@@ -42,7 +42,7 @@ static int num(const char *cmd, const char *flag, const char *v, double lo, doub
     return 0;
 }
 
-static int fault(const char *cmd, const char *flag, const char *v, op_exec_fault *f, int hang) {
+static int fault(const char *cmd, const char *flag, const char *v, op_exec_fault *f, int kind) {
     int r, i, n = 0;
     if (!v || sscanf(v, "%d:%d%n", &r, &i, &n) != 2 || v[n] || r < 0 || i < 0) {
         fprintf(stderr, "octopipe %s: %s needs RANK:OPINDEX (got '%s')\n", cmd, flag, v ? v : "");
@@ -50,14 +50,13 @@ static int fault(const char *cmd, const char *flag, const char *v, op_exec_fault
     }
     f->rank = r;
     f->op_index = i;
-    f->hang = hang;
+    f->kind = kind;
     return 0;
 }
 
 int op_exec_cli_parse(op_exec_cli *c, int argc, char **argv, const char *cmd, int allow_run_flags) {
     memset(c, 0, sizeof *c);
     c->time_scale = c->bytes_scale = 1;
-    c->eo.fault.rank = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double x;
@@ -89,8 +88,8 @@ int op_exec_cli_parse(op_exec_cli *c, int argc, char **argv, const char *cmd, in
             }
             if (a[2] == 'c') c->cluster_path = v;
             else c->trace_path = v;
-        } else if (!strcmp(a, "--inject-crash")) rc = fault(cmd, a, v, &c->eo.fault, 0);
-        else if (!strcmp(a, "--inject-hang")) rc = fault(cmd, a, v, &c->eo.fault, 1);
+        } else if (!strcmp(a, "--inject-crash")) rc = fault(cmd, a, v, &c->eo.fault, OP_FAULT_CRASH);
+        else if (!strcmp(a, "--inject-hang")) rc = fault(cmd, a, v, &c->eo.fault, OP_FAULT_HANG);
         else if (a[0] == '-') {
             fprintf(stderr, "octopipe %s: unknown flag '%s' (octopipe %s --help)\n", cmd, a, cmd);
             return 2;

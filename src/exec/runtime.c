@@ -137,9 +137,9 @@ static int wait_for(op_exec_rank *rt, int b, char *line, size_t cap, op_err *err
         /* back off as the wait grows: a rank idle in a long bubble must not steal the cores
          * the computing ranks need (16 ranks on 2 cores); reacting 1% late costs 1% of a wait */
         double g = rt->o.poll_growth > 0 ? rt->o.poll_growth : 0.01;
-        double cap = rt->o.poll_max_us > 0 ? rt->o.poll_max_us : 1000;
+        double most = rt->o.poll_max_us > 0 ? rt->o.poll_max_us : 1000;
         double waited_us = (op_now_s() - rt->cur_since) * 1e6, nap = waited_us * g;
-        op_exec_nap_us(nap < poll ? poll : nap > cap ? cap : nap);
+        op_exec_nap_us(nap < poll ? poll : nap > most ? most : nap);
     }
 }
 
@@ -188,8 +188,8 @@ static int run_list(op_exec_rank *rt, double t0, op_exec_rec *recs, char *line, 
             double t = op_now_s();
             rt->cur_since = t;
             const op_exec_fault *f = &rt->o.fault;
-            if (f->rank == x->rank && f->op_index == in->op_index) {
-                if (!f->hang) raise(SIGKILL);
+            if (f->kind != OP_FAULT_NONE && f->rank == x->rank && f->op_index == in->op_index) {
+                if (f->kind == OP_FAULT_CRASH) raise(SIGKILL);
                 while (op_exec_sleep_until(rt, op_now_s() + 1.0) == OP_OK) {
                 }
                 rc = watchdog_out(rt, line, cap, err);
@@ -226,7 +226,6 @@ int op_exec_rank_run_line(const op_plan *p, const op_lowered *l, op_xport *x, co
                           const op_exec_opts *o, op_exec_result *res, char *line, size_t cap,
                           op_err *err) {
     op_exec_opts def = {0};
-    def.fault.rank = -1;
     op_exec_rank rt = {0};
     rt.p = p;
     rt.prog = &l->progs[x->rank];

@@ -163,7 +163,7 @@ int op_export_svg(const op_plan *p, op_buf *out, op_err *err) {
         op_buf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", x,
                       axis_y + 17, t);
     }
-    op_buf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\">ms</text>\n</g>\n", LEFT + plot_w + 10,
+    op_buf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\">ms</text>\n</g>\n", LEFT + plot_w + 16,
                   axis_y + 17);
 
     /* legend */

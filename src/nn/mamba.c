@@ -88,8 +88,8 @@ static inline float fexp(float x) {
 enum { LANES = 8 };
 
 /* One forward step of one channel: st (S) <- exp(dt A) st + dt Bm u; returns Cm . st */
-static float scan_step(float *st, const float *A, const float *Bm, const float *Cm, float dt,
-                       float u, int S) {
+static float scan_step(float *restrict st, const float *restrict A, const float *restrict Bm,
+                       const float *restrict Cm, float dt, float u, int S) {
     float lane[LANES] = {0}, acc = 0;
     int k = 0;
     for (; k + LANES <= S; k += LANES)
@@ -106,8 +106,9 @@ static float scan_step(float *st, const float *A, const float *Bm, const float *
 }
 
 /* Recompute: H1 (S) = decay * H0 + dt Bm u with decay (S) = exp(dt A), kept for the reverse. */
-static void scan_recompute(float *H1, float *decay, const float *H0, const float *A,
-                           const float *Bm, float dt, float u, int S) {
+static void scan_recompute(float *restrict H1, float *restrict decay, const float *restrict H0,
+                           const float *restrict A, const float *restrict Bm, float dt, float u,
+                           int S) {
     int k = 0;
     for (; k + LANES <= S; k += LANES)
         for (int j = 0; j < LANES; j++) {
@@ -121,9 +122,10 @@ static void scan_recompute(float *H1, float *decay, const float *H0, const float
 }
 
 typedef struct {
-    const float *A, *Bm, *Cm, *prev, *cur, *decay; /* (S) each */
+    const float *restrict A, *restrict Bm, *restrict Cm, *restrict prev, *restrict cur,
+        *restrict decay; /* (S) each */
     float dy, dt, u;
-    float *dst, *dA, *dB, *dC; /* (S) each, accumulated */
+    float *restrict dst, *restrict dA, *restrict dB, *restrict dC; /* (S) each, accumulated */
 } rstep;
 
 /* One reverse step of one channel (see the file comment for the math); returns (dU, dT) via

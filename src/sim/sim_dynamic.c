@@ -93,9 +93,6 @@ static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, 
     double fut = INFINITY;
     int have_best = 0, have_any = 0;
     cand best = {0}, any = {0};
-    /* built-in classes: 0 F allowed, 1 I/B, 2 W, 3 F held by a cap */
-    int have_cls[4] = {0, 0, 0, 0};
-    cand cls_best[4];
     const int custom = pol->prio || pol->prio_ex;
     int cap_ok = !(pol->max_inflight && pol->max_inflight[d] > 0 &&
                    ws->inflight[d] >= pol->max_inflight[d]);
@@ -103,38 +100,35 @@ static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, 
     if (custom)
         view = (op_sim_view){d, now, ws->inflight[d], ws->pending_w[d], ws->n_done[d],
                              ws->act_now[d], ws->static_b[d]};
-    for (int j = ws->dev_first[d]; j < ws->dev_first[d + 1]; j++) {
-        const int s = ws->dev_stages[j];
-        const sim_stage *t = &st[s];
-        for (int slot = 0; slot < (t->split ? 3 : 2); slot++) {
-            const int m = ws->next[slot][s];
-            if (m >= M) continue;
-            const int64_t base = ((int64_t)m * S + s) * 3;
-            double e, r; /* producer end, arrival here */
-            if (slot == 0) {
-                e = s > 0 ? ws->end[base - up] : 0.0;
-                r = e + t->delay_f;
-            } else if (slot == 2) {
-                r = e = ws->end[base + 1];
-            } else if (s + 1 < S) {
-                e = ws->end[base + up + 1];
-                r = e + t->delay_b;
-            } else {
-                r = e = ws->end[base];
-            }
-            if (e < 0) continue; /* producer not started: its start will wake us */
-            if (r > now) {
-                if (r < fut) fut = r;
-                continue;
-            }
-            cand c = {slot, s, m, 0.0, r};
-            int held = 0;
-            if (slot == 0) {
-                held = !cap_ok || (pol->mem_limit_bytes > 0 &&
-                                   (double)(ws->static_b[d] + ws->act_now[d] + t->act) >
-                                       pol->mem_limit_bytes);
-            }
-            if (custom) {
+    if (custom) {
+        for (int j = ws->dev_first[d]; j < ws->dev_first[d + 1]; j++) {
+            const int s = ws->dev_stages[j];
+            const sim_stage *t = &st[s];
+            for (int slot = 0; slot < (t->split ? 3 : 2); slot++) {
+                const int m = ws->next[slot][s];
+                if (m >= M) continue;
+                const int64_t base = ((int64_t)m * S + s) * 3;
+                double e, r; /* producer end, arrival here */
+                if (slot == 0) {
+                    e = s > 0 ? ws->end[base - up] : 0.0;
+                    r = e + t->delay_f;
+                } else if (slot == 2) {
+                    r = e = ws->end[base + 1];
+                } else if (s + 1 < S) {
+                    e = ws->end[base + up + 1];
+                    r = e + t->delay_b;
+                } else {
+                    r = e = ws->end[base];
+                }
+                if (e < 0) continue; /* producer not started: its start will wake us */
+                if (r > now) {
+                    if (r < fut) fut = r;
+                    continue;
+                }
+                cand c = {slot, s, m, 0.0, r};
+                int held = slot == 0 && (!cap_ok || (pol->mem_limit_bytes > 0 &&
+                                                     (double)(ws->static_b[d] + ws->act_now[d] +
+                                                              t->act) > pol->mem_limit_bytes));
                 op_kind k = slot_kind(ws, slot, s);
                 c.key = pol->prio_ex ? pol->prio_ex(pol->ctx, &view, k, s, m)
                                      : pol->prio(pol->ctx, d, k, s, m, now);
@@ -142,28 +136,87 @@ static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, 
                 if (c.key == INFINITY) held = 1;
                 if (!held && (!have_best || key_less(&c, &best))) best = c, have_best = 1;
                 if (!have_any || key_less(&c, &any)) any = c, have_any = 1;
-            } else {
-                int k = slot == 0 ? (held ? 3 : 0) : slot;
-                if (!have_cls[k] || tie_less(&c, &cls_best[k])) cls_best[k] = c, have_cls[k] = 1;
             }
         }
-    }
-    if (!custom) {
+        if (!have_best && force && have_any) best = any, have_best = 1;
+    } else {
+        /* The built-in rule only needs the best op of each class, in tie order: packed keys
+         * (mb << 32 | stage rank) compare as integers.  Classes: 0 F allowed, 1 I/B, 2 W,
+         * 3 F held by a cap.  This loop is the hot path of the tuner's dynamic runs. */
+        uint64_t bk[4] = {UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX};
+        double br[4] = {0, 0, 0, 0};
+        const double *E = ws->end;
+        const int *nf = ws->next[0], *nx = ws->next[1], *nw = ws->next[2];
+        const double room = pol->mem_limit_bytes > 0
+                                ? pol->mem_limit_bytes - (double)(ws->static_b[d] + ws->act_now[d])
+                                : INFINITY;
+        for (int j = ws->dev_first[d]; j < ws->dev_first[d + 1]; j++) {
+            const int s = ws->dev_stages[j];
+            const sim_stage *t = &st[s];
+            int m = nf[s];
+            if (m < M) {
+                const int64_t base = ((int64_t)m * S + s) * 3;
+                const double e = s > 0 ? E[base - up] : 0.0;
+                if (e >= 0) {
+                    const double r = e + t->delay_f;
+                    if (r <= now) {
+                        const int k = cap_ok && (double)t->act <= room ? 0 : 3;
+                        const uint64_t key = (uint64_t)m << 32 | (uint32_t)s;
+                        if (key < bk[k]) bk[k] = key, br[k] = r;
+                    } else if (r < fut) {
+                        fut = r;
+                    }
+                }
+            }
+            m = nx[s];
+            if (m < M) {
+                const int64_t base = ((int64_t)m * S + s) * 3;
+                const int last = s + 1 >= S;
+                const double e = last ? E[base] : E[base + up + 1];
+                if (e >= 0) {
+                    const double r = last ? e : e + t->delay_b;
+                    if (r <= now) {
+                        const uint64_t key = (uint64_t)m << 32 | (uint32_t)(S - 1 - s);
+                        if (key < bk[1]) bk[1] = key, br[1] = r;
+                    } else if (r < fut) {
+                        fut = r;
+                    }
+                }
+            }
+            if (t->split && (m = nw[s]) < M) {
+                const double e = E[((int64_t)m * S + s) * 3 + 1];
+                if (e >= 0) {
+                    if (e <= now) {
+                        const uint64_t key = (uint64_t)m << 32 | (uint32_t)s;
+                        if (key < bk[2]) bk[2] = key, br[2] = e;
+                    } else if (e < fut) {
+                        fut = e;
+                    }
+                }
+            }
+        }
         const int nst = ws->dev_first[d + 1] - ws->dev_first[d];
-        const int warm = pol->warmup         ? pol->warmup[d]
-                         : nst > 0 ? S - 1 - ws->dev_stages[ws->dev_first[d]]
-                                           : 0;
+        const int warm = pol->warmup ? pol->warmup[d]
+                         : nst > 0   ? S - 1 - ws->dev_stages[ws->dev_first[d]]
+                                     : 0;
         const int wl = pol->w_limit ? pol->w_limit[d] : 0;
+        const uint64_t NONE = UINT64_MAX;
         int pick = -1;
-        if (wl > 0 && ws->pending_w[d] >= wl && have_cls[2]) pick = 2;
-        else if (ws->inflight[d] < warm && have_cls[0]) pick = 0;
-        else if (have_cls[1]) pick = 1;
-        else if (have_cls[0]) pick = 0;
-        else if (have_cls[2]) pick = 2;
-        else if (force && have_cls[3]) pick = 3;
-        if (pick >= 0) best = cls_best[pick], have_best = 1;
-    } else if (!have_best && force && have_any) {
-        best = any, have_best = 1;
+        if (wl > 0 && ws->pending_w[d] >= wl && bk[2] != NONE) pick = 2;
+        else if (ws->inflight[d] < warm && bk[0] != NONE) pick = 0;
+        else if (bk[1] != NONE) pick = 1;
+        else if (bk[0] != NONE) pick = 0;
+        else if (bk[2] != NONE) pick = 2;
+        else if (force && bk[3] != NONE) pick = 3;
+        if (pick >= 0) {
+            const int lo = (int)(uint32_t)bk[pick];
+            best.slot = pick == 3 ? 0 : pick;
+            best.mb = (int)(bk[pick] >> 32);
+            best.stage = pick == 1 ? S - 1 - lo : lo;
+            best.key = 0.0;
+            best.arrive = br[pick];
+            have_best = 1;
+        }
     }
     if (peek) {
         *peek = best;

@@ -121,7 +121,10 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
             memset(c->wlim, 0, sizeof(int) * (size_t)pb->P);
             if (cm == 0) memset(c->cap, 0, sizeof(int) * (size_t)pb->P);
             else cap_natural(pb, c, cm == 1 ? 1.0 : 2.0);
-            pool_offer(pl, pb, c, tn_score(st, c), shape);
+            double sc = tn_score(st, c);
+            if (getenv("OCTOPIPE_TUNE_DEBUG"))
+                fprintf(stderr, "seed %-9s S=%-3d split=%d cap=%d: %.3f\n", shape, c->S, split, cm, sc);
+            pool_offer(pl, pb, c, sc, shape);
         }
 }
 
@@ -286,8 +289,12 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
     /* refine the distinct seeds, then keep polishing the best */
     long left = st.max_evals - st.evals;
     int k = pl.n < 4 ? pl.n : 4;
-    for (int i = 0; i < k && !tn_out_of_budget(&st); i++)
+    for (int i = 0; i < k && !tn_out_of_budget(&st); i++) {
         tn_local_search(&st, &pl.c[i], left * 6 / 10 / k);
+        if (getenv("OCTOPIPE_TUNE_DEBUG"))
+            fprintf(stderr, "refined seed %d (%s): best so far %.3f, %ld sims\n", i, pl.shape[i],
+                    st.best_score, st.evals);
+    }
     tn_cand cur;
     tn_cand_alloc(&cur, &pb);
     while (!tn_out_of_budget(&st)) {
