@@ -128,18 +128,25 @@ static int child(int argc, char **argv) {
 typedef struct row {
     char name[24];
     double pred, meas, pbub, mbub, over;
+    int runs;
 } row;
 
 static int run_once(const op_plan *emu, const char *dir, row *r);
 
-/* Best of two runs: other work on a shared machine only ever makes a run slower. */
+/* Other work on a shared machine only ever makes a run slower, and shows as a high per-op
+ * overhead (late wake-ups): a run whose overhead is above 0.1 ms per op is repeated, up to 3
+ * runs, and the fastest kept.  r->runs says how many it took. */
 static int run_one(const op_plan *emu, const char *dir, row *r) {
     row b;
     if (run_once(emu, dir, r)) return -1;
-    if (run_once(emu, dir, &b) == 0 && b.meas < r->meas) {
-        r->meas = b.meas;
-        r->mbub = b.mbub;
-        r->over = b.over;
+    r->runs = 1;
+    while (r->over > 0.1 && r->runs < 3 && run_once(emu, dir, &b) == 0) {
+        r->runs++;
+        if (b.meas < r->meas) {
+            r->meas = b.meas;
+            r->mbub = b.mbub;
+            r->over = b.over;
+        }
     }
     return 0;
 }
@@ -236,7 +243,9 @@ int main(int argc, char **argv) {
     int64_t maxb = 1;
     for (int l = 0; l < m.n_layers; l++)
         if (L[l].out_bytes > maxb) maxb = L[l].out_bytes;
-    double bs = (double)(1 << 20) / (double)maxb; /* messages <= 1 MiB */
+    /* messages <= 64 KiB: on 2 shared cores every transfer is a CPU copy competing with every
+     * other one, which the per-link model cannot see; small messages keep that out of the way */
+    double bs = (double)(64 << 10) / (double)maxb;
     if (bs > 1) bs = 1;
 
     const char *names[] = {"1f1b", "i1f1b", "zbh1", "zbv", "octopipe"};
@@ -244,8 +253,8 @@ int main(int argc, char **argv) {
     double dispatch = 0, worst_err = 0, worst_sp = 0;
     printf("nemotron-h-8b, H100 costs, M = 2P, emulated on %ld cores; messages x%.3g\n",
            sysconf(_SC_NPROCESSORS_ONLN), bs);
-    printf("%3s %-10s %7s %6s %10s %10s %8s %8s %8s %9s\n", "P", "plan", "scale", "ops", "pred ms",
-           "meas ms", "err %", "bub p%", "bub m%", "ovh ms");
+    printf("%3s %-10s %7s %6s %10s %10s %8s %8s %8s %9s %4s\n", "P", "plan", "scale", "ops", "pred ms",
+           "meas ms", "err %", "bub p%", "bub m%", "ovh ms", "runs");
     int P0 = getenv("EXEC_P") ? atoi(getenv("EXEC_P")) : 4, P1 = getenv("EXEC_P") ? P0 : 16;
     for (int P = P0; P <= P1; P *= 2) {
         op_problem pr = {0};
@@ -270,21 +279,25 @@ int main(int argc, char **argv) {
             have[k] = built[k] = rc == OP_OK;
             if (!have[k]) fprintf(stderr, "bench_exec: %s P=%d: %s\n", names[k], P, e.msg);
         }
-        /* time scale: the shortest mean op among the plans lasts 10 ms, so scheduler noise on a
-         * shared 2-core box (~0.1 ms per wake-up) stays small against it */
-        double ts = 1e9;
+        /* time scale: the plan with the shortest ops gets a mean op of 10 ms, so scheduler noise
+         * on a shared 2-core box (~0.1 ms per wake-up) stays small against it; no run longer
+         * than 6 s */
+        double ts = 0, longest = 0;
         for (int k = 0; k < nn; k++) {
             if (!have[k]) continue;
             double work = 0;
             int nops = 0;
             for (int d = 0; d < P; d++)
                 for (int i = 0; i < plans[k].n_ops[d]; i++) {
-                    work += plans[k].ops[d][i].end - plans[k].ops[d][i].start;
+                    const op_op *o = &plans[k].ops[d][i];
+                    work += op_stage_ms(&plans[k], o->stage, (op_kind)o->kind);
                     nops++;
                 }
             double t = 10.0 / (work / nops);
-            if (t < ts) ts = t;
+            if (t > ts) ts = t;
+            if (plans[k].pred.makespan_ms > longest) longest = plans[k].pred.makespan_ms;
         }
+        if (ts * longest > 6000) ts = 6000 / longest;
         row rows[5];
         for (int k = 0; k < nn; k++) {
             if (!have[k]) continue;
@@ -298,6 +311,11 @@ int main(int argc, char **argv) {
                 op_plan_free(&pred);
             }
             emulated(&plans[k], ts, bs, &link, dispatch, &emu, &pred);
+            if (getenv("EXEC_DUMP")) { /* debugging: the emulated plans as plan files */
+                char pth[512];
+                snprintf(pth, sizeof pth, "%s/%s-P%d.json", getenv("EXEC_DUMP"), names[k], P);
+                op_plan_write(&pred, pth, &e);
+            }
             row *r = &rows[k];
             snprintf(r->name, sizeof r->name, "%s", names[k]);
             r->pred = pred.pred.makespan_ms;
@@ -308,8 +326,8 @@ int main(int argc, char **argv) {
                 if (fabs(err) > worst_err) worst_err = fabs(err);
                 int nops = 0;
                 for (int d = 0; d < P; d++) nops += plans[k].n_ops[d];
-                printf("%3d %-10s %7.3f %6d %10.1f %10.1f %+8.2f %8.1f %8.1f %9.4f\n", P, r->name, ts,
-                       nops, r->pred, r->meas, err, 100 * r->pbub, 100 * r->mbub, r->over);
+                printf("%3d %-10s %7.3f %6d %10.1f %10.1f %+8.2f %8.1f %8.1f %9.4f %4d\n", P, r->name,
+                       ts, nops, r->pred, r->meas, err, 100 * r->pbub, 100 * r->mbub, r->over, r->runs);
                 fflush(stdout);
             }
             op_plan_free(&emu);

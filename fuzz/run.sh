@@ -21,13 +21,14 @@ for f in $(ls src/*/*.c | grep -v '^src/cli/'); do
 done
 LIBS="$(pkg-config --libs jansson openblas) $(mpicc --showme:link) -lpthread -lm"
 fail=0
-for t in hf_config profile plan; do
+for t in hf_config profile plan torch_csv; do
   $CLANG $FLAGS $SAN -fsanitize=fuzzer "fuzz/fuzz_$t.c" "${objs[@]}" $LIBS -o "$B/fuzz_$t"
   corpus="$B/corpus-$t"; mkdir -p "$corpus"
   case $t in
     hf_config) cp -n tests/data/hf/*.json ../shared/bench/hf-configs/*.json "$corpus"/ 2>/dev/null || true ;;
     profile) cp -n tests/data/profiles/*.json "$corpus"/ 2>/dev/null || true ;;
     plan) cp -n tests/data/plans/*.json "$corpus"/ 2>/dev/null || true ;;
+    torch_csv) printf '\x010F0,0F1,2F0,2F1,2I0,2W0,2I1,2W1,0I0,0I1,0W0,0W1\n1F0,1F1,3F0,3F1,3I0,3W0,3I1,3W1,1I0,1I1,1W0,1W1\n' > "$corpus/seed.csv" ;;
   esac
   echo "fuzz: $t for ${SECS}s"
   if ! (cd "$B" && ASAN_OPTIONS=detect_leaks=1 ./fuzz_$t -max_total_time="$SECS" -timeout=10 -rss_limit_mb=4096 \

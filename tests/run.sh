@@ -8,7 +8,15 @@ BUILD=${BUILD:-build}
 FILTER=${1:-}
 export BUILD OCTOPIPE=${OCTOPIPE:-$BUILD/octopipe}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-if [ "${SAN:-}" = 1 ]; then export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}; fi
+# Under SAN=1 leaks are checked, except in tests that start MPI ranks: Open MPI's own
+# allocations stay reachable only through its internals, so LeakSanitizer flags them in every
+# rank.  Such tests carry the marker OCTOPIPE_SAN_NO_LEAK_CHECK in their source.
+san_opts() {
+  [ "${SAN:-}" = 1 ] || return 0
+  local src="tests/$1.c"; [ -e "$src" ] || src="tests/$1.sh"
+  if grep -q OCTOPIPE_SAN_NO_LEAK_CHECK "$src" 2>/dev/null; then export ASAN_OPTIONS=detect_leaks=0
+  else export ASAN_OPTIONS=detect_leaks=1; fi
+}
 logdir=$BUILD/test-logs; mkdir -p "$logdir"
 total_p=0; total_f=0; failed_units=()
 start_all=$(date +%s)
@@ -18,6 +26,7 @@ for t in "$BUILD"/tests/test_* tests/sh_*.sh; do
   name=$(basename "$t"); name=${name%.sh}
   [ -n "$FILTER" ] && [[ "$name" != *"$FILTER"* ]] && continue
   log="$logdir/$name.log"
+  san_opts "$name"
   t0=$(date +%s.%N)
   if [[ "$t" == *.sh ]]; then timeout -k 10 600 bash "$t" >"$log" 2>&1; rc=$?
   else timeout -k 10 600 "$t" >"$log" 2>&1; rc=$?; fi

@@ -40,6 +40,24 @@ static int build(const char *spec, op_plan *p, op_err *e) {
     return op_errf(e, OP_EINVAL, "bad spec %s", spec);
 }
 
+/* Real-compute stand-in: busy-loops for a tenth of the op's modelled time while the runtime's
+ * progress thread moves messages (exercises MPI_THREAD_SERIALIZED + the per-rank lock). */
+static const op_plan *spin_plan;
+static int spin_setup(void *ctx, const op_plan *p, int rank, op_err *err) {
+    spin_plan = p;
+    return OP_OK;
+}
+static int spin_run(void *ctx, const op_compute_call *c, op_err *err) {
+    double end = op_now_s() + op_stage_ms(spin_plan, c->stage, c->kind) * 1e-4;
+    volatile double x = 0;
+    while (op_now_s() < end) x += 1;
+    if (c->out) memset(c->out, c->mb, (size_t)c->out_bytes); /* payload travels: check it */
+    if (c->in && ((const unsigned char *)c->in)[c->in_bytes - 1] != (unsigned char)c->mb)
+        return op_errf(err, OP_EINVAL, "%s(s%d,mb%d): input holds the wrong microbatch",
+                       op_kind_name(c->kind), c->stage, c->mb);
+    return OP_OK;
+}
+
 static int child(int argc, char **argv) {
     op_exec_cli c;
     if (op_exec_cli_parse(&c, argc, argv, "child", 0)) return 2;
@@ -53,7 +71,22 @@ static int child(int argc, char **argv) {
     }
     op_exec_emulated_plan(&emu, &p, 1.0, 1.0, NULL, 0);
     op_exec_result res = {0};
-    op_exec_cli_run_rank(&c, &x, &emu, &res);
+    if (getenv("XP_SPIN")) { /* real-compute path: callback + progress thread */
+        op_compute sc = {0};
+        sc.setup = spin_setup;
+        sc.run = spin_run;
+        sc.progress_thread = 1;
+        op_lowered l;
+        int rc = op_exec_lower(&emu, NULL, &l, &e);
+        if (!rc) rc = op_exec_rank_run(&emu, &l, &x, &sc, &c.eo, &res, &e);
+        if (rc) {
+            fprintf(stderr, "child rank %d: %s\n", x.rank, e.msg);
+            x.hard_abort(&x, 1);
+        }
+        op_lowered_free(&l);
+    } else {
+        op_exec_cli_run_rank(&c, &x, &emu, &res);
+    }
     int rc = 0;
     if (x.rank == 0) {
         rc = op_exec_check_order(&res, &p, &e);
@@ -91,6 +124,17 @@ TEST(plans_run_under_mpirun) {
     }
 }
 
+TEST(progress_thread_under_mpirun) {
+    setenv("XP_SPIN", "1", 1);
+    op_buf log = {0};
+    op_err e = {0};
+    double s;
+    int code = launch(4, "sched:zbv:4:8", NULL, NULL, &log, &e, &s);
+    CHECK_MSG(code == 0, "exit %d: %s\n%s", code, e.msg, log.data ? log.data : "");
+    unsetenv("XP_SPIN");
+    op_buf_free(&log);
+}
+
 TEST(killed_rank_named) {
     op_buf log = {0};
     op_err e = {0};
@@ -122,6 +166,7 @@ int main(int argc, char **argv) {
     if (getenv("OMPI_COMM_WORLD_SIZE")) return child(argc - 1, argv + 1);
     CHECK_INIT(argc, argv);
     RUN(plans_run_under_mpirun);
+    RUN(progress_thread_under_mpirun);
     RUN(killed_rank_named);
     RUN(stuck_rank_watchdog);
     return check_report("exec_mpi");

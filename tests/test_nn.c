@@ -188,7 +188,7 @@ static double ref_forward(char sym, const op_nn_cfg *c, const double *p, const d
 static op_nn_cfg tiny_cfg(void) {
     op_nn_cfg c = {0};
     c.vocab = 11, c.d = 8, c.seq = 5, c.batch = 2, c.n_heads = 2, c.window = 0;
-    c.ssm_inner = 12, c.ssm_state = 3, c.ssm_conv = 3, c.ssm_dt_rank = 2;
+    c.ssm_inner = 12, c.ssm_state = 5, c.ssm_conv = 3, c.ssm_dt_rank = 2; /* S = 5: the 4-lane path and the tail */
     c.ffn = 10, c.n_experts = 4, c.top_k = 2, c.expert_dim = 6, c.shared_dim = 5;
     c.aux_coef = 0.5f, c.norm_eps = 1e-5f, c.seed = 7;
     return c;

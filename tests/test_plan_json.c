@@ -311,6 +311,15 @@ TEST(checked_in_plans) {
         CHECK(q.pred.makespan_ms == 33.0 && info.exact);
         op_plan_free(&q);
     }
+    /* V placement, I+W split (fused B on the head stage), links between two nodes */
+    rc = op_plan_read_ex("tests/data/plans/v-split-comm-p4-m8.json", &q, &info, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc == OP_OK) {
+        CHECK(info.exact && q.S == 8 && q.stage_dev[7] == 0 && q.stage_split[0] && !q.stage_split[7]);
+        CHECK(!q.comm.none && q.comm.nodes_of == 2);
+        CHECK_NEAR(q.pred.makespan_ms, 128.34956970666667, 1e-15);
+        op_plan_free(&q);
+    }
     rc = op_plan_read_ex("tests/data/plans/bad-duplicate-op.json", &q, &info, &e);
     CHECK_EQ_INT(rc, OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "tests/data/plans/bad-duplicate-op.json: schedule[2][3]: duplicate op F(s2,mb1)");

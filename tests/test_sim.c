@@ -162,6 +162,26 @@ TEST(comm_adds_exactly) {
     op_plan_free(&p);
 }
 
+TEST(gradient_message_is_boundary_size) {
+    /* the gradient from stage 1 back to stage 0 crosses the same boundary as the activation
+     * going forward: stage 0's out_bytes, not stage 1's */
+    op_comm c = {0};
+    c.intra_lat_ms = 0.25;
+    c.intra_bw_GBps = 1.0;
+    op_plan p;
+    uniform_plan(&p, 2, 1, 0, &c);
+    p.layers[0].out_bytes = 2000000;  /* 2 ms at 1 GB/s */
+    p.layers[1].out_bytes = 50000000; /* would be 50 ms */
+    gpipe_orders(&p, 0);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+    double tr = op_comm_ms(&c, 0, 1, 2000000);
+    CHECK_NEAR(tr, 2.25, 1e-12);
+    CHECK(p.ops[1][0].start == 1.0 + tr);                /* F(s1) after F(s0) + transfer */
+    CHECK(p.ops[0][1].start == p.ops[1][1].end + tr);    /* B(s0) after B(s1) + transfer */
+    CHECK(p.pred.makespan_ms == 6.0 + 2 * tr);
+    op_plan_free(&p);
+}
+
 TEST(iw_split_frees_memory) {
     /* one device, one stage, two microbatches: act 100 = 60 freed by I + 40 kept for W */
     op_plan p;
@@ -466,6 +486,15 @@ TEST(dynamic_holds_never_hang) {
     lim.mem_limit_bytes = 1;
     CHECK_EQ_INT(op_sim_dynamic(&p, &lim, NULL, &e), OP_OK);
     CHECK_EQ_INT(p.pred.peak_bytes_max, 1000 + 100);
+    /* devices without stages: nothing to run there, all idle */
+    p.stage_dev[1] = 0;
+    p.stage_dev[2] = 0;
+    for (int k = 0; k < 2; k++) { /* twice: the second run reuses the plan's arrays */
+        CHECK_EQ_INT(op_sim_dynamic(&p, NULL, NULL, &e), OP_OK);
+        CHECK(p.n_ops[1] == 0 && p.n_ops[2] == 0 && p.n_ops[0] == 3 * 3 * 4);
+        CHECK(p.pred.makespan_ms == 3 * 3 * 4.0); /* one device does all the work */
+        CHECK_NEAR(p.pred.bubble_ratio, 2.0 / 3.0, 1e-15);
+    }
     op_plan_free(&p);
 }
 
@@ -490,6 +519,7 @@ int main(int argc, char **argv) {
     RUN(gpipe_uniform);
     RUN(onef1b_uniform);
     RUN(comm_adds_exactly);
+    RUN(gradient_message_is_boundary_size);
     RUN(iw_split_frees_memory);
     RUN(deadlock_names_cycle);
     RUN(invalid_plan_rejected);

@@ -112,6 +112,8 @@ struct op_xport {
     int (*isend)(op_xport *x, const void *buf, int64_t n, int peer, int tag, op_xreq *r);
     int (*irecv)(op_xport *x, void *buf, int64_t n, int peer, int tag, op_xreq *r);
     int (*test)(op_xport *x, op_xreq *r); /* sets r->done; returns < 0 on transport error */
+    /* tests n requests at once (one progress pass: MPI_Testsome), setting each one's done */
+    int (*test_all)(op_xport *x, op_xreq *const *rs, int n);
     /* withdraws an incomplete request before its buffer is freed (failure path); may be NULL */
     void (*cancel)(op_xport *x, op_xreq *r);
     /* watchdog channel: tell every rank to stop; poll returns the first reason seen or 0 */
@@ -183,7 +185,8 @@ void op_exec_progress(op_exec_rank *rt);
 int op_exec_sleep_until(op_exec_rank *rt, double deadline_s);
 
 /* Emulation: each op sleeps for op_stage_ms(plan, s, kind) of the plan given to setup (so
- * give it a plan already scaled by op_exec_emulated_plan). */
+ * give it a plan already scaled by op_exec_emulated_plan).  It aims early by the running mean of
+ * how late its sleeps wake up, so ops last their modelled time on average. */
 op_compute op_compute_emulate(void);
 
 /* ---------------------------------------------------------------- running */

@@ -6,8 +6,9 @@
  * Ops: F forward, I backward-input, W backward-weight, B = I then W fused.  A stage uses either
  * B or I+W for all its microbatches (stage_split[s]).
  * Dependencies (S stages, microbatch m):  F(s,m) <- F(s-1,m);  I|B(s,m) <- I|B(s+1,m), and on the
- * last stage <- F(S-1,m);  W(s,m) <- I(s,m).  Cross-device edges cost op_comm_ms(out_bytes of
- * the producer stage's last layer). */
+ * last stage <- F(S-1,m);  W(s,m) <- I(s,m).  A cross-device edge costs op_comm_ms() of the
+ * message over the boundary it crosses: F(s-1)->F(s) and its gradient I(s)->I(s-1) both carry
+ * op_stage_out_bytes(s-1), the activation at the s-1 | s boundary. */
 #ifndef OCTOPIPE_PLAN_H
 #define OCTOPIPE_PLAN_H
 #include "octopipe/cost.h"

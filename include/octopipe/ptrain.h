@@ -42,6 +42,12 @@ int op_ptrain_layer_costs(const op_nn_model *m, const op_layer_prof *prof, int n
  * simulator's rule (plan.h) counts no I transient; this adds it.  OP_EINVAL if m is not p's. */
 int op_ptrain_pred_act_peak(const op_nn_model *m, const op_plan *p, int64_t *peak);
 
+/* op_train_profile measured in thread CPU time instead of wall time (same loop: each kind
+ * alone in a one-layer stage, F, I, W, median of repeats).  On a machine shared with other
+ * jobs the wall-clock profile counts the time other processes held the core; CPU time does
+ * not, so predictions stay those of dedicated cores.  Returns the number of kinds (<= 8). */
+int op_ptrain_profile_cpu(const op_nn_model *m, int repeats, op_layer_prof *out);
+
 /* Link model of this machine for boundary messages: the thread transport copies (memcpy),
  * MPI shared memory is a copy plus a few microseconds. */
 void op_ptrain_default_comm(op_comm *c);
@@ -73,6 +79,12 @@ double op_ptrain_step_loss(const double *lt, int S, int M);
 /* Peak activation bytes a rank held at once (all its stages together, I's stash included). */
 int64_t op_ptrain_peak_act(const op_ptrain *t, int rank);
 void op_ptrain_reset_peak(op_ptrain *t);
+/* Share of the wall time inside this rank's compute calls that its thread was on a CPU (1 =
+ * never preempted): below ~0.97, other processes took the core and times are not comparable
+ * with a prediction made for dedicated cores. */
+double op_ptrain_cpu_share(const op_ptrain *t, int rank);
+/* Thread CPU seconds this rank spent in compute calls so far. */
+double op_ptrain_cpu_s(const op_ptrain *t, int rank);
 /* Stages held, in stage order (for checkpoints): fills st[] and returns the count. */
 int op_ptrain_stages(op_ptrain *t, op_nn_stage **st, int cap);
 
@@ -101,11 +113,14 @@ typedef struct op_ptrain_report {
     double first_loss, last_loss;
     double meas_ms_median;   /* median measured iteration makespan over the timed steps */
     double meas_ms_mean;
+    double meas_ms_min;      /* best step: the one least disturbed by other processes */
     double pred_ms;          /* the plan's predicted makespan */
     double op_excess_ms;     /* mean over steps of op_exec_result.overhead_ms: measured op
                               * duration - the plan's (its op_overhead_ms included) */
     double tokens_per_s;     /* over the whole run (optimizer and loss gathering included) */
     int64_t peak_act[64];    /* per rank, measured */
+    double cpu_share[64];    /* per rank, op_ptrain_cpu_share over the run */
+    double cpu_ms_step[64];  /* per rank, CPU time in compute calls per step (mean) */
     double wall_s;
     op_exec_result last;     /* keep_result: the last step's records */
     int have_last;

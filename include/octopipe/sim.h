@@ -38,7 +38,7 @@ typedef struct op_sim_policy {
      *  - backward (I/B) before F before W, except that a device runs F while it has fewer than
      *    warmup[d] stashes in flight (F done, its I/B not yet; one per stage and microbatch);
      *  - W ops are deferred: a W runs only if no F/I/B is ready, or if the number of pending W
-     *    on the device reaches w_limit[d] (0 = no limit);
+     *    on the device reaches w_limit[d] (0 = no limit; 1 = each W right after its I);
      *  - in-flight activations are capped by mem_limit_bytes (0 = none): an F that would exceed
      *    it waits (it still runs if nothing else can, so progress is guaranteed). */
     const int *warmup;  /* [P] or NULL: defaults to the number of stages after the device's first */

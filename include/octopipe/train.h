@@ -6,7 +6,6 @@
  * and this single-process loop produce bitwise the same losses and weights. */
 #ifndef OCTOPIPE_TRAIN_H
 #define OCTOPIPE_TRAIN_H
-#include "octopipe/exec.h"
 #include "octopipe/nn.h"
 
 #ifdef __cplusplus
@@ -94,45 +93,8 @@ int op_train_profile(const op_nn_model *m, int repeats, op_layer_prof *out);
 void op_train_profile_json(const op_nn_model *m, const op_layer_prof *p, int n, int repeats,
                            op_buf *out);
 
-/* ---- pipelined training: the reference model as the executor's compute ---- */
-typedef struct op_train_pipe {
-    op_nn_model m;
-    op_train_data data;
-    op_adamw opt;
-    int S, M;
-    int *stage_first; /* [S+1] from the plan */
-    int *stage_dev;   /* [S] */
-    op_nn_stage *st;  /* [S]; a stage is built by the rank holding it, at its first setup */
-    int *built;       /* [S] */
-    int32_t *tok, *tgt; /* [S][N] per-stage batch scratch */
-    int64_t step;     /* the step the next executed iteration computes */
-    double *loss_mb;  /* [M] head cross-entropy per microbatch of the last iteration */
-} op_train_pipe;
-
-/* model: op_nn_model_from_spec; data: op_train_data_open spec.  The plan's layers must be the
- * model's (same count); its stages and placement are taken from it. */
-int op_train_pipe_init(op_train_pipe *tp, const char *model, const char *data, uint64_t seed,
-                       const op_adamw *opt, const op_plan *plan, op_err *err);
-/* The op_compute the executor calls (F, I, W, B per stage and microbatch).  progress_thread:
- * see op_compute (1 with the thread transport or MPI_THREAD_MULTIPLE). */
-op_compute op_train_pipe_compute(op_train_pipe *tp, int progress_thread);
-/* After the executor ran one iteration: AdamW and zeroed gradients on the stages of `rank`
- * (-1 = every built stage, for the thread transport), step + 1.  Returns the step's mean
- * loss when this process holds the last stage, else NAN. */
-double op_train_pipe_step_end(op_train_pipe *tp, int rank);
-/* Builds the stages `rank` holds now (-1: all, for the thread transport), e.g. to load a
- * checkpoint before the first iteration. */
-void op_train_pipe_build(op_train_pipe *tp, int rank);
-void op_train_pipe_free(op_train_pipe *tp);
-/* Per-layer costs for a planning problem from measured profiles (op_train_profile) of m. */
-void op_train_layer_costs(const op_nn_model *m, const op_layer_prof *prof, int n_prof,
-                          op_layer_cost *out);
-
 /* `octopipe profile --model ...`: per-layer F/I/W medians -> profile file. */
 int op_cli_profile_model(int argc, char **argv);
-/* `octopipe train ...` (argv[0] = "train"): single process for --devices 1, else the plan
- * through the executor with the thread transport (ranks as threads of this process). */
-int op_cli_train(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -26,7 +26,7 @@ extern "C" {
 typedef enum op_tune_placement {
     OP_TUNE_PLACE_ANY = 0, /* any stage -> device map, unequal stage counts allowed */
     OP_TUNE_PLACE_LOOP = 1, /* stage s on device s % P, S = v*P (torchtitan "loop") */
-    OP_TUNE_PLACE_V = 2     /* V / zig-zag: S = v*P, direction alternates (torchtitan "v") */
+    OP_TUNE_PLACE_V = 2     /* V: S = 2P, device d holds stages d and 2P-1-d (torchtitan "v") */
 } op_tune_placement;
 
 /* Filled by op_tune when opts->stats is set. */
@@ -60,6 +60,18 @@ void op_tune_opts_default(op_tune_opts *o);
  * pr->mem_limit_bytes (err names the smallest per-device limit that a plan found would need);
  * OP_EINVAL for a bad problem. */
 int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
+
+/* A tighter lower bound than op_plan_lower_bound, valid for every plan: also, for each layer l
+ * (a layer is never split, so all its ops share one device):
+ *   sum_{k<l} F_k + M (F_l + I_l) + sum_{k<l} I_k     (first F(l) waits for the forward chain,
+ *                                                      the last I(l) for the backward chain)
+ *   sum_{k<l} F_k + M (F_l + I_l + W_l)
+ * and, layers being indivisible, for every k: (k+1) M w_(kP+1), w_(j) the j-th heaviest layer
+ * F+I+W (some device holds k+1 of the kP+1 heaviest layers).
+ * With a big head (Nemotron-H: head F+I ~ 9x a layer), few microbatches or few layers per
+ * device this is well above work / P.  Communication and memory are ignored (they only raise
+ * makespans). */
+double op_tune_lower_bound(const op_problem *pr);
 
 /* Parses "any" | "loop" | "v". Returns 0, or -1 if unknown. */
 int op_tune_placement_parse(const char *s, op_tune_placement *out);

@@ -47,16 +47,24 @@ static void print_text(const char *path, const op_plan *p, const op_plan_file_in
     printf("  tokens/s      %.6g\n", r->tokens_per_s);
     printf("  bubble ratio  %.2f%%\n", 100 * r->bubble_ratio);
     printf("  peak memory   %.3f GiB (max over devices)\n", r->peak_bytes_max / GiB);
-    printf("\n  %-6s %-14s %10s %10s %10s %10s %10s %10s\n", "device", "stages", "busy_ms",
+    printf("\n  %-6s %-20s %10s %10s %10s %10s %10s %10s\n", "device", "stages", "busy_ms",
            "warmup_ms", "resid_ms", "cool_ms", "peak_GiB", "static_GiB");
     for (int d = 0; d < p->P; d++) {
-        char st[64] = "";
+        char st[24] = "";
         size_t n = 0;
         int k = 0;
-        for (int s = 0; s < p->S && n < sizeof st - 8; s++)
-            if (p->stage_dev[s] == d)
-                n += (size_t)snprintf(st + n, sizeof st - n, "%s%d", k++ ? "," : "", s);
-        printf("  %-6d %-14s %10.4g %10.4g %10.4g %10.4g %10.3f %10.3f\n", d, k ? st : "-",
+        for (int s = 0; s < p->S; s++) {
+            if (p->stage_dev[s] != d) continue;
+            char one[16];
+            int w = snprintf(one, sizeof one, "%s%d", k++ ? "," : "", s);
+            if (n + (size_t)w > 17) { /* keep the column: "0,5,7,..." */
+                snprintf(st + n, sizeof st - n, ",...");
+                break;
+            }
+            memcpy(st + n, one, (size_t)w + 1);
+            n += (size_t)w;
+        }
+        printf("  %-6d %-20s %10.4g %10.4g %10.4g %10.4g %10.3f %10.3f\n", d, k ? st : "-",
                r->busy_ms[d], r->warmup_ms[d], r->residual_ms[d], r->cooldown_ms[d],
                r->peak_bytes[d] / GiB, r->static_bytes[d] / GiB);
     }

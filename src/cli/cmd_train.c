@@ -12,13 +12,15 @@
 #include "octopipe/ptrain.h"
 #include "octopipe/sim.h"
 
-/* Per-op executor cost added to the prediction unless --overhead-ms says otherwise: measured
- * with bench_model_accuracy (calibration on the 1f1b plan of `small`, P=2, this machine). */
-#define DEFAULT_OVERHEAD_MS 0.02
+/* Per-op executor cost added to the prediction unless --overhead-ms says otherwise.  From an
+ * emulated run of small's 1f1b plan (P=2, M=8) with ops of zero length on the thread
+ * transport: 2.56 ms for 34 dependent hops, ~75 us each, of which the link model already
+ * holds ~36 us.  bench_model_accuracy calibrates it on real compute (docs/training.md). */
+#define DEFAULT_OVERHEAD_MS 0.05
 
 typedef struct {
     const char *model, *plan, *data, *ckpt, *svg, *trace, *save_plan, *cluster;
-    int P, M, steps, resume, threads, log_every, repeats, ckpt_every, no_progress_thread;
+    int P, M, steps, resume, threads, log_every, repeats, ckpt_every, no_progress_thread, wall_clock;
     double overhead_ms, lr, timeout_s;
     long seed;
 } targs;
@@ -52,6 +54,8 @@ static void help(void) {
            "  --threads           in-process ranks (no mpirun)\n"
            "  --log-every N       progress line every N steps (default 10)\n"
            "  --repeats N         profile repeats per op, median (default 9)\n"
+           "  --profile-clock C   cpu (thread CPU time, default: what a dedicated core would take,\n"
+           "                      also on a busy machine) or wall (as `octopipe profile`)\n"
            "  --overhead-ms X     executor cost per op in the prediction (default %.3g, measured)\n"
            "  --cluster FILE      link model from `octopipe profile comm` (default: a memcpy link)\n"
            "  --no-progress-thread  progress messages only between ops\n"
@@ -99,6 +103,12 @@ static int parse(targs *a, int argc, char **argv) {
             return 1;
         } else if (!strcmp(f, "--resume")) {
             a->resume = 1;
+        } else if (!strcmp(f, "--profile-clock")) {
+            if (!v || (strcmp(v, "cpu") && strcmp(v, "wall"))) {
+                fprintf(stderr, "%s: --profile-clock needs cpu or wall (got '%s')\n", C, v ? v : "");
+                return 2;
+            }
+            a->wall_clock = v[0] == 'w', i++;
         } else if (!strcmp(f, "--threads")) {
             a->threads = 1;
         } else if (!strcmp(f, "--no-progress-thread")) {
@@ -153,9 +163,9 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p) {
     int np = 0;
     op_layer_cost *costs = op_xcalloc((size_t)m->n_layers, sizeof *costs);
     double t0 = op_now_s();
-    np = op_train_profile(m, a->repeats, prof);
-    printf("profile: %s (%d layers: %s), %d layer kinds, median of %d, %.1f s\n", m->name,
-           m->n_layers, m->pattern, np, a->repeats, op_now_s() - t0);
+    np = a->wall_clock ? op_train_profile(m, a->repeats, prof) : op_ptrain_profile_cpu(m, a->repeats, prof);
+    printf("profile: %s (%d layers: %s), %d layer kinds, median of %d in %s time, %.1f s\n", m->name,
+           m->n_layers, m->pattern, np, a->repeats, a->wall_clock ? "wall" : "thread CPU", op_now_s() - t0);
     for (int k = 0; k < np; k++)
         printf("  %c  F %7.3f  I %7.3f  W %7.3f ms\n", prof[k].sym, prof[k].f_ms, prof[k].i_ms, prof[k].w_ms);
     int rc = op_ptrain_layer_costs(m, prof, np, costs, &e);
@@ -227,8 +237,10 @@ static void summary(const targs *a, const op_nn_model *m, const op_plan *p, cons
     int have = op_ptrain_pred_act_peak(m, p, arena) == OP_OK;
     for (int d = 0; d < p->P && d < 64; d++) {
         int64_t sim = p->pred.peak_bytes ? p->pred.peak_bytes[d] - (p->pred.static_bytes ? p->pred.static_bytes[d] : 0) : 0;
-        printf("  rank %d: peak activations measured %.2f MiB, predicted %.2f MiB (simulator %.2f MiB)\n",
-               d, r->peak_act[d] / 1048576.0, have ? arena[d] / 1048576.0 : 0.0, sim / 1048576.0);
+        printf("  rank %d: peak activations measured %.2f MiB, predicted %.2f MiB (simulator %.2f MiB); "
+               "on a CPU %.0f%% of its compute time\n",
+               d, r->peak_act[d] / 1048576.0, have ? arena[d] / 1048576.0 : 0.0, sim / 1048576.0,
+               100 * r->cpu_share[d]);
     }
     fflush(stdout);
 }
@@ -334,10 +346,25 @@ static int train_rank(const targs *a, int argc, char **argv) {
     return code;
 }
 
+/* Model and data checked before anything starts: bad input is one line and exit 2. */
+static int check_inputs(const targs *a) {
+    op_nn_model m;
+    if (load_model(a, &m)) return 2;
+    op_train_data d;
+    op_err e = {0};
+    if (op_train_data_open(&d, a->data, &m.cfg, (uint64_t)a->seed, &e)) {
+        fprintf(stderr, "octopipe train: %s\n", e.msg);
+        return 2;
+    }
+    op_train_data_free(&d);
+    return 0;
+}
+
 int cmd_train(int argc, char **argv) {
     targs a;
     int rc = parse(&a, argc, argv);
     if (rc) return rc == 1 ? 0 : rc;
+    if (!getenv("OMPI_COMM_WORLD_SIZE") && check_inputs(&a)) return 2;
     if (a.threads) return train_threads(&a);
     if (getenv("OMPI_COMM_WORLD_SIZE")) return train_rank(&a, argc, argv);
     /* not under mpirun: start P ranks of ourselves with the same flags */

@@ -12,6 +12,11 @@
 #include "exec/exec_internal.h"
 
 enum { B_NONE, B_RECV, B_SEND, B_HELD };
+#define POOL 64
+
+typedef struct op_exec_rank op_exec_rank;
+static void *buf_get(op_exec_rank *rt, int b, int64_t n);
+static void buf_put(op_exec_rank *rt, int b);
 
 struct op_exec_rank {
     const op_plan *p;
@@ -23,6 +28,12 @@ struct op_exec_rank {
     uint8_t *state; /* [n_bufs] B_* */
     op_xreq *req;   /* [n_bufs] */
     int *act;       /* buffers with a request in flight */
+    op_xreq **ptrs; /* scratch for test_all */
+    int64_t *bsize; /* [n_bufs] bytes of each live buffer */
+    void *pool[POOL];  /* released buffers kept for reuse, with their sizes */
+    int64_t pool_n[POOL];
+    int n_pool;
+    double last_abort_poll;
     int n_act;
     int xerr;       /* transport error seen by progress */
     int abort_reason;
@@ -34,6 +45,39 @@ struct op_exec_rank {
     const op_instr *cur;
     double cur_since;
 };
+
+/* Message buffers come from a small pool of released ones of the same size: a fresh malloc of a
+ * large buffer is a fresh mmap, whose page faults (and the munmap's TLB shootdowns) cost more
+ * than the transfer itself on a busy machine.  Pooled buffers are touched once, when made. */
+static void *buf_get(op_exec_rank *rt, int b, int64_t n) {
+    for (int i = 0; i < rt->n_pool; i++)
+        if (rt->pool_n[i] == n) {
+            void *p = rt->pool[i];
+            rt->n_pool--;
+            rt->pool[i] = rt->pool[rt->n_pool];
+            rt->pool_n[i] = rt->pool_n[rt->n_pool];
+            rt->buf[b] = p;
+            rt->bsize[b] = n;
+            return p;
+        }
+    void *p = op_xmalloc((size_t)n);
+    memset(p, 0, (size_t)n);
+    rt->buf[b] = p;
+    rt->bsize[b] = n;
+    return p;
+}
+
+static void buf_put(op_exec_rank *rt, int b) {
+    void *p = rt->buf[b];
+    rt->buf[b] = NULL;
+    if (!p) return;
+    if (rt->n_pool < POOL) {
+        rt->pool[rt->n_pool] = p;
+        rt->pool_n[rt->n_pool++] = rt->bsize[b];
+    } else {
+        free(p);
+    }
+}
 
 void op_exec_timer_slack_fine(void) {
     /* default slack is 50 us: every nanosleep would overshoot by that much */
@@ -47,13 +91,13 @@ void op_exec_nap_us(double us) {
 }
 
 static void progress_locked(op_exec_rank *rt) {
+    for (int i = 0; i < rt->n_act; i++) rt->ptrs[i] = &rt->req[rt->act[i]];
+    if (rt->n_act && rt->x->test_all(rt->x, rt->ptrs, rt->n_act) < 0) rt->xerr = 1;
     for (int i = 0; i < rt->n_act;) {
         int b = rt->act[i];
-        if (rt->x->test(rt->x, &rt->req[b]) < 0) rt->xerr = 1;
         if (rt->req[b].done) {
             if (rt->state[b] == B_SEND) {
-                free(rt->buf[b]);
-                rt->buf[b] = NULL;
+                buf_put(rt, b);
                 rt->state[b] = B_NONE;
             } else {
                 rt->state[b] = B_HELD;
@@ -63,7 +107,12 @@ static void progress_locked(op_exec_rank *rt) {
             i++;
         }
     }
-    if (!rt->abort_reason) rt->abort_reason = rt->x->poll_abort(rt->x);
+    /* the watchdog channel costs another progress pass: look every 2 ms only */
+    double now = op_now_s();
+    if (!rt->abort_reason && now - rt->last_abort_poll > 2e-3) {
+        rt->last_abort_poll = now;
+        rt->abort_reason = rt->x->poll_abort(rt->x);
+    }
 }
 
 void op_exec_progress(op_exec_rank *rt) {
@@ -92,6 +141,14 @@ static void *progress_main(void *arg) {
         op_exec_nap_us(50);
     }
     return NULL;
+}
+
+/* The watchdog notice goes through the transport, so it takes the rank's lock like every other
+ * transport call (the progress thread may be in MPI right now). */
+static void raise_locked(op_exec_rank *rt) {
+    pthread_mutex_lock(&rt->mu);
+    rt->x->raise_abort(rt->x, rt->x->rank + 1);
+    pthread_mutex_unlock(&rt->mu);
 }
 
 static void describe(op_exec_rank *rt, char *line, size_t cap) {
@@ -131,7 +188,7 @@ static int wait_for(op_exec_rank *rt, int b, char *line, size_t cap, op_err *err
         if (rt->abort_reason) return watchdog_out(rt, line, cap, err);
         if (op_now_s() - rt->cur_since > wd) {
             rt->abort_reason = rt->x->rank + 1;
-            rt->x->raise_abort(rt->x, rt->x->rank + 1);
+            raise_locked(rt);
             return watchdog_out(rt, line, cap, err);
         }
         /* back off as the wait grows: a rank idle in a long bubble must not steal the cores
@@ -153,8 +210,8 @@ static int run_list(op_exec_rank *rt, double t0, op_exec_rec *recs, char *line, 
         int b = in->buf;
         switch (in->code) {
         case OP_I_RECV:
-            rt->buf[b] = op_xmalloc((size_t)in->bytes);
             pthread_mutex_lock(&rt->mu);
+            buf_get(rt, b, in->bytes);
             rt->state[b] = B_RECV;
             memset(&rt->req[b], 0, sizeof rt->req[b]);
             if (x->irecv(x, rt->buf[b], in->bytes, in->peer, in->tag, &rt->req[b]) < 0) rt->xerr = 1;
@@ -175,13 +232,16 @@ static int run_list(op_exec_rank *rt, double t0, op_exec_rec *recs, char *line, 
             pthread_mutex_unlock(&rt->mu);
             break;
         case OP_I_FREE:
-            free(rt->buf[b]);
-            rt->buf[b] = NULL;
+            pthread_mutex_lock(&rt->mu); /* the pool is shared with the progress thread */
+            buf_put(rt, b);
+            pthread_mutex_unlock(&rt->mu);
             rt->state[b] = B_NONE;
             break;
         case OP_I_COMP: {
             if (in->out >= 0) {
-                rt->buf[in->out] = op_xmalloc((size_t)in->out_bytes);
+                pthread_mutex_lock(&rt->mu);
+                buf_get(rt, in->out, in->out_bytes);
+                pthread_mutex_unlock(&rt->mu);
                 rt->state[in->out] = B_HELD;
             }
             rt->cur = in;
@@ -212,7 +272,7 @@ static int run_list(op_exec_rank *rt, double t0, op_exec_rec *recs, char *line, 
     if (rc != OP_OK && !rt->abort_reason) {
         /* stop everyone: a failed rank must not leave the others waiting for the watchdog */
         rt->abort_reason = x->rank + 1;
-        x->raise_abort(x, x->rank + 1);
+        raise_locked(rt);
     }
     if (rc == OP_OK) {
         rt->cur = NULL;
@@ -237,6 +297,8 @@ int op_exec_rank_run_line(const op_plan *p, const op_lowered *l, op_xport *x, co
     rt.state = op_xcalloc((size_t)nb, 1);
     rt.req = op_xcalloc((size_t)nb, sizeof(op_xreq));
     rt.act = op_xcalloc((size_t)nb, sizeof(int));
+    rt.ptrs = op_xcalloc((size_t)nb, sizeof(op_xreq *));
+    rt.bsize = op_xcalloc((size_t)nb, sizeof(int64_t));
     pthread_mutex_init(&rt.mu, NULL);
     op_exec_timer_slack_fine();
     op_exec_rec *recs = op_xcalloc((size_t)rt.prog->n_comp + 1, sizeof *recs);
@@ -285,10 +347,13 @@ int op_exec_rank_run_line(const op_plan *p, const op_lowered *l, op_xport *x, co
     for (int i = 0; i < rt.n_act; i++) /* failure path: nobody may still write into these */
         if (x->cancel) x->cancel(x, &rt.req[rt.act[i]]);
     for (int b = 0; b < nb; b++) free(rt.buf[b]);
+    for (int i = 0; i < rt.n_pool; i++) free(rt.pool[i]);
+    free(rt.bsize);
     free(rt.buf);
     free(rt.state);
     free(rt.req);
     free(rt.act);
+    free(rt.ptrs);
     free(recs);
     pthread_mutex_destroy(&rt.mu);
     return rc;

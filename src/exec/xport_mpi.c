@@ -17,6 +17,8 @@ typedef struct mimpl {
     int inited_here;
     int sent_abort;
     int ctrl_out[1];
+    MPI_Request *reqs; /* scratch for test_all */
+    int *idx, *map, cap;
 } mimpl;
 
 static mimpl *MI(op_xport *x) { return x->impl; }
@@ -53,6 +55,36 @@ static int m_test(op_xport *x, op_xreq *r) {
     MPI_Status st;
     if (MPI_Test((MPI_Request *)r->h, &done, &st) != MPI_SUCCESS) return -1;
     if (done) {
+        r->done = 1;
+        free(r->h);
+        r->h = NULL;
+    }
+    return 0;
+}
+
+/* One MPI_Testsome over copies of the handles: Open MPI runs its progress engine once per call,
+ * so testing 30 requests one by one would poll every shared-memory peer 30 times. */
+static int m_test_all(op_xport *x, op_xreq *const *rs, int n) {
+    mimpl *m = MI(x);
+    if (n > m->cap) {
+        m->cap = 2 * n;
+        m->reqs = op_xrealloc(m->reqs, sizeof(MPI_Request) * (size_t)m->cap);
+        m->idx = op_xrealloc(m->idx, sizeof(int) * (size_t)m->cap);
+        m->map = op_xrealloc(m->map, sizeof(int) * (size_t)m->cap);
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!rs[i]->done && rs[i]->h) {
+            m->reqs[k] = *(MPI_Request *)rs[i]->h;
+            m->map[k++] = i;
+        } else {
+            rs[i]->done = 1;
+        }
+    if (!k) return 0;
+    int outc = 0;
+    if (MPI_Testsome(k, m->reqs, &outc, m->idx, MPI_STATUSES_IGNORE) != MPI_SUCCESS) return -1;
+    for (int j = 0; j < outc && outc != MPI_UNDEFINED; j++) {
+        op_xreq *r = rs[m->map[m->idx[j]]];
         r->done = 1;
         free(r->h);
         r->h = NULL;
@@ -181,6 +213,7 @@ int op_xport_mpi_init(op_xport *x, int *argc, char ***argv, op_err *err) {
     x->isend = m_isend;
     x->irecv = m_irecv;
     x->test = m_test;
+    x->test_all = m_test_all;
     x->raise_abort = m_raise;
     x->poll_abort = m_poll;
     x->barrier = m_barrier;
@@ -202,6 +235,9 @@ void op_xport_mpi_finalize(op_xport *x) {
     }
     m_barrier(x);
     if (m->inited_here) MPI_Finalize();
+    free(m->reqs);
+    free(m->idx);
+    free(m->map);
     free(m);
     x->impl = NULL;
 }

@@ -131,6 +131,13 @@ static int t_test(op_xport *x, op_xreq *r) {
     return rc;
 }
 
+static int t_test_all(op_xport *x, op_xreq *const *rs, int n) {
+    int rc = 0;
+    for (int i = 0; i < n; i++)
+        if (t_test(x, rs[i]) < 0) rc = -1;
+    return rc;
+}
+
 /* Withdraws a request before its buffer is freed (failure path): unlinks an open env, waits
  * out a copy in progress. */
 static void t_cancel(op_xport *x, op_xreq *r) {
@@ -243,6 +250,7 @@ void op_xport_threads_new(op_xport *xs, int P) {
         x->isend = t_isend;
         x->irecv = t_irecv;
         x->test = t_test;
+        x->test_all = t_test_all;
         x->cancel = t_cancel;
         x->raise_abort = t_raise;
         x->poll_abort = t_poll;

@@ -83,71 +83,97 @@ static inline float fexp(float x) {
     return q * u.f;
 }
 
-/* The state loops run over S in chunks of LANES with a fixed trip count, so the compiler
- * vectorizes them at -O2, plus a scalar tail. */
-enum { LANES = 8 };
+/* The state loops run over S four lanes at a time with GCC/Clang vector types (SSE2 on
+ * x86-64), plus a scalar tail; same polynomial as fexp. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline v4f ld4(const float *p) {
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
+static inline v4f splat(float x) { return (v4f){x, x, x, x}; }
+
+static inline v4f fexp4(v4f x) {
+    v4i lo = x < splat(-87.0f), hi = x > splat(88.0f); /* lanes: -1 true, 0 false */
+    x = (v4f)(((v4i)x & ~lo) | ((v4i)splat(-87.0f) & lo));
+    x = (v4f)(((v4i)x & ~hi) | ((v4i)splat(88.0f) & hi));
+    v4f n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+    v4f r = x - n * 0.693145751953125f - n * 1.428606765330187e-6f;
+    v4f q = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f +
+                r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
+    v4i e = (__builtin_convertvector(n, v4i) + 127) * (1 << 23);
+    return q * (v4f)e;
+}
 
 /* One forward step of one channel: st (S) <- exp(dt A) st + dt Bm u; returns Cm . st */
-static float scan_step(float *restrict st, const float *restrict A, const float *restrict Bm,
-                       const float *restrict Cm, float dt, float u, int S) {
-    float lane[LANES] = {0}, acc = 0;
+static float scan_step(float *st, const float *A, const float *Bm, const float *Cm, float dt,
+                       float u, int S) {
+    v4f acc4 = splat(0.0f), vdt = splat(dt), vdtu = splat(dt * u);
     int k = 0;
-    for (; k + LANES <= S; k += LANES)
-        for (int j = 0; j < LANES; j++) {
-            st[k + j] = fexp(dt * A[k + j]) * st[k + j] + dt * Bm[k + j] * u;
-            lane[j] += Cm[k + j] * st[k + j];
-        }
+    for (; k + 4 <= S; k += 4) {
+        v4f h = fexp4(vdt * ld4(A + k)) * ld4(st + k) + vdtu * ld4(Bm + k);
+        st4(st + k, h);
+        acc4 += ld4(Cm + k) * h;
+    }
+    float acc = (acc4[0] + acc4[1]) + (acc4[2] + acc4[3]);
     for (; k < S; k++) {
-        st[k] = fexp(dt * A[k]) * st[k] + dt * Bm[k] * u;
+        st[k] = fexp(dt * A[k]) * st[k] + dt * u * Bm[k];
         acc += Cm[k] * st[k];
     }
-    for (int j = 0; j < LANES; j++) acc += lane[j];
     return acc;
 }
 
 /* Recompute: H1 (S) = decay * H0 + dt Bm u with decay (S) = exp(dt A), kept for the reverse. */
-static void scan_recompute(float *restrict H1, float *restrict decay, const float *restrict H0,
-                           const float *restrict A, const float *restrict Bm, float dt, float u,
-                           int S) {
+static void scan_recompute(float *H1, float *decay, const float *H0, const float *A,
+                           const float *Bm, float dt, float u, int S) {
+    v4f vdt = splat(dt), vdtu = splat(dt * u);
     int k = 0;
-    for (; k + LANES <= S; k += LANES)
-        for (int j = 0; j < LANES; j++) {
-            float a = decay[k + j] = fexp(dt * A[k + j]);
-            H1[k + j] = a * H0[k + j] + dt * Bm[k + j] * u;
-        }
+    for (; k + 4 <= S; k += 4) {
+        v4f a = fexp4(vdt * ld4(A + k));
+        st4(decay + k, a);
+        st4(H1 + k, a * ld4(H0 + k) + vdtu * ld4(Bm + k));
+    }
     for (; k < S; k++) {
         float a = decay[k] = fexp(dt * A[k]);
-        H1[k] = a * H0[k] + dt * Bm[k] * u;
+        H1[k] = a * H0[k] + dt * u * Bm[k];
     }
 }
 
 typedef struct {
-    const float *restrict A, *restrict Bm, *restrict Cm, *restrict prev, *restrict cur,
-        *restrict decay; /* (S) each */
+    const float *A, *Bm, *Cm, *prev, *cur, *decay; /* (S) each */
     float dy, dt, u;
-    float *restrict dst, *restrict dA, *restrict dB, *restrict dC; /* (S) each, accumulated */
+    float *dst, *dA, *dB, *dC; /* (S) each, accumulated */
 } rstep;
 
-/* One reverse step of one channel (see the file comment for the math); returns (dU, dT) via
- * out[0], out[1] without the D term. */
+/* One reverse step of one channel: with g = dL/dstate_t (carried dst + dy Cm),
+ * dC += dy state_t, ddt += g (A a prev + Bm u), dA += g a dt prev, dB += g dt u,
+ * du += g dt Bm, carry dst = g a.  Returns (du, ddt) in out (without the D term). */
 static void scan_reverse(const rstep *r, int S, float *out) {
-    float lu[LANES] = {0}, lt[LANES] = {0}, dU = 0, dT = 0;
+    v4f vdy = splat(r->dy), vdt = splat(r->dt), vu = splat(r->u), du4 = splat(0), dt4 = splat(0);
     int k = 0;
-#define REV(K, DU, DT)                                                           \
-    do {                                                                         \
-        float a_ = r->decay[K], g_ = r->dst[K] + r->dy * r->Cm[K];               \
-        r->dC[K] += r->dy * r->cur[K];                                           \
-        DT += g_ * (r->A[K] * a_ * r->prev[K] + r->Bm[K] * r->u);                \
-        r->dA[K] += g_ * a_ * r->dt * r->prev[K];                                \
-        r->dB[K] += g_ * r->dt * r->u;                                           \
-        DU += g_ * r->dt * r->Bm[K];                                             \
-        r->dst[K] = g_ * a_;                                                     \
-    } while (0)
-    for (; k + LANES <= S; k += LANES)
-        for (int j = 0; j < LANES; j++) REV(k + j, lu[j], lt[j]);
-    for (; k < S; k++) REV(k, dU, dT);
-#undef REV
-    for (int j = 0; j < LANES; j++) dU += lu[j], dT += lt[j];
+    for (; k + 4 <= S; k += 4) {
+        v4f a = ld4(r->decay + k), prev = ld4(r->prev + k), Bm = ld4(r->Bm + k);
+        v4f g = ld4(r->dst + k) + vdy * ld4(r->Cm + k);
+        st4(r->dC + k, ld4(r->dC + k) + vdy * ld4(r->cur + k));
+        dt4 += g * (ld4(r->A + k) * a * prev + Bm * vu);
+        st4(r->dA + k, ld4(r->dA + k) + g * a * vdt * prev);
+        st4(r->dB + k, ld4(r->dB + k) + g * vdt * vu);
+        du4 += g * vdt * Bm;
+        st4(r->dst + k, g * a);
+    }
+    float dU = (du4[0] + du4[1]) + (du4[2] + du4[3]), dT = (dt4[0] + dt4[1]) + (dt4[2] + dt4[3]);
+    for (; k < S; k++) {
+        float a = r->decay[k], g = r->dst[k] + r->dy * r->Cm[k];
+        r->dC[k] += r->dy * r->cur[k];
+        dT += g * (r->A[k] * a * r->prev[k] + r->Bm[k] * r->u);
+        r->dA[k] += g * a * r->dt * r->prev[k];
+        r->dB[k] += g * r->dt * r->u;
+        dU += g * r->dt * r->Bm[k];
+        r->dst[k] = g * a;
+    }
     out[0] = dU, out[1] = dT;
 }
 

@@ -29,12 +29,17 @@ static void set_key(op_sim_ws *ws, int d, double t) {
     while (i > 1) {
         const int sib = i ^ 1;
         const double st = tk[sib];
-        /* a left sibling holds lower devices: it wins ties */
-        const int take = (i & 1) ? st <= ct : st < ct;
-        if (take) {
-            ct = st;
-            cd = ti[sib];
-        }
+        const int sd = ti[sib];
+        /* a left sibling holds lower devices: it wins ties.  Selects without branches: the
+         * outcome is a coin flip, and mispredictions dominated this loop at P = 128. */
+        const int take = (st < ct) | ((st == ct) & (i & 1));
+        const int64_t mask = -(int64_t)take;
+        int64_t cb, sb;
+        memcpy(&cb, &ct, 8);
+        memcpy(&sb, &st, 8);
+        cb = (sb & mask) | (cb & ~mask);
+        memcpy(&ct, &cb, 8);
+        cd = (int)((sd & mask) | (cd & ~mask));
         i >>= 1;
         tk[i] = ct;
         ti[i] = cd;
@@ -52,8 +57,8 @@ static void tw_init(op_sim_ws *ws) {
 /* An input for device d arrives at t: wake it then (a busy device re-decides at its op's end
  * anyway, and then sees every arrival it can). */
 static void wake(op_sim_ws *ws, int d, double t) {
-    if (ws->busy[d] || t >= ws->wake_at[d]) return;
-    ws->wake_at[d] = t;
+    if (ws->dv[d].busy || t >= ws->dv[d].wake_at) return;
+    ws->dv[d].wake_at = t;
     set_key(ws, d, t);
 }
 
@@ -89,36 +94,36 @@ static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, 
                     int force, cand *peek) {
     const int M = p->M, S = p->S;
     const sim_stage *st = ws->st;
-    const int64_t up = 3;
+    const int64_t SM = (int64_t)S * M; /* end[] plane size (sim_internal.h) */
     double fut = INFINITY;
     int have_best = 0, have_any = 0;
     cand best = {0}, any = {0};
     const int custom = pol->prio || pol->prio_ex;
-    int cap_ok = !(pol->max_inflight && pol->max_inflight[d] > 0 &&
-                   ws->inflight[d] >= pol->max_inflight[d]);
+    sim_dev *dv = &ws->dv[d];
+    const int cap_ok = !(dv->cap > 0 && dv->inflight >= dv->cap);
     op_sim_view view = {0};
     if (custom)
-        view = (op_sim_view){d, now, ws->inflight[d], ws->pending_w[d], ws->n_done[d],
-                             ws->act_now[d], ws->static_b[d]};
+        view = (op_sim_view){d, now, ws->dv[d].inflight, ws->dv[d].pending_w, ws->dv[d].n_done,
+                             ws->dv[d].act_now, ws->dv[d].static_b};
     if (custom) {
         for (int j = ws->dev_first[d]; j < ws->dev_first[d + 1]; j++) {
             const int s = ws->dev_stages[j];
             const sim_stage *t = &st[s];
             for (int slot = 0; slot < (t->split ? 3 : 2); slot++) {
-                const int m = ws->next[slot][s];
+                const int m = t->next[slot];
                 if (m >= M) continue;
-                const int64_t base = ((int64_t)m * S + s) * 3;
+                const int64_t row = (int64_t)s * M + m;
                 double e, r; /* producer end, arrival here */
                 if (slot == 0) {
-                    e = s > 0 ? ws->end[base - up] : 0.0;
+                    e = s > 0 ? ws->end[row - M] : 0.0;
                     r = e + t->delay_f;
                 } else if (slot == 2) {
-                    r = e = ws->end[base + 1];
+                    r = e = ws->end[SM + row];
                 } else if (s + 1 < S) {
-                    e = ws->end[base + up + 1];
+                    e = ws->end[SM + row + M];
                     r = e + t->delay_b;
                 } else {
-                    r = e = ws->end[base];
+                    r = e = ws->end[row];
                 }
                 if (e < 0) continue; /* producer not started: its start will wake us */
                 if (r > now) {
@@ -127,7 +132,7 @@ static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, 
                 }
                 cand c = {slot, s, m, 0.0, r};
                 int held = slot == 0 && (!cap_ok || (pol->mem_limit_bytes > 0 &&
-                                                     (double)(ws->static_b[d] + ws->act_now[d] +
+                                                     (double)(ws->dv[d].static_b + ws->dv[d].act_now +
                                                               t->act) > pol->mem_limit_bytes));
                 op_kind k = slot_kind(ws, slot, s);
                 c.key = pol->prio_ex ? pol->prio_ex(pol->ctx, &view, k, s, m)
@@ -146,17 +151,16 @@ static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, 
         uint64_t bk[4] = {UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX};
         double br[4] = {0, 0, 0, 0};
         const double *E = ws->end;
-        const int *nf = ws->next[0], *nx = ws->next[1], *nw = ws->next[2];
         const double room = pol->mem_limit_bytes > 0
-                                ? pol->mem_limit_bytes - (double)(ws->static_b[d] + ws->act_now[d])
+                                ? pol->mem_limit_bytes - (double)(ws->dv[d].static_b + ws->dv[d].act_now)
                                 : INFINITY;
         for (int j = ws->dev_first[d]; j < ws->dev_first[d + 1]; j++) {
             const int s = ws->dev_stages[j];
             const sim_stage *t = &st[s];
-            int m = nf[s];
+            int m = t->next[0];
             if (m < M) {
-                const int64_t base = ((int64_t)m * S + s) * 3;
-                const double e = s > 0 ? E[base - up] : 0.0;
+                const int64_t row = (int64_t)s * M + m;
+                const double e = s > 0 ? E[row - M] : 0.0;
                 if (e >= 0) {
                     const double r = e + t->delay_f;
                     if (r <= now) {
@@ -168,11 +172,11 @@ static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, 
                     }
                 }
             }
-            m = nx[s];
+            m = t->next[1];
             if (m < M) {
-                const int64_t base = ((int64_t)m * S + s) * 3;
+                const int64_t row = (int64_t)s * M + m;
                 const int last = s + 1 >= S;
-                const double e = last ? E[base] : E[base + up + 1];
+                const double e = last ? E[row] : E[SM + row + M];
                 if (e >= 0) {
                     const double r = last ? e : e + t->delay_b;
                     if (r <= now) {
@@ -183,8 +187,8 @@ static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, 
                     }
                 }
             }
-            if (t->split && (m = nw[s]) < M) {
-                const double e = E[((int64_t)m * S + s) * 3 + 1];
+            if (t->split && (m = t->next[2]) < M) {
+                const double e = E[SM + (int64_t)s * M + m];
                 if (e >= 0) {
                     if (e <= now) {
                         const uint64_t key = (uint64_t)m << 32 | (uint32_t)s;
@@ -195,15 +199,11 @@ static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, 
                 }
             }
         }
-        const int nst = ws->dev_first[d + 1] - ws->dev_first[d];
-        const int warm = pol->warmup ? pol->warmup[d]
-                         : nst > 0   ? S - 1 - ws->dev_stages[ws->dev_first[d]]
-                                     : 0;
-        const int wl = pol->w_limit ? pol->w_limit[d] : 0;
+        const int warm = dv->warm, wl = dv->wl;
         const uint64_t NONE = UINT64_MAX;
         int pick = -1;
-        if (wl > 0 && ws->pending_w[d] >= wl && bk[2] != NONE) pick = 2;
-        else if (ws->inflight[d] < warm && bk[0] != NONE) pick = 0;
+        if (wl > 0 && ws->dv[d].pending_w >= wl && bk[2] != NONE) pick = 2;
+        else if (ws->dv[d].inflight < warm && bk[0] != NONE) pick = 0;
         else if (bk[1] != NONE) pick = 1;
         else if (bk[0] != NONE) pick = 0;
         else if (bk[2] != NONE) pick = 2;
@@ -228,27 +228,28 @@ static int dispatch(op_plan *p, op_sim_ws *ws, const op_sim_policy *pol, int d, 
     }
     /* start it */
     const sim_stage *t = &st[best.stage];
-    const int64_t id = ((int64_t)best.mb * S + best.stage) * 3 + best.slot;
+    const int64_t id = best.slot * SM + (int64_t)best.stage * M + best.mb;
     const double end = now + t->dur[best.slot];
     /* an op held back past the moment its device and input were both free makes these times
      * differ from a replay of the order; the caller then replays */
-    if (now != (ws->free_t[d] > best.arrive ? ws->free_t[d] : best.arrive)) ws->delayed = 1;
-    ws->free_t[d] = end;
+    if (now != (ws->dv[d].free_t > best.arrive ? ws->dv[d].free_t : best.arrive)) ws->delayed = 1;
+    ws->dv[d].free_t = end;
     ws->end[id] = end;
-    ws->next[best.slot][best.stage]++;
-    op_op *o = &p->ops[d][ws->out_n[d]++];
+    ws->st[best.stage].next[best.slot]++;
+    op_op *o = &p->ops[d][ws->dv[d].out_n++];
     o->kind = (uint8_t)slot_kind(ws, best.slot, best.stage);
     o->stage = best.stage;
     o->mb = best.mb;
     o->start = now;
     o->end = end;
-    ws->busy[d] = 1;
-    ws->run_id[d] = id;
-    ws->wake_at[d] = INFINITY;
+    ws->dv[d].busy = 1;
+    ws->dv[d].run_op = best.stage << 2 | best.slot;
+    ws->dv[d].run_mb = best.mb;
+    ws->dv[d].wake_at = INFINITY;
     set_key(ws, d, end);
     if (best.slot == 0) {
-        ws->act_now[d] += t->act;
-        ws->inflight[d]++;
+        ws->dv[d].act_now += t->act;
+        ws->dv[d].inflight++;
     }
     /* consumers on other devices learn their arrival time now */
     if (best.slot == 0 && best.stage + 1 < S && st[best.stage + 1].dev != d)
@@ -272,10 +273,10 @@ int op_sim_dynamic(op_plan *p, const op_sim_policy *pol_in, op_sim_ws *ws, op_er
     for (int d = 0; d <= P; d++) ws->dev_first[d] = 0;
     for (int s = 0; s < S; s++) ws->dev_first[p->stage_dev[s] + 1]++;
     for (int d = 0; d < P; d++) ws->dev_first[d + 1] += ws->dev_first[d];
-    for (int d = 0; d < P; d++) ws->out_n[d] = 0; /* used as a fill cursor */
+    for (int d = 0; d < P; d++) ws->dv[d].out_n = 0; /* used as a fill cursor */
     for (int s = 0; s < S; s++) {
         int d = p->stage_dev[s];
-        ws->dev_stages[ws->dev_first[d] + ws->out_n[d]++] = s;
+        ws->dev_stages[ws->dev_first[d] + ws->dv[d].out_n++] = s;
     }
     int64_t total = 0;
     for (int d = 0; d < P; d++) {
@@ -287,20 +288,27 @@ int op_sim_dynamic(op_plan *p, const op_sim_policy *pol_in, op_sim_ws *ws, op_er
         }
         /* the order is written straight into the plan (reusing its arrays when the shape
          * did not change, as in the tuner's loops) */
-        if (!(p->ops[d] && p->n_ops[d] == (int)n)) {
+        if (n > 0 && !(p->ops[d] && p->n_ops[d] == (int)n)) {
             p->ops[d] = OP_ARENA_NEW(&p->arena, op_op, n);
-            p->n_ops[d] = (int)n;
         }
+        p->n_ops[d] = (int)n;
         total += n;
-        ws->out_n[d] = 0;
-        ws->busy[d] = ws->dirty[d] = 0;
-        ws->wake_at[d] = INFINITY;
-        ws->inflight[d] = ws->pending_w[d] = ws->n_done[d] = 0;
-        ws->act_now[d] = 0;
-        ws->static_b[d] = stat;
-        ws->free_t[d] = 0.0;
+        ws->dv[d].out_n = 0;
+        ws->dv[d].busy = 0;
+        ws->dv[d].wake_at = INFINITY;
+        ws->dv[d].inflight = ws->dv[d].pending_w = ws->dv[d].n_done = 0;
+        ws->dv[d].act_now = 0;
+        ws->dv[d].static_b = stat;
+        ws->dv[d].free_t = 0.0;
+        /* the policy's per-device knobs, read once */
+        const int nst = ws->dev_first[d + 1] - ws->dev_first[d];
+        ws->dv[d].cap = pol->max_inflight ? pol->max_inflight[d] : 0;
+        ws->dv[d].wl = pol->w_limit ? pol->w_limit[d] : 0;
+        ws->dv[d].warm = pol->warmup ? pol->warmup[d]
+                         : nst > 0   ? S - 1 - ws->dev_stages[ws->dev_first[d]]
+                                     : 0;
     }
-    for (int k = 0; k < 3; k++) memset(ws->next[k], 0, sizeof(int) * (size_t)S);
+    for (int s = 0; s < S; s++) ws->st[s].next[0] = ws->st[s].next[1] = ws->st[s].next[2] = 0;
     tw_init(ws);
     ws->delayed = 0;
 
@@ -325,29 +333,28 @@ int op_sim_dynamic(op_plan *p, const op_sim_policy *pol_in, op_sim_ws *ws, op_er
         }
         now = ws->key[1];
         d = ws->tw[1];
-        if (ws->busy[d]) {
-            const int64_t id = ws->run_id[d];
-            const int slot = (int)(id % 3), s = (int)(id / 3 % S);
+        if (ws->dv[d].busy) {
+            const int slot = ws->dv[d].run_op & 3, s = ws->dv[d].run_op >> 2;
             const sim_stage *t = &ws->st[s];
-            ws->busy[d] = 0;
-            ws->n_done[d]++;
+            ws->dv[d].busy = 0;
+            ws->dv[d].n_done++;
             done++;
             if (slot == 1) {
-                ws->inflight[d]--;
+                ws->dv[d].inflight--;
                 if (t->split) {
-                    ws->act_now[d] -= t->act - t->act_w;
-                    ws->pending_w[d]++;
+                    ws->dv[d].act_now -= t->act - t->act_w;
+                    ws->dv[d].pending_w++;
                 } else {
-                    ws->act_now[d] -= t->act;
+                    ws->dv[d].act_now -= t->act;
                 }
             } else if (slot == 2) {
-                ws->act_now[d] -= t->act_w;
-                ws->pending_w[d]--;
+                ws->dv[d].act_now -= t->act_w;
+                ws->dv[d].pending_w--;
             }
         }
         /* decide now; dispatch sets d's next event (op end or wake-up), else none */
-        ws->wake_at[d] = INFINITY;
-        if (!dispatch(p, ws, pol, d, now, 0, NULL) && ws->wake_at[d] == INFINITY)
+        ws->dv[d].wake_at = INFINITY;
+        if (!dispatch(p, ws, pol, d, now, 0, NULL) && ws->dv[d].wake_at == INFINITY)
             set_key(ws, d, INFINITY);
     }
 

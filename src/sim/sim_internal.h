@@ -1,9 +1,10 @@
 /* sim_internal.h: what the simulator's files share: the reusable workspace and the per-stage
  * table (durations, device, transfer delays) every mode reads in its inner loop.
  *
- * Op ids are flat: id = (mb * S + stage) * 3 + slot, slot 0 = F, 1 = I or B, 2 = W.
- * Microbatch-major, so an op's producer (same mb, next stage) is 3 entries away and the ops in
- * flight at one time share cache lines.
+ * Op ids are flat: id = (slot * S + stage) * M + mb, slot 0 = F, 1 = I or B, 2 = W: three
+ * planes, each stage-major, so a device reads its producer's row (and writes its own) in
+ * microbatch order, 8 bytes per op: a few sequential streams instead of scattered misses,
+ * which is what keeps P = 128 as fast per op as P = 4.
  * Every op has at most one producer (F(s,m) <- F(s-1,m); I|B(s,m) <- I|B(s+1,m), or F(S-1,m)
  * on the last stage; W(s,m) <- I(s,m)), which keeps the inner loops branch-light. */
 #ifndef OCTOPIPE_SIM_INTERNAL_H
@@ -18,7 +19,21 @@ typedef struct sim_stage {
     int dev;
     int split;          /* 1 = I+W, 0 = B */
     int64_t act, act_w; /* bytes stashed by F; part kept until W */
+    int next[3];        /* dynamic: next microbatch per slot (ops of a stage and kind in order) */
 } sim_stage;
+
+/* Dynamic mode: one device's state, together (the decision loop touches all of it). */
+typedef struct sim_dev {
+    double free_t;    /* end of its last op */
+    double wake_at;   /* earliest pending wake-up, or +inf */
+    int64_t act_now;  /* activations held */
+    int64_t static_b; /* static bytes of its stages */
+    int busy, inflight, pending_w, n_done;
+    int out_n;        /* ops written to p->ops[d] so far */
+    int run_op;       /* op running: stage << 2 | slot */
+    int run_mb;
+    int warm, wl, cap; /* policy knobs for this device (sim.h op_sim_policy) */
+} sim_dev;
 
 struct op_sim_ws {
     /* sized by ensure() */
@@ -27,27 +42,20 @@ struct op_sim_ws {
     sim_stage *st;   /* [S] */
     /* replay */
     int *pos;        /* [P] next op index in the device's order */
-    double *free_t;  /* [P] when the device is free (replay and dynamic) */
+    double *free_t;  /* [P] when the device is free */
     int *stack;      /* [P] devices to (re)try */
     uint8_t *inq;    /* [P] */
     /* dynamic */
     int *dev_first;  /* [P+1] device d's stages are dev_stages[dev_first[d] .. dev_first[d+1]) */
     int *dev_stages; /* [S] */
-    int *next[3];    /* [S] next microbatch per (stage, slot) */
-    int *out_n;      /* [P] ops written to p->ops[d] so far */
     /* event queue: a tournament tree over devices, each with one next event time: its running
      * op's end when busy, else its earliest wake-up (an input arriving), else +inf */
     int *tw;         /* [2 * leaves]: device winning each node; tw[1] = earliest event */
     double *key;     /* [2 * leaves]: its time; leaves + d = device d's own next event */
     size_t cap_tw;
     int tw_leaves;   /* power of two >= P */
-    int64_t *run_id; /* [P] op running on the device */
-    double *wake_at; /* [P] */
+    sim_dev *dv;     /* [P] */
     int delayed;     /* some op started later than its device and input allowed (a hold) */
-    uint8_t *busy, *dirty; /* [P] */
-    int *dirty_list; /* [P] */
-    int *inflight, *pending_w, *n_done; /* [P] */
-    int64_t *act_now, *static_b;        /* [P] */
 };
 
 /* Grows ws for the plan's shape and fills ws->st (durations, delays) and resets ws->end. */
@@ -63,8 +71,8 @@ double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write);
 /* After sim_replay_core returned -1: describes the cycle in err (OP_EDEADLOCK). */
 int sim_deadlock_report(const op_plan *p, op_sim_ws *ws, op_err *err);
 
-static inline int64_t sim_id(int S, int stage, int mb, int slot) {
-    return ((int64_t)mb * S + stage) * 3 + slot;
+static inline int64_t sim_id(int S, int M, int stage, int mb, int slot) {
+    return ((int64_t)slot * S + stage) * M + mb;
 }
 static inline int sim_slot(int kind) { return kind == OP_F ? 0 : kind == OP_W ? 2 : 1; }
 

@@ -19,7 +19,7 @@ double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write) {
     int *pos = ws->pos, *stack = ws->stack;
     double *fr = ws->free_t;
     uint8_t *inq = ws->inq;
-    const int64_t up = 3; /* id distance between stage s and s+1, same mb/slot */
+    const int64_t SM = (int64_t)S * M; /* plane size; the next stage's row is M further */
     int sp = 0;
     for (int d = P - 1; d >= 0; d--) {
         pos[d] = 0;
@@ -39,34 +39,34 @@ double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write) {
             const int s = o->stage, m = o->mb, k = o->kind;
             if ((unsigned)s >= (unsigned)S || (unsigned)m >= (unsigned)M || k > OP_B) break;
             const sim_stage *t = &st[s];
-            const int64_t base = ((int64_t)m * S + s) * 3;
+            const int64_t row = (int64_t)s * M + m;
             double ready = 0.0, e;
             int push = -1, slot;
             if (k == OP_F) {
                 slot = 0;
                 if (s > 0) {
-                    if ((e = end[base - up]) < 0) break;
+                    if ((e = end[row - M]) < 0) break;
                     ready = e + t->delay_f;
                 }
                 if (s + 1 < S) push = st[s + 1].dev;
             } else if (k == OP_W) {
                 slot = 2;
-                if ((e = end[base + 1]) < 0) break;
+                if ((e = end[SM + row]) < 0) break;
                 ready = e;
             } else {
                 slot = 1;
                 if (s + 1 < S) {
-                    if ((e = end[base + up + 1]) < 0) break;
+                    if ((e = end[SM + row + M]) < 0) break;
                     ready = e + t->delay_b;
                 } else {
-                    if ((e = end[base]) < 0) break;
+                    if ((e = end[row]) < 0) break;
                     ready = e;
                 }
                 if (s > 0) push = st[s - 1].dev;
             }
             const double start = f > ready ? f : ready;
             f = start + t->dur[slot];
-            end[base + slot] = f;
+            end[slot * SM + row] = f;
             if (write) {
                 o->start = start;
                 o->end = f;
@@ -90,16 +90,16 @@ double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write) {
 
 /* Producer of op o (its id), or -1 for F(0,m). */
 static int64_t producer(const op_plan *p, const op_op *o) {
-    if (o->kind == OP_F) return o->stage > 0 ? sim_id(p->S, o->stage - 1, o->mb, 0) : -1;
-    if (o->kind == OP_W) return sim_id(p->S, o->stage, o->mb, 1);
-    if (o->stage + 1 < p->S) return sim_id(p->S, o->stage + 1, o->mb, 1);
-    return sim_id(p->S, o->stage, o->mb, 0);
+    if (o->kind == OP_F) return o->stage > 0 ? sim_id(p->S, p->M, o->stage - 1, o->mb, 0) : -1;
+    if (o->kind == OP_W) return sim_id(p->S, p->M, o->stage, o->mb, 1);
+    if (o->stage + 1 < p->S) return sim_id(p->S, p->M, o->stage + 1, o->mb, 1);
+    return sim_id(p->S, p->M, o->stage, o->mb, 0);
 }
 
 static void put_id(const op_plan *p, op_buf *b, int64_t id) {
-    int slot = (int)(id % 3);
-    int64_t sm = id / 3;
-    int s = (int)(sm % p->S), m = (int)(sm / p->S);
+    const int64_t SM = (int64_t)p->S * p->M;
+    int slot = (int)(id / SM);
+    int s = (int)(id % SM / p->M), m = (int)(id % p->M);
     const char *k = slot == 0 ? "F" : slot == 2 ? "W" : p->stage_split[s] ? "I" : "B";
     op_buf_printf(b, "%s(s%d,mb%d)@dev%d", k, s, m, p->stage_dev[s]);
 }
@@ -125,7 +125,7 @@ int sim_deadlock_report(const op_plan *p, op_sim_ws *ws, op_err *err) {
         const op_op *h = &p->ops[d][ws->pos[d]];
         int64_t x = producer(p, h);
         OP_ASSERT(x >= 0, "F(s0) cannot block");
-        int e = p->stage_dev[x / 3 % p->S];
+        int e = p->stage_dev[x % ((int64_t)p->S * p->M) / p->M];
         if (ws->pos[e] >= p->n_ops[e]) {
             stray = "which is in no device's schedule";
             break;
@@ -140,7 +140,7 @@ int sim_deadlock_report(const op_plan *p, op_sim_ws *ws, op_err *err) {
     for (int j = 0; j < n; j++) {
         int c = order[first + j];
         const op_op *h = &p->ops[c][ws->pos[c]];
-        int64_t hid = sim_id(p->S, h->stage, h->mb, sim_slot(h->kind));
+        int64_t hid = sim_id(p->S, p->M, h->stage, h->mb, sim_slot(h->kind));
         if (j == 0) {
             put_id(p, &b, hid);
         } else if (hid != prev_x) {
@@ -161,7 +161,7 @@ int sim_deadlock_report(const op_plan *p, op_sim_ws *ws, op_err *err) {
     } else {
         int c = order[first];
         const op_op *h = &p->ops[c][ws->pos[c]];
-        int64_t hid = sim_id(p->S, h->stage, h->mb, sim_slot(h->kind));
+        int64_t hid = sim_id(p->S, p->M, h->stage, h->mb, sim_slot(h->kind));
         if (prev_x != hid) {
             op_buf_printf(&b, ", which waits behind ");
             put_id(p, &b, hid);

@@ -17,20 +17,9 @@ void op_sim_ws_free(op_sim_ws *ws) {
     free(ws->inq);
     free(ws->dev_first);
     free(ws->dev_stages);
-    for (int k = 0; k < 3; k++) free(ws->next[k]);
-    free(ws->out_n);
+    free(ws->dv);
     free(ws->tw);
     free(ws->key);
-    free(ws->run_id);
-    free(ws->wake_at);
-    free(ws->busy);
-    free(ws->dirty);
-    free(ws->dirty_list);
-    free(ws->inflight);
-    free(ws->pending_w);
-    free(ws->n_done);
-    free(ws->act_now);
-    free(ws->static_b);
     free(ws);
 }
 
@@ -45,7 +34,6 @@ static void ensure(op_sim_ws *ws, int P, int S, int M) {
     if ((size_t)S > ws->cap_S) {
         GROW(ws->st, S);
         GROW(ws->dev_stages, S);
-        for (int k = 0; k < 3; k++) GROW(ws->next[k], S);
         ws->cap_S = (size_t)S;
     }
     if ((size_t)P > ws->cap_P) {
@@ -54,17 +42,7 @@ static void ensure(op_sim_ws *ws, int P, int S, int M) {
         GROW(ws->stack, P);
         GROW(ws->inq, P);
         GROW(ws->dev_first, P + 1);
-        GROW(ws->out_n, P);
-        GROW(ws->wake_at, P);
-        GROW(ws->run_id, P);
-        GROW(ws->busy, P);
-        GROW(ws->dirty, P);
-        GROW(ws->dirty_list, P);
-        GROW(ws->inflight, P);
-        GROW(ws->pending_w, P);
-        GROW(ws->n_done, P);
-        GROW(ws->act_now, P);
-        GROW(ws->static_b, P);
+        GROW(ws->dv, P);
         ws->cap_P = (size_t)P;
     }
     size_t leaves = 1;

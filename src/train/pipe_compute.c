@@ -8,6 +8,7 @@
  * thread only ever touches its own stages and its own per-rank counters, so no locks. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "octopipe/ptrain.h"
 
@@ -22,7 +23,14 @@ struct op_ptrain {
     double *lt;        /* [S*M] loss terms of the current step */
     int64_t step;
     int64_t *act, *peak; /* [P] live and peak activation bytes of each rank's stages */
+    double *cpu, *wall;  /* [P] seconds of thread CPU time and wall time inside run() */
 };
+
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 op_ptrain *op_ptrain_new(const op_nn_model *m, const op_train_data *d, const op_plan *p, int rank) {
     op_ptrain *t = op_xcalloc(1, sizeof *t);
@@ -35,6 +43,8 @@ op_ptrain *op_ptrain_new(const op_nn_model *m, const op_train_data *d, const op_
     t->lt = op_xcalloc((size_t)t->S * t->M, sizeof *t->lt);
     t->act = op_xcalloc((size_t)t->P, sizeof *t->act);
     t->peak = op_xcalloc((size_t)t->P, sizeof *t->peak);
+    t->cpu = op_xcalloc((size_t)t->P, sizeof *t->cpu);
+    t->wall = op_xcalloc((size_t)t->P, sizeof *t->wall);
     size_t N = (size_t)m->cfg.batch * m->cfg.seq;
     for (int s = 0; s < t->S; s++) {
         if (rank >= 0 && p->stage_dev[s] != rank) continue;
@@ -57,6 +67,7 @@ void op_ptrain_free(op_ptrain *t) {
     }
     for (int i = 0; i < t->S * t->M; i++) free(t->tok[i]), free(t->tgt[i]);
     free(t->st), free(t->tok), free(t->tgt), free(t->lt), free(t->act), free(t->peak);
+    free(t->cpu), free(t->wall);
     free(t);
 }
 
@@ -91,6 +102,7 @@ static int run(void *ctx, const op_compute_call *c, op_err *err) {
     /* the stage's own peak tracks I's transient stash; read it per call for the rank's peak */
     size_t before = st->act_bytes, old_peak = st->peak_act_bytes;
     st->peak_act_bytes = st->act_bytes;
+    double c0 = thread_cpu_s(), w0 = op_now_s();
     switch (c->kind) {
     case OP_F: {
         int32_t *tok = NULL, *tgt = NULL;
@@ -113,6 +125,8 @@ static int run(void *ctx, const op_compute_call *c, op_err *err) {
         op_nn_stage_backward(st, mb, s == S - 1 ? NULL : c->in, s == 0 ? NULL : c->out);
         break;
     }
+    t->cpu[r] += thread_cpu_s() - c0;
+    t->wall[r] += op_now_s() - w0;
     int64_t base = t->act[r] - (int64_t)before;
     int64_t transient = base + (int64_t)st->peak_act_bytes;
     if (transient > t->peak[r]) t->peak[r] = transient;
@@ -159,6 +173,15 @@ double op_ptrain_step_loss(const double *lt, int S, int M) {
 
 int64_t op_ptrain_peak_act(const op_ptrain *t, int rank) {
     return rank >= 0 && rank < t->P ? t->peak[rank] : 0;
+}
+
+double op_ptrain_cpu_share(const op_ptrain *t, int rank) {
+    if (rank < 0 || rank >= t->P || t->wall[rank] <= 0) return 0;
+    return t->cpu[rank] / t->wall[rank];
+}
+
+double op_ptrain_cpu_s(const op_ptrain *t, int rank) {
+    return rank >= 0 && rank < t->P ? t->cpu[rank] : 0;
 }
 
 void op_ptrain_reset_peak(op_ptrain *t) {

@@ -66,6 +66,7 @@ static void finish_report(op_ptrain_report *rep, stats *st, const op_nn_model *m
         qsort(v, (size_t)n, sizeof *v, cmp_d);
         rep->meas_ms_median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
         rep->meas_ms_mean = sum / n;
+        rep->meas_ms_min = v[0];
         rep->op_excess_ms = st->excess / n;
         free(v);
     }
@@ -132,7 +133,11 @@ int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrai
         }
         if (path[0] && want_ckpt(o, step)) rc = op_ckpt_save(path, m, sp, ns, step + 1, err);
     }
-    for (int r = 0; r < p->P && r < 64; r++) rep->peak_act[r] = op_ptrain_peak_act(t, r);
+    for (int r = 0; r < p->P && r < 64; r++) {
+        rep->peak_act[r] = op_ptrain_peak_act(t, r);
+        rep->cpu_share[r] = op_ptrain_cpu_share(t, r);
+        rep->cpu_ms_step[r] = rep->steps_run ? 1e3 * op_ptrain_cpu_s(t, r) / (double)rep->steps_run : 0;
+    }
     finish_report(rep, &st, m, p);
     free(st.ms);
     free(sp);
@@ -269,7 +274,7 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
     rc = ckpt_path(o, path, sizeof path, err);
     if (rc == OP_OK && o->resume) rc = mpi_load(t, m, &d, p, x, path, &step, err);
     int SM = p->S * p->M;
-    double *msg = op_xcalloc((size_t)SM + 1, sizeof(double));
+    double *msg = op_xcalloc((size_t)SM + 3, sizeof(double));
     stats st = {op_xcalloc((size_t)(o->steps > 0 ? o->steps : 1) + 1, sizeof(double)), 0, 0, op_now_s(), step};
     rep->first_step = step;
     for (; rc == OP_OK && step < o->steps; step++) {
@@ -282,18 +287,24 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
         /* loss terms of our stages and our activation peak to rank 0 */
         memcpy(msg, op_ptrain_loss_terms(t), sizeof(double) * (size_t)SM);
         msg[SM] = (double)op_ptrain_peak_act(t, x->rank);
+        msg[SM + 1] = op_ptrain_cpu_share(t, x->rank);
+        msg[SM + 2] = 1e3 * op_ptrain_cpu_s(t, x->rank) / (double)(step + 1 - st.first);
         void **all = NULL;
         int64_t *lens = NULL;
         if (x->rank == 0) {
             all = op_xcalloc((size_t)x->size, sizeof(void *));
             lens = op_xcalloc((size_t)x->size, sizeof(int64_t));
         }
-        rc = x->gather(x, msg, (int64_t)(sizeof(double) * ((size_t)SM + 1)), all, lens);
+        rc = x->gather(x, msg, (int64_t)(sizeof(double) * ((size_t)SM + 3)), all, lens);
         if (rc == OP_OK && x->rank == 0) {
             double *lt = op_xcalloc((size_t)SM, sizeof(double));
             for (int s = 0; s < p->S; s++)
                 memcpy(lt + s * p->M, (double *)all[p->stage_dev[s]] + s * p->M, sizeof(double) * (size_t)p->M);
-            for (int r = 0; r < x->size && r < 64; r++) rep->peak_act[r] = (int64_t)((double *)all[r])[SM];
+            for (int r = 0; r < x->size && r < 64; r++) {
+                rep->peak_act[r] = (int64_t)((double *)all[r])[SM];
+                rep->cpu_share[r] = ((double *)all[r])[SM + 1];
+                rep->cpu_ms_step[r] = ((double *)all[r])[SM + 2];
+            }
             double loss = op_ptrain_step_loss(lt, p->S, p->M);
             free(lt);
             if (o->losses) o->losses[step] = loss;

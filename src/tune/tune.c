@@ -14,6 +14,10 @@
 #include "octopipe/sim.h"
 #include "tune/tune_int.h"
 
+#ifndef TN_EVAL_UNITS
+#define TN_EVAL_UNITS 6e6
+#endif
+
 void op_tune_opts_default(op_tune_opts *o) {
     memset(o, 0, sizeof *o);
     o->placement = OP_TUNE_PLACE_ANY;
@@ -26,6 +30,36 @@ int op_tune_placement_parse(const char *s, op_tune_placement *out) {
     else if (!strcmp(s, "v")) *out = OP_TUNE_PLACE_V;
     else return -1;
     return 0;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+double op_tune_lower_bound(const op_problem *pr) {
+    double work = 0, chain = 0, best = 0, headF = 0, tailI = 0;
+    for (int l = 0; l < pr->n_layers; l++) {
+        const op_layer_cost *c = &pr->layers[l];
+        work += c->f_ms + c->i_ms + c->w_ms;
+        chain += c->f_ms + c->i_ms;
+        double a = headF + pr->M * (c->f_ms + c->i_ms) + tailI;
+        double b = headF + pr->M * (c->f_ms + c->i_ms + c->w_ms);
+        best = fmax(best, fmax(a, b));
+        headF += c->f_ms;
+        tailI += c->i_ms;
+    }
+    best = fmax(best, work * pr->M / pr->P);
+    /* layers are indivisible: of the kP+1 heaviest, some device holds k+1, each at least as
+     * heavy as the (kP+1)-th (the classic P||Cmax bound) */
+    double *w = op_xmalloc(sizeof(double) * (size_t)pr->n_layers);
+    for (int l = 0; l < pr->n_layers; l++)
+        w[l] = pr->layers[l].f_ms + pr->layers[l].i_ms + pr->layers[l].w_ms;
+    qsort(w, (size_t)pr->n_layers, sizeof(double), cmp_desc);
+    for (int k = 1; (long)k * pr->P < pr->n_layers; k++)
+        best = fmax(best, (k + 1) * pr->M * w[(long)k * pr->P]);
+    free(w);
+    return fmax(best, chain);
 }
 
 int tn_out_of_budget(const tn_search *st) {
@@ -110,12 +144,18 @@ static void pool_offer(tn_pool *pl, const tn_prob *pb, const tn_cand *c, double 
     }
 }
 
-/* Schedule-knob variants of one (partition, placement): split x warm-up cap. */
+/* Schedule-knob variants of one (partition, placement): split x warm-up cap; the best is
+ * then re-partitioned a few rounds by idle (so layouts are ranked on a fair partition) and
+ * offered to the pool. */
 static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape) {
     const tn_prob *pb = st->pb;
+    tn_cand best;
+    tn_cand_alloc(&best, pb);
+    double bsc = 1e300;
     for (int split = 1; split >= 0; split--)
         for (int cm = 0; cm < 3; cm++) {
             c->split = split;
+            c->look = split ? 1 : 0;
             c->fmode = 0;
             c->ffirst = 0;
             memset(c->wlim, 0, sizeof(int) * (size_t)pb->P);
@@ -124,8 +164,13 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
             double sc = tn_score(st, c);
             if (getenv("OCTOPIPE_TUNE_DEBUG"))
                 fprintf(stderr, "seed %-9s S=%-3d split=%d cap=%d: %.3f\n", shape, c->S, split, cm, sc);
-            pool_offer(pl, pb, c, sc, shape);
+            if (sc < bsc) bsc = sc, tn_cand_copy(&best, c, pb);
         }
+    if (bsc < TN_NOFIT) tn_rebalance(st, &best, &bsc, 4);
+    if (getenv("OCTOPIPE_TUNE_DEBUG"))
+        fprintf(stderr, "seed %-9s S=%-3d rebalanced: %.3f\n", shape, best.S, bsc);
+    pool_offer(pl, pb, &best, bsc, shape);
+    tn_cand_free(&best);
 }
 
 static void seed_all(tn_search *st, tn_pool *pl) {
@@ -143,7 +188,8 @@ static void seed_all(tn_search *st, tn_pool *pl) {
                 seed_knobs(st, pl, &c, v == 1 ? "seq" : "loop");
             }
         }
-        if (v >= 2 && st->mode != OP_TUNE_PLACE_LOOP && (st->mode == OP_TUNE_PLACE_ANY || v % 2 == 0)) {
+        /* torchtitan's V style takes exactly 2 stages per rank */
+        if (v >= 2 && st->mode != OP_TUNE_PLACE_LOOP && (st->mode == OP_TUNE_PLACE_ANY || v == 2)) {
             tn_place_v(&c, P, S);
             tn_partition_balanced(pb, &c);
             seed_knobs(st, pl, &c, "v");
@@ -235,13 +281,14 @@ static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_
 }
 
 static long auto_evals(const tn_prob *pb) {
-    /* about 1 s of simulation at P=8, M=32, 60 layers and ~50 s at P=64, M=256, 200 layers on
-     * one core: an evaluation costs ~ ops x (P + stages per device) steps */
+    /* An evaluation costs ~100 ns per op on one core (bench_plan).  Small problems get ~0.6 s
+     * (P=8, M=32, 60 layers: ~4,000 simulations); large ones up to 3,000 simulations, ~35 s at
+     * P=64, M=256, 200 layers. */
     double S = 2.0 * pb->P < pb->L ? 2.0 * pb->P : pb->L;
-    double cost = 3.0 * S * pb->M * (pb->P + 6.0);
-    long n = (long)(3.5e8 / cost);
-    if (pb->P >= 32) n = (long)(2.5e9 / cost);
-    return n < 200 ? 200 : n > 20000 ? 20000 : n;
+    double ops = 3.0 * S * pb->M;
+    double n = TN_EVAL_UNITS / ops, big = 3e8 / ops < 3000 ? 3e8 / ops : 3000;
+    if (big > n) n = big;
+    return n < 300 ? 300 : n > 20000 ? 20000 : (long)n;
 }
 
 int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
@@ -297,11 +344,13 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
     }
     tn_cand cur;
     tn_cand_alloc(&cur, &pb);
-    while (!tn_out_of_budget(&st)) {
+    /* polish the overall best: restarts (each kicked differently by the RNG) until three in a
+     * row find nothing */
+    for (int miss = 0; miss < 3 && !tn_out_of_budget(&st);) {
         double before = st.best_score;
         tn_cand_copy(&cur, &st.best, &pb);
         tn_local_search(&st, &cur, st.max_evals - st.evals);
-        if (!(st.best_score < before * (1 - 1e-12))) break;
+        miss = st.best_score < before * (1 - 1e-12) ? 0 : miss + 1;
     }
     tn_cand_free(&cur);
 

@@ -141,8 +141,8 @@ static inline double rt_W(const tn_eng *e, int s) {
 
 /* Chooses device d's next op (cached in ct/cs/ck) and its earliest held-back F (cbt/cbs). */
 static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
-    double tfr = e->tfree[d], tmin = TN_INF, bmin = TN_INF;
-    int bs = -1, memblock = 0, S = c->S;
+    double tfr = e->tfree[d], tmin = TN_INF, bmin = TN_INF, tI = TN_INF, tN = TN_INF;
+    int bs = -1, memblock = 0, S = c->S, sI = -1, sN = -1, kN = OP_F;
     int capok = c->cap[d] <= 0 || e->inflight[d] < c->cap[d];
     for (int j = e->dstart[d]; j < e->dstart[d + 1]; j++) {
         int s = e->dst[j];
@@ -152,6 +152,7 @@ static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
             if (!memok) memblock = 1;
             if (capok && memok) {
                 if (r < tmin) tmin = r;
+                if (r < tN) tN = r, sN = s, kN = OP_F;
             } else if (r < bmin) {
                 bmin = r;
                 bs = s;
@@ -159,6 +160,8 @@ static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
         }
         r = rt_I(e, s, S);
         if (r < tmin) tmin = r;
+        if (r < tI || (r == tI && s > sI)) tI = r, sI = s;
+        if (r <= tN && r < TN_INF) tN = r, sN = s, kN = OP_I;
         if (c->split) {
             r = rt_W(e, s);
             if (r < tmin) tmin = r;
@@ -193,6 +196,19 @@ static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
     else if (bW >= 0 && (wforce || bF < 0)) e->cs[d] = bW, e->ck[d] = OP_W;
     else e->cs[d] = bF, e->ck[d] = OP_F;
     OP_ASSERT(e->cs[d] >= 0, "tune engine: no op picked on device %d", d);
+    /* lookahead (knob look): rather than start a W (bit 1) or an F (bit 2) that would still be
+     * running when a known I (or, for W, an F) becomes ready, wait for that op */
+    if ((c->look & 1) && e->ck[d] == OP_W && !wforce && tN < TN_INF && tN > t &&
+        tN < t + e->tw[e->cs[d]]) {
+        e->ct[d] = tN;
+        e->cs[d] = sN;
+        e->ck[d] = kN == OP_I ? (c->split ? OP_I : OP_B) : OP_F;
+    } else if ((c->look & 2) && e->ck[d] == OP_F && !c->ffirst && tI < TN_INF && tI > t &&
+               tI < t + e->tf[e->cs[d]]) {
+        e->ct[d] = tI;
+        e->cs[d] = sI;
+        e->ck[d] = c->split ? OP_I : OP_B;
+    }
 }
 
 static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {

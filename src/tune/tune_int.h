@@ -31,6 +31,7 @@ typedef struct tn_cand {
     int split;  /* 1: I+W on every stage, 0: fused B */
     int fmode;  /* F tie-break: 0 smallest mb first, 1 latest stage first, 2 earliest stage */
     int ffirst; /* 1: a ready F (under the cap) goes before a ready I */
+    int look;   /* bit 1: no W that would delay a known F/I; bit 2: no F that would delay an I */
     int *first; /* [L+1] stage s = layers [first[s], first[s+1]) */
     int *dev;   /* [L] */
     int *cap;   /* [P] in-flight F-without-I cap per device, 0 = none */
@@ -69,6 +70,8 @@ void tn_place_loop(tn_cand *c, int P, int S);
 void tn_place_v(tn_cand *c, int P, int S);
 /* Contiguous partition balancing per-device work for the placement already in c->dev. */
 void tn_partition_balanced(const tn_prob *pb, tn_cand *c);
+/* Contiguous partition giving device d about want[d] ms of work per microbatch. */
+void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want);
 /* Placement family name of c: "seq", "loop", "v" or "irregular". */
 const char *tn_shape(const tn_cand *c, int P);
 
@@ -102,3 +105,5 @@ int tn_out_of_budget(const tn_search *st);
 /* Bubble-guided first-improvement local search from *cur (updated in place) for at most
  * `budget` evaluations, with seeded perturbations when it stalls. */
 void tn_local_search(tn_search *st, tn_cand *cur, long budget);
+/* Up to iters rounds of idle-aware re-partitioning of c (placement kept); *score updated. */
+void tn_rebalance(tn_search *st, tn_cand *c, double *score, int iters);

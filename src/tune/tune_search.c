@@ -16,7 +16,7 @@
 #include "tune/tune_int.h"
 
 enum { MV_SHIFT, MV_MOVE, MV_SWAP, MV_SPLIT, MV_MERGE, MV_CAP, MV_CAPALL, MV_WLIM, MV_FMODE,
-       MV_SPLITMODE, MV_FFIRST };
+       MV_SPLITMODE, MV_FFIRST, MV_LOOK, MV_REBAL };
 
 typedef struct tn_move {
     int type, a, b;
@@ -108,6 +108,28 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
         if (c->fmode == mv->b) return 0;
         c->fmode = mv->b;
         return 1;
+    case MV_REBAL: { /* re-cut all stages: move work from devices with little idle to devices
+                      * with much (warm-up/cool-down idle cannot be removed by balancing busy) */
+        double T = st->cr.makespan, mean = 0, alpha = mv->b / 4.0;
+        double *want = op_xcalloc((size_t)P, sizeof(double));
+        for (int d = 0; d < P; d++) mean += T - st->cr.busy[d];
+        mean /= P;
+        int *old = op_xmalloc(sizeof(int) * (size_t)(S + 1));
+        memcpy(old, c->first, sizeof(int) * (size_t)(S + 1));
+        for (int d = 0; d < P; d++) {
+            double idle = T - st->cr.busy[d];
+            want[d] = fmax(0, st->cr.busy[d] + alpha * (idle - mean)) / pb->M;
+        }
+        tn_partition_targets(pb, c, want);
+        int same = !memcmp(old, c->first, sizeof(int) * (size_t)(S + 1));
+        free(old);
+        free(want);
+        return !same;
+    }
+    case MV_LOOK:
+        if (c->look == mv->b) return 0;
+        c->look = mv->b;
+        return 1;
     case MV_FFIRST:
         c->ffirst = !c->ffirst;
         return 1;
@@ -124,6 +146,8 @@ static double stage_total(const tn_search *st, const tn_cand *c, int s) {
 
 static void gen_partition(const tn_search *st, const tn_cand *c, tn_moves *m, op_rng *rng) {
     const double *busy = st->cr.busy;
+    double T = st->cr.makespan;
+    for (int k = 1; k <= 6; k++) mv_add(m, MV_REBAL, 0, k, 2 * T, rng);
     for (int j = 1; j < c->S; j++) {
         int a = c->dev[j - 1], b = c->dev[j];
         for (int k = 1; k <= 2; k++) {
@@ -141,6 +165,8 @@ static void gen_placement(const tn_search *st, const tn_cand *c, tn_moves *m, op
     int S = c->S, P = pb->P;
     double T = st->cr.makespan;
     int least = 0;
+    double tot = 0;
+    for (int s = 0; s < S; s++) tot += stage_total(st, c, s);
     for (int d = 1; d < P; d++)
         if (busy[d] < busy[least]) least = d;
     for (int s = 0; s < S; s++) {
@@ -152,7 +178,8 @@ static void gen_placement(const tn_search *st, const tn_cand *c, tn_moves *m, op
             double after = fmax(busy[src] - ws, busy[d] + ws);
             mv_add(m, MV_MOVE, s, d, before - after, rng);
         }
-        if (c->first[s + 1] - c->first[s] >= 2 && S < pb->L) {
+        /* splits only of the heaviest stages (cheap moves first: most splits do not pay) */
+        if (c->first[s + 1] - c->first[s] >= 2 && S < pb->L && ws * S > 1.5 * tot) {
             mv_add(m, MV_SPLIT, s, least, ws / 2 - T * 0.01, rng);
             mv_add(m, MV_SPLIT, s, src, ws / 4 - T * 0.02, rng);
         }
@@ -190,15 +217,15 @@ static void gen_schedule(const tn_search *st, const tn_cand *c, tn_moves *m, op_
         mv_add(m, MV_CAP, d, -1, resid, rng);
         mv_add(m, MV_CAP, d, +1, resid * 0.9, rng);
         if (c->split) {
-            mv_add(m, MV_WLIM, d, 0, resid * 0.5, rng);
-            mv_add(m, MV_WLIM, d, 1, resid * 0.5, rng);
-            mv_add(m, MV_WLIM, d, P, resid * 0.4, rng);
+            mv_add(m, MV_WLIM, d, 0, resid * 0.05, rng);
+            mv_add(m, MV_WLIM, d, 1, resid * 0.05, rng);
         }
     }
     mv_add(m, MV_CAPALL, 0, -1, T, rng);
     mv_add(m, MV_CAPALL, 0, +1, T, rng);
     for (int f = 0; f < 3; f++) mv_add(m, MV_FMODE, 0, f, T, rng);
     mv_add(m, MV_FFIRST, 0, 0, T, rng);
+    for (int f = 0; f < 4; f++) mv_add(m, MV_LOOK, 0, f, T, rng);
     mv_add(m, MV_SPLITMODE, 0, 0, T, rng);
 }
 
@@ -261,6 +288,30 @@ static void kick(tn_search *st, tn_cand *c) {
         mv_apply(st, c, &mv);
         S = c->S;
     }
+}
+
+void tn_rebalance(tn_search *st, tn_cand *c, double *score, int iters) {
+    tn_cand trial;
+    tn_cand_alloc(&trial, st->pb);
+    *score = tn_score(st, c);
+    tn_res_copy(&st->cr, &st->r, st->pb->P);
+    for (int it = 0; it < iters; it++) {
+        int improved = 0;
+        for (int k = 2; k <= 6 && !improved; k += 2) {
+            tn_cand_copy(&trial, c, st->pb);
+            tn_move mv = {MV_REBAL, 0, k, 0};
+            if (!mv_apply(st, &trial, &mv)) continue;
+            double sc = tn_score(st, &trial);
+            if (sc < *score * (1 - 1e-9)) {
+                tn_cand_copy(c, &trial, st->pb);
+                tn_res_copy(&st->cr, &st->r, st->pb->P);
+                *score = sc;
+                improved = 1;
+            }
+        }
+        if (!improved) break;
+    }
+    tn_cand_free(&trial);
 }
 
 void tn_local_search(tn_search *st, tn_cand *cur, long budget) {

@@ -72,6 +72,7 @@ void tn_cand_copy(tn_cand *dst, const tn_cand *src, const tn_prob *pb) {
     dst->split = src->split;
     dst->fmode = src->fmode;
     dst->ffirst = src->ffirst;
+    dst->look = src->look;
     memcpy(dst->first, src->first, sizeof(int) * (size_t)(src->S + 1));
     memcpy(dst->dev, src->dev, sizeof(int) * (size_t)src->S);
     memcpy(dst->cap, src->cap, sizeof(int) * (size_t)pb->P);
@@ -133,34 +134,43 @@ static void greedy_cut(const tn_prob *pb, tn_cand *c, const double *target, doub
     c->first[S] = L;
 }
 
-void tn_partition_balanced(const tn_prob *pb, tn_cand *c) {
+void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want) {
     int P = pb->P, S = c->S;
     double *target = op_xcalloc((size_t)P, sizeof(double));
     double *load = op_xcalloc((size_t)P, sizeof(double));
     int *left = op_xcalloc((size_t)P, sizeof(int));
     int *best = op_xcalloc((size_t)S + 1, sizeof(int));
-    int used = 0;
-    for (int d = 0; d < P; d++) left[d] = 0;
-    for (int s = 0; s < S; s++) left[c->dev[s]]++;
-    for (int d = 0; d < P; d++) used += left[d] > 0;
-    double mean = tn_work(pb, 0, pb->L) / (used ? used : 1), bestmax = 1e300;
-    for (int d = 0; d < P; d++) target[d] = left[d] ? mean : 0;
+    double bestdev = 1e300;
+    memcpy(target, want, sizeof(double) * (size_t)P);
     /* Re-aim the targets: a device that ended heavy (it holds the head, say) gets a smaller
      * budget for its earlier stages next pass. */
     for (int it = 0; it < 12; it++) {
         greedy_cut(pb, c, target, load, left);
-        double mx = 0;
-        for (int d = 0; d < P; d++) mx = load[d] > mx ? load[d] : mx;
-        if (mx < bestmax - 1e-12) {
-            bestmax = mx;
+        double dev = 0;
+        for (int d = 0; d < P; d++) dev = fmax(dev, load[d] - want[d]);
+        if (dev < bestdev - 1e-12) {
+            bestdev = dev;
             memcpy(best, c->first, sizeof(int) * (size_t)(S + 1));
         }
         for (int d = 0; d < P; d++)
-            if (target[d] > 0) target[d] -= 0.7 * (load[d] - mean);
+            if (target[d] > 0) target[d] -= 0.7 * (load[d] - want[d]);
     }
     memcpy(c->first, best, sizeof(int) * (size_t)(S + 1));
     free(target);
     free(load);
     free(left);
     free(best);
+}
+
+void tn_partition_balanced(const tn_prob *pb, tn_cand *c) {
+    int P = pb->P, used = 0;
+    int *cnt = op_xcalloc((size_t)P, sizeof(int));
+    double *want = op_xcalloc((size_t)P, sizeof(double));
+    for (int s = 0; s < c->S; s++) cnt[c->dev[s]]++;
+    for (int d = 0; d < P; d++) used += cnt[d] > 0;
+    double mean = tn_work(pb, 0, pb->L) / (used ? used : 1);
+    for (int d = 0; d < P; d++) want[d] = cnt[d] ? mean : 0;
+    tn_partition_targets(pb, c, want);
+    free(cnt);
+    free(want);
 }

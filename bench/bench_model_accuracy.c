@@ -1,0 +1,243 @@
+/* bench_model_accuracy.c: (b) simulator accuracy on real compute and (c) the tuned plan's
+ * measured speedup over i1f1b, for the reference model at P=2 on this machine's 2 cores.
+ *
+ * Method (docs/training.md "Accuracy"):
+ *  1. Profile: every layer kind F/I/W, median of R repeats, measured by P threads at once (one
+ *     per core, BLAS single-threaded), the way the ranks will compute; the per-kind times are
+ *     the mean over the threads.
+ *  2. Calibrate one number: the executor's per-op overhead (plan->op_overhead_ms), fitted so
+ *     the simulated makespan of the 1f1b plan equals its measured median (op_ptrain_fit_overhead).
+ *     It absorbs what a stage call costs beyond its layers (buffer hand-over, messages, the
+ *     progress thread, dispatch).  The 1f1b row is the calibration row; every other plan is a
+ *     prediction with that same constant.
+ *  3. Each plan trains K+1 steps on P in-process ranks (thread transport, one thread per rank);
+ *     the first step (page faults of the activation pools) is dropped, the median makespan of
+ *     the rest is compared with the simulated makespan.  Peak activation memory per rank is read
+ *     from the stage arenas and compared with the arena-rule prediction on the plan's order
+ *     (op_ptrain_pred_act_peak) and with the simulator's own memory rule.
+ *
+ * Usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] [--repeats R]
+ *                             [--estimator median|min] [--profile-clock cpu|wall] [--strict]
+ * --estimator min takes each plan's best step (for a box shared with other jobs: the step least
+ * disturbed); --strict exits 1 when a row misses 3% (time) or 5% (memory). */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/ptrain.h"
+#include "octopipe/tune.h"
+
+#define NP 2
+
+static int cpu_clock = 1; /* --profile-clock cpu (default) | wall */
+
+typedef struct {
+    const op_nn_model *m;
+    int repeats, n;
+    op_layer_prof prof[8];
+} pjob;
+
+static void *pmain(void *a) {
+    pjob *j = a;
+    j->n = cpu_clock ? op_ptrain_profile_cpu(j->m, j->repeats, j->prof)
+                     : op_train_profile(j->m, j->repeats, j->prof);
+    return NULL;
+}
+
+/* NP profilers at once, per-kind times averaged over them. */
+static int profile_concurrent(const op_nn_model *m, int repeats, op_layer_prof *out) {
+    pjob j[NP];
+    pthread_t th[NP];
+    for (int r = 0; r < NP; r++) {
+        j[r].m = m, j[r].repeats = repeats;
+        OP_ASSERT(pthread_create(&th[r], NULL, pmain, &j[r]) == 0, "pthread_create");
+    }
+    for (int r = 0; r < NP; r++) pthread_join(th[r], NULL);
+    int n = j[0].n;
+    for (int k = 0; k < n; k++) {
+        out[k] = j[0].prof[k];
+        for (int r = 1; r < NP; r++) {
+            out[k].f_ms += j[r].prof[k].f_ms;
+            out[k].i_ms += j[r].prof[k].i_ms;
+            out[k].w_ms += j[r].prof[k].w_ms;
+        }
+        out[k].f_ms /= NP, out[k].i_ms /= NP, out[k].w_ms /= NP;
+    }
+    return n;
+}
+
+typedef struct {
+    char name[32], shape[48];
+    double meas, pred, err;
+    double mem_meas[NP], mem_pred[NP], mem_sim[NP], mem_err;
+    double cpu; /* lowest share of compute wall time a rank was on a CPU */
+    double cpu_err; /* compute CPU time per step (all ranks) vs the predicted busy time, % */
+} row;
+
+static int use_min; /* --estimator min: best step instead of the median */
+
+static int run_plan(const op_nn_model *m, op_plan *p, int steps, row *r) {
+    op_ptrain_opts o;
+    op_ptrain_opts_default(&o);
+    o.data = "copy";
+    o.steps = steps + 1;
+    o.log_every = 0;
+    op_ptrain_report rep;
+    op_err e = {0};
+    int rc = op_ptrain_run_threads(m, p, &o, &rep, &e);
+    if (rc) {
+        fprintf(stderr, "bench_model_accuracy: %s: %s\n", p->name, e.msg);
+        return rc;
+    }
+    r->meas = use_min ? rep.meas_ms_min : rep.meas_ms_median;
+    r->pred = p->pred.makespan_ms;
+    r->err = 100 * (r->meas - r->pred) / r->pred;
+    int64_t pk[NP];
+    op_ptrain_pred_act_peak(m, p, pk);
+    r->mem_err = 0;
+    r->cpu = 1;
+    double busy[NP], bsum = 0, csum = 0;
+    op_exec_pred_bubble(p, busy);
+    for (int d = 0; d < NP; d++) {
+        r->cpu = rep.cpu_share[d] < r->cpu ? rep.cpu_share[d] : r->cpu;
+        /* the profile's own op times: the calibrated per-op overhead is not compute */
+        bsum += busy[d] - p->n_ops[d] * p->op_overhead_ms, csum += rep.cpu_ms_step[d];
+    }
+    r->cpu_err = 100 * (csum - bsum) / bsum;
+    for (int d = 0; d < NP; d++) {
+        r->mem_meas[d] = (double)rep.peak_act[d];
+        r->mem_pred[d] = (double)pk[d];
+        r->mem_sim[d] = (double)(p->pred.peak_bytes[d] - p->pred.static_bytes[d]);
+        double e2 = 100 * (r->mem_meas[d] - r->mem_pred[d]) / r->mem_pred[d];
+        if (fabs(e2) > fabs(r->mem_err)) r->mem_err = e2;
+    }
+    op_ptrain_report_free(&rep);
+    return 0;
+}
+
+static void shape(const op_plan *p, char *out, size_t cap) {
+    int n = snprintf(out, cap, "S=%d ", p->S);
+    for (int s = 0; s < p->S && n < (int)cap - 4; s++)
+        n += snprintf(out + n, cap - (size_t)n, "%s%d", s ? "," : "", p->stage_first[s + 1] - p->stage_first[s]);
+    snprintf(out + n, cap - (size_t)n, "%s", p->stage_split[0] ? " I/W" : " B");
+}
+
+int main(int argc, char **argv) {
+    const char *spec = "small";
+    int M = 8, steps = 3, repeats = 9, strict = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--model") && v) spec = v, i++;
+        else if (!strcmp(argv[i], "--microbatches") && v) M = atoi(v), i++;
+        else if (!strcmp(argv[i], "--steps") && v) steps = atoi(v), i++;
+        else if (!strcmp(argv[i], "--repeats") && v) repeats = atoi(v), i++;
+        else if (!strcmp(argv[i], "--strict")) strict = 1;
+        else if (!strcmp(argv[i], "--estimator") && v) use_min = !strcmp(v, "min"), i++;
+        else if (!strcmp(argv[i], "--profile-clock") && v) cpu_clock = strcmp(v, "wall") != 0, i++;
+        else {
+            fprintf(stderr, "usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] [--repeats R] [--estimator median|min] [--profile-clock cpu|wall] [--strict]\n");
+            return 2;
+        }
+    }
+    if (M < 1 || steps < 1 || repeats < 1) {
+        fprintf(stderr, "bench_model_accuracy: M, steps and repeats must be positive\n");
+        return 2;
+    }
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    op_nn_model m;
+    op_err e = {0};
+    if (op_nn_model_from_spec(&m, spec, &e)) {
+        fprintf(stderr, "bench_model_accuracy: %s\n", e.msg);
+        return 2;
+    }
+    double la[3] = {0};
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1;
+        fclose(f);
+    }
+    printf("model %s (%s, %zu parameters), P=%d, M=%d, %d timed steps per plan (%s), profile in %s time, load "
+           "average %.2f when starting\n", m.name, m.pattern, m.off[m.n_layers], NP, M, steps, use_min ? "best" : "median", cpu_clock ? "thread CPU" : "wall", la[0]);
+    op_layer_prof prof[8];
+    int np = profile_concurrent(&m, repeats, prof);
+    op_layer_cost *costs = op_xcalloc((size_t)m.n_layers, sizeof *costs);
+    if (op_ptrain_layer_costs(&m, prof, np, costs, &e)) {
+        fprintf(stderr, "bench_model_accuracy: %s\n", e.msg);
+        return 1;
+    }
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+
+    /* calibration on 1f1b */
+    op_plan cal;
+    if (op_ptrain_make_plan(&m, costs, NP, M, &comm, 0, "1f1b", &cal, &e)) {
+        fprintf(stderr, "bench_model_accuracy: %s\n", e.msg);
+        return 1;
+    }
+    row rc0;
+    memset(&rc0, 0, sizeof rc0);
+    if (run_plan(&m, &cal, steps, &rc0)) return 1;
+    double ovh = op_ptrain_fit_overhead(&cal, rc0.meas);
+    op_plan_free(&cal);
+    printf("calibration: 1f1b measured %.2f ms, profile-only prediction %.2f ms -> per-op overhead "
+           "%.4f ms\n\n", rc0.meas, rc0.pred, ovh);
+
+    const char *names[] = {"1f1b", "gpipe", "i1f1b", "zbh1", "zbh2", "zbv", "dualpipev",
+                           "balanced-1f1b", "auto", "auto-loop", "auto-v", NULL};
+    row rows[16];
+    int n = 0, miss_t = 0, miss_m = 0, i_i1f1b = -1, i_auto = -1;
+    printf("%-14s %-24s %10s %10s %7s  %-22s %-22s %-22s %7s %5s %7s\n", "plan", "stages", "meas_ms",
+           "pred_ms", "err%", "peak_act_meas MiB", "peak_act_pred MiB", "simulator MiB", "err%", "cpu%", "cpu_t%");
+    for (int k = 0; names[k]; k++) {
+        op_plan p;
+        int rc;
+        if (!strncmp(names[k], "auto-", 5)) {
+            op_problem pr;
+            memset(&pr, 0, sizeof pr);
+            pr.model = m.name, pr.layers = costs, pr.n_layers = m.n_layers, pr.P = NP, pr.M = M;
+            pr.comm = comm, pr.tokens_per_mb = (double)m.cfg.batch * m.cfg.seq, pr.op_overhead_ms = ovh;
+            op_tune_opts to;
+            op_tune_opts_default(&to);
+            to.placement = names[k][5] == 'l' ? OP_TUNE_PLACE_LOOP : OP_TUNE_PLACE_V;
+            rc = op_tune(&pr, &to, &p, &e);
+        } else {
+            rc = op_ptrain_make_plan(&m, costs, NP, M, &comm, ovh, names[k], &p, &e);
+        }
+        if (rc) {
+            printf("%-14s skipped: %s\n", names[k], e.msg);
+            continue;
+        }
+        row *r = &rows[n];
+        memset(r, 0, sizeof *r);
+        snprintf(r->name, sizeof r->name, "%s%s", names[k], k == 0 ? " (cal)" : "");
+        shape(&p, r->shape, sizeof r->shape);
+        if (run_plan(&m, &p, steps, r)) return 1;
+        op_plan_free(&p);
+        if (!strcmp(names[k], "i1f1b")) i_i1f1b = n;
+        if (!strcmp(names[k], "auto")) i_auto = n;
+        if (k > 0 && fabs(r->err) > 3) miss_t++;
+        if (fabs(r->mem_err) > 5) miss_m++;
+        printf("%-14s %-24s %10.2f %10.2f %+7.2f  %10.2f %10.2f  %10.2f %10.2f  %10.2f %10.2f  %+7.2f %5.0f %+7.2f\n",
+               r->name, r->shape, r->meas, r->pred, r->err, r->mem_meas[0] / 1048576, r->mem_meas[1] / 1048576,
+               r->mem_pred[0] / 1048576, r->mem_pred[1] / 1048576, r->mem_sim[0] / 1048576,
+               r->mem_sim[1] / 1048576, r->mem_err, 100 * r->cpu, r->cpu_err);
+        fflush(stdout);
+        n++;
+    }
+    double sum = 0, mx = 0;
+    for (int k = 1; k < n; k++) sum += fabs(rows[k].err), mx = fabs(rows[k].err) > mx ? fabs(rows[k].err) : mx;
+    double csum2 = 0;
+    for (int k = 0; k < n; k++) csum2 += fabs(rows[k].cpu_err);
+    printf("\ncpu%%: lowest share of a rank's compute wall time spent on a CPU (below ~97%%, other "
+           "processes took the cores);\ncpu_t%%: compute CPU time per step vs the profile's op times: "
+           "mean |error| %.2f%% over %d plans (load-independent check of the profile)\n",
+           n ? csum2 / n : 0.0, n);
+    printf("(b) %d predicted plans: mean |time error| %.2f%%, max %.2f%%, %d beyond 3%%; activation "
+           "peaks: %d rows beyond 5%%\n", n - 1, n > 1 ? sum / (n - 1) : 0.0, mx, miss_t, miss_m);
+    if (i_i1f1b >= 0 && i_auto >= 0)
+        printf("(c) tuned (auto) over i1f1b: measured speedup %.3fx, predicted %.3fx\n",
+               rows[i_i1f1b].meas / rows[i_auto].meas, rows[i_i1f1b].pred / rows[i_auto].pred);
+    free(costs);
+    return strict && (miss_t || miss_m) ? 1 : 0;
+}

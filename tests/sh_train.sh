@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# `octopipe train` end to end: real mpirun ranks give bitwise the weights of an in-process
+# one-stage run, resume over mpirun is bitwise, outputs (SVG, trace, plan) are written, bad
+# flags and corrupted checkpoints are refused with one clear line.
+set -u
+OP=${OCTOPIPE:-build/octopipe}
+export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+T="--model tiny --microbatches 4 --data copy --log-every 0 --repeats 1"
+
+# reference: one stage, in-process
+if "$OP" train $T --devices 1 --plan 1f1b --steps 4 --threads --checkpoint "$tmp/ref" > "$tmp/ref.out" 2>&1; then ok
+else bad "reference run: $(tail -n 3 "$tmp/ref.out")"; fi
+
+# real MPI ranks, V placement with I/W split: same weights bit for bit
+if timeout -k 5 120 "$OP" train $T --devices 2 --plan zbv --steps 4 --checkpoint "$tmp/mpi" --timeout 100 > "$tmp/mpi.out" 2>&1 \
+   && cmp -s "$tmp/ref/model.ckpt" "$tmp/mpi/model.ckpt"; then ok
+else bad "mpirun zbv P=2 differs from one stage: $(tail -n 5 "$tmp/mpi.out")"; fi
+grep -q "predicted" "$tmp/mpi.out" && ok || bad "no measured vs predicted line: $(tail -n 3 "$tmp/mpi.out")"
+
+# resume over mpirun: 2 steps, then on to 4 with another plan = the uninterrupted run
+if timeout -k 5 120 "$OP" train $T --devices 2 --plan 1f1b --steps 2 --checkpoint "$tmp/res" --timeout 100 > "$tmp/r1.out" 2>&1 \
+   && timeout -k 5 120 "$OP" train $T --devices 2 --plan zbh1 --steps 4 --checkpoint "$tmp/res" --resume --timeout 100 > "$tmp/r2.out" 2>&1 \
+   && cmp -s "$tmp/ref/model.ckpt" "$tmp/res/model.ckpt"; then ok
+else bad "mpirun resume differs: $(tail -n 3 "$tmp/r1.out" "$tmp/r2.out")"; fi
+
+# outputs: SVG timeline, Chrome trace, the plan that ran
+if "$OP" train $T --devices 2 --plan auto --steps 2 --threads --svg "$tmp/t.svg" --trace "$tmp/t.json" \
+     --save-plan "$tmp/plan.json" > "$tmp/o.out" 2>&1 \
+   && grep -q "<svg" "$tmp/t.svg" && grep -q "traceEvents" "$tmp/t.json" \
+   && "$OP" train $T --devices 2 --plan "$tmp/plan.json" --steps 1 --threads > "$tmp/o2.out" 2>&1; then ok
+else bad "outputs: $(tail -n 3 "$tmp/o.out" "$tmp/o2.out" 2>/dev/null)"; fi
+
+# a corrupted checkpoint is refused
+cp "$tmp/ref/model.ckpt" "$tmp/c.ckpt"; mkdir -p "$tmp/corrupt"
+printf '\x55' | dd of="$tmp/c.ckpt" bs=1 seek=200 conv=notrunc status=none
+cp "$tmp/c.ckpt" "$tmp/corrupt/model.ckpt"
+"$OP" train $T --devices 2 --plan 1f1b --steps 6 --threads --checkpoint "$tmp/corrupt" --resume > "$tmp/c.out" 2> "$tmp/c.err"
+[ $? -ne 0 ] && grep -qi "checksum" "$tmp/c.err" && ok || bad "corrupted checkpoint accepted: $(cat "$tmp/c.err")"
+
+# bad input: one line on stderr, exit 2
+expect_err() { # expected-substring args...
+  local want=$1; shift
+  "$OP" "$@" > "$tmp/out" 2> "$tmp/err"; local rc=$?
+  if [ $rc -eq 2 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err"; then ok
+  else bad "octopipe $* -> rc=$rc stderr: $(cat "$tmp/err")"; fi
+}
+expect_err "--devices needs an integer" train --model tiny --devices 0 --microbatches 4
+expect_err "unknown or incomplete flag" train --model tiny --devices 2 --microbatches 4 --bogus
+expect_err "are required" train --devices 2 --microbatches 4
+expect_err "--resume needs --checkpoint" train --model tiny --devices 2 --microbatches 4 --resume
+expect_err "unknown layer symbol" train --model EMQL --devices 2 --microbatches 4 --threads
+expect_err "/nonexistent/corpus.txt" train --model tiny --devices 2 --microbatches 4 --data /nonexistent/corpus.txt
+expect_err "nosuch" train --model tiny --devices 2 --microbatches 4 --plan nosuch --threads --repeats 1
+"$OP" train --help | grep -q "example" && ok || bad "train --help has no example"
+
+echo "sh_train: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
