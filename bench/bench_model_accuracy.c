@@ -21,7 +21,6 @@
  * --estimator min takes each plan's best step (for a box shared with other jobs: the step least
  * disturbed); --strict exits 1 when a row misses 3% (time) or 5% (memory). */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,41 +30,6 @@
 #define NP 2
 
 static int cpu_clock = 1; /* --profile-clock cpu (default) | wall */
-
-typedef struct {
-    const op_nn_model *m;
-    int repeats, n;
-    op_layer_prof prof[8];
-} pjob;
-
-static void *pmain(void *a) {
-    pjob *j = a;
-    j->n = cpu_clock ? op_ptrain_profile_cpu(j->m, j->repeats, j->prof)
-                     : op_train_profile(j->m, j->repeats, j->prof);
-    return NULL;
-}
-
-/* NP profilers at once, per-kind times averaged over them. */
-static int profile_concurrent(const op_nn_model *m, int repeats, op_layer_prof *out) {
-    pjob j[NP];
-    pthread_t th[NP];
-    for (int r = 0; r < NP; r++) {
-        j[r].m = m, j[r].repeats = repeats;
-        OP_ASSERT(pthread_create(&th[r], NULL, pmain, &j[r]) == 0, "pthread_create");
-    }
-    for (int r = 0; r < NP; r++) pthread_join(th[r], NULL);
-    int n = j[0].n;
-    for (int k = 0; k < n; k++) {
-        out[k] = j[0].prof[k];
-        for (int r = 1; r < NP; r++) {
-            out[k].f_ms += j[r].prof[k].f_ms;
-            out[k].i_ms += j[r].prof[k].i_ms;
-            out[k].w_ms += j[r].prof[k].w_ms;
-        }
-        out[k].f_ms /= NP, out[k].i_ms /= NP, out[k].w_ms /= NP;
-    }
-    return n;
-}
 
 typedef struct {
     char name[32], shape[48];
@@ -160,7 +124,7 @@ int main(int argc, char **argv) {
     printf("model %s (%s, %zu parameters), P=%d, M=%d, %d timed steps per plan (%s), profile in %s time, load "
            "average %.2f when starting\n", m.name, m.pattern, m.off[m.n_layers], NP, M, steps, use_min ? "best" : "median", cpu_clock ? "thread CPU" : "wall", la[0]);
     op_layer_prof prof[8];
-    int np = profile_concurrent(&m, repeats, prof);
+    int np = op_ptrain_profile_ranks(&m, repeats, NP, cpu_clock, prof);
     op_layer_cost *costs = op_xcalloc((size_t)m.n_layers, sizeof *costs);
     if (op_ptrain_layer_costs(&m, prof, np, costs, &e)) {
         fprintf(stderr, "bench_model_accuracy: %s\n", e.msg);

@@ -23,7 +23,7 @@ grep -q "predicted" "$tmp/mpi.out" && ok || bad "no measured vs predicted line: 
 
 # resume over mpirun: 2 steps, then on to 4 with another plan = the uninterrupted run
 if timeout -k 5 120 "$OP" train $T --devices 2 --plan 1f1b --steps 2 --checkpoint "$tmp/res" --timeout 100 > "$tmp/r1.out" 2>&1 \
-   && timeout -k 5 120 "$OP" train $T --devices 2 --plan zbh1 --steps 4 --checkpoint "$tmp/res" --resume --timeout 100 > "$tmp/r2.out" 2>&1 \
+   && timeout -k 5 120 "$OP" train $T --devices 2 --plan zbv --steps 4 --checkpoint "$tmp/res" --resume --timeout 100 > "$tmp/r2.out" 2>&1 \
    && cmp -s "$tmp/ref/model.ckpt" "$tmp/res/model.ckpt"; then ok
 else bad "mpirun resume differs: $(tail -n 3 "$tmp/r1.out" "$tmp/r2.out")"; fi
 

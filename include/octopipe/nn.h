@@ -57,7 +57,8 @@ typedef struct op_nn_mem {
     size_t used_bytes;
     op_nn_block **pool; /* free list to borrow from and return to; NULL = malloc/free */
 } op_nn_mem;
-void *op_nn_mem_alloc(op_nn_mem *m, size_t n); /* zeroed, 16-byte aligned */
+void *op_nn_mem_alloc(op_nn_mem *m, size_t n);     /* zeroed, 16-byte aligned */
+void *op_nn_mem_alloc_raw(op_nn_mem *m, size_t n); /* not zeroed, 16-byte aligned */
 void op_nn_mem_release(op_nn_mem *m);           /* everything, back to the pool */
 void op_nn_pool_free(op_nn_block **pool);
 

@@ -29,9 +29,10 @@ extern "C" {
 
 /* ---- costs and plans ---- */
 
-/* One op_layer_cost per layer of m from per-kind measurements (op_train_profile).
- * act_bytes = what F leaves + what I stashes for W (the most a microbatch holds), act_w_bytes =
- * what stays from I until W; static = params + grads + AdamW m, v.  OP_EINVAL if a kind of m
+/* One op_layer_cost per layer of m from per-kind times (op_train_profile or
+ * op_ptrain_profile_cpu) and activation bytes probed from the stage arenas: act_w_bytes = what
+ * a layer holds from I until W, act_bytes = max(held after F, act_w_bytes) (the plan format
+ * needs act >= act_w); static = params + grads + AdamW m, v (FP32).  OP_EINVAL if a kind of m
  * was not profiled. */
 int op_ptrain_layer_costs(const op_nn_model *m, const op_layer_prof *prof, int n_prof,
                           op_layer_cost *out, op_err *err);
@@ -47,6 +48,12 @@ int op_ptrain_pred_act_peak(const op_nn_model *m, const op_plan *p, int64_t *pea
  * jobs the wall-clock profile counts the time other processes held the core; CPU time does
  * not, so predictions stay those of dedicated cores.  Returns the number of kinds (<= 8). */
 int op_ptrain_profile_cpu(const op_nn_model *m, int repeats, op_layer_prof *out);
+
+/* The profile the way a run computes: `ranks` profilers at once, one thread each (as the P
+ * ranks of a run on P cores, sharing caches and memory bandwidth), per-kind times averaged
+ * over them; thread CPU time (op_ptrain_profile_cpu) or wall time (op_train_profile). */
+int op_ptrain_profile_ranks(const op_nn_model *m, int repeats, int ranks, int cpu_clock,
+                            op_layer_prof *out);
 
 /* Link model of this machine for boundary messages: the thread transport copies (memcpy),
  * MPI shared memory is a copy plus a few microseconds. */

@@ -163,9 +163,12 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p) {
     int np = 0;
     op_layer_cost *costs = op_xcalloc((size_t)m->n_layers, sizeof *costs);
     double t0 = op_now_s();
-    np = a->wall_clock ? op_train_profile(m, a->repeats, prof) : op_ptrain_profile_cpu(m, a->repeats, prof);
-    printf("profile: %s (%d layers: %s), %d layer kinds, median of %d in %s time, %.1f s\n", m->name,
-           m->n_layers, m->pattern, np, a->repeats, a->wall_clock ? "wall" : "thread CPU", op_now_s() - t0);
+    /* one profiler per rank at once (threads of this process): as the ranks will compute */
+    int nr = a->P < 16 ? a->P : 16;
+    np = op_ptrain_profile_ranks(m, a->repeats, nr, !a->wall_clock, prof);
+    printf("profile: %s (%d layers: %s), %d layer kinds, median of %d in %s time, %d at once, %.1f s\n",
+           m->name, m->n_layers, m->pattern, np, a->repeats, a->wall_clock ? "wall" : "thread CPU", nr,
+           op_now_s() - t0);
     for (int k = 0; k < np; k++)
         printf("  %c  F %7.3f  I %7.3f  W %7.3f ms\n", prof[k].sym, prof[k].f_ms, prof[k].i_ms, prof[k].w_ms);
     int rc = op_ptrain_layer_costs(m, prof, np, costs, &e);

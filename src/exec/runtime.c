@@ -12,7 +12,8 @@
 #include "exec/exec_internal.h"
 
 enum { B_NONE, B_RECV, B_SEND, B_HELD };
-#define POOL 64
+#define POOL 64                   /* buffers kept for reuse, at most */
+#define POOL_BYTES (128LL << 20) /* and at most this many bytes */
 
 typedef struct op_exec_rank op_exec_rank;
 static void *buf_get(op_exec_rank *rt, int b, int64_t n);
@@ -33,6 +34,7 @@ struct op_exec_rank {
     void *pool[POOL];  /* released buffers kept for reuse, with their sizes */
     int64_t pool_n[POOL];
     int n_pool;
+    int64_t pool_bytes;
     double last_abort_poll;
     int n_act;
     int xerr;       /* transport error seen by progress */
@@ -54,6 +56,7 @@ static void *buf_get(op_exec_rank *rt, int b, int64_t n) {
         if (rt->pool_n[i] == n) {
             void *p = rt->pool[i];
             rt->n_pool--;
+            rt->pool_bytes -= n;
             rt->pool[i] = rt->pool[rt->n_pool];
             rt->pool_n[i] = rt->pool_n[rt->n_pool];
             rt->buf[b] = p;
@@ -71,7 +74,8 @@ static void buf_put(op_exec_rank *rt, int b) {
     void *p = rt->buf[b];
     rt->buf[b] = NULL;
     if (!p) return;
-    if (rt->n_pool < POOL) {
+    if (rt->n_pool < POOL && rt->pool_bytes + rt->bsize[b] <= POOL_BYTES) {
+        rt->pool_bytes += rt->bsize[b];
         rt->pool[rt->n_pool] = p;
         rt->pool_n[rt->n_pool++] = rt->bsize[b];
     } else {

@@ -2,7 +2,9 @@
  * params: g (d), Wqkv (3d, d) = [q rows | k rows | v rows], Wo (d, d).
  * y = x + Wo attn(h), h = RMSNorm(x); head j uses columns [j*hd, (j+1)*hd) of q, k, v.
  * Query t sees keys u with t - window < u <= t (window 0: all u <= t).  No positional
- * rotation: positions come from the embedding and from Mamba layers. */
+ * rotation: positions come from the embedding and from Mamba layers.  Scores, P V and their
+ * gradients are sgemm calls per (sample, head) over the full T x T block; causality and the
+ * window are a mask (P = 0 outside the band), which keeps the layer GEMM-bound. */
 #include <math.h>
 #include <string.h>
 
@@ -12,7 +14,7 @@ typedef struct {
     float *xhat, *h;  /* (N,d) aw */
     float *rstd;      /* (N) ai */
     float *qkv;       /* (N,3d) ai */
-    float *att;       /* (B,H,T,T) ai: softmax probabilities, lower band only */
+    float *att;       /* (B,H,T,T) ai: softmax probabilities, 0 outside the causal band */
     float *o;         /* (N,d) aw: attention output before Wo */
     float *dy, *dqkv, *dh; /* aw, from I */
 } attn_saved;
@@ -36,37 +38,31 @@ double op_nn_attn_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x, fl
     const float *gn = l->p, *Wqkv = gn + d, *Wo = Wqkv + 3 * (size_t)d * d;
     float scale = 1.0f / sqrtf((float)hd);
     attn_saved *s = OP_NN_NEW(c->aw, attn_saved, 1);
-    s->xhat = OP_NN_NEWF(c->aw, (size_t)N * d);
-    s->h = OP_NN_NEWF(c->aw, (size_t)N * d);
-    s->rstd = OP_NN_NEWF(c->ai, N);
-    s->qkv = OP_NN_NEWF(c->ai, (size_t)N * 3 * d);
-    s->att = OP_NN_NEWF(c->ai, (size_t)B * H * T * T);
-    s->o = OP_NN_NEWF(c->aw, (size_t)N * d);
+    s->xhat = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
+    s->h = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
+    s->rstd = OP_NN_NEWF_RAW(c->ai, N);
+    s->qkv = OP_NN_NEWF_RAW(c->ai, (size_t)N * 3 * d);
+    s->att = OP_NN_NEWF_RAW(c->ai, (size_t)B * H * T * T);
+    s->o = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
     op_nn_rmsnorm_fwd(s->h, s->xhat, s->rstd, x, gn, N, d, g->norm_eps);
     op_nn_linear_fwd(s->qkv, 3 * d, s->h, d, Wqkv, N, d, 3 * d);
+    /* per (sample, head): scores = Q K^T (T,T) by sgemm, band softmax, O = P V by sgemm */
     for (int b = 0; b < B; b++)
-        for (int j = 0; j < H; j++)
+        for (int j = 0; j < H; j++) {
+            const float *Q = s->qkv + (size_t)b * T * 3 * d + j * hd, *K = Q + d, *V = Q + 2 * d;
+            float *P = s->att + ((size_t)b * H + j) * T * T;
+            op_nn_gemm(0, 1, T, T, hd, scale, Q, 3 * d, K, 3 * d, 0.0f, P, T);
             for (int t = 0; t < T; t++) {
-                const float *q = s->qkv + (size_t)(b * T + t) * 3 * d + j * hd;
-                float *p = s->att + (((size_t)b * H + j) * T + t) * T;
+                float *p = P + (size_t)t * T;
                 int lo = lo_key(g, t);
-                float mx = -INFINITY;
-                for (int u = lo; u <= t; u++) {
-                    const float *k = s->qkv + (size_t)(b * T + u) * 3 * d + d + j * hd;
-                    float dot = 0;
-                    for (int i = 0; i < hd; i++) dot += q[i] * k[i];
-                    p[u] = dot * scale;
-                    mx = p[u] > mx ? p[u] : mx;
-                }
-                float sum = 0;
+                float mx = -INFINITY, sum = 0;
+                for (int u = lo; u <= t; u++) mx = p[u] > mx ? p[u] : mx;
                 for (int u = lo; u <= t; u++) sum += (p[u] = expf(p[u] - mx));
-                float *o = s->o + (size_t)(b * T + t) * d + j * hd;
-                for (int u = lo; u <= t; u++) {
-                    p[u] /= sum;
-                    const float *v = s->qkv + (size_t)(b * T + u) * 3 * d + 2 * d + j * hd;
-                    for (int i = 0; i < hd; i++) o[i] += p[u] * v[i];
-                }
+                for (int u = 0; u < T; u++) p[u] = u >= lo && u <= t ? p[u] / sum : 0.0f;
             }
+            op_nn_gemm(0, 0, T, hd, T, 1.0f, P, T, V, 3 * d, 0.0f,
+                       s->o + (size_t)b * T * d + j * hd, d);
+        }
     op_nn_linear_fwd(y, d, s->o, d, Wo, N, d, d);
     for (size_t i = 0; i < (size_t)N * d; i++) y[i] += x[i];
     c->saved = s;
@@ -84,37 +80,25 @@ void op_nn_attn_backward_input(const op_nn_layer *l, op_nn_ctx *c, const float *
     float *dO = OP_NN_NEWF(c->ai, (size_t)N * d);
     op_nn_linear_bwd_input(dO, d, dy, d, Wo, N, d, d);
     s->dqkv = OP_NN_NEWF(c->aw, (size_t)N * 3 * d);
-    float *dp = OP_NN_NEWF(c->ai, (size_t)T);
+    float *dS = OP_NN_NEWF_RAW(c->ai, (size_t)T * T);
     for (int b = 0; b < B; b++)
-        for (int j = 0; j < H; j++)
-            for (int t = 0; t < T; t++) {
-                size_t qo = (size_t)(b * T + t) * 3 * d + j * hd;
-                const float *q = s->qkv + qo, *go = dO + (size_t)(b * T + t) * d + j * hd;
-                float *dq = s->dqkv + qo;
-                const float *p = s->att + (((size_t)b * H + j) * T + t) * T;
-                int lo = lo_key(g, t);
-                float pdp = 0;
-                for (int u = lo; u <= t; u++) {
-                    const float *v = s->qkv + (size_t)(b * T + u) * 3 * d + 2 * d + j * hd;
-                    float *dv = s->dqkv + (size_t)(b * T + u) * 3 * d + 2 * d + j * hd;
-                    float a = 0;
-                    for (int i = 0; i < hd; i++) {
-                        a += go[i] * v[i];
-                        dv[i] += p[u] * go[i];
-                    }
-                    dp[u] = a;
-                    pdp += p[u] * a;
-                }
-                for (int u = lo; u <= t; u++) {
-                    float ds = p[u] * (dp[u] - pdp) * scale;
-                    const float *k = s->qkv + (size_t)(b * T + u) * 3 * d + d + j * hd;
-                    float *dk = s->dqkv + (size_t)(b * T + u) * 3 * d + d + j * hd;
-                    for (int i = 0; i < hd; i++) {
-                        dq[i] += ds * k[i];
-                        dk[i] += ds * q[i];
-                    }
-                }
+        for (int j = 0; j < H; j++) {
+            size_t qo = (size_t)b * T * 3 * d + j * hd;
+            const float *Q = s->qkv + qo, *K = Q + d, *V = Q + 2 * d;
+            float *dQ = s->dqkv + qo, *dK = dQ + d, *dV = dQ + 2 * d;
+            const float *P = s->att + ((size_t)b * H + j) * T * T;
+            const float *G = dO + (size_t)b * T * d + j * hd; /* (T, hd), row stride d */
+            op_nn_gemm(0, 1, T, T, hd, 1.0f, G, d, V, 3 * d, 0.0f, dS, T); /* dP = dO V^T */
+            for (int t = 0; t < T; t++) { /* dS = P (dP - sum P dP) scale; 0 off the band */
+                const float *p = P + (size_t)t * T;
+                float *r = dS + (size_t)t * T, pdp = 0;
+                for (int u = 0; u < T; u++) pdp += p[u] * r[u];
+                for (int u = 0; u < T; u++) r[u] = p[u] * (r[u] - pdp) * scale;
             }
+            op_nn_gemm(0, 0, T, hd, T, 1.0f, dS, T, K, 3 * d, 1.0f, dQ, 3 * d); /* dQ += dS K */
+            op_nn_gemm(1, 0, T, hd, T, 1.0f, dS, T, Q, 3 * d, 1.0f, dK, 3 * d); /* dK += dS^T Q */
+            op_nn_gemm(1, 0, T, hd, T, 1.0f, P, T, G, d, 1.0f, dV, 3 * d);      /* dV += P^T dO */
+        }
     s->dh = OP_NN_NEWF(c->aw, (size_t)N * d);
     op_nn_linear_bwd_input(s->dh, d, s->dqkv, 3 * d, Wqkv, N, d, 3 * d);
     op_nn_rmsnorm_bwd_input(dx, s->dh, s->xhat, s->rstd, gn, N, d);

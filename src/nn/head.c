@@ -28,11 +28,11 @@ double op_nn_head_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x, fl
     int N = g->batch * g->seq, d = g->d, V = g->vocab;
     const float *gn = l->p, *W = l->p + d;
     head_saved *s = OP_NN_NEW(c->aw, head_saved, 1);
-    s->xhat = OP_NN_NEWF(c->aw, (size_t)N * d);
-    s->hn = OP_NN_NEWF(c->aw, (size_t)N * d);
-    s->rstd = OP_NN_NEWF(c->ai, N);
+    s->xhat = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
+    s->hn = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
+    s->rstd = OP_NN_NEWF_RAW(c->ai, N);
     /* probs live in aw: I rewrites them in place into dlogits, which W needs */
-    s->probs = OP_NN_NEWF(c->aw, (size_t)N * V);
+    s->probs = OP_NN_NEWF_RAW(c->aw, (size_t)N * V);
     s->tgt = OP_NN_NEW(c->ai, int32_t, N);
     op_nn_rmsnorm_fwd(s->hn, s->xhat, s->rstd, x, gn, N, d, g->norm_eps);
     op_nn_linear_fwd(s->probs, V, s->hn, d, W, N, d, V);

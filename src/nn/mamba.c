@@ -69,58 +69,19 @@ void op_nn_mamba_init(const op_nn_cfg *c, float *p, op_rng *r) {
     op_nn_fill_normal(p + m.o_wout, (size_t)m.d * m.Di, 0.5f / sqrtf((float)m.Di), r);
 }
 
-/* exp in float, inline and branch-free: glibc's expf is a call per element, and the scan
- * does one per (token, channel, state).  x = n ln2 + r, |r| <= ln2/2, degree-7 Taylor:
- * relative error < 1e-7 over the clamp range [-87, 88] (exp(-87) ~ 1.6e-38 stands for 0). */
-static inline float fexp(float x) {
-    x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
-    float t = x * 1.44269504f + 12582912.0f; /* + 1.5 * 2^23 rounds to an integer */
-    float n = t - 12582912.0f;
-    float r = x - n * 0.693145751953125f - n * 1.428606765330187e-6f;
-    float q = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f +
-                  r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
-    union { int32_t i; float f; } u = {((int32_t)n + 127) * (1 << 23)};
-    return q * u.f;
-}
-
-/* The state loops run over S four lanes at a time with GCC/Clang vector types (SSE2 on
- * x86-64), plus a scalar tail; same polynomial as fexp. */
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-static inline v4f ld4(const float *p) {
-    v4f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
-static inline v4f splat(float x) { return (v4f){x, x, x, x}; }
-
-static inline v4f fexp4(v4f x) {
-    v4i lo = x < splat(-87.0f), hi = x > splat(88.0f); /* lanes: -1 true, 0 false */
-    x = (v4f)(((v4i)x & ~lo) | ((v4i)splat(-87.0f) & lo));
-    x = (v4f)(((v4i)x & ~hi) | ((v4i)splat(88.0f) & hi));
-    v4f n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
-    v4f r = x - n * 0.693145751953125f - n * 1.428606765330187e-6f;
-    v4f q = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f +
-                r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
-    v4i e = (__builtin_convertvector(n, v4i) + 127) * (1 << 23);
-    return q * (v4f)e;
-}
-
 /* One forward step of one channel: st (S) <- exp(dt A) st + dt Bm u; returns Cm . st */
 static float scan_step(float *st, const float *A, const float *Bm, const float *Cm, float dt,
                        float u, int S) {
-    v4f acc4 = splat(0.0f), vdt = splat(dt), vdtu = splat(dt * u);
+    v4f acc4 = op_nn_splat(0.0f), vdt = op_nn_splat(dt), vdtu = op_nn_splat(dt * u);
     int k = 0;
     for (; k + 4 <= S; k += 4) {
-        v4f h = fexp4(vdt * ld4(A + k)) * ld4(st + k) + vdtu * ld4(Bm + k);
-        st4(st + k, h);
-        acc4 += ld4(Cm + k) * h;
+        v4f h = op_nn_fexp4(vdt * op_nn_ld4(A + k)) * op_nn_ld4(st + k) + vdtu * op_nn_ld4(Bm + k);
+        op_nn_st4(st + k, h);
+        acc4 += op_nn_ld4(Cm + k) * h;
     }
     float acc = (acc4[0] + acc4[1]) + (acc4[2] + acc4[3]);
     for (; k < S; k++) {
-        st[k] = fexp(dt * A[k]) * st[k] + dt * u * Bm[k];
+        st[k] = op_nn_fexp(dt * A[k]) * st[k] + dt * u * Bm[k];
         acc += Cm[k] * st[k];
     }
     return acc;
@@ -129,15 +90,15 @@ static float scan_step(float *st, const float *A, const float *Bm, const float *
 /* Recompute: H1 (S) = decay * H0 + dt Bm u with decay (S) = exp(dt A), kept for the reverse. */
 static void scan_recompute(float *H1, float *decay, const float *H0, const float *A,
                            const float *Bm, float dt, float u, int S) {
-    v4f vdt = splat(dt), vdtu = splat(dt * u);
+    v4f vdt = op_nn_splat(dt), vdtu = op_nn_splat(dt * u);
     int k = 0;
     for (; k + 4 <= S; k += 4) {
-        v4f a = fexp4(vdt * ld4(A + k));
-        st4(decay + k, a);
-        st4(H1 + k, a * ld4(H0 + k) + vdtu * ld4(Bm + k));
+        v4f a = op_nn_fexp4(vdt * op_nn_ld4(A + k));
+        op_nn_st4(decay + k, a);
+        op_nn_st4(H1 + k, a * op_nn_ld4(H0 + k) + vdtu * op_nn_ld4(Bm + k));
     }
     for (; k < S; k++) {
-        float a = decay[k] = fexp(dt * A[k]);
+        float a = decay[k] = op_nn_fexp(dt * A[k]);
         H1[k] = a * H0[k] + dt * u * Bm[k];
     }
 }
@@ -152,17 +113,17 @@ typedef struct {
  * dC += dy state_t, ddt += g (A a prev + Bm u), dA += g a dt prev, dB += g dt u,
  * du += g dt Bm, carry dst = g a.  Returns (du, ddt) in out (without the D term). */
 static void scan_reverse(const rstep *r, int S, float *out) {
-    v4f vdy = splat(r->dy), vdt = splat(r->dt), vu = splat(r->u), du4 = splat(0), dt4 = splat(0);
+    v4f vdy = op_nn_splat(r->dy), vdt = op_nn_splat(r->dt), vu = op_nn_splat(r->u), du4 = op_nn_splat(0), dt4 = op_nn_splat(0);
     int k = 0;
     for (; k + 4 <= S; k += 4) {
-        v4f a = ld4(r->decay + k), prev = ld4(r->prev + k), Bm = ld4(r->Bm + k);
-        v4f g = ld4(r->dst + k) + vdy * ld4(r->Cm + k);
-        st4(r->dC + k, ld4(r->dC + k) + vdy * ld4(r->cur + k));
-        dt4 += g * (ld4(r->A + k) * a * prev + Bm * vu);
-        st4(r->dA + k, ld4(r->dA + k) + g * a * vdt * prev);
-        st4(r->dB + k, ld4(r->dB + k) + g * vdt * vu);
+        v4f a = op_nn_ld4(r->decay + k), prev = op_nn_ld4(r->prev + k), Bm = op_nn_ld4(r->Bm + k);
+        v4f g = op_nn_ld4(r->dst + k) + vdy * op_nn_ld4(r->Cm + k);
+        op_nn_st4(r->dC + k, op_nn_ld4(r->dC + k) + vdy * op_nn_ld4(r->cur + k));
+        dt4 += g * (op_nn_ld4(r->A + k) * a * prev + Bm * vu);
+        op_nn_st4(r->dA + k, op_nn_ld4(r->dA + k) + g * a * vdt * prev);
+        op_nn_st4(r->dB + k, op_nn_ld4(r->dB + k) + g * vdt * vu);
         du4 += g * vdt * Bm;
-        st4(r->dst + k, g * a);
+        op_nn_st4(r->dst + k, g * a);
     }
     float dU = (du4[0] + du4[1]) + (du4[2] + du4[3]), dT = (dt4[0] + dt4[1]) + (dt4[2] + dt4[3]);
     for (; k < S; k++) {
@@ -185,17 +146,17 @@ double op_nn_mamba_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x, f
     int B = g->batch, T = g->seq, N = B * T, d = m.d, Di = m.Di, S = m.S, K = m.K, P = m.P;
     const float *p = l->p;
     mamba_saved *s = OP_NN_NEW(c->aw, mamba_saved, 1);
-    s->xhat = OP_NN_NEWF(c->aw, (size_t)N * d);
-    s->h = OP_NN_NEWF(c->aw, (size_t)N * d);
-    s->rstd = OP_NN_NEWF(c->ai, N);
-    s->xz = OP_NN_NEWF(c->aw, (size_t)N * 2 * Di);
-    s->xc = OP_NN_NEWF(c->ai, (size_t)N * Di);
-    s->u = OP_NN_NEWF(c->aw, (size_t)N * Di);
-    s->dbc = OP_NN_NEWF(c->aw, (size_t)N * P);
-    s->dtpre = OP_NN_NEWF(c->ai, (size_t)N * Di);
-    s->dt = OP_NN_NEWF(c->ai, (size_t)N * Di);
-    s->ys = OP_NN_NEWF(c->ai, (size_t)N * Di);
-    s->gated = OP_NN_NEWF(c->aw, (size_t)N * Di);
+    s->xhat = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
+    s->h = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
+    s->rstd = OP_NN_NEWF_RAW(c->ai, N);
+    s->xz = OP_NN_NEWF_RAW(c->aw, (size_t)N * 2 * Di);
+    s->xc = OP_NN_NEWF_RAW(c->ai, (size_t)N * Di);
+    s->u = OP_NN_NEWF_RAW(c->aw, (size_t)N * Di);
+    s->dbc = OP_NN_NEWF_RAW(c->aw, (size_t)N * P);
+    s->dtpre = OP_NN_NEWF_RAW(c->ai, (size_t)N * Di);
+    s->dt = OP_NN_NEWF_RAW(c->ai, (size_t)N * Di);
+    s->ys = OP_NN_NEWF_RAW(c->ai, (size_t)N * Di);
+    s->gated = OP_NN_NEWF_RAW(c->aw, (size_t)N * Di);
     op_nn_rmsnorm_fwd(s->h, s->xhat, s->rstd, x, p, N, d, g->norm_eps);
     op_nn_linear_fwd(s->xz, 2 * Di, s->h, d, p + m.o_win, N, d, 2 * Di);
     const float *cw = p + m.o_cw, *cb = p + m.o_cb;
@@ -262,13 +223,13 @@ void op_nn_mamba_backward_input(const op_nn_layer *l, op_nn_ctx *c, const float 
             dgt[e] *= op_nn_silu(z);
         }
     /* reverse-time scan */
-    float *du = OP_NN_NEWF(c->ai, (size_t)N * Di), *ddt = OP_NN_NEWF(c->ai, (size_t)N * Di);
+    float *du = OP_NN_NEWF_RAW(c->ai, (size_t)N * Di), *ddt = OP_NN_NEWF_RAW(c->ai, (size_t)N * Di);
     s->ddbc = OP_NN_NEWF(c->aw, (size_t)N * P);
     s->dAlog = OP_NN_NEWF(c->aw, (size_t)Di * S);
     s->dD = OP_NN_NEWF(c->aw, (size_t)Di);
     /* H: states after each step, with a zero row in front: row t is the state before t */
     float *H = OP_NN_NEWF(c->ai, (size_t)(T + 1) * S), *dst = OP_NN_NEWF(c->ai, (size_t)S);
-    float *decay = OP_NN_NEWF(c->ai, (size_t)T * S); /* exp(dt_t A), from the recompute */
+    float *decay = OP_NN_NEWF_RAW(c->ai, (size_t)T * S); /* exp(dt_t A), from the recompute */
     float *A = OP_NN_NEWF(c->ai, (size_t)S), *dA = OP_NN_NEWF(c->ai, (size_t)S);
     for (int ch = 0; ch < Di; ch++) {
         for (int k = 0; k < S; k++) A[k] = -expf(p[m.o_alog + (size_t)ch * S + k]);
@@ -298,12 +259,12 @@ void op_nn_mamba_backward_input(const op_nn_layer *l, op_nn_ctx *c, const float 
         s->dD[ch] = dDc;
     }
     /* softplus: d dtpre = ddt * sigmoid(dtpre) */
-    s->ddtpre = OP_NN_NEWF(c->aw, (size_t)N * Di);
+    s->ddtpre = OP_NN_NEWF_RAW(c->aw, (size_t)N * Di);
     for (size_t e = 0; e < (size_t)N * Di; e++)
         s->ddtpre[e] = ddt[e] / (1.0f + expf(-s->dtpre[e]));
     op_nn_linear_bwd_input(s->ddbc, P, s->ddtpre, Di, p + m.o_wdt, N, m.R, Di);
     op_nn_linear_bwd_input(du, Di, s->ddbc, P, p + m.o_wx, N, Di, P);
-    s->dxc = OP_NN_NEWF(c->aw, (size_t)N * Di);
+    s->dxc = OP_NN_NEWF_RAW(c->aw, (size_t)N * Di);
     for (size_t e = 0; e < (size_t)N * Di; e++) s->dxc[e] = du[e] * op_nn_dsilu(s->xc[e]);
     const float *cw = p + m.o_cw;
     for (int n = 0; n < N; n++) {

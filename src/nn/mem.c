@@ -24,7 +24,7 @@ static op_nn_block *take(op_nn_block **pool, size_t n) {
     return r;
 }
 
-void *op_nn_mem_alloc(op_nn_mem *m, size_t n) {
+void *op_nn_mem_alloc_raw(op_nn_mem *m, size_t n) {
     n = (n + 15) & ~(size_t)15;
     op_nn_block *b = m->head;
     if (!b || b->cap - b->used < n) {
@@ -41,6 +41,11 @@ void *op_nn_mem_alloc(op_nn_mem *m, size_t n) {
     void *p = b->mem + b->used;
     b->used += n;
     m->used_bytes += n;
+    return p;
+}
+
+void *op_nn_mem_alloc(op_nn_mem *m, size_t n) {
+    void *p = op_nn_mem_alloc_raw(m, n);
     memset(p, 0, n); /* kernels accumulate (+=) into fresh buffers */
     return p;
 }

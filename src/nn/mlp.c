@@ -31,11 +31,11 @@ double op_nn_mlp_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x, flo
     int N = g->batch * g->seq, d = g->d, f = g->ffn;
     const float *gn = l->p, *W1 = gn + d, *W2 = W1 + 2 * (size_t)f * d;
     mlp_saved *s = OP_NN_NEW(c->aw, mlp_saved, 1);
-    s->xhat = OP_NN_NEWF(c->aw, (size_t)N * d);
-    s->h = OP_NN_NEWF(c->aw, (size_t)N * d);
-    s->rstd = OP_NN_NEWF(c->ai, N);
-    s->ab = OP_NN_NEWF(c->ai, (size_t)N * 2 * f);
-    s->z = OP_NN_NEWF(c->aw, (size_t)N * f);
+    s->xhat = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
+    s->h = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
+    s->rstd = OP_NN_NEWF_RAW(c->ai, N);
+    s->ab = OP_NN_NEWF_RAW(c->ai, (size_t)N * 2 * f);
+    s->z = OP_NN_NEWF_RAW(c->aw, (size_t)N * f);
     op_nn_rmsnorm_fwd(s->h, s->xhat, s->rstd, x, gn, N, d, g->norm_eps);
     op_nn_linear_fwd(s->ab, 2 * f, s->h, d, W1, N, d, 2 * f);
     op_nn_swiglu_fwd(s->z, s->ab, N, f);
@@ -54,7 +54,7 @@ void op_nn_mlp_backward_input(const op_nn_layer *l, op_nn_ctx *c, const float *d
     for (size_t i = 0; i < (size_t)N * d; i++) dx[i] += dy[i];
     float *dz = OP_NN_NEWF(c->ai, (size_t)N * f);
     op_nn_linear_bwd_input(dz, f, dy, d, W2, N, f, d);
-    s->dab = OP_NN_NEWF(c->aw, (size_t)N * 2 * f);
+    s->dab = OP_NN_NEWF_RAW(c->aw, (size_t)N * 2 * f);
     op_nn_swiglu_bwd(s->dab, dz, s->ab, N, f);
     s->dh = OP_NN_NEWF(c->aw, (size_t)N * d);
     op_nn_linear_bwd_input(s->dh, d, s->dab, 2 * f, W1, N, d, 2 * f);

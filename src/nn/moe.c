@@ -62,10 +62,10 @@ double op_nn_moe_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x, flo
     int fs = g->shared_dim;
     const float *gn = l->p, *Wr = gn + d, *W = Wr + (size_t)E * d;
     moe_saved *s = OP_NN_NEW(c->aw, moe_saved, 1);
-    s->xhat = OP_NN_NEWF(c->aw, (size_t)N * d);
-    s->h = OP_NN_NEWF(c->aw, (size_t)N * d);
-    s->rstd = OP_NN_NEWF(c->ai, N);
-    s->prob = OP_NN_NEWF(c->ai, (size_t)N * E);
+    s->xhat = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
+    s->h = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
+    s->rstd = OP_NN_NEWF_RAW(c->ai, N);
+    s->prob = OP_NN_NEWF_RAW(c->ai, (size_t)N * E);
     s->pick = OP_NN_NEW(c->ai, int, (size_t)N * k);
     s->gate = OP_NN_NEWF(c->ai, (size_t)N * k);
     s->frac = OP_NN_NEWF(c->ai, E);
@@ -107,10 +107,10 @@ double op_nn_moe_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x, flo
         const float *W1 = W + (size_t)e * expert_n(d, fe), *W2 = W1 + 2 * (size_t)fe * d;
         X->rows = OP_NN_NEW(c->aw, int, X->n);
         X->slot = OP_NN_NEW(c->aw, int, X->n);
-        X->X = OP_NN_NEWF(c->aw, (size_t)X->n * d);
-        X->ab = OP_NN_NEWF(c->ai, (size_t)X->n * 2 * fe);
-        X->z = OP_NN_NEWF(c->aw, (size_t)X->n * fe);
-        X->out = OP_NN_NEWF(c->ai, (size_t)X->n * d);
+        X->X = OP_NN_NEWF_RAW(c->aw, (size_t)X->n * d);
+        X->ab = OP_NN_NEWF_RAW(c->ai, (size_t)X->n * 2 * fe);
+        X->z = OP_NN_NEWF_RAW(c->aw, (size_t)X->n * fe);
+        X->out = OP_NN_NEWF_RAW(c->ai, (size_t)X->n * d);
         int i = 0;
         for (int n = 0; n < N; n++)
             for (int j = 0; j < k; j++)
@@ -131,9 +131,9 @@ double op_nn_moe_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x, flo
     }
     if (fs > 0) {
         const float *W1 = W + (size_t)E * expert_n(d, fe), *W2 = W1 + 2 * (size_t)fs * d;
-        s->sab = OP_NN_NEWF(c->ai, (size_t)N * 2 * fs);
-        s->sz = OP_NN_NEWF(c->aw, (size_t)N * fs);
-        float *so = OP_NN_NEWF(c->ai, (size_t)N * d);
+        s->sab = OP_NN_NEWF_RAW(c->ai, (size_t)N * 2 * fs);
+        s->sz = OP_NN_NEWF_RAW(c->aw, (size_t)N * fs);
+        float *so = OP_NN_NEWF_RAW(c->ai, (size_t)N * d);
         op_nn_linear_fwd(s->sab, 2 * fs, s->h, d, W1, N, d, 2 * fs);
         op_nn_swiglu_fwd(s->sz, s->sab, N, fs);
         op_nn_linear_fwd(so, d, s->sz, fs, W2, N, fs, d);
@@ -156,7 +156,7 @@ void op_nn_moe_backward_input(const op_nn_layer *l, op_nn_ctx *c, const float *d
     for (int e = 0; e < E; e++) {
         moe_expert *X = &s->ex[e];
         const float *W1 = W + (size_t)e * expert_n(d, fe), *W2 = W1 + 2 * (size_t)fe * d;
-        X->dout = OP_NN_NEWF(c->aw, (size_t)X->n * d);
+        X->dout = OP_NN_NEWF_RAW(c->aw, (size_t)X->n * d);
         for (int i = 0; i < X->n; i++) {
             size_t gi = (size_t)X->rows[i] * k + X->slot[i];
             const float *dr = dy + (size_t)X->rows[i] * d, *o = X->out + (size_t)i * d;
@@ -169,7 +169,7 @@ void op_nn_moe_backward_input(const op_nn_layer *l, op_nn_ctx *c, const float *d
         }
         float *dz = OP_NN_NEWF(c->ai, (size_t)X->n * fe);
         op_nn_linear_bwd_input(dz, fe, X->dout, d, W2, X->n, fe, d);
-        X->dab = OP_NN_NEWF(c->aw, (size_t)X->n * 2 * fe);
+        X->dab = OP_NN_NEWF_RAW(c->aw, (size_t)X->n * 2 * fe);
         op_nn_swiglu_bwd(X->dab, dz, X->ab, X->n, fe);
         float *dX = OP_NN_NEWF(c->ai, (size_t)X->n * d);
         op_nn_linear_bwd_input(dX, d, X->dab, 2 * fe, W1, X->n, d, 2 * fe);
@@ -180,7 +180,7 @@ void op_nn_moe_backward_input(const op_nn_layer *l, op_nn_ctx *c, const float *d
         const float *W1 = W + (size_t)E * expert_n(d, fe), *W2 = W1 + 2 * (size_t)fs * d;
         float *dz = OP_NN_NEWF(c->ai, (size_t)N * fs);
         op_nn_linear_bwd_input(dz, fs, dy, d, W2, N, fs, d);
-        s->dsab = OP_NN_NEWF(c->aw, (size_t)N * 2 * fs);
+        s->dsab = OP_NN_NEWF_RAW(c->aw, (size_t)N * 2 * fs);
         op_nn_swiglu_bwd(s->dsab, dz, s->sab, N, fs);
         op_nn_linear_bwd_input(s->dh, d, s->dsab, 2 * fs, W1, N, d, 2 * fs);
     }

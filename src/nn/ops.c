@@ -30,6 +30,14 @@ static void note(int ta, int tb, int M, int N, int K) {
     if (g_rec && *g_rec_n < g_rec_cap) g_rec[(*g_rec_n)++] = (op_nn_gemm_rec){ta, tb, M, N, K};
 }
 
+void op_nn_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    note(ta, tb, M, N, K);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
+                N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 void op_nn_linear_fwd(float *y, int ldy, const float *x, int ldx, const float *W, int N, int in,
                       int out) {
     if (N <= 0) return;
@@ -86,17 +94,27 @@ void op_nn_rmsnorm_bwd_weight(float *dg, const float *dy, const float *xhat, int
         for (int i = 0; i < d; i++) dg[i] += dy[(size_t)n * d + i] * xhat[(size_t)n * d + i];
 }
 
-float op_nn_silu(float x) { return x / (1.0f + expf(-x)); }
+float op_nn_silu(float x) { return x / (1.0f + op_nn_fexp(-x)); }
 
 float op_nn_dsilu(float x) {
-    float s = 1.0f / (1.0f + expf(-x));
+    float s = 1.0f / (1.0f + op_nn_fexp(-x));
     return s * (1.0f + x * (1.0f - s));
 }
+
+/* sigmoid through the shared exp; 4 lanes + a scalar tail per row */
+static inline v4f sig4(v4f a) { return 1.0f / (1.0f + op_nn_fexp4(-a)); }
+static inline float sig1(float a) { return 1.0f / (1.0f + op_nn_fexp(-a)); }
 
 void op_nn_swiglu_fwd(float *z, const float *ab, int N, int f) {
     for (int n = 0; n < N; n++) {
         const float *a = ab + (size_t)n * 2 * f, *b = a + f;
-        for (int j = 0; j < f; j++) z[(size_t)n * f + j] = op_nn_silu(a[j]) * b[j];
+        float *zr = z + (size_t)n * f;
+        int j = 0;
+        for (; j + 4 <= f; j += 4) {
+            v4f av = op_nn_ld4(a + j);
+            op_nn_st4(zr + j, av * sig4(av) * op_nn_ld4(b + j));
+        }
+        for (; j < f; j++) zr[j] = a[j] * sig1(a[j]) * b[j];
     }
 }
 
@@ -104,8 +122,14 @@ void op_nn_swiglu_bwd(float *dab, const float *dz, const float *ab, int N, int f
     for (int n = 0; n < N; n++) {
         const float *a = ab + (size_t)n * 2 * f, *b = a + f, *g = dz + (size_t)n * f;
         float *da = dab + (size_t)n * 2 * f, *db = da + f;
-        for (int j = 0; j < f; j++) {
-            float sg = 1.0f / (1.0f + expf(-a[j])); /* one exp for silu and its derivative */
+        int j = 0;
+        for (; j + 4 <= f; j += 4) { /* one exp for silu and its derivative */
+            v4f av = op_nn_ld4(a + j), gv = op_nn_ld4(g + j), sg = sig4(av);
+            op_nn_st4(da + j, gv * op_nn_ld4(b + j) * (sg * (1.0f + av * (1.0f - sg))));
+            op_nn_st4(db + j, gv * (av * sg));
+        }
+        for (; j < f; j++) {
+            float sg = sig1(a[j]);
             da[j] = g[j] * b[j] * (sg * (1.0f + a[j] * (1.0f - sg)));
             db[j] = g[j] * (a[j] * sg);
         }

@@ -19,26 +19,48 @@ typedef struct sim_stage {
     int dev;
     int split;          /* 1 = I+W, 0 = B */
     int64_t act, act_w; /* bytes stashed by F; part kept until W */
-    int next[3];        /* dynamic: next microbatch per slot (ops of a stage and kind in order) */
 } sim_stage;
+
+/* Dynamic mode, per stage: what choosing and starting its ops reads, slot-indexed (0 F, 1 I|B,
+ * 2 W) so the three candidates are one loop body.  The fields a decision reads come first. */
+typedef struct sim_dstage {
+    const double *in[3]; /* end row (by mb) of each slot's producer; F of stage 0: a row of 0s */
+    double delay[3];     /* ms from the producer's end to arrival here (0 for W, last I|B) */
+    int next[3];         /* next mb per slot (ops of a stage and kind run in order); M = none
+                          * left, or no such slot (W of a fused stage) */
+    uint32_t rank[3];    /* tie rank in the built-in rule: stage (F, W) or S-1-stage (I|B) */
+    double *out[3];      /* this stage's own end rows */
+    double dur[3];       /* ms */
+    int wake_dev[3];     /* consumer's device when it is another one (F -> s+1, I|B -> s-1), or -1 */
+    double wake_delay[3];
+    int64_t act, act_w;  /* bytes stashed by F; part kept until W */
+    int split;
+} sim_dstage;
 
 /* Dynamic mode: one device's state, together (the decision loop touches all of it). */
 typedef struct sim_dev {
+    int first, nst;   /* its stages: dev_stages[first .. first + nst), ascending */
+    int busy, inflight, pending_w, n_done;
+    int run_stage, run_slot; /* op running */
+    int warm, wl, cap; /* policy knobs for this device (sim.h op_sim_policy) */
+    int64_t wake_at;  /* earliest pending wake-up as a queue key (sim_key), or the +inf key */
     double free_t;    /* end of its last op */
-    double wake_at;   /* earliest pending wake-up, or +inf */
     int64_t act_now;  /* activations held */
     int64_t static_b; /* static bytes of its stages */
-    int busy, inflight, pending_w, n_done;
-    int out_n;        /* ops written to p->ops[d] so far */
-    int run_op;       /* op running: stage << 2 | slot */
-    int run_mb;
-    int warm, wl, cap; /* policy knobs for this device (sim.h op_sim_policy) */
+    op_op *out;       /* next slot of p->ops[d] to write */
 } sim_dev;
+
+/* Event queue node: a tournament tree over devices, each leaf holding its device's next event
+ * (sim_key of its time) and each inner node the winner below it: earliest, then lower device. */
+typedef struct sim_tnode {
+    int64_t k;
+    int32_t d, pad_;
+} sim_tnode;
 
 struct op_sim_ws {
     /* sized by ensure() */
     size_t cap_ops, cap_S, cap_P;
-    double *end;     /* [S*M*3] end time of each op; < 0 = not done */
+    double *end;     /* [S*M*3 + M] end time of each op; < 0 = not done; then a row of 0s */
     sim_stage *st;   /* [S] */
     /* replay */
     int *pos;        /* [P] next op index in the device's order */
@@ -48,10 +70,11 @@ struct op_sim_ws {
     /* dynamic */
     int *dev_first;  /* [P+1] device d's stages are dev_stages[dev_first[d] .. dev_first[d+1]) */
     int *dev_stages; /* [S] */
-    /* event queue: a tournament tree over devices, each with one next event time: its running
-     * op's end when busy, else its earliest wake-up (an input arriving), else +inf */
-    int *tw;         /* [2 * leaves]: device winning each node; tw[1] = earliest event */
-    double *key;     /* [2 * leaves]: its time; leaves + d = device d's own next event */
+    sim_dstage *ds;  /* [S] */
+    int dyn_S, dyn_M; /* shape of the plan being list-scheduled */
+    /* event queue: each device's next event is its running op's end when busy, else its
+     * earliest wake-up (an input arriving), else none (+inf) */
+    sim_tnode *tw;   /* [2 * leaves]: tw[1] = earliest event; tw[leaves + d] = device d's */
     size_t cap_tw;
     int tw_leaves;   /* power of two >= P */
     sim_dev *dv;     /* [P] */

@@ -19,14 +19,14 @@ void op_sim_ws_free(op_sim_ws *ws) {
     free(ws->dev_stages);
     free(ws->dv);
     free(ws->tw);
-    free(ws->key);
+    free(ws->ds);
     free(ws);
 }
 
 #define GROW(ptr, n) ((ptr) = op_xrealloc((ptr), sizeof(*(ptr)) * (size_t)(n)))
 
 static void ensure(op_sim_ws *ws, int P, int S, int M) {
-    size_t nops = (size_t)S * (size_t)M * 3;
+    size_t nops = (size_t)S * (size_t)M * 3 + (size_t)M; /* + dynamic mode's row of 0s */
     if (nops > ws->cap_ops) {
         GROW(ws->end, nops);
         ws->cap_ops = nops;
@@ -34,6 +34,7 @@ static void ensure(op_sim_ws *ws, int P, int S, int M) {
     if ((size_t)S > ws->cap_S) {
         GROW(ws->st, S);
         GROW(ws->dev_stages, S);
+        GROW(ws->ds, S);
         ws->cap_S = (size_t)S;
     }
     if ((size_t)P > ws->cap_P) {
@@ -49,7 +50,6 @@ static void ensure(op_sim_ws *ws, int P, int S, int M) {
     while (leaves < (size_t)P) leaves *= 2;
     if (2 * leaves > ws->cap_tw) {
         GROW(ws->tw, 2 * leaves);
-        GROW(ws->key, 2 * leaves);
         ws->cap_tw = 2 * leaves;
     }
     ws->tw_leaves = (int)leaves;

@@ -1,9 +1,11 @@
 /* pipe_plan.c: from a profile of the reference model to a plan the executor runs: per-layer
  * costs (times from op_train_profile, memory probed from the stage arenas), the link model,
  * and the plan itself (tuner, classic schedule, or a plan file checked against the model). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "octopipe/ptrain.h"
 #include "octopipe/sched.h"
@@ -102,6 +104,44 @@ int op_ptrain_profile_cpu(const op_nn_model *m, int repeats, op_layer_prof *out)
         op_nn_stage_free(&s);
     }
     free(t), free(x), free(y), free(dy), free(dx), free(tok);
+    return n;
+}
+
+typedef struct {
+    const op_nn_model *m;
+    int repeats, cpu_clock, n;
+    op_layer_prof prof[8];
+} pjob;
+
+static void *pmain(void *a) {
+    pjob *j = a;
+    j->n = j->cpu_clock ? op_ptrain_profile_cpu(j->m, j->repeats, j->prof)
+                        : op_train_profile(j->m, j->repeats, j->prof);
+    return NULL;
+}
+
+int op_ptrain_profile_ranks(const op_nn_model *m, int repeats, int ranks, int cpu_clock,
+                            op_layer_prof *out) {
+    if (ranks < 1) ranks = 1;
+    pjob *j = op_xcalloc((size_t)ranks, sizeof *j);
+    pthread_t *th = op_xcalloc((size_t)ranks, sizeof *th);
+    op_nn_blas_single_thread(); /* before the threads exist */
+    for (int r = 0; r < ranks; r++) {
+        j[r].m = m, j[r].repeats = repeats, j[r].cpu_clock = cpu_clock;
+        OP_ASSERT(pthread_create(&th[r], NULL, pmain, &j[r]) == 0, "pthread_create failed");
+    }
+    for (int r = 0; r < ranks; r++) pthread_join(th[r], NULL);
+    int n = j[0].n;
+    for (int k = 0; k < n; k++) {
+        out[k] = j[0].prof[k];
+        for (int r = 1; r < ranks; r++) {
+            out[k].f_ms += j[r].prof[k].f_ms;
+            out[k].i_ms += j[r].prof[k].i_ms;
+            out[k].w_ms += j[r].prof[k].w_ms;
+        }
+        out[k].f_ms /= ranks, out[k].i_ms /= ranks, out[k].w_ms /= ranks;
+    }
+    free(j), free(th);
     return n;
 }
 
@@ -217,7 +257,7 @@ int op_ptrain_make_plan(const op_nn_model *m, const op_layer_cost *layers, int P
         op_tune_opts to;
         op_tune_opts_default(&to);
         rc = op_tune(&pr, &to, out, err);
-    } else if (strchr(spec, '/') || strstr(spec, ".json")) {
+    } else if (strchr(spec, '/') || strstr(spec, ".json") || access(spec, R_OK) == 0) {
         rc = op_plan_read(spec, out, err);
         if (rc == OP_OK) rc = check_file_plan(m, out, P, M, spec, err);
         if (rc == OP_OK) {

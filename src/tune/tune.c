@@ -158,6 +158,7 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
             c->look = split ? 1 : 0;
             c->fmode = 0;
             c->ffirst = 0;
+            c->imode = 0;
             memset(c->wlim, 0, sizeof(int) * (size_t)pb->P);
             if (cm == 0) memset(c->cap, 0, sizeof(int) * (size_t)pb->P);
             else cap_natural(pb, c, cm == 1 ? 1.0 : 2.0);
@@ -276,7 +277,10 @@ static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_
     free(n);
     int rc = op_plan_validate(out, err);
     if (rc == OP_OK) rc = op_sim_replay(out, NULL, err);
-    if (rc != OP_OK) op_err_prefix(err, "tuned plan failed validation");
+    if (rc != OP_OK) {
+        op_err_prefix(err, "tuned plan failed validation");
+        op_plan_free(out);
+    }
     return rc;
 }
 
@@ -370,7 +374,15 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
         }
     } else {
         rc = build_plan(&st, pr, &st.best, out, err);
-        if (rc == OP_OK && have_bl && bl.pred.makespan_ms < out->pred.makespan_ms * (1 - 1e-9)) {
+        /* the simulator has the last word on memory (the engine models the same timeline) */
+        int over = rc == OP_OK && pr->mem_limit_bytes > 0 &&
+                   (double)out->pred.peak_bytes_max > pr->mem_limit_bytes;
+        if (over && !have_bl) {
+            rc = op_errf(err, OP_ENOMEM, "tuned plan needs %.2f GiB per device, over the %.2f GiB limit",
+                         out->pred.peak_bytes_max / 1073741824.0, pr->mem_limit_bytes / 1073741824.0);
+            op_plan_free(out);
+        } else if (rc == OP_OK && have_bl &&
+                   (over || bl.pred.makespan_ms < out->pred.makespan_ms * (1 - 1e-9))) {
             op_plan_free(out);
             op_plan_copy(out, &bl);
             source = "baseline";

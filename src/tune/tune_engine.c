@@ -177,7 +177,9 @@ static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
     int bI = -1, bF = -1, bW = -1;
     for (int j = e->dstart[d]; j < e->dstart[d + 1]; j++) {
         int s = e->dst[j];
-        if (rt_I(e, s, S) <= t + eps && (bI < 0 || s > bI)) bI = s;
+        if (rt_I(e, s, S) <= t + eps &&
+            (bI < 0 || (c->imode == 0 ? s > bI : e->nI[s] < e->nI[bI] || (e->nI[s] == e->nI[bI] && s > bI))))
+            bI = s;
         if (c->split && rt_W(e, s) <= t + eps &&
             (bW < 0 || e->nW[s] < e->nW[bW] || (e->nW[s] == e->nW[bW] && s > bW)))
             bW = s;

@@ -31,6 +31,7 @@ typedef struct tn_cand {
     int split;  /* 1: I+W on every stage, 0: fused B */
     int fmode;  /* F tie-break: 0 smallest mb first, 1 latest stage first, 2 earliest stage */
     int ffirst; /* 1: a ready F (under the cap) goes before a ready I */
+    int imode;  /* I tie-break: 0 latest stage first, 1 oldest microbatch first */
     int look;   /* bit 1: no W that would delay a known F/I; bit 2: no F that would delay an I */
     int *first; /* [L+1] stage s = layers [first[s], first[s+1]) */
     int *dev;   /* [L] */

@@ -16,7 +16,7 @@
 #include "tune/tune_int.h"
 
 enum { MV_SHIFT, MV_MOVE, MV_SWAP, MV_SPLIT, MV_MERGE, MV_CAP, MV_CAPALL, MV_WLIM, MV_FMODE,
-       MV_SPLITMODE, MV_FFIRST, MV_LOOK, MV_REBAL };
+       MV_SPLITMODE, MV_FFIRST, MV_LOOK, MV_REBAL, MV_IMODE, MV_LPT };
 
 typedef struct tn_move {
     int type, a, b;
@@ -130,6 +130,39 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
         if (c->look == mv->b) return 0;
         c->look = mv->b;
         return 1;
+    case MV_LPT: { /* re-place every stage: heaviest first onto the least loaded device (the
+                    * first b stages keep their device, so the pipeline's head stays put) */
+        int *ord = op_xmalloc(sizeof(int) * (size_t)S);
+        double *load = op_xcalloc((size_t)P, sizeof(double));
+        int n = 0, changed = 0;
+        for (int s2 = 0; s2 < S; s2++) {
+            if (s2 < mv->b) load[c->dev[s2]] += tn_work(pb, c->first[s2], c->first[s2 + 1]);
+            else ord[n++] = s2;
+        }
+        for (int i = 1; i < n; i++) /* insertion sort by work, heaviest first */
+            for (int j = i; j > 0; j--) {
+                double a = tn_work(pb, c->first[ord[j]], c->first[ord[j] + 1]);
+                double b = tn_work(pb, c->first[ord[j - 1]], c->first[ord[j - 1] + 1]);
+                if (a <= b) break;
+                int t = ord[j];
+                ord[j] = ord[j - 1];
+                ord[j - 1] = t;
+            }
+        for (int i = 0; i < n; i++) {
+            int best = 0;
+            for (int d = 1; d < P; d++)
+                if (load[d] < load[best]) best = d;
+            if (c->dev[ord[i]] != best) changed = 1;
+            c->dev[ord[i]] = best;
+            load[best] += tn_work(pb, c->first[ord[i]], c->first[ord[i] + 1]);
+        }
+        free(ord);
+        free(load);
+        return changed;
+    }
+    case MV_IMODE:
+        c->imode = !c->imode;
+        return 1;
     case MV_FFIRST:
         c->ffirst = !c->ffirst;
         return 1;
@@ -169,6 +202,8 @@ static void gen_placement(const tn_search *st, const tn_cand *c, tn_moves *m, op
     for (int s = 0; s < S; s++) tot += stage_total(st, c, s);
     for (int d = 1; d < P; d++)
         if (busy[d] < busy[least]) least = d;
+    mv_add(m, MV_LPT, 0, 0, 2 * T, rng);
+    mv_add(m, MV_LPT, 0, P, 2 * T, rng);
     for (int s = 0; s < S; s++) {
         int src = c->dev[s];
         double ws = stage_total(st, c, s);
@@ -225,6 +260,7 @@ static void gen_schedule(const tn_search *st, const tn_cand *c, tn_moves *m, op_
     mv_add(m, MV_CAPALL, 0, +1, T, rng);
     for (int f = 0; f < 3; f++) mv_add(m, MV_FMODE, 0, f, T, rng);
     mv_add(m, MV_FFIRST, 0, 0, T, rng);
+    mv_add(m, MV_IMODE, 0, 0, T, rng);
     for (int f = 0; f < 4; f++) mv_add(m, MV_LOOK, 0, f, T, rng);
     mv_add(m, MV_SPLITMODE, 0, 0, T, rng);
 }
@@ -236,6 +272,7 @@ static int try_phase(tn_search *st, int phase, tn_cand *cur, double *cur_score, 
     if (phase == 0) gen_partition(st, cur, m, &st->rng);
     else if (phase == 1) gen_placement(st, cur, m, &st->rng);
     else gen_schedule(st, cur, m, &st->rng);
+    if (m->n == 0) return 0;
     qsort(m->v, (size_t)m->n, sizeof(tn_move), mv_cmp);
     int limit = phase == 2 ? 3 * st->pb->P + 8 : 24 + st->pb->P;
     st->phase = phase == 0 ? "partition" : phase == 1 ? "placement" : "schedule";
