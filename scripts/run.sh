@@ -19,25 +19,32 @@ has() { "$OP" --help | grep -q "^  $1 "; }
 step() { printf '\n== %s\n' "$*"; }
 
 step "1. model: $MODEL"
-"$OP" models "$MODEL" | head -n 12
+"$OP" models "$MODEL" > "$OUT/model.txt"
+head -n 12 "$OUT/model.txt"
 echo "   ... (octopipe models $MODEL prints every layer)"
 
 step "2. classic schedules vs OctoPipe: $MODEL on $P x H100-80GB, $M microbatches, seq 4096"
 "$OP" compare --model "$MODEL" --devices "$P" --microbatches "$M" --plans-dir "$OUT" --time-budget 5
 
 step "3. the tuned plan: $OUT/octopipe.json"
-"$OP" sim "$OUT/octopipe.json" | head -n 8
+"$OP" sim "$OUT/octopipe.json" > "$OUT/sim.txt"
+cat "$OUT/sim.txt"
 "$OP" export "$OUT/octopipe.json" --svg "$OUT/octopipe.svg" --chrome-trace "$OUT/octopipe.trace.json"
 "$OP" export "$OUT/i1f1b.json" --svg "$OUT/i1f1b.svg"
 echo "   wrote $OUT/octopipe.svg, $OUT/i1f1b.svg (open in a browser) and $OUT/octopipe.trace.json (ui.perfetto.dev)"
 
 if has run; then
-  step "4. run the tuned plan on $P MPI ranks, emulated compute (1 ms of plan = 0.05 ms here)"
-  "$OP" run "$OUT/octopipe.json" --emulate --time-scale 0.05 --trace "$OUT/octopipe.measured.json"
+  step "4. run the tuned plan on $P MPI ranks of this machine, emulated compute"
+  echo "   (each op sleeps for its modelled time; messages shrunk 512x so 2 cores can copy them;"
+  echo "    the prediction uses the links measured here by profile comm)"
+  "$OP" profile comm --out "$OUT/cluster.json" > "$OUT/profile-comm.txt"
+  tail -n 1 "$OUT/profile-comm.txt"
+  "$OP" run "$OUT/octopipe.json" --emulate --bytes-scale 0.001953125 --cluster "$OUT/cluster.json" \
+    --trace "$OUT/octopipe.measured.json"
 fi
 
 if has train; then
   step "5. the small reference hybrid model: profile, plan, train on 2 ranks"
-  "$OP" train --model small --devices 2 --microbatches 8 --plan auto --steps "${STEPS:-200}" \
+  "$OP" train --model small --devices 2 --microbatches 8 --plan auto --steps "${STEPS:-100}" \
     --svg "$OUT/train.svg" --trace "$OUT/train.trace.json"
 fi

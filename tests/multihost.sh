@@ -4,7 +4,9 @@
 # mpirun's rsh agent entering the namespace (c-platform.md 2.5).  Measures the inter-host link
 # with `profile comm`, runs the plan emulated with ranks 0,1 on one host and 2,3 on the other,
 # and prints measured vs predicted.  Skips (with the reason) where namespaces cannot be made;
-# always deletes what it created.
+# always deletes what it created.  Knobs: MH_TIME_SCALE (1), MH_BYTES_SCALE (0.005: 160 KiB
+# messages; over TCP a large message needs the sender to progress it too, see docs/executor.md),
+# MH_FLAGS (extra exec flags).
 set -u
 cd "$(dirname "$0")/.."
 OCTOPIPE=$(readlink -f "${OCTOPIPE:-${BUILD:-build}/octopipe}")
@@ -75,7 +77,7 @@ fi
 "$OCTOPIPE" compare --model nemotron-h-8b --devices 4 --microbatches 8 --no-tune --plans-dir "$T" >/dev/null 2>&1 ||
   bad "compare could not write plans"
 for plan in 1f1b zbv; do
-  if mpi 10.77.0.1:2,10.77.0.2:2 4 "$OCTOPIPE" exec "$T/$plan.json" --emulate --time-scale 0.2 --bytes-scale 0.05 \
+  if mpi 10.77.0.1:2,10.77.0.2:2 4 "$OCTOPIPE" exec "$T/$plan.json" --emulate --time-scale "${MH_TIME_SCALE:-1}" --bytes-scale "${MH_BYTES_SCALE:-0.005}" ${MH_FLAGS:-} \
        --cluster "$T/cluster.json" --json; then
     ok
     mk=$(sed -nE 's/.*"measured": \{"makespan_ms": ([0-9.]+).*/\1/p' "$T/out")

@@ -1,6 +1,7 @@
 /* test_exec.c: the executor over the thread transport: lowering (golden), deadlock refusal,
  * every plan runs in its planned order, random valid plans never hang, the watchdog. */
 #include "check.h"
+#include "exec/exec_internal.h"
 #include "octopipe/exec.h"
 #include "test_exec_plans.h"
 
@@ -278,6 +279,45 @@ TEST(payloads_reach_their_consumer) {
     }
 }
 
+TEST(report_numbers_are_exact) {
+    /* 1f1b P=2 M=1 with F = B/2 = 1 ms: predicted F0 [0,1] F1 [1,2] B1 [2,4] B0 [4,6] */
+    op_plan p;
+    xp_1f1b(&p, 2, 1, 1.0, 64);
+    p.layers[0].w_ms = p.layers[1].w_ms = 1.0; /* B = I + W = 2 ms */
+    double st[2][2] = {{0, 4}, {1, 2}}, en[2][2] = {{1, 6}, {2, 4}};
+    for (int d = 0; d < 2; d++)
+        for (int i = 0; i < 2; i++) p.ops[d][i].start = st[d][i], p.ops[d][i].end = en[d][i];
+    p.pred.makespan_ms = 6;
+    /* measured: everything 10% slower */
+    op_exec_rec r0[2] = {{OP_F, 0, 0, 0, 1.1}, {OP_B, 0, 0, 4.4, 6.6}};
+    op_exec_rec r1[2] = {{OP_F, 1, 0, 1.1, 2.2}, {OP_B, 1, 0, 2.2, 4.4}};
+    op_exec_rec *recs[2] = {r0, r1};
+    int n[2] = {2, 2};
+    op_exec_result r = {0};
+    op_exec_result_build(&r, &p, recs, n);
+    CHECK_NEAR(r.makespan_ms, 6.6, 1e-12);
+    CHECK_NEAR(r.busy_ms[0], 3.3, 1e-12);
+    CHECK_NEAR(r.bubble_ratio, 1 - 6.6 / (2 * 6.6), 1e-12);
+    CHECK_NEAR(r.overhead_ms, 0.15, 1e-12); /* (0.1 + 0.2 + 0.1 + 0.2) / 4 */
+    CHECK_NEAR(op_exec_pred_bubble(&p, NULL), 0.5, 1e-12);
+    op_buf b = {0};
+    op_exec_report_json(&r, &p, 1.0, &b);
+    CHECK_STR_CONTAINS(b.data, "\"makespan_error_pct\": 10.000");
+    CHECK_STR_CONTAINS(b.data, "\"busy_ms\": [3.3000, 3.3000]");
+    op_buf_free(&b);
+    op_exec_chrome_trace(&r, &p, &b);
+    CHECK_STR_CONTAINS(b.data, "\"name\": \"predicted\"");
+    CHECK_STR_CONTAINS(b.data, "\"ts\": 4400.000, \"dur\": 2200.000");
+    op_buf_free(&b);
+    CHECK(op_exec_check_order(&r, &p, NULL) == OP_OK);
+    r.recs[1][0].kind = OP_B; /* a wrong order is named */
+    op_err e = {0};
+    CHECK(op_exec_check_order(&r, &p, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "rank 1 op 0: executed B(s1,mb0), plan says F(s1,mb0)");
+    op_exec_result_free(&r);
+    op_plan_free(&p);
+}
+
 TEST(tags_stay_below_2_28) {
     CHECK(op_exec_tag(OP_EXEC_MAX_STAGES - 1, OP_EXEC_MAX_MB - 1, 1) < (1 << 28));
     CHECK(op_exec_tag(3, 5, 0) != op_exec_tag(3, 5, 1));
@@ -293,6 +333,7 @@ int main(int argc, char **argv) {
     RUN(random_plans_never_hang);
     RUN(watchdog_names_the_wait);
     RUN(payloads_reach_their_consumer);
+    RUN(report_numbers_are_exact);
     RUN(tags_stay_below_2_28);
     return check_report("exec");
 }

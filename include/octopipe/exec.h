@@ -204,8 +204,8 @@ typedef struct op_exec_opts {
     double slice_ms;   /* emulation sleep slice; 0 = 0.5 */
     double poll_us;    /* first wait poll sleep; 0 = 20 */
     double poll_growth;/* later polls sleep this fraction of the time waited so far (at most
-                        * poll_max_us): a late reaction costs that fraction of a wait; 0 = 0.01 */
-    double poll_max_us;/* 0 = 1000 */
+                        * poll_max_us): a late reaction costs that fraction of a wait; 0 = 0.003 */
+    double poll_max_us;/* 0 = 300 */
     double watchdog_s; /* 0 = 30 */
     op_exec_fault fault;
     int quiet;         /* no watchdog report on stderr (tests) */

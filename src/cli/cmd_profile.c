@@ -6,8 +6,7 @@
 #include "cli/cli.h"
 #include "octopipe/cluster.h"
 #include "octopipe/exec.h"
-
-int op_cli_profile_model(int argc, char **argv) __attribute__((weak));
+#include "octopipe/train.h" /* op_cli_profile_model: a strong reference pulls it from the archive */
 
 static void help(void) {
     printf("usage: octopipe profile comm [--out FILE] [--max-bytes N] [--iters N] [--as intra|inter|both]\n"
@@ -106,11 +105,6 @@ int cmd_profile(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         help();
         return argc < 2 ? 2 : 0;
-    }
-    if (!op_cli_profile_model) {
-        fprintf(stderr, "octopipe profile: per-layer profiling of the reference model is not built "
-                        "(profile comm works)\n");
-        return 2;
     }
     return op_cli_profile_model(argc, argv);
 }

@@ -22,8 +22,8 @@ const char *op_exec_cli_help(void) {
            "  --watchdog SEC      a rank waiting this long on one message stops the job (default 30)\n"
            "  --slice-ms X        emulated compute progresses messages every X ms (default 0.5)\n"
            "  --poll-us X         first sleep between tests while waiting (default 20)\n"
-           "  --poll-growth F     later sleeps: F x the time waited so far (default 0.01)\n"
-           "  --poll-max-us X     longest sleep between tests (default 1000)\n"
+           "  --poll-growth F     later sleeps: F x the time waited so far (default 0.003)\n"
+           "  --poll-max-us X     longest sleep between tests (default 300)\n"
            "  --recv-window N     post receives up to N compute ops ahead (default 8)\n"
            "  --recv-budget MIB   cap on posted receive buffers per rank (default 1024)\n"
            "  --inject-crash R:I  testing: rank R kills itself at its compute op I\n"
@@ -176,8 +176,10 @@ int op_exec_cli_report(const op_exec_cli *c, const char *cmd, const op_exec_resu
         op_exec_report_json(r, pred, c->time_scale, &b);
         fputs(b.data, stdout);
     } else {
-        printf("%s: %d ranks, %d microbatches, time scale %g\n", pred->name, pred->P, pred->M,
-               c->time_scale);
+        printf("%s: %d ranks, %d microbatches, time scale %g, message bytes x%g, links: %s\n",
+               pred->name, pred->P, pred->M, c->time_scale, c->bytes_scale,
+               c->cluster_path ? c->cluster_path
+                               : "the plan's (--cluster FILE from `octopipe profile comm` for this machine's)");
         printf("  measured  makespan %10.3f ms  bubble %5.1f%%  (per-op overhead %.3f ms)\n",
                r->makespan_ms, 100 * r->bubble_ratio, r->overhead_ms);
         if (have_pred)

@@ -154,7 +154,7 @@ static void lower_rank(const op_plan *p, const op_lower_opts *o, int d, int *loc
     }
     /* pass 2: emit */
     op_instr *ins = NULL;
-    int n = 0, cap = 0, next = 0, posted = 0, max_posted = 0;
+    int n = 0, cap = 0, next = 0, wj = 0, posted = 0, max_posted = 0;
     int64_t posted_bytes = 0;
     for (int i = 0; i < nops; i++) {
         const op_op *op = &p->ops[d][i];
@@ -173,21 +173,20 @@ static void lower_rank(const op_plan *p, const op_lower_opts *o, int d, int *loc
             posted_bytes += r->bytes;
             if (++posted > max_posted) max_posted = posted;
         }
-        for (int j = 0; j < next; j++)
-            if (rv[j].comp == i) {
-                op_instr *x = emit(&ins, &n, &cap);
-                x->code = OP_I_WAIT;
-                x->kind = op->kind;
-                x->stage = op->stage;
-                x->mb = op->mb;
-                x->buf = rv[j].buf;
-                x->bytes = rv[j].bytes;
-                x->peer = rv[j].peer;
-                x->tag = rv[j].tag;
-                posted_bytes -= rv[j].bytes;
-                posted--;
-                break;
-            }
+        if (wj < nrv && rv[wj].comp == i) { /* receives are in consumer order */
+            const pending_recv *r = &rv[wj++];
+            op_instr *x = emit(&ins, &n, &cap);
+            x->code = OP_I_WAIT;
+            x->kind = op->kind;
+            x->stage = op->stage;
+            x->mb = op->mb;
+            x->buf = r->buf;
+            x->bytes = r->bytes;
+            x->peer = r->peer;
+            x->tag = r->tag;
+            posted_bytes -= r->bytes;
+            posted--;
+        }
         op_instr *c = emit(&ins, &n, &cap);
         c->code = OP_I_COMP;
         c->kind = op->kind;

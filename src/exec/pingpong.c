@@ -7,6 +7,11 @@
 
 #include "exec/exec_internal.h"
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int wait_req(op_xport *x, op_xreq *r) {
     for (;;) {
         if (x->test(x, r) < 0) return -1;
@@ -26,7 +31,7 @@ int op_exec_pingpong(op_xport *x, int64_t max_bytes, int iters, double *lat_ms, 
     for (int64_t n = 8; n <= max_bytes && ns < 32; n *= 4) {
         int it = iters;
         if (n >= (1 << 20)) it = iters / 4 > 5 ? iters / 4 : 5;
-        double best = 1e9, sum = 0;
+        double *one = op_xcalloc((size_t)it, sizeof(double));
         for (int k = -3; k < it; k++) { /* 3 warm-ups */
             x->barrier(x);
             double t0 = op_now_s();
@@ -42,16 +47,15 @@ int op_exec_pingpong(op_xport *x, int64_t max_bytes, int iters, double *lat_ms, 
                 x->isend(x, buf, n, 0, 2, &r);
                 wait_req(x, &r);
             }
-            double one_way = (op_now_s() - t0) / 2 * 1e3;
-            if (k >= 0) {
-                sum += one_way;
-                if (one_way < best) best = one_way;
-            }
+            if (k >= 0) one[k] = (op_now_s() - t0) / 2 * 1e3;
         }
+        /* median: the executor meets the typical transfer, not the best one, and a load spike
+         * from other work on the machine must not become the link */
+        qsort(one, (size_t)it, sizeof(double), cmp_double);
         sz[ns] = (double)n;
-        t[ns] = sum / it; /* mean: the executor meets the typical, not the best, transfer */
+        t[ns] = one[it / 2];
         ns++;
-        (void)best;
+        free(one);
     }
     free(buf);
     if (x->rank != 0) return OP_OK;

@@ -197,8 +197,8 @@ static int wait_for(op_exec_rank *rt, int b, char *line, size_t cap, op_err *err
         }
         /* back off as the wait grows: a rank idle in a long bubble must not steal the cores
          * the computing ranks need (16 ranks on 2 cores); reacting 1% late costs 1% of a wait */
-        double g = rt->o.poll_growth > 0 ? rt->o.poll_growth : 0.01;
-        double most = rt->o.poll_max_us > 0 ? rt->o.poll_max_us : 1000;
+        double g = rt->o.poll_growth > 0 ? rt->o.poll_growth : 0.003;
+        double most = rt->o.poll_max_us > 0 ? rt->o.poll_max_us : 300;
         double waited_us = (op_now_s() - rt->cur_since) * 1e6, nap = waited_us * g;
         op_exec_nap_us(nap < poll ? poll : nap > most ? most : nap);
     }

@@ -10,27 +10,32 @@
  * already known, except one made at that very instant by a zero-duration op, which the device
  * sees at its next decision.
  *
- * Cost: one event per op plus the wake-ups, each a walk up the event tree (log2 P levels) and
- * one decision over the device's stages.  The per-stage table (sim_dstage) makes the three
- * candidates of a stage one loop body, and the tree compares integer keys without branches:
- * at P = 128 both were most of the time per op (instructions, not memory: the hot state is
- * a few KB plus one sequential stream per producer row). */
+ * Speed.  At large P the events of many devices interleave, so the branch predictor cannot
+ * learn a device's pattern (at P = 4 it can): every data-dependent branch per event costs a
+ * misprediction about half the time, and those, not memory, were most of the time per op.
+ * So the hot path of the built-in rule decides with selects instead of branches: each
+ * stage's three candidates (sim_dstage.cur: no bounds test), the best per class, the class
+ * picked, the counters updated at an op's end (tables indexed by slot, 3 = none), and the
+ * event tree's walk.  A custom priority calls back per candidate anyway and keeps the plain
+ * code. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim/sim_internal.h"
 
+#define NONE UINT64_MAX /* no candidate in a class */
+
 /* ---- event queue: tournament tree over devices ---- */
 
 /* Queue key of a time: its bits as an integer, which orders like the double for t >= 0, the
- * only times there are (+0.0 for -0.0; NaN, which valid costs never give, counts as never). */
+ * only times there are (+0.0 for -0.0; NaN, which valid costs never give, counts as +inf). */
 static inline int64_t sim_key(double t) {
     int64_t k;
     t += 0.0;
     if (t != t) t = INFINITY;
     memcpy(&k, &t, 8);
-    return k ^ ((k >> 63) & INT64_MAX); /* negative times, should any appear, still in order */
+    return k ^ ((k >> 63) & INT64_MAX); /* a negative time, should one appear, still in order */
 }
 static inline double sim_time(int64_t k) {
     k ^= (k >> 63) & INT64_MAX;
@@ -38,42 +43,45 @@ static inline double sim_time(int64_t k) {
     memcpy(&t, &k, 8);
     return t;
 }
-#define KEY_NONE ((int64_t)0x7ff0000000000000) /* sim_key(+inf) */
+#define KEY_NEVER ((int64_t)0x7ff0000000000000) /* sim_key(+inf): no event */
 
 /* Sets device d's event key and recomputes its path to the root.  Each level needs only the
- * sibling, whose address is known up front, so the loads overlap instead of chaining.  The
- * selects compile to cmov: the outcome is a coin flip, and mispredictions dominated this loop
- * at P = 128 when it branched. */
+ * sibling, whose address is known up front, so the loads overlap instead of chaining; the
+ * selects compile to cmov. */
 static inline void set_key(op_sim_ws *ws, int d, int64_t k) {
-    sim_tnode *tw = ws->tw;
+    int64_t *tk = ws->tk;
+    int32_t *td = ws->td;
     unsigned i = (unsigned)(ws->tw_leaves + d);
     int64_t ck = k;
     int32_t cd = d;
-    tw[i].k = k;
+    tk[i] = k;
     while (i > 1) {
-        const sim_tnode s = tw[i ^ 1];
+        const int64_t sk = tk[i ^ 1];
+        const int32_t sd = td[i ^ 1];
         /* an odd i is a right child: its left sibling holds lower devices and wins ties */
-        const int take = s.k < ck + (int64_t)(i & 1);
-        ck = take ? s.k : ck;
-        cd = take ? s.d : cd;
+        const int take = sk < ck + (int64_t)(i & 1);
+        ck = take ? sk : ck;
+        cd = take ? sd : cd;
         i >>= 1;
-        tw[i].k = ck;
-        tw[i].d = cd;
+        tk[i] = ck;
+        td[i] = cd;
     }
 }
 
 static void tw_init(op_sim_ws *ws) {
     const int n = ws->tw_leaves;
-    for (int i = 1; i < 2 * n; i++) ws->tw[i] = (sim_tnode){KEY_NONE, i >= n ? i - n : 0, 0};
+    for (int i = 1; i < 2 * n; i++) {
+        ws->tk[i] = KEY_NEVER;
+        ws->td[i] = i >= n ? i - n : 0;
+    }
 }
 
 /* An input for device d arrives at t: wake it then (a busy device re-decides at its op's end
- * anyway, and then sees every arrival it can). */
+ * anyway, and then sees every arrival it can: its wake_at is INT64_MIN, no k is below). */
 static inline void wake(op_sim_ws *ws, int d, double t) {
-    sim_dev *v = &ws->dv[d];
     const int64_t k = sim_key(t);
-    if (v->busy || k >= v->wake_at) return;
-    v->wake_at = k;
+    if (k >= ws->wake_at[d]) return;
+    ws->wake_at[d] = k;
     set_key(ws, d, k);
 }
 
@@ -99,40 +107,43 @@ static int key_less(const cand *a, const cand *b) {
     return tie_less(a, b);
 }
 
-static op_kind slot_kind(const sim_dstage *t, int slot) {
-    return slot == 0 ? OP_F : slot == 2 ? OP_W : t->split ? OP_I : OP_B;
-}
+static inline double min_d(double a, double b) { return a < b ? a : b; } /* minsd */
+static inline uint64_t min_u(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
-/* Custom priority: every ready candidate gets its key from the policy (in stage order, F, I|B,
- * W: a stateful prio sees the same calls as before).  Returns 1 with *best set, else 0 and
- * *fut = the earliest arrival still to come. */
+/* Custom priority: every ready candidate gets its key from the policy, in stage order, then
+ * F, I|B, W.  Returns 1 with *best set, else 0; *fut = the earliest arrival still to come. */
 static int pick_custom(op_sim_ws *ws, const op_sim_policy *pol, int d, double now, int force,
                        cand *best_out, double *fut_out) {
     const sim_dev *dv = &ws->dv[d];
     const int cap_ok = !(dv->cap > 0 && dv->inflight >= dv->cap);
-    const op_sim_view view = {d, now, dv->inflight, dv->pending_w, dv->n_done, dv->act_now,
-                              dv->static_b};
+    const int64_t stat = ws->static_b[d];
+    const op_sim_view view = {d,
+                              now,
+                              dv->inflight,
+                              dv->pending_w,
+                              (int)(dv->out - ws->ops_base[d]) - ((dv->run & 3) != 3),
+                              dv->held - stat,
+                              stat};
     double fut = INFINITY;
     int have_best = 0, have_any = 0;
     cand best = {0}, any = {0};
-    for (int j = dv->first; j < dv->first + dv->nst; j++) {
+    for (int j = ws->dev_first[d]; j < ws->dev_first[d + 1]; j++) {
         const int s = ws->dev_stages[j];
         const sim_dstage *t = &ws->ds[s];
         for (int slot = 0; slot < 3; slot++) {
             const int m = t->next[slot];
             if (m >= ws->dyn_M) continue;
-            const double e = t->in[slot][m]; /* producer end */
-            if (e < 0) continue;             /* producer not started: its start will wake us */
-            const double r = e + t->delay[slot];
+            const double e = t->head[slot]; /* producer end */
+            if (e < 0) continue; /* producer not started: its start will wake us */
+            const double r = slot < 2 ? e + t->delay[slot] : e;
             if (r > now) {
                 if (r < fut) fut = r;
                 continue;
             }
             cand c = {slot, s, m, 0.0, r};
             int held = slot == 0 && (!cap_ok || (pol->mem_limit_bytes > 0 &&
-                                                 (double)(dv->static_b + dv->act_now + t->act) >
-                                                     pol->mem_limit_bytes));
-            const op_kind k = slot_kind(t, slot);
+                                                 (double)(dv->held + t->act) > pol->mem_limit_bytes));
+            const op_kind k = slot == 0 ? OP_F : slot == 2 ? OP_W : t->split ? OP_I : OP_B;
             c.key = pol->prio_ex ? pol->prio_ex(pol->ctx, &view, k, s, m)
                                  : pol->prio(pol->ctx, d, k, s, m, now);
             if (isnan(c.key)) c.key = INFINITY;
@@ -147,110 +158,131 @@ static int pick_custom(op_sim_ws *ws, const op_sim_policy *pol, int d, double no
     return have_best;
 }
 
-/* Built-in rule (sim.h): it only needs the best op of each class in tie order, so packed keys
- * (mb << 32 | rank) compare as integers.  Classes: 0 F allowed, 1 I/B, 2 W, 3 F held by a
- * cap.  This is the hot path of the tuner's dynamic runs. */
+/* Built-in rule (sim.h), without data-dependent branches: it only needs the best op of each
+ * class in tie order, so packed keys (mb << 32 | rank) compare as integers; rank = stage for
+ * F and W, S-1-stage for I|B.  Classes: 0 F allowed, 1 I/B, 2 W, 3 F held by a cap.  Sets *c
+ * (key 0) and returns 1, or returns 0; *fut = the earliest arrival still to come. */
 static inline int pick_builtin(const op_sim_ws *ws, double mem_limit, int d, double now,
-                               int force, cand *best, double *fut_out) {
+                               int force, cand *c, double *fut_out) {
     const sim_dev *dv = &ws->dv[d];
-    const int M = ws->dyn_M;
-    uint64_t bk[4] = {UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX};
-    double br[4] = {0, 0, 0, 0};
+    const uint32_t S1 = (uint32_t)ws->dyn_S - 1;
+    uint64_t b0 = NONE, b1 = NONE, b2 = NONE, b3 = NONE;
     double fut = INFINITY;
     const int cap_ok = !(dv->cap > 0 && dv->inflight >= dv->cap);
-    const double room =
-        mem_limit > 0 ? mem_limit - (double)(dv->static_b + dv->act_now) : INFINITY;
-    for (int j = dv->first; j < dv->first + dv->nst; j++) {
+    const double room = mem_limit > 0 ? mem_limit - (double)dv->held : INFINITY;
+    const int j1 = ws->dev_first[d + 1];
+    for (int j = ws->dev_first[d]; j < j1; j++) {
         const sim_dstage *t = &ws->ds[ws->dev_stages[j]];
-        for (int slot = 0; slot < 3; slot++) {
-            const int m = t->next[slot];
-            if (m >= M) continue;
-            const double e = t->in[slot][m];
-            if (e < 0) continue;
-            const double r = e + t->delay[slot];
-            if (r <= now) {
-                const int k = slot != 0 ? slot : cap_ok && (double)t->act <= room ? 0 : 3;
-                const uint64_t key = (uint64_t)m << 32 | t->rank[slot];
-                if (key < bk[k]) bk[k] = key, br[k] = r;
-            } else if (r < fut) {
-                fut = r;
-            }
-        }
+        /* e < 0: producer not started (or no op left); r <= now: ready; else on its way */
+        const double e0 = t->head[0], e1 = t->head[1], e2 = t->head[2];
+        const double r0 = e0 + t->delay[0], r1 = e1 + t->delay[1];
+        const int s0 = e0 >= 0, s1 = e1 >= 0, s2 = e2 >= 0;
+        const int ok0 = s0 & (r0 <= now), ok1 = s1 & (r1 <= now), ok2 = s2 & (e2 <= now);
+        fut = min_d(s0 & !ok0 ? r0 : INFINITY, fut);
+        fut = min_d(s1 & !ok1 ? r1 : INFINITY, fut);
+        fut = min_d(s2 & !ok2 ? e2 : INFINITY, fut);
+        const uint32_t st = (uint32_t)t->stage;
+        const uint64_t k0 = ok0 ? (uint64_t)t->next[0] << 32 | st : NONE;
+        const uint64_t k1 = ok1 ? (uint64_t)t->next[1] << 32 | (S1 - st) : NONE;
+        const uint64_t k2 = ok2 ? (uint64_t)t->next[2] << 32 | st : NONE;
+        const int f_ok = cap_ok & ((double)t->act <= room);
+        b0 = min_u(b0, f_ok ? k0 : NONE);
+        b3 = min_u(b3, f_ok ? NONE : k0);
+        b1 = min_u(b1, k1);
+        b2 = min_u(b2, k2);
     }
     *fut_out = fut;
-    const uint64_t NONE = UINT64_MAX;
-    int pick = -1;
-    if (dv->wl > 0 && dv->pending_w >= dv->wl && bk[2] != NONE) pick = 2;
-    else if (dv->inflight < dv->warm && bk[0] != NONE) pick = 0;
-    else if (bk[1] != NONE) pick = 1;
-    else if (bk[0] != NONE) pick = 0;
-    else if (bk[2] != NONE) pick = 2;
-    else if (force && bk[3] != NONE) pick = 3;
-    if (pick < 0) return 0;
-    const int lo = (int)(uint32_t)bk[pick];
-    best->slot = pick == 3 ? 0 : pick;
-    best->mb = (int)(bk[pick] >> 32);
-    best->stage = pick == 1 ? ws->dyn_S - 1 - lo : lo;
-    best->key = 0.0;
-    best->arrive = br[pick];
+    /* the first rule that applies wins (sim.h): W past its limit, F in warm-up, I/B, F, W,
+     * a held F when stalled; taken here from the last, each overriding.  The class goes to
+     * bits 30-31 of the rank (ranks are < S < 2^30), so one select moves both. */
+    uint64_t sel = force ? b3 | 3u << 30 : NONE;
+    sel = b2 != NONE ? b2 | 2u << 30 : sel;
+    sel = b0 != NONE ? b0 : sel;
+    sel = b1 != NONE ? b1 | 1u << 30 : sel;
+    sel = dv->inflight < dv->warm && b0 != NONE ? b0 : sel;
+    sel = dv->wl > 0 && dv->pending_w >= dv->wl && b2 != NONE ? b2 | 2u << 30 : sel;
+    if (sel == NONE) return 0;
+    const int cls = (int)(sel >> 30 & 3), lo = (int)(sel & 0x3fffffff);
+    const int slot = cls == 3 ? 0 : cls;
+    c->slot = slot;
+    c->mb = (int)(sel >> 32);
+    c->stage = cls == 1 ? (int)S1 - lo : lo;
+    c->key = 0.0;
+    const sim_dstage *t = &ws->ds[c->stage];
+    c->arrive = slot < 2 ? t->head[slot] + t->delay[slot] : t->head[2];
     return 1;
 }
 
-static inline int pick(const op_sim_ws *ws, const op_sim_policy *pol, int d, double now,
-                       int force, cand *best, double *fut) {
+static int pick(const op_sim_ws *ws, const op_sim_policy *pol, int d, double now, int force,
+                cand *best, double *fut) {
     if (pol->prio || pol->prio_ex)
         return pick_custom((op_sim_ws *)ws, pol, d, now, force, best, fut);
     return pick_builtin(ws, pol->mem_limit_bytes, d, now, force, best, fut);
+}
+
+/* End of op mb of producer pr (sim_dstage.prod), or -1 if it has not started: its end[] is
+ * read only once written, so end[] needs no reset and a device that waits for an input does
+ * not pull in a line of end[] no one has touched since the last run (a cache miss). */
+static inline double produced(const op_sim_ws *ws, int pr, int mb) {
+    if (pr < 0) return 0.0;
+    const int ps = pr >> 2, pk = pr & 3;
+    if (ws->ds[ps].next[pk] <= mb) return -1.0;
+    return ws->end[pk * ws->dyn_SM + (int64_t)ps * ws->dyn_M + mb];
 }
 
 /* Starts op c on device d at now. */
 static inline void start(op_sim_ws *ws, int d, double now, const cand *c) {
     sim_dev *dv = &ws->dv[d];
     sim_dstage *t = &ws->ds[c->stage];
-    const int slot = c->slot;
+    const int slot = c->slot, mb = c->mb, s = c->stage, M = ws->dyn_M;
     const double end = now + t->dur[slot];
     /* an op held back past the moment its device and input were both free makes these times
      * differ from a replay of the order; the caller then replays */
-    if (now != (dv->free_t > c->arrive ? dv->free_t : c->arrive)) ws->delayed = 1;
+    ws->delayed |= now != (dv->free_t > c->arrive ? dv->free_t : c->arrive);
     dv->free_t = end;
-    t->out[slot][c->mb] = end;
-    t->next[slot]++;
+    const int n = ++t->next[slot];
+    t->head[slot] = n < M ? produced(ws, t->prod[slot], n) : -1.0;
     op_op *o = dv->out++;
-    o->kind = (uint8_t)slot_kind(t, slot);
-    o->stage = c->stage;
-    o->mb = c->mb;
+    /* 128 devices write 128 streams: prefetch each a few lines ahead, as hardware does not */
+    __builtin_prefetch(o + 8, 1, 3);
+    o->kind = (uint8_t)(slot == 0 ? OP_F : slot == 2 ? OP_W : t->split ? OP_I : OP_B);
+    o->stage = s;
+    o->mb = mb;
     o->start = now;
     o->end = end;
-    dv->busy = 1;
-    dv->run_stage = c->stage;
-    dv->run_slot = slot;
-    dv->wake_at = KEY_NONE;
+    dv->run = s << 2 | slot;
+    dv->fin_held = slot == 1 ? t->act_end_b : slot == 2 ? t->act_w : 0;
+    dv->fin_pend = slot == 1 ? t->split : slot == 2 ? -1 : 0;
+    ws->wake_at[d] = INT64_MIN; /* busy: wake-ups are moot, it decides at its op's end */
     set_key(ws, d, sim_key(end));
-    if (slot == 0) {
-        dv->act_now += t->act;
-        dv->inflight++;
+    dv->held += slot == 0 ? t->act : 0;
+    dv->inflight += slot == 0;
+    if (slot == 2) return; /* W has no consumer */
+    /* its consumers: F(s) -> F(s+1) and, on the last stage, I|B(s); I|B(s) -> I|B(s-1) and
+     * W(s) (none for B: next[2] = M).  The end[] rows keep it for when they get to mb; the
+     * one waiting for exactly mb gets it now */
+    ws->end[slot * ws->dyn_SM + (int64_t)s * M + mb] = end;
+    if (slot == 0 ? s + 1 < ws->dyn_S : s > 0) {
+        sim_dstage *u = slot == 0 ? t + 1 : t - 1;
+        if (u->next[slot] == mb) u->head[slot] = end;
+        const int e = t->wake_dev[slot];
+        /* a consumer on another device learns its arrival time now */
+        if (e >= 0) wake(ws, e, end + u->delay[slot]);
     }
-    /* a consumer on another device learns its arrival time now */
-    if (t->wake_dev[slot] >= 0) wake(ws, t->wake_dev[slot], end + t->wake_delay[slot]);
+    if ((slot == 1 || s + 1 == ws->dyn_S) && t->next[slot + 1] == mb) t->head[slot + 1] = end;
 }
 
-/* Device d's op (if busy) ended at its event: free the device, update its counters. */
-static inline void finish(op_sim_ws *ws, sim_dev *dv) {
-    const sim_dstage *t = &ws->ds[dv->run_stage];
-    dv->busy = 0;
-    dv->n_done++;
-    if (dv->run_slot == 1) {
-        dv->inflight--;
-        if (t->split) {
-            dv->act_now -= t->act - t->act_w;
-            dv->pending_w++;
-        } else {
-            dv->act_now -= t->act;
-        }
-    } else if (dv->run_slot == 2) {
-        dv->act_now -= t->act_w;
-        dv->pending_w--;
-    }
+/* Device dv's event: the op it ran (slot 3: none, it was woken) ended: update its counters.
+ * Returns 1 if an op ended. */
+static inline int finish(sim_dev *dv) {
+    const int slot = dv->run & 3;
+    dv->held -= dv->fin_held;
+    dv->pending_w += dv->fin_pend;
+    dv->inflight -= slot == 1;
+    dv->fin_held = 0;
+    dv->fin_pend = 0;
+    dv->run |= 3;
+    return slot != 3;
 }
 
 /* ---- setup ---- */
@@ -259,37 +291,31 @@ static inline void finish(op_sim_ws *ws, sim_dev *dv) {
 static void setup(op_plan *p, const op_sim_policy *pol, op_sim_ws *ws) {
     const int P = p->P, S = p->S, M = p->M;
     const int64_t SM = (int64_t)S * M; /* end[] plane size (sim_internal.h) */
-    double *E = ws->end, *zeros = ws->end + 3 * SM;
+    OP_ASSERT(S < 1 << 30, "%d stages", S); /* pick_builtin packs a class above the rank */
     ws->dyn_S = S;
     ws->dyn_M = M;
-    for (int m = 0; m < M; m++) zeros[m] = 0.0;
+    ws->dyn_SM = SM;
     for (int s = 0; s < S; s++) {
         const sim_stage *st = &ws->st[s];
         sim_dstage *t = &ws->ds[s];
         const int last = s + 1 == S;
-        t->in[0] = s > 0 ? E + (s - 1) * (int64_t)M : zeros;
-        t->in[1] = last ? E + s * (int64_t)M : E + SM + (s + 1) * (int64_t)M;
-        t->in[2] = E + SM + s * (int64_t)M;
+        t->prod[0] = s > 0 ? (s - 1) << 2 : -1;
+        t->prod[1] = last ? s << 2 : (s + 1) << 2 | 1;
+        t->prod[2] = s << 2 | 1;
+        t->next[0] = t->next[1] = 0;
+        t->next[2] = st->split ? 0 : M;
+        t->head[0] = s > 0 ? -1.0 : 0.0; /* nothing has run yet */
+        t->head[1] = t->head[2] = -1.0;
         t->delay[0] = st->delay_f;
         t->delay[1] = st->delay_b; /* 0 on the last stage */
-        t->delay[2] = 0.0;
-        for (int k = 0; k < 3; k++) {
-            t->out[k] = E + k * SM + s * (int64_t)M;
-            t->dur[k] = st->dur[k];
-            t->next[k] = 0;
-        }
-        t->split = st->split;
-        if (!t->split) t->next[2] = M;
-        t->rank[0] = t->rank[2] = (uint32_t)s;
-        t->rank[1] = (uint32_t)(S - 1 - s);
-        t->wake_dev[0] = !last && ws->st[s + 1].dev != st->dev ? ws->st[s + 1].dev : -1;
-        t->wake_delay[0] = !last ? ws->st[s + 1].delay_f : 0.0;
-        t->wake_dev[1] = s > 0 && ws->st[s - 1].dev != st->dev ? ws->st[s - 1].dev : -1;
-        t->wake_delay[1] = s > 0 ? ws->st[s - 1].delay_b : 0.0;
-        t->wake_dev[2] = -1;
-        t->wake_delay[2] = 0.0;
+        t->stage = s;
         t->act = st->act;
+        for (int k = 0; k < 3; k++) t->dur[k] = st->dur[k];
+        t->act_end_b = st->split ? st->act - st->act_w : st->act;
         t->act_w = st->act_w;
+        t->split = st->split;
+        t->wake_dev[0] = !last && ws->st[s + 1].dev != st->dev ? ws->st[s + 1].dev : -1;
+        t->wake_dev[1] = s > 0 && ws->st[s - 1].dev != st->dev ? ws->st[s - 1].dev : -1;
     }
 
     /* device -> stages (ascending) */
@@ -297,15 +323,14 @@ static void setup(op_plan *p, const op_sim_policy *pol, op_sim_ws *ws) {
     for (int d = 0; d <= P; d++) first[d] = 0;
     for (int s = 0; s < S; s++) first[p->stage_dev[s] + 1]++;
     for (int d = 0; d < P; d++) first[d + 1] += first[d];
-    for (int d = 0; d < P; d++) ws->dv[d].nst = 0; /* used as a fill cursor */
+    for (int d = 0; d < P; d++) ws->dv[d].inflight = 0; /* used as a fill cursor */
     for (int s = 0; s < S; s++) {
         const int d = p->stage_dev[s];
-        ws->dev_stages[first[d] + ws->dv[d].nst++] = s;
+        ws->dev_stages[first[d] + ws->dv[d].inflight++] = s;
     }
     for (int d = 0; d < P; d++) {
         sim_dev *dv = &ws->dv[d];
         int64_t n = 0, stat = 0;
-        dv->first = first[d];
         for (int j = first[d]; j < first[d + 1]; j++) {
             const int s = ws->dev_stages[j];
             n += (int64_t)M * (ws->st[s].split ? 3 : 2);
@@ -316,20 +341,20 @@ static void setup(op_plan *p, const op_sim_policy *pol, op_sim_ws *ws) {
         if (n > 0 && !(p->ops[d] && p->n_ops[d] == (int)n))
             p->ops[d] = OP_ARENA_NEW(&p->arena, op_op, n);
         p->n_ops[d] = (int)n;
-        dv->out = p->ops[d];
-        dv->busy = 0;
-        dv->wake_at = KEY_NONE;
-        dv->inflight = dv->pending_w = dv->n_done = 0;
-        dv->run_stage = dv->run_slot = 0;
-        dv->act_now = 0;
-        dv->static_b = stat;
+        ws->ops_base[d] = dv->out = p->ops[d];
+        ws->static_b[d] = dv->held = stat;
+        ws->wake_at[d] = KEY_NEVER;
         dv->free_t = 0.0;
+        dv->fin_held = 0;
+        dv->fin_pend = 0;
+        dv->inflight = dv->pending_w = 0;
+        dv->run = 3;
         /* the policy's per-device knobs, read once */
         dv->cap = pol->max_inflight ? pol->max_inflight[d] : 0;
         dv->wl = pol->w_limit ? pol->w_limit[d] : 0;
         dv->warm = pol->warmup ? pol->warmup[d]
-                   : dv->nst > 0 ? S - 1 - ws->dev_stages[first[d]]
-                                 : 0;
+                   : first[d + 1] > first[d] ? S - 1 - ws->dev_stages[first[d]]
+                                             : 0;
     }
     tw_init(ws);
     ws->delayed = 0;
@@ -346,10 +371,45 @@ static int unstall(op_sim_ws *ws, const op_sim_policy *pol, int P, double now) {
         if (pick(ws, pol, e, now, 1, &c, &fut) && (dbest < 0 || key_less(&c, &cb)))
             dbest = e, cb = c;
     if (dbest < 0) return 0;
-    /* pick again for real: a stateful custom priority sees the same calls as a plain decision */
+    /* pick again for real: a stateful custom priority sees the calls it always did */
     if (!pick(ws, pol, dbest, now, 1, &c, &fut)) return 0;
     start(ws, dbest, now, &c);
     return 1;
+}
+
+/* The event loop; custom: the policy has a priority callback (a constant in each inlined
+ * copy, so the built-in rule's loop carries no trace of the other). */
+static inline void run(op_sim_ws *ws, const op_sim_policy *pol, int P, int64_t total,
+                       const int custom) {
+    int64_t done = 0;
+    double now = 0.0;
+    const double mem_limit = pol->mem_limit_bytes;
+    wake(ws, ws->st[0].dev, 0.0);
+    while (done < total) {
+        const int64_t k = ws->tk[1];
+        if (k == KEY_NEVER) {
+            OP_ASSERT(unstall(ws, pol, P, now), "dynamic simulation stalled with %lld ops left",
+                      (long long)(total - done));
+            continue;
+        }
+        now = sim_time(k);
+        const int d = ws->td[1];
+        sim_dev *dv = &ws->dv[d];
+        done += finish(dv);
+        /* decide now: start an op (which sets d's next event to its end), or sleep until the
+         * earliest input on its way, else until another device's op wakes it */
+        ws->wake_at[d] = KEY_NEVER;
+        cand c;
+        double fut;
+        const int ok = custom ? pick_custom(ws, pol, d, now, 0, &c, &fut)
+                              : pick_builtin(ws, mem_limit, d, now, 0, &c, &fut);
+        if (ok) {
+            start(ws, d, now, &c);
+        } else {
+            ws->wake_at[d] = sim_key(fut); /* KEY_NEVER when fut = +inf */
+            set_key(ws, d, ws->wake_at[d]);
+        }
+    }
 }
 
 int op_sim_dynamic(op_plan *p, const op_sim_policy *pol_in, op_sim_ws *ws, op_err *err) {
@@ -359,51 +419,16 @@ int op_sim_dynamic(op_plan *p, const op_sim_policy *pol_in, op_sim_ws *ws, op_er
     const op_sim_policy *pol = pol_in ? pol_in : &zero;
     op_sim_ws *own = ws ? NULL : op_sim_ws_new();
     if (!ws) ws = own;
-    sim_prepare(ws, p);
+    sim_prepare(ws, p, 0);
     setup(p, pol, ws);
-    const int P = p->P;
     int64_t total = 0;
-    for (int d = 0; d < P; d++) total += p->n_ops[d];
-
-    int64_t done = 0;
-    double now = 0.0;
-    wake(ws, ws->st[0].dev, 0.0);
-    const int custom = pol->prio || pol->prio_ex;
-    const double mem_limit = pol->mem_limit_bytes;
-    while (done < total) {
-        const sim_tnode root = ws->tw[1];
-        if (root.k == KEY_NONE) {
-            OP_ASSERT(unstall(ws, pol, P, now), "dynamic simulation stalled with %lld ops left",
-                      (long long)(total - done));
-            continue;
-        }
-        now = sim_time(root.k);
-        const int d = root.d;
-        sim_dev *dv = &ws->dv[d];
-        if (dv->busy) {
-            finish(ws, dv);
-            done++;
-        }
-        /* decide now: start an op (which sets d's next event to its end), or sleep until the
-         * earliest input on its way, else until another device's op wakes it */
-        dv->wake_at = KEY_NONE;
-        cand c;
-        double fut;
-        const int ok = custom ? pick_custom(ws, pol, d, now, 0, &c, &fut)
-                              : pick_builtin(ws, mem_limit, d, now, 0, &c, &fut);
-        if (ok) {
-            start(ws, d, now, &c);
-        } else if (fut < INFINITY) {
-            dv->wake_at = sim_key(fut);
-            set_key(ws, d, dv->wake_at);
-        } else {
-            set_key(ws, d, KEY_NONE);
-        }
-    }
+    for (int d = 0; d < p->P; d++) total += p->n_ops[d];
+    if (pol->prio || pol->prio_ex) run(ws, pol, p->P, total, 1);
+    else run(ws, pol, p->P, total, 0);
 
     /* times from a replay of the orders: what the executor would do with them */
     if (ws->delayed) {
-        sim_prepare(ws, p);
+        sim_prepare(ws, p, 1);
         double T = sim_replay_core(p, ws, 1);
         OP_ASSERT(T >= 0, "replay of a list-scheduled order deadlocked");
     }

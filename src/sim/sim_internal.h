@@ -21,46 +21,52 @@ typedef struct sim_stage {
     int64_t act, act_w; /* bytes stashed by F; part kept until W */
 } sim_stage;
 
-/* Dynamic mode, per stage: what choosing and starting its ops reads, slot-indexed (0 F, 1 I|B,
- * 2 W) so the three candidates are one loop body.  The fields a decision reads come first. */
+/* Dynamic mode, per stage, two cache lines (64-byte aligned).  At P = 128 an event is a
+ * chain of dependent loads over ~128 devices' state, which does not fit in L1: what decides
+ * the speed is how many L2 round trips an event waits for in sequence.  So a decision reads
+ * one line, found from the device alone (no pointer to chase): the end time of the producer
+ * of each slot's next op is pushed into it (head) when that producer starts, instead of being
+ * looked up in the end[] rows.  The second line is what starting an op needs.
+ * Slots: 0 F, 1 I|B, 2 W. */
 typedef struct sim_dstage {
-    const double *in[3]; /* end row (by mb) of each slot's producer; F of stage 0: a row of 0s */
-    double delay[3];     /* ms from the producer's end to arrival here (0 for W, last I|B) */
-    int next[3];         /* next mb per slot (ops of a stage and kind run in order); M = none
-                          * left, or no such slot (W of a fused stage) */
-    uint32_t rank[3];    /* tie rank in the built-in rule: stage (F, W) or S-1-stage (I|B) */
-    double *out[3];      /* this stage's own end rows */
+    /* line 1: choosing */
+    double head[3];      /* end of the producer of the slot's next op (F of stage 0: 0); -1 =
+                          * not started yet, or no op left (or none at all: W of a fused
+                          * stage) */
+    double delay[2];     /* ms from the producer's end to arrival here: F, I|B (0 on the last
+                          * stage); W reads its own I, no delay */
+    int next[3];         /* next mb per slot (a stage's ops of one kind run in mb order); M =
+                          * none left */
+    int stage;
+    int64_t act;         /* bytes stashed by F */
+    /* line 2: starting */
     double dur[3];       /* ms */
-    int wake_dev[3];     /* consumer's device when it is another one (F -> s+1, I|B -> s-1), or -1 */
-    double wake_delay[3];
-    int64_t act, act_w;  /* bytes stashed by F; part kept until W */
-    int split;
-} sim_dstage;
+    int64_t act_end_b;   /* bytes freed at the end of I (act - act_w) or B (act) */
+    int64_t act_w;       /* bytes freed at the end of W */
+    int32_t prod[3];     /* producer of the slot's ops: its stage << 2 | slot; -1 for F of
+                          * stage 0 (input at time 0) */
+    int32_t split;       /* 1 = I+W, 0 = B */
+    int32_t wake_dev[2]; /* consumer's device when it is another one (F -> s+1, I|B -> s-1),
+                          * else -1 */
+} __attribute__((aligned(64))) sim_dstage;
 
-/* Dynamic mode: one device's state, together (the decision loop touches all of it). */
+/* Dynamic mode: one device's state, one cache line. */
 typedef struct sim_dev {
-    int first, nst;   /* its stages: dev_stages[first .. first + nst), ascending */
-    int busy, inflight, pending_w, n_done;
-    int run_stage, run_slot; /* op running */
-    int warm, wl, cap; /* policy knobs for this device (sim.h op_sim_policy) */
-    int64_t wake_at;  /* earliest pending wake-up as a queue key (sim_key), or the +inf key */
     double free_t;    /* end of its last op */
-    int64_t act_now;  /* activations held */
-    int64_t static_b; /* static bytes of its stages */
+    int64_t held;     /* bytes held: static + activations */
+    int64_t fin_held; /* bytes the running op frees at its end */
     op_op *out;       /* next slot of p->ops[d] to write */
-} sim_dev;
-
-/* Event queue node: a tournament tree over devices, each leaf holding its device's next event
- * (sim_key of its time) and each inner node the winner below it: earliest, then lower device. */
-typedef struct sim_tnode {
-    int64_t k;
-    int32_t d, pad_;
-} sim_tnode;
+    int inflight, pending_w;
+    int run;          /* op running: stage << 2 | slot; slot 3 = idle */
+    int fin_pend;     /* change of pending_w at the running op's end */
+    int warm, wl, cap; /* policy knobs for this device (sim.h op_sim_policy) */
+} __attribute__((aligned(64))) sim_dev;
 
 struct op_sim_ws {
     /* sized by ensure() */
     size_t cap_ops, cap_S, cap_P;
-    double *end;     /* [S*M*3 + M] end time of each op; < 0 = not done; then a row of 0s */
+    double *end;     /* [S*M*3] end time of each op; < 0 = not done (dynamic mode: see
+                      * sim_dstage.prod) */
     sim_stage *st;   /* [S] */
     /* replay */
     int *pos;        /* [P] next op index in the device's order */
@@ -68,21 +74,32 @@ struct op_sim_ws {
     int *stack;      /* [P] devices to (re)try */
     uint8_t *inq;    /* [P] */
     /* dynamic */
-    int *dev_first;  /* [P+1] device d's stages are dev_stages[dev_first[d] .. dev_first[d+1]) */
+    int *dev_first;  /* [P+1] device d's stages are dev_stages[dev_first[d] .. dev_first[d+1]),
+                      * ascending */
     int *dev_stages; /* [S] */
     sim_dstage *ds;  /* [S] */
     int dyn_S, dyn_M; /* shape of the plan being list-scheduled */
+    int64_t dyn_SM;  /* its end[] plane size */
+    op_op **ops_base; /* [P] p->ops[d] of that plan */
+    int64_t *wake_at; /* [P] earliest pending wake-up as a queue key (sim_key); the +inf key
+                       * when none; INT64_MIN when busy.  Dense: every op's start reads its
+                       * consumer's */
+    int64_t *static_b; /* [P] static bytes per device */
     /* event queue: each device's next event is its running op's end when busy, else its
      * earliest wake-up (an input arriving), else none (+inf) */
-    sim_tnode *tw;   /* [2 * leaves]: tw[1] = earliest event; tw[leaves + d] = device d's */
+    /* a tournament tree: leaf leaves + d holds device d's next event as a key (sim_key of its
+     * time), each inner node the winner below it (earliest, then lower device) */
+    int64_t *tk;     /* [2 * leaves] keys; tk[1] = earliest event */
+    int32_t *td;     /* [2 * leaves] devices; td[1] = its device */
     size_t cap_tw;
     int tw_leaves;   /* power of two >= P */
     sim_dev *dv;     /* [P] */
     int delayed;     /* some op started later than its device and input allowed (a hold) */
 };
 
-/* Grows ws for the plan's shape and fills ws->st (durations, delays) and resets ws->end. */
-void sim_prepare(op_sim_ws *ws, const op_plan *p);
+/* Grows ws for the plan's shape and fills ws->st (durations, delays); reset_end: sets every
+ * ws->end to -1 (not done), which the dynamic mode does not need. */
+void sim_prepare(op_sim_ws *ws, const op_plan *p, int reset_end);
 
 /* Checks stages and placement only (dynamic mode, before there are ops). */
 int sim_check_layout(const op_plan *p, op_err *err);

@@ -181,7 +181,7 @@ int op_sim_replay(op_plan *p, op_sim_ws *ws, op_err *err) {
     if ((rc = sim_check_layout(p, err)) != OP_OK) return rc;
     op_sim_ws *own = ws ? NULL : op_sim_ws_new();
     if (!ws) ws = own;
-    sim_prepare(ws, p);
+    sim_prepare(ws, p, 1);
     double T = sim_replay_core(p, ws, 1);
     if (T < 0) {
         rc = sim_deadlock_report(p, ws, err);
@@ -196,7 +196,7 @@ int op_sim_replay(op_plan *p, op_sim_ws *ws, op_err *err) {
 double op_sim_makespan(const op_plan *p, op_sim_ws *ws) {
     op_sim_ws *own = ws ? NULL : op_sim_ws_new();
     if (!ws) ws = own;
-    sim_prepare(ws, p);
+    sim_prepare(ws, p, 1);
     double T = sim_replay_core(p, ws, 0);
     op_sim_ws_free(own);
     return T;

@@ -18,12 +18,25 @@ void op_sim_ws_free(op_sim_ws *ws) {
     free(ws->dev_first);
     free(ws->dev_stages);
     free(ws->dv);
-    free(ws->tw);
+    free(ws->static_b);
+    free(ws->ops_base);
+    free(ws->wake_at);
+    free(ws->tk);
+    free(ws->td);
     free(ws->ds);
     free(ws);
 }
 
 #define GROW(ptr, n) ((ptr) = op_xrealloc((ptr), sizeof(*(ptr)) * (size_t)(n)))
+
+/* Cache-line aligned and not preserved (rebuilt by every run): the dynamic mode's per-stage
+ * and per-device records are one or two lines each. */
+static void *grow_aligned(void *old, size_t bytes) {
+    free(old);
+    void *q = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    OP_ASSERT(q, "out of memory allocating %zu bytes", bytes);
+    return q;
+}
 
 static void ensure(op_sim_ws *ws, int P, int S, int M) {
     size_t nops = (size_t)S * (size_t)M * 3 + (size_t)M; /* + dynamic mode's row of 0s */
@@ -34,7 +47,7 @@ static void ensure(op_sim_ws *ws, int P, int S, int M) {
     if ((size_t)S > ws->cap_S) {
         GROW(ws->st, S);
         GROW(ws->dev_stages, S);
-        GROW(ws->ds, S);
+        ws->ds = grow_aligned(ws->ds, sizeof(sim_dstage) * (size_t)S);
         ws->cap_S = (size_t)S;
     }
     if ((size_t)P > ws->cap_P) {
@@ -43,13 +56,17 @@ static void ensure(op_sim_ws *ws, int P, int S, int M) {
         GROW(ws->stack, P);
         GROW(ws->inq, P);
         GROW(ws->dev_first, P + 1);
-        GROW(ws->dv, P);
+        ws->dv = grow_aligned(ws->dv, sizeof(sim_dev) * (size_t)P);
+        GROW(ws->static_b, P);
+        GROW(ws->ops_base, P);
+        GROW(ws->wake_at, P);
         ws->cap_P = (size_t)P;
     }
     size_t leaves = 1;
     while (leaves < (size_t)P) leaves *= 2;
     if (2 * leaves > ws->cap_tw) {
-        GROW(ws->tw, 2 * leaves);
+        GROW(ws->tk, 2 * leaves);
+        GROW(ws->td, 2 * leaves);
         ws->cap_tw = 2 * leaves;
     }
     ws->tw_leaves = (int)leaves;
@@ -60,7 +77,7 @@ static double link_ms(const op_plan *p, int a, int b, int64_t bytes) {
     return op_comm_ms(&p->comm, a, b, bytes);
 }
 
-void sim_prepare(op_sim_ws *ws, const op_plan *p) {
+void sim_prepare(op_sim_ws *ws, const op_plan *p, int reset_end) {
     int S = p->S;
     ensure(ws, p->P, S, p->M);
     for (int s = 0; s < S; s++) {
@@ -83,6 +100,7 @@ void sim_prepare(op_sim_ws *ws, const op_plan *p) {
                                           op_stage_out_bytes(p, s))
                                 : 0;
     }
+    if (!reset_end) return;
     size_t nops = (size_t)S * (size_t)p->M * 3;
     double *e = ws->end;
     for (size_t i = 0; i < nops; i++) e[i] = -1.0;

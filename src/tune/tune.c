@@ -15,7 +15,7 @@
 #include "tune/tune_int.h"
 
 #ifndef TN_EVAL_UNITS
-#define TN_EVAL_UNITS 6e6
+#define TN_EVAL_UNITS 5e6
 #endif
 
 void op_tune_opts_default(op_tune_opts *o) {
@@ -182,18 +182,18 @@ static void seed_all(tn_search *st, tn_pool *pl) {
     int vmax = L / P < 8 ? L / P : 8;
     for (int v = 1; v <= vmax; v++) {
         int S = v * P;
-        if (st->mode != OP_TUNE_PLACE_V || v == 1) {
-            if (st->mode != OP_TUNE_PLACE_V) {
-                tn_place_loop(&c, P, S);
-                tn_partition_balanced(pb, &c);
-                seed_knobs(st, pl, &c, v == 1 ? "seq" : "loop");
-            }
+        if (st->mode != OP_TUNE_PLACE_V) {
+            tn_place_loop(&c, P, S);
+            tn_partition_balanced(pb, &c, 0);
+            seed_knobs(st, pl, &c, v == 1 ? "seq" : "loop");
         }
         /* torchtitan's V style takes exactly 2 stages per rank */
         if (v >= 2 && st->mode != OP_TUNE_PLACE_LOOP && (st->mode == OP_TUNE_PLACE_ANY || v == 2)) {
             tn_place_v(&c, P, S);
-            tn_partition_balanced(pb, &c);
-            seed_knobs(st, pl, &c, "v");
+            for (int f = 0; f < (st->mode == OP_TUNE_PLACE_ANY && v == 2 ? 3 : 1); f++) {
+                tn_partition_balanced(pb, &c, f * 0.2); /* 0, then light first stages */
+                seed_knobs(st, pl, &c, "v");
+            }
         }
     }
     tn_cand_free(&c);
@@ -233,29 +233,7 @@ static void run_baselines(tn_search *st, tn_pool *pl, const op_problem *pr, op_p
     tn_cand_free(&c);
 }
 
-static void fill_pred_own(op_plan *p, const tn_prob *pb, const tn_res *r) {
-    op_pred *q = &p->pred;
-    double T = r->makespan, busy = 0;
-    q->makespan_ms = T;
-    q->lower_bound_ms = op_plan_lower_bound(p);
-    for (int d = 0; d < p->P; d++) {
-        busy += r->busy[d];
-        q->busy_ms[d] = r->busy[d];
-        q->warmup_ms[d] = r->first_start[d];
-        q->cooldown_ms[d] = T - r->last_end[d];
-        q->residual_ms[d] = T - r->busy[d] - q->warmup_ms[d] - q->cooldown_ms[d];
-        q->peak_bytes[d] = r->peak[d];
-        q->static_bytes[d] = 0;
-    }
-    for (int s = 0; s < p->S; s++) q->static_bytes[p->stage_dev[s]] += op_stage_static_bytes(p, s);
-    q->peak_bytes_max = r->peak_max;
-    q->bubble_ratio = T > 0 ? 1 - busy / (T * p->P) : 0;
-    q->tokens_per_s = T > 0 ? p->M * p->tokens_per_mb / (T / 1000) : 0;
-    q->valid = 1;
-    (void)pb;
-}
-
-/* Turns candidate c into a simulated plan. */
+/* Turns candidate c into a plan; the simulator (op_sim_replay) fills its prediction. */
 static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_plan *out,
                       op_err *err) {
     const tn_prob *pb = st->pb;
@@ -271,7 +249,6 @@ static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_
     for (int d = 0; d < P; d++) ops[d] = buf + per * (size_t)d;
     tn_eval(st->e, pb, c, &st->r, ops, n, 0);
     for (int d = 0; d < P; d++) op_plan_set_ops(out, d, ops[d], n[d]);
-    fill_pred_own(out, pb, &st->r);
     free(buf);
     free(ops);
     free(n);
@@ -285,8 +262,8 @@ static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_
 }
 
 static long auto_evals(const tn_prob *pb) {
-    /* An evaluation costs ~100 ns per op on one core (bench_plan).  Small problems get ~0.6 s
-     * (P=8, M=32, 60 layers: ~4,000 simulations); large ones up to 3,000 simulations, ~35 s at
+    /* An evaluation costs ~100 ns per op on one core (bench_plan).  Small problems get ~0.5 s
+     * (P=8, M=32, 60 layers: ~3,300 simulations); large ones up to 3,000 simulations, ~35 s at
      * P=64, M=256, 200 layers. */
     double S = 2.0 * pb->P < pb->L ? 2.0 * pb->P : pb->L;
     double ops = 3.0 * S * pb->M;

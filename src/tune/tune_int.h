@@ -69,10 +69,11 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
 /* Seeds (tune_seed.c). */
 void tn_place_loop(tn_cand *c, int P, int S);
 void tn_place_v(tn_cand *c, int P, int S);
-/* Contiguous partition balancing per-device work for the placement already in c->dev. */
-void tn_partition_balanced(const tn_prob *pb, tn_cand *c);
+/* Contiguous partition balancing per-device work for the placement already in c->dev.
+ * front > 0: each device's first stage gets that share of the device's work. */
+void tn_partition_balanced(const tn_prob *pb, tn_cand *c, double front);
 /* Contiguous partition giving device d about want[d] ms of work per microbatch. */
-void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want);
+void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want, double front);
 /* Placement family name of c: "seq", "loop", "v" or "irregular". */
 const char *tn_shape(const tn_cand *c, int P);
 

@@ -120,7 +120,7 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
             double idle = T - st->cr.busy[d];
             want[d] = fmax(0, st->cr.busy[d] + alpha * (idle - mean)) / pb->M;
         }
-        tn_partition_targets(pb, c, want);
+        tn_partition_targets(pb, c, want, 0);
         int same = !memcmp(old, c->first, sizeof(int) * (size_t)(S + 1));
         free(old);
         free(want);

@@ -108,7 +108,7 @@ const char *tn_shape(const tn_cand *c, int P) {
 /* One greedy pass: cut stage s when its work is closest to the device's remaining budget
  * shared over its remaining stages.  target[d] is the work device d should end up with. */
 static void greedy_cut(const tn_prob *pb, tn_cand *c, const double *target, double *load,
-                       int *left) {
+                       int *left, double front) {
     int S = c->S, L = pb->L, P = pb->P;
     for (int d = 0; d < P; d++) load[d] = 0, left[d] = 0;
     for (int s = 0; s < S; s++) left[c->dev[s]]++;
@@ -121,6 +121,9 @@ static void greedy_cut(const tn_prob *pb, tn_cand *c, const double *target, doub
             l = L;
         } else {
             double budget = (target[d] - load[d]) / left[d];
+            /* front > 0: a device's first stage gets that share of its work, so the pipeline
+             * fills fast (short warm-up) and the later stages carry the rest */
+            if (front > 0 && load[d] == 0 && left[d] >= 2) budget = front * target[d];
             int e = l + 1;
             while (e < maxend) {
                 double cur = tn_work(pb, l, e), nxt = tn_work(pb, l, e + 1);
@@ -135,7 +138,7 @@ static void greedy_cut(const tn_prob *pb, tn_cand *c, const double *target, doub
     c->first[S] = L;
 }
 
-void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want) {
+void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want, double front) {
     int P = pb->P, S = c->S;
     double *target = op_xcalloc((size_t)P, sizeof(double));
     double *load = op_xcalloc((size_t)P, sizeof(double));
@@ -146,7 +149,7 @@ void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want) {
     /* Re-aim the targets: a device that ended heavy (it holds the head, say) gets a smaller
      * budget for its earlier stages next pass. */
     for (int it = 0; it < 12; it++) {
-        greedy_cut(pb, c, target, load, left);
+        greedy_cut(pb, c, target, load, left, front);
         double dev = 0;
         for (int d = 0; d < P; d++) dev = fmax(dev, load[d] - want[d]);
         if (dev < bestdev - 1e-12) {
@@ -163,7 +166,7 @@ void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want) {
     free(best);
 }
 
-void tn_partition_balanced(const tn_prob *pb, tn_cand *c) {
+void tn_partition_balanced(const tn_prob *pb, tn_cand *c, double front) {
     int P = pb->P, used = 0;
     int *cnt = op_xcalloc((size_t)P, sizeof(int));
     double *want = op_xcalloc((size_t)P, sizeof(double));
@@ -171,7 +174,7 @@ void tn_partition_balanced(const tn_prob *pb, tn_cand *c) {
     for (int d = 0; d < P; d++) used += cnt[d] > 0;
     double mean = tn_work(pb, 0, pb->L) / (used ? used : 1);
     for (int d = 0; d < P; d++) want[d] = cnt[d] ? mean : 0;
-    tn_partition_targets(pb, c, want);
+    tn_partition_targets(pb, c, want, front);
     free(cnt);
     free(want);
 }
