@@ -22,7 +22,7 @@ static const char *MODELS[] = {"deepseek-v2-lite", "gemma2-9b",  "jamba-v0.1", "
                                "mixtral-8x7b",     "nemotron-h-8b", "qwen2-vl-7b", NULL};
 
 typedef struct acc {
-    double log_i1, log_best, log_gap, log_gap2, log_ceil;
+    double log_i1, log_best, log_gap, log_ceil;
     int n_i1, n_best, n_gap, slower;
 } acc;
 
@@ -85,17 +85,16 @@ static void run_case(const char *model, const op_problem *pr, int hetero, acc *a
     for (int k = 0; k < nb; k++)
         if (!strcmp(names[k], "i1f1b")) i1 = mk[k] > 0 ? mk[k] : 0;
     double sp_i1 = i1 > 0 ? i1 / t : 0, sp_best = best_bl > 0 ? best_bl / t : 0;
-    double gap = t / lb - 1, lb2 = op_tune_lower_bound(pr), gap2 = t / lb2 - 1;
-    printf(" %9.1f %7.3f %7.3f %6.2f %6.2f %6.2f %-10s %-9s %3d\n", t, sp_i1, sp_best, 100 * gap,
-           100 * gap2, secs, best_name, st.shape, p.S);
+    double gap = t / lb - 1;
+    printf(" %9.1f %7.3f %7.3f %6.2f %6.2f %-10s %-9s %3d\n", t, sp_i1, sp_best, 100 * gap, secs,
+           best_name, st.shape, p.S);
     acc *as[2] = {all, hetero ? het : NULL};
     for (int k = 0; k < 2; k++) {
         acc *a = as[k];
         if (!a) continue;
-        if (sp_i1 > 0) a->log_i1 += log(sp_i1), a->log_ceil += log(i1 / lb2), a->n_i1++;
+        if (sp_i1 > 0) a->log_i1 += log(sp_i1), a->log_ceil += log(i1 / lb), a->n_i1++;
         if (sp_best > 0) a->log_best += log(sp_best), a->n_best++;
         a->log_gap += log(1 + gap), a->n_gap++;
-        a->log_gap2 += log(1 + gap2);
         if (sp_best > 0 && sp_best < 1 - 1e-9) a->slower++;
     }
     op_buf_printf(js, "%s\n  {\"model\": \"%s\", \"P\": %d, \"M\": %d, \"baselines\": {",
@@ -110,9 +109,8 @@ static void run_case(const char *model, const op_problem *pr, int hetero, acc *a
     op_buf_printf(js,
                   "}, \"octopipe_ms\": %.4f, \"lower_bound_ms\": %.4f, \"speedup_vs_i1f1b\": %.5f, "
                   "\"speedup_vs_best\": %.5f, \"best_baseline\": \"%s\", \"gap\": %.5f, "
-                  "\"layer_bound_ms\": %.4f, \"gap_layer_bound\": %.5f, "
-                  "\"tune_cpu_s\": %.3f, \"stages\": %d, \"shape\": \"%s\", \"sims\": %ld}",
-                  t, lb, sp_i1, sp_best, best_name, gap, lb2, gap2, secs, p.S, st.shape, st.evals);
+                                    "\"tune_cpu_s\": %.3f, \"stages\": %d, \"shape\": \"%s\", \"sims\": %ld}",
+                  t, lb, sp_i1, sp_best, best_name, gap, secs, p.S, st.shape, st.evals);
     op_plan_free(&p);
     fflush(stdout);
 }
@@ -177,11 +175,11 @@ int main(int argc, char **argv) {
     const char *const *names = op_sched_names();
     printf("tuned plan vs baselines: H100-80GB nodes of 8, seq 4096, mbs 1, tp 1, limit 80 GiB; "
            "makespans in ms, '!' = does not fit memory, model* = no schedule fits 80 GiB, so the "
-           "case runs without a limit; gap2 = gap to op_tune_lower_bound (layer-aware)\n");
+           "case runs without a limit; gap = gap to the lower bound (op_lower_bound)\n");
     printf("%-17s %3s %4s", "model", "P", "M");
     for (const char *const *n = names; *n; n++) printf(" %9.9s", *n);
-    printf(" %9s %7s %7s %6s %6s %6s %-10s %-9s %3s\n", "octopipe", "vs_i1", "vs_best", "gap%",
-           "gap2%", "cpu_s", "best_bl", "shape", "S");
+    printf(" %9s %7s %7s %6s %6s %-10s %-9s %3s\n", "octopipe", "vs_i1", "vs_best", "gap%",
+           "cpu_s", "best_bl", "shape", "S");
     acc all = {0}, het = {0};
     op_buf js = {0};
     int first = 1;
@@ -222,22 +220,21 @@ int main(int argc, char **argv) {
         acc *a = sum[k];
         int n = a->n_gap ? a->n_gap : 1;
         printf("%sgeomean over %s cases (%d): speedup vs i1f1b %.3fx (%d cases where i1f1b fits), "
-               "at most %.3fx possible (i1f1b / layer-aware bound), vs best baseline %.3fx, gap to "
-               "lower bound %.2f%%, to the layer-aware bound %.2f%%; slower than a baseline: %d\n",
+               "at most %.3fx possible (i1f1b / lower bound), vs best baseline %.3fx, gap to "
+               "lower bound %.2f%%; slower than a baseline: %d\n",
                k ? "" : "\n", k ? "all" : "heterogeneous", a->n_gap,
                exp(a->log_i1 / (a->n_i1 ? a->n_i1 : 1)), a->n_i1,
                exp(a->log_ceil / (a->n_i1 ? a->n_i1 : 1)),
                exp(a->log_best / (a->n_best ? a->n_best : 1)), 100 * (exp(a->log_gap / n) - 1),
-               100 * (exp(a->log_gap2 / n) - 1), a->slower);
+               a->slower);
     }
     op_buf_printf(&js,
                   "\"geomean_hetero\": {\"speedup_vs_i1f1b\": %.5f, \"speedup_vs_best\": %.5f, "
-                  "\"gap\": %.5f, \"gap_layer_bound\": %.5f, \"slower\": %d, "
+                  "\"gap\": %.5f, \"slower\": %d, "
                   "\"max_possible_speedup_vs_i1f1b\": %.5f}, ",
                   exp(het.log_i1 / (het.n_i1 ? het.n_i1 : 1)),
                   exp(het.log_best / (het.n_best ? het.n_best : 1)),
-                  exp(het.log_gap / (het.n_gap ? het.n_gap : 1)) - 1,
-                  exp(het.log_gap2 / (het.n_gap ? het.n_gap : 1)) - 1, het.slower,
+                  exp(het.log_gap / (het.n_gap ? het.n_gap : 1)) - 1, het.slower,
                   exp(het.log_ceil / (het.n_i1 ? het.n_i1 : 1)));
 
     /* tune-time cases */

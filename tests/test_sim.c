@@ -112,8 +112,10 @@ TEST(onef1b_uniform) {
                 for (int d = 0; d < P; d++)
                     CHECK_EQ_INT(p.pred.peak_bytes[d], 1000 + 100 * (P - d < M ? P - d : M));
                 CHECK_EQ_INT(p.pred.peak_bytes_max, 1000 + 100 * (P < M ? P : M));
-                /* lower bound: max(3M*P/P, chain 2P) */
-                CHECK_NEAR(p.pred.lower_bound_ms, fmax(3.0 * M, 2.0 * P), 1e-12);
+                /* lower bound: plan.c's, at least max(3M*P/P, chain 2P), at most the makespan */
+                CHECK(p.pred.lower_bound_ms == op_plan_lower_bound(&p));
+                CHECK(p.pred.lower_bound_ms >= fmax(3.0 * M, 2.0 * P));
+                CHECK(p.pred.lower_bound_ms <= p.pred.makespan_ms);
                 op_plan_free(&p);
             }
     op_plan p;
@@ -405,6 +407,91 @@ TEST(dynamic_equals_replay) {
     op_sim_ws_free(ws);
 }
 
+/* A small heterogeneous plan for pinning dynamic results: 6 layers of distinct costs in 5
+ * stages on 3 devices (devices 1 and 2 hold two stages each), I+W split on some, transfers on
+ * (two nodes of 2), M = 4. */
+static void pin_plan(op_plan *p) {
+    const int L = 6, P = 3, M = 4, S = 5;
+    op_layer_cost lc[6];
+    memset(lc, 0, sizeof lc);
+    const double f[6] = {1.0, 1.25, 0.75, 1.5, 1.0, 2.0}, i[6] = {1.25, 1.5, 1.0, 1.75, 1.0, 2.5},
+                 w[6] = {0.5, 0.75, 0.5, 1.0, 0.25, 1.25};
+    for (int l = 0; l < L; l++) {
+        snprintf(lc[l].name, sizeof lc[l].name, "l%d", l);
+        lc[l].f_ms = f[l];
+        lc[l].i_ms = i[l];
+        lc[l].w_ms = w[l];
+        lc[l].out_bytes = 4000000 * (l + 1);
+        lc[l].act_bytes = 100 * (l + 1);
+        lc[l].act_w_bytes = 30 * (l + 1);
+        lc[l].static_bytes = 1000;
+    }
+    op_comm c = {0};
+    c.nodes_of = 2;
+    c.intra_lat_ms = 0.01;
+    c.intra_bw_GBps = 100;
+    c.inter_lat_ms = 0.05;
+    c.inter_bw_GBps = 25;
+    op_plan_init(p, "pin", lc, L, P, M, S, &c);
+    const int first[6] = {0, 1, 2, 4, 5, 6}, dev[5] = {0, 1, 2, 2, 1}, split[5] = {1, 0, 1, 1, 0};
+    for (int s = 0; s <= S; s++) p->stage_first[s] = first[s];
+    for (int s = 0; s < S; s++) {
+        p->stage_dev[s] = dev[s];
+        p->stage_split[s] = (uint8_t)split[s];
+    }
+}
+
+/* "F2.0 I2.0 ..." (kind, stage.mb) of device d's order */
+static void order_str(const op_plan *p, int d, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < p->n_ops[d] && n + 16 < cap; i++) {
+        const op_op *o = &p->ops[d][i];
+        n += (size_t)snprintf(buf + n, cap - n, "%s%c%d.%d", i ? " " : "", "FIWB"[o->kind], o->stage, o->mb);
+    }
+}
+
+/* Dynamic mode's exact output under three built-in policies, recorded from the simulator
+ * before its rewrite for speed (same orders and times for the same input). */
+TEST(dynamic_pinned) {
+    static const char *want[3][3] = {
+        {"F0.0 F0.1 F0.2 F0.3 I0.0 W0.0 I0.1 W0.1 I0.2 W0.2 I0.3 W0.3",
+         "F1.0 F1.1 F1.2 F1.3 F4.0 B4.0 F4.1 B4.1 F4.2 B1.0 B4.2 B1.1 F4.3 B4.3 B1.2 B1.3",
+         "F2.0 F3.0 F2.1 F3.1 F2.2 F3.2 F2.3 I3.0 I2.0 F3.3 I3.1 I2.1 W2.0 W3.0 W2.1 W3.1 I3.2 "
+         "I2.2 W2.2 W3.2 I3.3 I2.3 W2.3 W3.3"},
+        {"F0.0 F0.1 F0.2 I0.0 F0.3 W0.0 I0.1 W0.1 I0.2 W0.2 I0.3 W0.3",
+         "F1.0 F1.1 F1.2 F4.0 B4.0 B1.0 F1.3 F4.1 B4.1 B1.1 F4.2 B4.2 B1.2 F4.3 B4.3 B1.3",
+         "F2.0 F3.0 I3.0 W3.0 I2.0 W2.0 F2.1 F3.1 I3.1 W3.1 I2.1 W2.1 F2.2 F3.2 I3.2 W3.2 I2.2 "
+         "W2.2 F2.3 F3.3 I3.3 W3.3 I2.3 W2.3"},
+        {"F0.0 F0.1 F0.2 F0.3 I0.0 W0.0 I0.1 W0.1 I0.2 W0.2 I0.3 W0.3",
+         "F1.0 F1.1 F1.2 F1.3 F4.0 B4.0 B1.0 F4.1 B4.1 B1.1 F4.2 B4.2 B1.2 F4.3 B4.3 B1.3",
+         "F2.0 F3.0 I3.0 I2.0 W2.0 W3.0 F2.1 F3.1 I3.1 I2.1 W2.1 W3.1 F2.2 F3.2 I3.2 I2.2 W2.2 "
+         "W3.2 F2.3 F3.3 I3.3 I2.3 W2.3 W3.3"}};
+    static const double want_T[3] = {0x1.5a51eb851eb84p+5, 0x1.1c0a3d70a3d71p+6,
+                                      0x1.188f5c28f5c29p+6};
+    static const int64_t want_peak[3] = {7300, 4200, 4200};
+    int warm[3] = {2, 1, 0}, wl[3] = {0, 2, 1}, cap[3] = {3, 0, 2};
+    op_sim_ws *ws = op_sim_ws_new();
+    for (int k = 0; k < 3; k++) {
+        op_plan p;
+        pin_plan(&p);
+        op_sim_policy pol = {0};
+        if (k == 1) pol.warmup = warm, pol.w_limit = wl, pol.max_inflight = cap;
+        if (k == 2) pol.mem_limit_bytes = 1000 + 2600;
+        op_err e = {0};
+        CHECK_EQ_INT(op_sim_dynamic(&p, k ? &pol : NULL, k == 1 ? NULL : ws, &e), OP_OK);
+        CHECK(p.pred.makespan_ms == want_T[k]);
+        CHECK_EQ_INT(p.pred.peak_bytes_max, want_peak[k]);
+        for (int d = 0; d < 3; d++) {
+            char b[1000];
+            order_str(&p, d, b, sizeof b);
+            CHECK_MSG(strcmp(b, want[k][d]) == 0, "device %d under policy %d: got \"%s\"", d, k, b);
+        }
+        op_plan_free(&p);
+    }
+    op_sim_ws_free(ws);
+}
+
 TEST(dynamic_builtin_1f1b) {
     /* warmup P-1-d and at most P-d stashes: the built-in rule is 1F1B */
     int P = 4, M = 8;
@@ -525,6 +612,7 @@ int main(int argc, char **argv) {
     RUN(invalid_plan_rejected);
     RUN(replay_matches_naive_reference);
     RUN(dynamic_equals_replay);
+    RUN(dynamic_pinned);
     RUN(dynamic_builtin_1f1b);
     RUN(dynamic_custom_priority);
     RUN(dynamic_holds_never_hang);

@@ -89,7 +89,10 @@ int64_t op_stage_act_bytes(const op_plan *p, int s);
 int64_t op_stage_act_w_bytes(const op_plan *p, int s);
 int64_t op_stage_static_bytes(const op_plan *p, int s);
 
-/* Lower bound on the makespan: max(total work / P, one microbatch's F and I chain). */
+/* Lower bound on the makespan of any plan of these layers on P devices with M microbatches:
+ * the largest of total work / P, one microbatch's F and I chain, the work and chain through
+ * each indivisible layer, and the indivisible-jobs bound (plan.c says why each holds). */
+double op_lower_bound(const op_layer_cost *layers, int n_layers, int P, int M);
 double op_plan_lower_bound(const op_plan *p);
 
 /* Structural validation: stages contiguous and non-empty, every stage on one device, every

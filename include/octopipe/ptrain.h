@@ -92,6 +92,16 @@ void op_ptrain_reset_peak(op_ptrain *t);
 double op_ptrain_cpu_share(const op_ptrain *t, int rank);
 /* Thread CPU seconds this rank spent in compute calls so far. */
 double op_ptrain_cpu_s(const op_ptrain *t, int rank);
+/* Per (stage, op kind) totals over the calls so far: thread CPU ms, wall ms, page faults
+ * (minor + major, of the calling thread) and the number of calls. */
+typedef struct op_ptrain_opstat {
+    double cpu_ms, wall_ms;
+    long faults;
+    int64_t n;
+} op_ptrain_opstat;
+op_ptrain_opstat op_ptrain_op_stat(const op_ptrain *t, int stage, op_kind kind);
+/* Zeroes the per-op stats and the per-rank CPU / wall totals (e.g. after a warm-up step). */
+void op_ptrain_reset_op_stats(op_ptrain *t);
 /* Stages held, in stage order (for checkpoints): fills st[] and returns the count. */
 int op_ptrain_stages(op_ptrain *t, op_nn_stage **st, int cap);
 

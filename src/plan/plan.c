@@ -1,6 +1,7 @@
 /* plan.c: the plan type: allocation, copies, stage aggregates, lower bound, validation. */
 #include "octopipe/plan.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,15 +111,42 @@ int64_t op_stage_static_bytes(const op_plan *p, int s) {
     return b;
 }
 
-double op_plan_lower_bound(const op_plan *p) {
-    double work = 0, chain = 0;
-    for (int l = 0; l < p->n_layers; l++) {
-        const op_layer_cost *c = &p->layers[l];
+static int cmp_desc(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Each term is a valid bound for any partition, placement and order:
+ *  - total work / P;
+ *  - one microbatch's F chain down and I chain back through all layers;
+ *  - per layer l (indivisible, so on one device): the first F of l cannot start before the F
+ *    chain above it, and then its device runs M F and M I of l (and the I chain below the last
+ *    one follows), or M F, I and W of l;
+ *  - of the kP+1 heaviest layers some device holds k+1 (pigeonhole), each at least as heavy as
+ *    the (kP+1)-th: the classic bound for indivisible jobs on P machines. */
+double op_lower_bound(const op_layer_cost *layers, int n_layers, int P, int M) {
+    double work = 0, chain = 0, best = 0, head_f = 0, tail_i = 0;
+    for (int l = 0; l < n_layers; l++) {
+        const op_layer_cost *c = &layers[l];
         work += c->f_ms + c->i_ms + c->w_ms;
         chain += c->f_ms + c->i_ms;
+        double a = head_f + M * (c->f_ms + c->i_ms) + tail_i;
+        double b = head_f + M * (c->f_ms + c->i_ms + c->w_ms);
+        best = fmax(best, fmax(a, b));
+        head_f += c->f_ms;
+        tail_i += c->i_ms;
     }
-    work = work * p->M / p->P;
-    return work > chain ? work : chain;
+    best = fmax(best, fmax(chain, work * M / P));
+    double *w = op_xmalloc(sizeof(double) * (size_t)n_layers);
+    for (int l = 0; l < n_layers; l++) w[l] = layers[l].f_ms + layers[l].i_ms + layers[l].w_ms;
+    qsort(w, (size_t)n_layers, sizeof(double), cmp_desc);
+    for (long k = 1; k * P < n_layers; k++) best = fmax(best, (double)(k + 1) * M * w[k * P]);
+    free(w);
+    return best;
+}
+
+double op_plan_lower_bound(const op_plan *p) {
+    return op_lower_bound(p->layers, p->n_layers, p->P, p->M);
 }
 
 int op_plan_validate(const op_plan *p, op_err *err) {

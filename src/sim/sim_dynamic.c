@@ -10,14 +10,19 @@
  * already known, except one made at that very instant by a zero-duration op, which the device
  * sees at its next decision.
  *
- * Speed.  At large P the events of many devices interleave, so the branch predictor cannot
- * learn a device's pattern (at P = 4 it can): every data-dependent branch per event costs a
- * misprediction about half the time, and those, not memory, were most of the time per op.
- * So the hot path of the built-in rule decides with selects instead of branches: each
- * stage's three candidates (sim_dstage.cur: no bounds test), the best per class, the class
- * picked, the counters updated at an op's end (tables indexed by slot, 3 = none), and the
- * event tree's walk.  A custom priority calls back per candidate anyway and keeps the plain
- * code. */
+ * Speed.  At P = 128 an op cost 4x what it did at P = 4 (same instructions per op, give or
+ * take the tree's depth): each event is one chain of dependent steps (pop, decide, push the
+ * new end time), and the state of ~128 interleaving devices does not stay in L1, so every
+ * dependent load on that chain was an L2 (or, for end[] lines not yet written, L3) round
+ * trip.  What keeps the chain short:
+ *  - a decision reads one line of its stage (sim_dstage: the producers' end times are pushed
+ *    into it when they start) and one of its device (sim_dev: what ends with its op was set
+ *    when the op started), both found from the device number alone;
+ *  - end[] is read only where it was written (sim_dstage.prod), so never a cold line;
+ *  - the event tree compares integer keys with cmov; wake-ups read a dense array;
+ *  - 128 output streams defeat the hardware prefetcher: start prefetches each one.
+ * (Branch-free versions of the decision and of start were tried: more instructions, slower
+ * at every P.) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +30,9 @@
 #include "sim/sim_internal.h"
 
 #define NONE UINT64_MAX /* no candidate in a class */
+
+static inline double min_d(double a, double b) { return a < b ? a : b; } /* minsd */
+static inline uint64_t min_u(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 /* ---- event queue: tournament tree over devices ---- */
 
@@ -107,9 +115,6 @@ static int key_less(const cand *a, const cand *b) {
     return tie_less(a, b);
 }
 
-static inline double min_d(double a, double b) { return a < b ? a : b; } /* minsd */
-static inline uint64_t min_u(uint64_t a, uint64_t b) { return a < b ? a : b; }
-
 /* Custom priority: every ready candidate gets its key from the policy, in stage order, then
  * F, I|B, W.  Returns 1 with *best set, else 0; *fut = the earliest arrival still to come. */
 static int pick_custom(op_sim_ws *ws, const op_sim_policy *pol, int d, double now, int force,
@@ -158,7 +163,7 @@ static int pick_custom(op_sim_ws *ws, const op_sim_policy *pol, int d, double no
     return have_best;
 }
 
-/* Built-in rule (sim.h), without data-dependent branches: it only needs the best op of each
+/* Built-in rule (sim.h): it only needs the best op of each
  * class in tie order, so packed keys (mb << 32 | rank) compare as integers; rank = stage for
  * F and W, S-1-stage for I|B.  Classes: 0 F allowed, 1 I/B, 2 W, 3 F held by a cap.  Sets *c
  * (key 0) and returns 1, or returns 0; *fut = the earliest arrival still to come. */
@@ -178,9 +183,9 @@ static inline int pick_builtin(const op_sim_ws *ws, double mem_limit, int d, dou
         const double r0 = e0 + t->delay[0], r1 = e1 + t->delay[1];
         const int s0 = e0 >= 0, s1 = e1 >= 0, s2 = e2 >= 0;
         const int ok0 = s0 & (r0 <= now), ok1 = s1 & (r1 <= now), ok2 = s2 & (e2 <= now);
-        fut = min_d(s0 & !ok0 ? r0 : INFINITY, fut);
-        fut = min_d(s1 & !ok1 ? r1 : INFINITY, fut);
-        fut = min_d(s2 & !ok2 ? e2 : INFINITY, fut);
+        fut = min_d((s0 & !ok0) ? r0 : INFINITY, fut);
+        fut = min_d((s1 & !ok1) ? r1 : INFINITY, fut);
+        fut = min_d((s2 & !ok2) ? e2 : INFINITY, fut);
         const uint32_t st = (uint32_t)t->stage;
         const uint64_t k0 = ok0 ? (uint64_t)t->next[0] << 32 | st : NONE;
         const uint64_t k1 = ok1 ? (uint64_t)t->next[1] << 32 | (S1 - st) : NONE;

@@ -46,10 +46,12 @@ void op_sim_fill_pred(op_plan *p) {
         int64_t act = 0, peak = stat;
         for (int i = 0; i < p->n_ops[d]; i++) {
             const op_op *o = &p->ops[d][i];
-            /* gap before this op */
-            warm += overlap(t, o->start, 0.0, a);
-            res += overlap(t, o->start, a, b);
-            cool += overlap(t, o->start, b, T);
+            /* gap before this op (most ops have none: skipping adds nothing but +0.0) */
+            if (o->start > t) {
+                warm += overlap(t, o->start, 0.0, a);
+                res += overlap(t, o->start, a, b);
+                cool += overlap(t, o->start, b, T);
+            }
             busy += o->end - o->start;
             t = o->end;
             int s = o->stage;

@@ -8,6 +8,7 @@
  * thread only ever touches its own stages and its own per-rank counters, so no locks. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "octopipe/ptrain.h"
@@ -24,12 +25,19 @@ struct op_ptrain {
     int64_t step;
     int64_t *act, *peak; /* [P] live and peak activation bytes of each rank's stages */
     double *cpu, *wall;  /* [P] seconds of thread CPU time and wall time inside run() */
+    op_ptrain_opstat *os; /* [S*4] per (stage, kind): CPU and wall time, faults, count */
 };
 
 static double thread_cpu_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Minor page faults of this thread so far (first touch of fresh memory). */
+static long thread_faults(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) ? 0 : ru.ru_minflt + ru.ru_majflt;
 }
 
 op_ptrain *op_ptrain_new(const op_nn_model *m, const op_train_data *d, const op_plan *p, int rank) {
@@ -45,6 +53,7 @@ op_ptrain *op_ptrain_new(const op_nn_model *m, const op_train_data *d, const op_
     t->peak = op_xcalloc((size_t)t->P, sizeof *t->peak);
     t->cpu = op_xcalloc((size_t)t->P, sizeof *t->cpu);
     t->wall = op_xcalloc((size_t)t->P, sizeof *t->wall);
+    t->os = op_xcalloc((size_t)t->S * 4, sizeof *t->os);
     size_t N = (size_t)m->cfg.batch * m->cfg.seq;
     for (int s = 0; s < t->S; s++) {
         if (rank >= 0 && p->stage_dev[s] != rank) continue;
@@ -67,7 +76,7 @@ void op_ptrain_free(op_ptrain *t) {
     }
     for (int i = 0; i < t->S * t->M; i++) free(t->tok[i]), free(t->tgt[i]);
     free(t->st), free(t->tok), free(t->tgt), free(t->lt), free(t->act), free(t->peak);
-    free(t->cpu), free(t->wall);
+    free(t->cpu), free(t->wall), free(t->os);
     free(t);
 }
 
@@ -102,6 +111,7 @@ static int run(void *ctx, const op_compute_call *c, op_err *err) {
     /* the stage's own peak tracks I's transient stash; read it per call for the rank's peak */
     size_t before = st->act_bytes, old_peak = st->peak_act_bytes;
     st->peak_act_bytes = st->act_bytes;
+    long f0 = thread_faults();
     double c0 = thread_cpu_s(), w0 = op_now_s();
     switch (c->kind) {
     case OP_F: {
@@ -125,8 +135,12 @@ static int run(void *ctx, const op_compute_call *c, op_err *err) {
         op_nn_stage_backward(st, mb, s == S - 1 ? NULL : c->in, s == 0 ? NULL : c->out);
         break;
     }
-    t->cpu[r] += thread_cpu_s() - c0;
-    t->wall[r] += op_now_s() - w0;
+    double dc = thread_cpu_s() - c0, dw = op_now_s() - w0;
+    t->cpu[r] += dc;
+    t->wall[r] += dw;
+    op_ptrain_opstat *o = &t->os[s * 4 + c->kind];
+    o->cpu_ms += 1e3 * dc, o->wall_ms += 1e3 * dw, o->n++;
+    o->faults += thread_faults() - f0;
     int64_t base = t->act[r] - (int64_t)before;
     int64_t transient = base + (int64_t)st->peak_act_bytes;
     if (transient > t->peak[r]) t->peak[r] = transient;
@@ -193,4 +207,17 @@ int op_ptrain_stages(op_ptrain *t, op_nn_stage **st, int cap) {
     for (int s = 0; s < t->S && n < cap; s++)
         if (t->st[s]) st[n++] = t->st[s];
     return n;
+}
+
+op_ptrain_opstat op_ptrain_op_stat(const op_ptrain *t, int stage, op_kind kind) {
+    op_ptrain_opstat z;
+    memset(&z, 0, sizeof z);
+    if (stage < 0 || stage >= t->S || (int)kind < 0 || (int)kind > 3) return z;
+    return t->os[stage * 4 + kind];
+}
+
+void op_ptrain_reset_op_stats(op_ptrain *t) {
+    memset(t->os, 0, sizeof *t->os * (size_t)t->S * 4);
+    memset(t->cpu, 0, sizeof *t->cpu * (size_t)t->P);
+    memset(t->wall, 0, sizeof *t->wall * (size_t)t->P);
 }

@@ -32,34 +32,9 @@ int op_tune_placement_parse(const char *s, op_tune_placement *out) {
     return 0;
 }
 
-static int cmp_desc(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
+/* Kept for callers of the tuner API; the bound itself lives with the plan type. */
 double op_tune_lower_bound(const op_problem *pr) {
-    double work = 0, chain = 0, best = 0, headF = 0, tailI = 0;
-    for (int l = 0; l < pr->n_layers; l++) {
-        const op_layer_cost *c = &pr->layers[l];
-        work += c->f_ms + c->i_ms + c->w_ms;
-        chain += c->f_ms + c->i_ms;
-        double a = headF + pr->M * (c->f_ms + c->i_ms) + tailI;
-        double b = headF + pr->M * (c->f_ms + c->i_ms + c->w_ms);
-        best = fmax(best, fmax(a, b));
-        headF += c->f_ms;
-        tailI += c->i_ms;
-    }
-    best = fmax(best, work * pr->M / pr->P);
-    /* layers are indivisible: of the kP+1 heaviest, some device holds k+1, each at least as
-     * heavy as the (kP+1)-th (the classic P||Cmax bound) */
-    double *w = op_xmalloc(sizeof(double) * (size_t)pr->n_layers);
-    for (int l = 0; l < pr->n_layers; l++)
-        w[l] = pr->layers[l].f_ms + pr->layers[l].i_ms + pr->layers[l].w_ms;
-    qsort(w, (size_t)pr->n_layers, sizeof(double), cmp_desc);
-    for (int k = 1; (long)k * pr->P < pr->n_layers; k++)
-        best = fmax(best, (k + 1) * pr->M * w[(long)k * pr->P]);
-    free(w);
-    return fmax(best, chain);
+    return op_lower_bound(pr->layers, pr->n_layers, pr->P, pr->M);
 }
 
 int tn_out_of_budget(const tn_search *st) {

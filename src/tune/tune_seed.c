@@ -33,9 +33,7 @@ void tn_prob_init(tn_prob *pb, const op_problem *pr) {
         chain += c->f_ms + c->i_ms;
         if (w < tl) tl = w;
     }
-    /* the same bound as op_plan_lower_bound */
-    work = work * pb->M / pb->P;
-    pb->lb = work > chain ? work : chain;
+    pb->lb = op_lower_bound(pr->layers, pr->n_layers, pb->P, pb->M);
     pb->ovh = pr->op_overhead_ms;
     pb->mem_limit = pr->mem_limit_bytes;
     pb->t_layer = tl;
