@@ -34,27 +34,50 @@ static int cpu_clock = 1; /* --profile-clock cpu (default) | wall */
 typedef struct {
     char name[32], shape[48];
     double meas, pred, err;
-    double mem_meas[NP], mem_pred[NP], mem_sim[NP], mem_err;
+    double mem_meas[NP], mem_pred[NP], mem_sim[NP], mem_err, sim_err;
     double cpu; /* lowest share of compute wall time a rank was on a CPU */
     double cpu_err; /* compute CPU time per step (all ranks) vs the predicted busy time, % */
+    int n_quiet, tries; /* quiet timed steps of the kept attempt; attempts made */
 } row;
 
 static int use_min; /* --estimator min: best step instead of the median */
+static int progress_thread; /* --progress-thread: the executor's polling thread runs during compute */
 
+static int tries = 3;
+static double fixed_ovh = -1; /* --overhead-ms X: no calibration run */ /* --tries: attempts per plan when its steps were disturbed */
+
+/* Trains `steps` timed steps (plus the dropped first); repeats up to `tries` times while fewer
+ * than half the timed steps were quiet (every rank on a CPU >= 97% of its compute time), and
+ * keeps the attempt with the most quiet steps.  The measured time is the median over quiet
+ * steps (or over all timed steps when none was quiet: the row is then marked loaded). */
 static int run_plan(const op_nn_model *m, op_plan *p, int steps, row *r) {
     op_ptrain_opts o;
     op_ptrain_opts_default(&o);
     o.data = "copy";
     o.steps = steps + 1;
     o.log_every = 0;
-    op_ptrain_report rep;
+    o.progress_thread = progress_thread;
+    op_ptrain_report rep, best;
     op_err e = {0};
-    int rc = op_ptrain_run_threads(m, p, &o, &rep, &e);
-    if (rc) {
-        fprintf(stderr, "bench_model_accuracy: %s: %s\n", p->name, e.msg);
-        return rc;
+    memset(&best, 0, sizeof best);
+    best.n_quiet = -1;
+    r->tries = 0;
+    for (int a = 0; a < tries; a++) {
+        int rc = op_ptrain_run_threads(m, p, &o, &rep, &e);
+        if (rc) {
+            fprintf(stderr, "bench_model_accuracy: %s: %s\n", p->name, e.msg);
+            return rc;
+        }
+        r->tries++;
+        if (rep.n_quiet > best.n_quiet ||
+            (rep.n_quiet == best.n_quiet && rep.meas_ms_median < best.meas_ms_median))
+            best = rep;
+        op_ptrain_report_free(&rep);
+        if (2 * best.n_quiet >= steps) break;
     }
-    r->meas = use_min ? rep.meas_ms_min : rep.meas_ms_median;
+    rep = best;
+    r->n_quiet = rep.n_quiet;
+    r->meas = rep.n_quiet > 0 ? rep.meas_ms_quiet : use_min ? rep.meas_ms_min : rep.meas_ms_median;
     r->pred = p->pred.makespan_ms;
     r->err = 100 * (r->meas - r->pred) / r->pred;
     int64_t pk[NP];
@@ -73,10 +96,11 @@ static int run_plan(const op_nn_model *m, op_plan *p, int steps, row *r) {
         r->mem_meas[d] = (double)rep.peak_act[d];
         r->mem_pred[d] = (double)pk[d];
         r->mem_sim[d] = (double)(p->pred.peak_bytes[d] - p->pred.static_bytes[d]);
-        double e2 = 100 * (r->mem_meas[d] - r->mem_pred[d]) / r->mem_pred[d];
+        double e2 = 100 * (r->mem_pred[d] - r->mem_meas[d]) / r->mem_meas[d];
         if (fabs(e2) > fabs(r->mem_err)) r->mem_err = e2;
+        double e3 = 100 * (r->mem_sim[d] - r->mem_meas[d]) / r->mem_meas[d];
+        if (fabs(e3) > fabs(r->sim_err)) r->sim_err = e3;
     }
-    op_ptrain_report_free(&rep);
     return 0;
 }
 
@@ -97,10 +121,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps") && v) steps = atoi(v), i++;
         else if (!strcmp(argv[i], "--repeats") && v) repeats = atoi(v), i++;
         else if (!strcmp(argv[i], "--strict")) strict = 1;
+        else if (!strcmp(argv[i], "--progress-thread")) progress_thread = 1;
+        else if (!strcmp(argv[i], "--tries") && v) tries = atoi(v), i++;
+        else if (!strcmp(argv[i], "--overhead-ms") && v) fixed_ovh = atof(v), i++;
         else if (!strcmp(argv[i], "--estimator") && v) use_min = !strcmp(v, "min"), i++;
         else if (!strcmp(argv[i], "--profile-clock") && v) cpu_clock = strcmp(v, "wall") != 0, i++;
         else {
-            fprintf(stderr, "usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] [--repeats R] [--estimator median|min] [--profile-clock cpu|wall] [--strict]\n");
+            fprintf(stderr, "usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] [--repeats R] [--estimator median|min] [--profile-clock cpu|wall] [--progress-thread] [--tries N] [--overhead-ms X] [--strict]\n");
             return 2;
         }
     }
@@ -141,18 +168,31 @@ int main(int argc, char **argv) {
     }
     row rc0;
     memset(&rc0, 0, sizeof rc0);
-    if (run_plan(&m, &cal, steps, &rc0)) return 1;
-    double ovh = op_ptrain_fit_overhead(&cal, rc0.meas);
+    double ovh = fixed_ovh;
+    if (ovh < 0) {
+        if (run_plan(&m, &cal, steps, &rc0)) return 1;
+        if (rc0.n_quiet > 0) {
+            ovh = op_ptrain_fit_overhead(&cal, rc0.meas);
+            printf("calibration: 1f1b measured %.2f ms (%d quiet steps), profile-only prediction %.2f ms -> "
+                   "per-op overhead %.4f ms\n\n", rc0.meas, rc0.n_quiet, rc0.pred, ovh);
+        } else {
+            ovh = 0.05;
+            printf("calibration: 1f1b had no quiet step (%.2f ms at cpu %.0f%%): per-op overhead left at "
+                   "the emulated-run value %.2f ms\n\n", rc0.meas, 100 * rc0.cpu, ovh);
+        }
+    } else {
+        printf("per-op overhead %.4f ms (--overhead-ms), no calibration run\n\n", ovh);
+    }
     op_plan_free(&cal);
-    printf("calibration: 1f1b measured %.2f ms, profile-only prediction %.2f ms -> per-op overhead "
-           "%.4f ms\n\n", rc0.meas, rc0.pred, ovh);
 
     const char *names[] = {"1f1b", "gpipe", "i1f1b", "zbh1", "zbh2", "zbv", "dualpipev",
                            "balanced-1f1b", "auto", "auto-loop", "auto-v", NULL};
     row rows[16];
-    int n = 0, miss_t = 0, miss_m = 0, i_i1f1b = -1, i_auto = -1;
-    printf("%-14s %-24s %10s %10s %7s  %-22s %-22s %-22s %7s %5s %7s\n", "plan", "stages", "meas_ms",
-           "pred_ms", "err%", "peak_act_meas MiB", "peak_act_pred MiB", "simulator MiB", "err%", "cpu%", "cpu_t%");
+    int n = 0, miss_t = 0, miss_m = 0, miss_s = 0, n_pred = 0, i_i1f1b = -1, i_auto = -1;
+    double sum = 0, mx = 0, csum2 = 0;
+    printf("%-14s %-16s %8s %8s %7s %5s %4s %6s | %-13s %-13s %6s %-13s %6s\n", "plan", "stages",
+           "meas_ms", "pred_ms", "err%", "quiet", "cpu%", "cpu_t%", "act meas MiB", "sim now MiB",
+           "err%", "sim+I MiB", "err%");
     for (int k = 0; names[k]; k++) {
         op_plan p;
         int rc;
@@ -174,34 +214,43 @@ int main(int argc, char **argv) {
         }
         row *r = &rows[n];
         memset(r, 0, sizeof *r);
-        snprintf(r->name, sizeof r->name, "%s%s", names[k], k == 0 ? " (cal)" : "");
+        int is_cal = k == 0 && fixed_ovh < 0 && rc0.n_quiet > 0;
+        snprintf(r->name, sizeof r->name, "%s%s", names[k], is_cal ? " (cal)" : "");
         shape(&p, r->shape, sizeof r->shape);
         if (run_plan(&m, &p, steps, r)) return 1;
         op_plan_free(&p);
         if (!strcmp(names[k], "i1f1b")) i_i1f1b = n;
         if (!strcmp(names[k], "auto")) i_auto = n;
-        if (k > 0 && fabs(r->err) > 3) miss_t++;
+        if (!is_cal && r->n_quiet > 0) {
+            n_pred++, sum += fabs(r->err), mx = fabs(r->err) > mx ? fabs(r->err) : mx;
+            if (fabs(r->err) > 3) miss_t++;
+        }
         if (fabs(r->mem_err) > 5) miss_m++;
-        printf("%-14s %-24s %10.2f %10.2f %+7.2f  %10.2f %10.2f  %10.2f %10.2f  %10.2f %10.2f  %+7.2f %5.0f %+7.2f\n",
-               r->name, r->shape, r->meas, r->pred, r->err, r->mem_meas[0] / 1048576, r->mem_meas[1] / 1048576,
-               r->mem_pred[0] / 1048576, r->mem_pred[1] / 1048576, r->mem_sim[0] / 1048576,
-               r->mem_sim[1] / 1048576, r->mem_err, 100 * r->cpu, r->cpu_err);
+        if (fabs(r->sim_err) > 5) miss_s++;
+        csum2 += fabs(r->cpu_err);
+        char q[16];
+        snprintf(q, sizeof q, "%d/%d", r->n_quiet, steps);
+        printf("%-14s %-16s %8.1f %8.1f %+7.2f %5s %4.0f %+6.1f | %6.1f %6.1f %6.1f %6.1f %+6.1f %6.1f %6.1f %+6.1f\n",
+               r->name, r->shape, r->meas, r->pred, r->err, q, 100 * r->cpu, r->cpu_err,
+               r->mem_meas[0] / 1048576, r->mem_meas[1] / 1048576, r->mem_sim[0] / 1048576,
+               r->mem_sim[1] / 1048576, r->sim_err, r->mem_pred[0] / 1048576, r->mem_pred[1] / 1048576,
+               r->mem_err);
         fflush(stdout);
         n++;
     }
-    double sum = 0, mx = 0;
-    for (int k = 1; k < n; k++) sum += fabs(rows[k].err), mx = fabs(rows[k].err) > mx ? fabs(rows[k].err) : mx;
-    double csum2 = 0;
-    for (int k = 0; k < n; k++) csum2 += fabs(rows[k].cpu_err);
-    printf("\ncpu%%: lowest share of a rank's compute wall time spent on a CPU (below ~97%%, other "
-           "processes took the cores);\ncpu_t%%: compute CPU time per step vs the profile's op times: "
-           "mean |error| %.2f%% over %d plans (load-independent check of the profile)\n",
-           n ? csum2 / n : 0.0, n);
-    printf("(b) %d predicted plans: mean |time error| %.2f%%, max %.2f%%, %d beyond 3%%; activation "
-           "peaks: %d rows beyond 5%%\n", n - 1, n > 1 ? sum / (n - 1) : 0.0, mx, miss_t, miss_m);
+    printf("\nquiet: timed steps in which every rank was on a CPU >= 97%% of its compute time (meas_ms is "
+           "their median; 0: the row ran loaded, its time says nothing about the model);\ncpu%%: lowest "
+           "share over ranks for the whole kept attempt; cpu_t%%: compute CPU time per step vs the "
+           "profile's op times (mean |error| %.2f%% over %d plans).\nsim now: the simulator's memory "
+           "rule (no I transient); sim+I: the same walk with the proposed per-layer I term "
+           "(op_ptrain_pred_act_peak).\n", n ? csum2 / n : 0.0, n);
+    printf("(b) time: %d predicted plans measured quiet (of %d rows): mean |error| %.2f%%, max %.2f%%, %d beyond "
+           "3%%; activation peaks: simulator %d rows beyond 5%%, with the I term %d rows beyond 5%%\n",
+           n_pred, n, n_pred ? sum / n_pred : 0.0, mx, miss_t, miss_s, miss_m);
     if (i_i1f1b >= 0 && i_auto >= 0)
-        printf("(c) tuned (auto) over i1f1b: measured speedup %.3fx, predicted %.3fx\n",
-               rows[i_i1f1b].meas / rows[i_auto].meas, rows[i_i1f1b].pred / rows[i_auto].pred);
+        printf("(c) tuned (auto) over i1f1b: measured speedup %.3fx, predicted %.3fx (quiet steps %d and %d)\n",
+               rows[i_i1f1b].meas / rows[i_auto].meas, rows[i_i1f1b].pred / rows[i_auto].pred,
+               rows[i_i1f1b].n_quiet, rows[i_auto].n_quiet);
     free(costs);
     return strict && (miss_t || miss_m) ? 1 : 0;
 }

@@ -447,7 +447,8 @@ static void order_str(const op_plan *p, int d, char *buf, size_t cap) {
     buf[0] = 0;
     for (int i = 0; i < p->n_ops[d] && n + 16 < cap; i++) {
         const op_op *o = &p->ops[d][i];
-        n += (size_t)snprintf(buf + n, cap - n, "%s%c%d.%d", i ? " " : "", "FIWB"[o->kind], o->stage, o->mb);
+        n += (size_t)snprintf(buf + n, cap - n, "%s%c%d.%d", i ? " " : "", "FIWB"[o->kind],
+                              o->stage, o->mb);
     }
 }
 

@@ -90,8 +90,9 @@ void op_ptrain_reset_peak(op_ptrain *t);
  * never preempted): below ~0.97, other processes took the core and times are not comparable
  * with a prediction made for dedicated cores. */
 double op_ptrain_cpu_share(const op_ptrain *t, int rank);
-/* Thread CPU seconds this rank spent in compute calls so far. */
+/* Thread CPU seconds / wall seconds this rank spent in compute calls so far. */
 double op_ptrain_cpu_s(const op_ptrain *t, int rank);
+double op_ptrain_wall_s(const op_ptrain *t, int rank);
 /* Per (stage, op kind) totals over the calls so far: thread CPU ms, wall ms, page faults
  * (minor + major, of the calling thread) and the number of calls. */
 typedef struct op_ptrain_opstat {
@@ -100,7 +101,7 @@ typedef struct op_ptrain_opstat {
     int64_t n;
 } op_ptrain_opstat;
 op_ptrain_opstat op_ptrain_op_stat(const op_ptrain *t, int stage, op_kind kind);
-/* Zeroes the per-op stats and the per-rank CPU / wall totals (e.g. after a warm-up step). */
+/* Zeroes the per-op stats (e.g. after a warm-up step); the per-rank totals keep counting. */
 void op_ptrain_reset_op_stats(op_ptrain *t);
 /* Stages held, in stage order (for checkpoints): fills st[] and returns the count. */
 int op_ptrain_stages(op_ptrain *t, op_nn_stage **st, int cap);
@@ -119,8 +120,11 @@ typedef struct op_ptrain_opts {
     FILE *log;            /* default stdout */
     double *losses;       /* optional out [steps]: step loss by global step (rank 0) */
     op_exec_opts eo;      /* executor options (zero = defaults) */
-    int progress_thread;  /* 1: the executor's progress thread runs while kernels compute */
+    int progress_thread;  /* 1: the executor's progress thread runs while kernels compute
+                           * (default 0: its 50 us wake-ups cost the ranks' cores ~20% CPU
+                           * time and more wall time on a machine whose cores all compute) */
     int keep_result;      /* 1: keep the last step's op_exec_result (rank 0) */
+    double quiet_share;   /* step_cpu threshold for meas_ms_quiet (0 = 0.97) */
 } op_ptrain_opts;
 void op_ptrain_opts_default(op_ptrain_opts *o);
 
@@ -139,6 +143,17 @@ typedef struct op_ptrain_report {
     double cpu_share[64];    /* per rank, op_ptrain_cpu_share over the run */
     double cpu_ms_step[64];  /* per rank, CPU time in compute calls per step (mean) */
     double wall_s;
+    /* per step (the first OP_PTRAIN_MAX_STEPS run): makespan and the lowest share over ranks of
+     * that step's compute wall time spent on a CPU (op_ptrain_cpu_share for one step) */
+    double step_ms[64], step_cpu[64];
+    int n_step;
+    /* median makespan over the timed steps (not the first) whose step_cpu >= quiet_share (0.97
+     * by default: ranks had their cores), and how many there were (0: none, median is 0) */
+    double meas_ms_quiet;
+    int n_quiet;
+    /* per (stage, kind) op stats over the timed steps (the first step left out), stage < 64:
+     * ops[s * 4 + kind] (op_ptrain_op_stat); in-process runs only */
+    op_ptrain_opstat ops[64 * 4];
     op_exec_result last;     /* keep_result: the last step's records */
     int have_last;
 } op_ptrain_report;
@@ -150,6 +165,18 @@ int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrai
 /* This rank's part of the same over x (MPI): rank 0 fills rep and logs. */
 int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
                        const op_ptrain_opts *o, op_ptrain_report *rep, op_err *err);
+
+/* Calibration, the way the paper's layer_time_solver does it: per-kind F/I/W times fitted by
+ * least squares to the per-(stage, kind) thread CPU times measured in real pipelined runs
+ * (reps[i] of plans[i], i < n; rows: mean op time = sum over the stage's layers + a per-call
+ * constant; B rows = I + W; relative error weighting).  A ridge term pulls every time toward
+ * prior (the isolated profile) with weight `ridge` (0.05 is a good default): with few stages the
+ * data only decide what they see, the rest keeps the profile's shape.  Fills out[] (same kinds
+ * as prior, times replaced, memory kept), *call_ms (the per-call constant, >= 0) and returns
+ * the rms relative residual of the fit (%), or -1 if no row was usable. */
+double op_ptrain_fit_costs(const op_nn_model *m, const op_plan *const *plans,
+                           const op_ptrain_report *const *reps, int n, const op_layer_prof *prior,
+                           int n_prior, double ridge, op_layer_prof *out, double *call_ms);
 
 /* Calibration: the per-op executor overhead (ms) that makes the simulated makespan of p equal
  * measured_ms (bisection over op_overhead_ms on a copy; p is not changed).  Clamped to

@@ -146,8 +146,8 @@ static int pick_custom(op_sim_ws *ws, const op_sim_policy *pol, int d, double no
                 continue;
             }
             cand c = {slot, s, m, 0.0, r};
-            int held = slot == 0 && (!cap_ok || (pol->mem_limit_bytes > 0 &&
-                                                 (double)(dv->held + t->act) > pol->mem_limit_bytes));
+            const double lim = pol->mem_limit_bytes;
+            int held = slot == 0 && (!cap_ok || (lim > 0 && (double)(dv->held + t->act) > lim));
             const op_kind k = slot == 0 ? OP_F : slot == 2 ? OP_W : t->split ? OP_I : OP_B;
             c.key = pol->prio_ex ? pol->prio_ex(pol->ctx, &view, k, s, m)
                                  : pol->prio(pol->ctx, d, k, s, m, now);
@@ -163,12 +163,14 @@ static int pick_custom(op_sim_ws *ws, const op_sim_policy *pol, int d, double no
     return have_best;
 }
 
-/* Built-in rule (sim.h): it only needs the best op of each
- * class in tie order, so packed keys (mb << 32 | rank) compare as integers; rank = stage for
- * F and W, S-1-stage for I|B.  Classes: 0 F allowed, 1 I/B, 2 W, 3 F held by a cap.  Sets *c
- * (key 0) and returns 1, or returns 0; *fut = the earliest arrival still to come. */
-static inline int pick_builtin(const op_sim_ws *ws, double mem_limit, int d, double now,
-                               int force, cand *c, double *fut_out) {
+/* Built-in rule (sim.h): it only needs the best op of each class in tie order, so packed keys
+ * (mb << 32 | rank) compare as integers; rank = stage for F and W, S-1-stage for I|B.
+ * Classes: 0 F allowed, 1 I/B, 2 W, 3 F held by a cap.  Sets *c (key 0) and returns 1, or
+ * returns 0; *fut = the earliest arrival still to come.  Inlined into the event loop (and so
+ * start), the pick stays in registers. */
+#define HOT static inline __attribute__((always_inline))
+HOT int pick_builtin(const op_sim_ws *ws, double mem_limit, int d, double now, int force,
+                     cand *c, double *fut_out) {
     const sim_dev *dv = &ws->dv[d];
     const uint32_t S1 = (uint32_t)ws->dyn_S - 1;
     uint64_t b0 = NONE, b1 = NONE, b2 = NONE, b3 = NONE;
@@ -236,7 +238,7 @@ static inline double produced(const op_sim_ws *ws, int pr, int mb) {
 }
 
 /* Starts op c on device d at now. */
-static inline void start(op_sim_ws *ws, int d, double now, const cand *c) {
+HOT void start(op_sim_ws *ws, int d, double now, const cand *c) {
     sim_dev *dv = &ws->dv[d];
     sim_dstage *t = &ws->ds[c->stage];
     const int slot = c->slot, mb = c->mb, s = c->stage, M = ws->dyn_M;
@@ -262,7 +264,9 @@ static inline void start(op_sim_ws *ws, int d, double now, const cand *c) {
     set_key(ws, d, sim_key(end));
     dv->held += slot == 0 ? t->act : 0;
     dv->inflight += slot == 0;
+    ws->last_f = slot == 0 && end > ws->last_f ? end : ws->last_f;
     if (slot == 2) return; /* W has no consumer */
+    if (slot == 1 && ws->first_b < 0) ws->first_b = now; /* events come in time order */
     /* its consumers: F(s) -> F(s+1) and, on the last stage, I|B(s); I|B(s) -> I|B(s-1) and
      * W(s) (none for B: next[2] = M).  The end[] rows keep it for when they get to mb; the
      * one waiting for exactly mb gets it now */
@@ -363,6 +367,8 @@ static void setup(op_plan *p, const op_sim_policy *pol, op_sim_ws *ws) {
     }
     tw_init(ws);
     ws->delayed = 0;
+    ws->last_f = 0.0;
+    ws->first_b = -1.0;
 }
 
 /* Every device idle and no input on its way: only holds keep ops waiting.  Runs the held op
@@ -436,8 +442,13 @@ int op_sim_dynamic(op_plan *p, const op_sim_policy *pol_in, op_sim_ws *ws, op_er
         sim_prepare(ws, p, 1);
         double T = sim_replay_core(p, ws, 1);
         OP_ASSERT(T >= 0, "replay of a list-scheduled order deadlocked");
+        op_sim_fill_pred(p);
+    } else {
+        /* its first pass over the ops is known: ends per device only grow */
+        double T = 0.0;
+        for (int d = 0; d < p->P; d++) T = ws->dv[d].free_t > T ? ws->dv[d].free_t : T;
+        sim_fill_pred_at(p, T, ws->first_b, ws->last_f);
     }
-    op_sim_fill_pred(p);
     op_sim_ws_free(own);
     return OP_OK;
 }

@@ -95,6 +95,7 @@ struct op_sim_ws {
     int tw_leaves;   /* power of two >= P */
     sim_dev *dv;     /* [P] */
     int delayed;     /* some op started later than its device and input allowed (a hold) */
+    double last_f, first_b; /* dynamic: latest F end, first I|B start (-1: none yet) */
 };
 
 /* Grows ws for the plan's shape and fills ws->st (durations, delays); reset_end: sets every
@@ -107,6 +108,10 @@ int sim_check_layout(const op_plan *p, op_err *err);
 /* Replays p's orders on a prepared ws.  write: store start/end into p->ops.
  * Returns the makespan, or -1 when ops remain that cannot run (deadlock / missing op). */
 double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write);
+
+/* op_sim_fill_pred given what its first pass finds: T = the last end, tb = the first I|B
+ * start (-1: none), tf = the last F end (0: none); the dynamic mode knows them already. */
+void sim_fill_pred_at(op_plan *p, double T, double tb, double tf);
 
 /* After sim_replay_core returned -1: describes the cycle in err (OP_EDEADLOCK). */
 int sim_deadlock_report(const op_plan *p, op_sim_ws *ws, op_err *err);

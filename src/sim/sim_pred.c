@@ -16,16 +16,20 @@ static double overlap(double a, double b, double lo, double hi) {
 }
 
 void op_sim_fill_pred(op_plan *p) {
-    op_pred *r = &p->pred;
-    const int P = p->P;
     double T = 0.0, tb = -1.0, tf = 0.0;
-    for (int d = 0; d < P; d++)
+    for (int d = 0; d < p->P; d++)
         for (int i = 0; i < p->n_ops[d]; i++) {
             const op_op *o = &p->ops[d][i];
             if (o->end > T) T = o->end;
             if (o->kind == OP_F && o->end > tf) tf = o->end;
             if ((o->kind == OP_I || o->kind == OP_B) && (tb < 0 || o->start < tb)) tb = o->start;
         }
+    sim_fill_pred_at(p, T, tb, tf);
+}
+
+void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
+    op_pred *r = &p->pred;
+    const int P = p->P;
     if (tb < 0) tb = T;
     /* boundaries of the three idle windows: [0, a) warm-up, [a, b) residual, [b, T] cool-down */
     const double a = tb, b = tf > tb ? tf : tb;

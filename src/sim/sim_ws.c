@@ -39,7 +39,7 @@ static void *grow_aligned(void *old, size_t bytes) {
 }
 
 static void ensure(op_sim_ws *ws, int P, int S, int M) {
-    size_t nops = (size_t)S * (size_t)M * 3 + (size_t)M; /* + dynamic mode's row of 0s */
+    size_t nops = (size_t)S * (size_t)M * 3;
     if (nops > ws->cap_ops) {
         GROW(ws->end, nops);
         ws->cap_ops = nops;

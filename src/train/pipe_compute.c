@@ -198,6 +198,10 @@ double op_ptrain_cpu_s(const op_ptrain *t, int rank) {
     return rank >= 0 && rank < t->P ? t->cpu[rank] : 0;
 }
 
+double op_ptrain_wall_s(const op_ptrain *t, int rank) {
+    return rank >= 0 && rank < t->P ? t->wall[rank] : 0;
+}
+
 void op_ptrain_reset_peak(op_ptrain *t) {
     for (int r = 0; r < t->P; r++) t->peak[r] = t->act[r];
 }
@@ -218,6 +222,4 @@ op_ptrain_opstat op_ptrain_op_stat(const op_ptrain *t, int stage, op_kind kind) 
 
 void op_ptrain_reset_op_stats(op_ptrain *t) {
     memset(t->os, 0, sizeof *t->os * (size_t)t->S * 4);
-    memset(t->cpu, 0, sizeof *t->cpu * (size_t)t->P);
-    memset(t->wall, 0, sizeof *t->wall * (size_t)t->P);
 }

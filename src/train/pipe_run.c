@@ -17,8 +17,9 @@ void op_ptrain_opts_default(op_ptrain_opts *o) {
     o->seed = 1;
     op_adamw_default(&o->opt);
     o->log = stdout;
-    o->progress_thread = 1;
+    o->progress_thread = 0;
     o->eo.fault.rank = -1;
+    o->quiet_share = 0.97;
 }
 
 void op_ptrain_report_free(op_ptrain_report *r) {
@@ -34,6 +35,8 @@ static int cmp_d(const void *a, const void *b) {
 /* What rank 0 keeps across steps. */
 typedef struct {
     double *ms; /* [steps] measured makespans */
+    double *cpu; /* [steps] lowest per-rank CPU share of the step's compute */
+    double quiet;
     int n;
     double excess;
     double t0;
@@ -68,12 +71,33 @@ static void finish_report(op_ptrain_report *rep, stats *st, const op_nn_model *m
         rep->meas_ms_mean = sum / n;
         rep->meas_ms_min = v[0];
         rep->op_excess_ms = st->excess / n;
+        int nq = 0;
+        for (int i = skip; i < st->n; i++)
+            if (st->cpu[i] >= st->quiet) v[nq++] = st->ms[i];
+        qsort(v, (size_t)nq, sizeof *v, cmp_d);
+        rep->n_quiet = nq;
+        rep->meas_ms_quiet = nq == 0 ? 0 : nq % 2 ? v[nq / 2] : 0.5 * (v[nq / 2 - 1] + v[nq / 2]);
         free(v);
     }
+    rep->n_step = st->n < 64 ? st->n : 64;
+    for (int i = 0; i < rep->n_step; i++) rep->step_ms[i] = st->ms[i], rep->step_cpu[i] = st->cpu[i];
     rep->tokens_per_s = rep->wall_s > 0 ? (double)rep->steps_run * p->M * m->cfg.batch * m->cfg.seq / rep->wall_s : 0;
 }
 
-static void note_step(stats *st, const op_exec_result *res) {
+/* The lowest share of a rank's compute wall time spent on a CPU over one step: cpu/wall are the
+ * per-rank totals now, c0/w0 before the step (updated). */
+static double step_share(const double *cpu, const double *wall, double *c0, double *w0, int P) {
+    double lo = 1;
+    for (int r = 0; r < P && r < 64; r++) {
+        double dc = cpu[r] - c0[r], dw = wall[r] - w0[r];
+        if (dw > 0 && dc / dw < lo) lo = dc / dw;
+        c0[r] = cpu[r], w0[r] = wall[r];
+    }
+    return lo;
+}
+
+static void note_step(stats *st, const op_exec_result *res, double share) {
+    st->cpu[st->n] = share;
     st->ms[st->n++] = res->makespan_ms;
     if (st->n > 1) st->excess += res->overhead_ms; /* same steps as the median: not the first */
 }
@@ -107,9 +131,13 @@ int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrai
     int64_t step = 0;
     rc = ckpt_path(o, path, sizeof path, err);
     if (rc == OP_OK && o->resume) rc = op_ckpt_load(path, m, sp, ns, &step, err);
-    stats st = {op_xcalloc((size_t)(o->steps > 0 ? o->steps : 1) + 1, sizeof(double)), 0, 0, op_now_s(), step};
+    size_t cap = (size_t)(o->steps > 0 ? o->steps : 1) + 1;
+    stats st = {op_xcalloc(cap, sizeof(double)), op_xcalloc(cap, sizeof(double)),
+                o->quiet_share > 0 ? o->quiet_share : 0.97, 0, 0, op_now_s(), step};
+    double c0[64] = {0}, w0[64] = {0}, cn[64], wn[64];
     rep->first_step = step;
     for (; rc == OP_OK && step < o->steps; step++) {
+        if (st.n == 1) op_ptrain_reset_op_stats(t); /* per-op stats leave out the first step */
         op_ptrain_begin_step(t, step);
         op_exec_result res;
         rc = op_exec_run_threads(p, &comp, &o->eo, &res, err);
@@ -123,7 +151,8 @@ int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrai
         if (o->losses) o->losses[step] = loss;
         if (rep->steps_run++ == 0) rep->first_loss = loss;
         rep->last_loss = loss;
-        note_step(&st, &res);
+        for (int r = 0; r < p->P && r < 64; r++) cn[r] = op_ptrain_cpu_s(t, r), wn[r] = op_ptrain_wall_s(t, r);
+        note_step(&st, &res, step_share(cn, wn, c0, w0, p->P));
         log_step(m, p, o, &st, step, loss, res.makespan_ms);
         if (o->keep_result && step + 1 == o->steps) {
             rep->last = res;
@@ -139,7 +168,9 @@ int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrai
         rep->cpu_ms_step[r] = rep->steps_run ? 1e3 * op_ptrain_cpu_s(t, r) / (double)rep->steps_run : 0;
     }
     finish_report(rep, &st, m, p);
-    free(st.ms);
+    for (int s = 0; s < p->S && s < 64; s++)
+        for (int k = 0; k < 4; k++) rep->ops[s * 4 + k] = op_ptrain_op_stat(t, s, (op_kind)k);
+    free(st.ms), free(st.cpu);
     free(sp);
     op_ptrain_free(t);
     op_train_data_free(&d);
@@ -274,8 +305,11 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
     rc = ckpt_path(o, path, sizeof path, err);
     if (rc == OP_OK && o->resume) rc = mpi_load(t, m, &d, p, x, path, &step, err);
     int SM = p->S * p->M;
-    double *msg = op_xcalloc((size_t)SM + 3, sizeof(double));
-    stats st = {op_xcalloc((size_t)(o->steps > 0 ? o->steps : 1) + 1, sizeof(double)), 0, 0, op_now_s(), step};
+    double *msg = op_xcalloc((size_t)SM + 4, sizeof(double));
+    size_t cap = (size_t)(o->steps > 0 ? o->steps : 1) + 1;
+    stats st = {op_xcalloc(cap, sizeof(double)), op_xcalloc(cap, sizeof(double)),
+                o->quiet_share > 0 ? o->quiet_share : 0.97, 0, 0, op_now_s(), step};
+    double c_prev = 0, w_prev = 0;
     rep->first_step = step;
     for (; rc == OP_OK && step < o->steps; step++) {
         op_ptrain_begin_step(t, step);
@@ -289,13 +323,18 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
         msg[SM] = (double)op_ptrain_peak_act(t, x->rank);
         msg[SM + 1] = op_ptrain_cpu_share(t, x->rank);
         msg[SM + 2] = 1e3 * op_ptrain_cpu_s(t, x->rank) / (double)(step + 1 - st.first);
+        {   /* this step's CPU share of compute wall time */
+            double cn = op_ptrain_cpu_s(t, x->rank), wn = op_ptrain_wall_s(t, x->rank);
+            msg[SM + 3] = wn > w_prev ? (cn - c_prev) / (wn - w_prev) : 1;
+            c_prev = cn, w_prev = wn;
+        }
         void **all = NULL;
         int64_t *lens = NULL;
         if (x->rank == 0) {
             all = op_xcalloc((size_t)x->size, sizeof(void *));
             lens = op_xcalloc((size_t)x->size, sizeof(int64_t));
         }
-        rc = x->gather(x, msg, (int64_t)(sizeof(double) * ((size_t)SM + 3)), all, lens);
+        rc = x->gather(x, msg, (int64_t)(sizeof(double) * ((size_t)SM + 4)), all, lens);
         if (rc == OP_OK && x->rank == 0) {
             double *lt = op_xcalloc((size_t)SM, sizeof(double));
             for (int s = 0; s < p->S; s++)
@@ -305,12 +344,14 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
                 rep->cpu_share[r] = ((double *)all[r])[SM + 1];
                 rep->cpu_ms_step[r] = ((double *)all[r])[SM + 2];
             }
-            double loss = op_ptrain_step_loss(lt, p->S, p->M);
+            double loss = op_ptrain_step_loss(lt, p->S, p->M), share = 1;
+            for (int r = 0; r < x->size; r++)
+                if (((double *)all[r])[SM + 3] < share) share = ((double *)all[r])[SM + 3];
             free(lt);
             if (o->losses) o->losses[step] = loss;
             if (rep->steps_run++ == 0) rep->first_loss = loss;
             rep->last_loss = loss;
-            note_step(&st, &res);
+            note_step(&st, &res, share);
             log_step(m, p, o, &st, step, loss, res.makespan_ms);
         }
         if (all)
@@ -327,7 +368,7 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
         if (rc == OP_OK && path[0] && want_ckpt(o, step)) rc = mpi_save(t, &full, m, &d, p, x, path, step + 1, err);
     }
     if (x->rank == 0) finish_report(rep, &st, m, p);
-    free(st.ms);
+    free(st.ms), free(st.cpu);
     free(msg);
     op_lowered_free(&l);
     op_ptrain_free(full);
