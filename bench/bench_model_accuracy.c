@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "octopipe/ptrain.h"
+#include "octopipe/sim.h"
 #include "octopipe/tune.h"
 
 #define NP 2
@@ -44,12 +45,15 @@ static int use_min; /* --estimator min: best step instead of the median */
 static int progress_thread; /* --progress-thread: the executor's polling thread runs during compute */
 
 static int tries = 3;
-static double fixed_ovh = -1; /* --overhead-ms X: no calibration run */ /* --tries: attempts per plan when its steps were disturbed */
+static double fixed_ovh = -1; /* --overhead-ms X: not fitted */
+static int fit_costs = 1;     /* --no-fit: the isolated profile's times as they are */ /* --tries: attempts per plan when its steps were disturbed */
 
 /* Trains `steps` timed steps (plus the dropped first); repeats up to `tries` times while fewer
  * than half the timed steps were quiet (every rank on a CPU >= 97% of its compute time), and
  * keeps the attempt with the most quiet steps.  The measured time is the median over quiet
  * steps (or over all timed steps when none was quiet: the row is then marked loaded). */
+static op_ptrain_report last_rep; /* the kept attempt of the last run_plan */
+
 static int run_plan(const op_nn_model *m, op_plan *p, int steps, row *r) {
     op_ptrain_opts o;
     op_ptrain_opts_default(&o);
@@ -76,6 +80,7 @@ static int run_plan(const op_nn_model *m, op_plan *p, int steps, row *r) {
         if (2 * best.n_quiet >= steps) break;
     }
     rep = best;
+    last_rep = best;
     r->n_quiet = rep.n_quiet;
     r->meas = rep.n_quiet > 0 ? rep.meas_ms_quiet : use_min ? rep.meas_ms_min : rep.meas_ms_median;
     r->pred = p->pred.makespan_ms;
@@ -124,10 +129,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--progress-thread")) progress_thread = 1;
         else if (!strcmp(argv[i], "--tries") && v) tries = atoi(v), i++;
         else if (!strcmp(argv[i], "--overhead-ms") && v) fixed_ovh = atof(v), i++;
+        else if (!strcmp(argv[i], "--no-fit")) fit_costs = 0;
         else if (!strcmp(argv[i], "--estimator") && v) use_min = !strcmp(v, "min"), i++;
         else if (!strcmp(argv[i], "--profile-clock") && v) cpu_clock = strcmp(v, "wall") != 0, i++;
         else {
-            fprintf(stderr, "usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] [--repeats R] [--estimator median|min] [--profile-clock cpu|wall] [--progress-thread] [--tries N] [--overhead-ms X] [--strict]\n");
+            fprintf(stderr, "usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] [--repeats R] [--estimator median|min] [--profile-clock cpu|wall] [--progress-thread] [--tries N] [--overhead-ms X] [--no-fit] [--strict]\n");
             return 2;
         }
     }
@@ -160,30 +166,60 @@ int main(int argc, char **argv) {
     op_comm comm;
     op_ptrain_default_comm(&comm);
 
-    /* calibration on 1f1b */
-    op_plan cal;
-    if (op_ptrain_make_plan(&m, costs, NP, M, &comm, 0, "1f1b", &cal, &e)) {
-        fprintf(stderr, "bench_model_accuracy: %s\n", e.msg);
-        return 1;
-    }
-    row rc0;
-    memset(&rc0, 0, sizeof rc0);
+    /* calibration: per-kind times fitted to the per-(stage, op) CPU times of two runs at
+     * M_cal = M/2 microbatches (1f1b: B ops on 2 stages; zbv: F, I, W on 4 stages), then the
+     * executor's per-op overhead fitted to their quiet makespans.  Every row of the table is
+     * then a prediction: other microbatch count, other plans. */
+    const char *cal_names[] = {"1f1b", "zbv"};
+    int Mc = M / 2 >= NP ? M / 2 : M;
+    op_plan cal[2];
+    op_ptrain_report crep[2];
+    row crow[2];
     double ovh = fixed_ovh;
-    if (ovh < 0) {
-        if (run_plan(&m, &cal, steps, &rc0)) return 1;
-        if (rc0.n_quiet > 0) {
-            ovh = op_ptrain_fit_overhead(&cal, rc0.meas);
-            printf("calibration: 1f1b measured %.2f ms (%d quiet steps), profile-only prediction %.2f ms -> "
-                   "per-op overhead %.4f ms\n\n", rc0.meas, rc0.n_quiet, rc0.pred, ovh);
-        } else {
-            ovh = 0.05;
-            printf("calibration: 1f1b had no quiet step (%.2f ms at cpu %.0f%%): per-op overhead left at "
-                   "the emulated-run value %.2f ms\n\n", rc0.meas, 100 * rc0.cpu, ovh);
+    for (int c = 0; c < 2; c++) {
+        if (op_ptrain_make_plan(&m, costs, NP, Mc, &comm, 0, cal_names[c], &cal[c], &e)) {
+            fprintf(stderr, "bench_model_accuracy: %s\n", e.msg);
+            return 1;
         }
-    } else {
-        printf("per-op overhead %.4f ms (--overhead-ms), no calibration run\n\n", ovh);
+        memset(&crow[c], 0, sizeof crow[c]);
+        if (run_plan(&m, &cal[c], steps, &crow[c])) return 1;
+        crep[c] = last_rep;
     }
-    op_plan_free(&cal);
+    op_layer_prof fit[8];
+    double call_ms = 0;
+    const op_plan *cp[2] = {&cal[0], &cal[1]};
+    const op_ptrain_report *cr[2] = {&crep[0], &crep[1]};
+    double rms = fit_costs ? op_ptrain_fit_costs(&m, cp, cr, 2, prof, np, 0.05, fit, &call_ms) : -1;
+    if (rms >= 0) {
+        printf("calibration at M=%d (1f1b, zbv): per-kind times fitted to their ops' CPU time, rms "
+               "residual %.2f%%, per-call constant %.3f ms\n", Mc, rms, call_ms);
+        printf("  kind  F ms profile -> fitted   I ms                W ms\n");
+        for (int k = 0; k < np; k++)
+            printf("  %c    %7.3f -> %7.3f    %7.3f -> %7.3f    %7.3f -> %7.3f\n", prof[k].sym, prof[k].f_ms,
+                   fit[k].f_ms, prof[k].i_ms, fit[k].i_ms, prof[k].w_ms, fit[k].w_ms);
+        if (op_ptrain_layer_costs(&m, fit, np, costs, &e)) {
+            fprintf(stderr, "bench_model_accuracy: %s\n", e.msg);
+            return 1;
+        }
+    }
+    if (ovh < 0) {
+        double sum_o = 0;
+        int n_o = 0;
+        for (int c = 0; c < 2; c++) {
+            for (int i = 0; i < m.n_layers; i++) cal[c].layers[i] = costs[i];
+            if (op_sim_replay(&cal[c], NULL, &e)) continue;
+            if (crow[c].n_quiet > 0) sum_o += op_ptrain_fit_overhead(&cal[c], crow[c].meas), n_o++;
+        }
+        ovh = n_o ? sum_o / n_o : 0.05;
+        if (n_o)
+            printf("per-op executor overhead fitted to %d quiet calibration makespan(s) (1f1b %.1f ms, zbv %.1f ms): "
+                   "%.4f ms\n\n", n_o, crow[0].meas, crow[1].meas, ovh);
+        else
+            printf("no quiet calibration step: per-op overhead left at the emulated-run value %.2f ms\n\n", ovh);
+    } else {
+        printf("per-op overhead %.4f ms (--overhead-ms)\n\n", ovh);
+    }
+    for (int c = 0; c < 2; c++) op_plan_free(&cal[c]);
 
     const char *names[] = {"1f1b", "gpipe", "i1f1b", "zbh1", "zbh2", "zbv", "dualpipev",
                            "balanced-1f1b", "auto", "auto-loop", "auto-v", NULL};
@@ -214,8 +250,8 @@ int main(int argc, char **argv) {
         }
         row *r = &rows[n];
         memset(r, 0, sizeof *r);
-        int is_cal = k == 0 && fixed_ovh < 0 && rc0.n_quiet > 0;
-        snprintf(r->name, sizeof r->name, "%s%s", names[k], is_cal ? " (cal)" : "");
+        int is_cal = 0;
+        snprintf(r->name, sizeof r->name, "%s", names[k]);
         shape(&p, r->shape, sizeof r->shape);
         if (run_plan(&m, &p, steps, r)) return 1;
         op_plan_free(&p);

@@ -95,6 +95,9 @@ int64_t op_stage_static_bytes(const op_plan *p, int s);
 double op_lower_bound(const op_layer_cost *layers, int n_layers, int P, int M);
 double op_plan_lower_bound(const op_plan *p);
 
+/* Shape and layout only: P, M, S >= 1; stages contiguous, non-empty, covering every layer;
+ * every stage on a device in 0..P-1. */
+int op_plan_validate_layout(const op_plan *p, op_err *err);
 /* Structural validation: stages contiguous and non-empty, every stage on one device, every
  * required op present exactly once, ops on the device of their stage.  Does not simulate. */
 int op_plan_validate(const op_plan *p, op_err *err);

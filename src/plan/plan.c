@@ -149,7 +149,7 @@ double op_plan_lower_bound(const op_plan *p) {
     return op_lower_bound(p->layers, p->n_layers, p->P, p->M);
 }
 
-int op_plan_validate(const op_plan *p, op_err *err) {
+int op_plan_validate_layout(const op_plan *p, op_err *err) {
     if (p->P < 1) return op_errf(err, OP_EINVAL, "devices must be >= 1 (got %d)", p->P);
     if (p->M < 1) return op_errf(err, OP_EINVAL, "microbatches must be >= 1 (got %d)", p->M);
     if (p->S < 1) return op_errf(err, OP_EINVAL, "a plan needs at least one stage");
@@ -166,6 +166,12 @@ int op_plan_validate(const op_plan *p, op_err *err) {
     if (p->stage_first[p->S] != p->n_layers)
         return op_errf(err, OP_EINVAL, "stages end at layer %d but the model has %d layers",
                        p->stage_first[p->S], p->n_layers);
+    return OP_OK;
+}
+
+int op_plan_validate(const op_plan *p, op_err *err) {
+    int lrc = op_plan_validate_layout(p, err);
+    if (lrc != OP_OK) return lrc;
     /* every op exactly once, on its stage's device */
     int64_t n = (int64_t)p->S * p->M * 3;
     uint8_t *seen = op_xcalloc((size_t)n, 1);

@@ -107,22 +107,8 @@ void sim_prepare(op_sim_ws *ws, const op_plan *p, int reset_end) {
 }
 
 int sim_check_layout(const op_plan *p, op_err *err) {
-    if (p->P < 1) return op_errf(err, OP_EINVAL, "devices must be >= 1 (got %d)", p->P);
-    if (p->M < 1) return op_errf(err, OP_EINVAL, "microbatches must be >= 1 (got %d)", p->M);
-    if (p->S < 1) return op_errf(err, OP_EINVAL, "a plan needs at least one stage");
-    if (p->stage_first[0] != 0)
-        return op_errf(err, OP_EINVAL, "stages[0] starts at layer %d, not 0", p->stage_first[0]);
-    for (int s = 0; s < p->S; s++) {
-        if (p->stage_first[s + 1] <= p->stage_first[s])
-            return op_errf(err, OP_EINVAL, "stages[%d] = [%d, %d) is empty or not contiguous", s,
-                           p->stage_first[s], p->stage_first[s + 1]);
-        if (p->stage_dev[s] < 0 || p->stage_dev[s] >= p->P)
-            return op_errf(err, OP_EINVAL, "stage %d is placed on device %d, not in 0..%d", s,
-                           p->stage_dev[s], p->P - 1);
-    }
-    if (p->stage_first[p->S] != p->n_layers)
-        return op_errf(err, OP_EINVAL, "stages end at layer %d but the model has %d layers",
-                       p->stage_first[p->S], p->n_layers);
+    int rc = op_plan_validate_layout(p, err);
+    if (rc != OP_OK) return rc;
     for (int l = 0; l < p->n_layers; l++) {
         const op_layer_cost *c = &p->layers[l];
         if (!(c->f_ms >= 0 && c->i_ms >= 0 && c->w_ms >= 0))
