@@ -263,11 +263,10 @@ int main(int argc, char **argv) {
         int rc = op_tune(&pr, &o, &p, &e);
         double secs = cpu_s() - t0;
         if (rc == OP_OK) {
-            printf("  %-28s P=%-3d M=%-4d L=%-4d  %7.2f s  (%ld sims, S=%d %s, gap %.2f%%, to the "
-                   "layer-aware bound %.2f%%, vs best baseline %s %.3fx)\n",
+            printf("  %-28s P=%-3d M=%-4d L=%-4d  %7.2f s  (%ld sims, S=%d %s, gap %.2f%%, "
+                   "vs best baseline %s %.3fx)\n",
                    tt[k].what, pr.P, pr.M, L, secs, st.evals, p.S, st.shape,
-                   100 * (p.pred.makespan_ms / p.pred.lower_bound_ms - 1),
-                   100 * (p.pred.makespan_ms / op_tune_lower_bound(&pr) - 1), st.best_baseline,
+                   100 * (p.pred.makespan_ms / p.pred.lower_bound_ms - 1), st.best_baseline,
                    st.best_baseline_ms > 0 ? st.best_baseline_ms / p.pred.makespan_ms : 0);
             op_buf_printf(&js, "%s{\"P\": %d, \"M\": %d, \"layers\": %d, \"cpu_s\": %.3f, "
                           "\"gap\": %.5f}", k ? ", " : "", pr.P, pr.M, L, secs,

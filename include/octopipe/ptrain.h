@@ -151,9 +151,9 @@ typedef struct op_ptrain_report {
      * by default: ranks had their cores), and how many there were (0: none, median is 0) */
     double meas_ms_quiet;
     int n_quiet;
-    /* per (stage, kind) op stats over the timed steps (the first step left out), stage < 64:
-     * ops[s * 4 + kind] (op_ptrain_op_stat); in-process runs only */
-    op_ptrain_opstat ops[64 * 4];
+    /* per (stage, kind) op stats, stage < 64, [s * 4 + kind] (op_ptrain_op_stat), in-process
+     * runs only: over all timed steps (the first left out), and over the quiet ones only */
+    op_ptrain_opstat ops[64 * 4], ops_quiet[64 * 4];
     op_exec_result last;     /* keep_result: the last step's records */
     int have_last;
 } op_ptrain_report;
@@ -167,7 +167,9 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
                        const op_ptrain_opts *o, op_ptrain_report *rep, op_err *err);
 
 /* Calibration, the way the paper's layer_time_solver does it: per-kind F/I/W times fitted by
- * least squares to the per-(stage, kind) thread CPU times measured in real pipelined runs
+ * least squares to the per-(stage, kind) op times measured in real pipelined runs (wall time
+ * inside the compute call over the quiet steps, ops_quiet; thread CPU time over all timed
+ * steps, ops, for a report without quiet steps)
  * (reps[i] of plans[i], i < n; rows: mean op time = sum over the stage's layers + a per-call
  * constant; B rows = I + W; relative error weighting).  A ridge term pulls every time toward
  * prior (the isolated profile) with weight `ridge` (0.05 is a good default): with few stages the

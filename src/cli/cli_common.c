@@ -74,7 +74,9 @@ const char *op_cli_setup_help(void) {
            "  --nodes-of N          devices per node; links between nodes are slower (default 8)\n"
            "  --cluster FILE        measured links from `octopipe profile comm`\n"
            "  --comm none           free communication (for analytic comparisons)\n"
-           "  --mem-limit GiB|none  per-device memory limit (default: the GPU's memory)\n"
+           "  --mem-limit GiB|none  per-device memory limit (default: 90% of the GPU's memory,\n"
+           "                        leaving room for the CUDA context, NCCL buffers and\n"
+           "                        fragmentation, which the model does not count)\n"
            "  --op-overhead MS      per-op dispatch cost added to every op (default 0)\n";
 }
 
@@ -188,7 +190,7 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
     }
     if (s->no_mem_limit) pr->mem_limit_bytes = 0;
     else if (s->mem_limit_gib > 0) pr->mem_limit_bytes = s->mem_limit_gib * 1073741824.0;
-    else pr->mem_limit_bytes = s->dev.mem_GiB * 1073741824.0;
+    else pr->mem_limit_bytes = OP_CLI_MEM_HEADROOM * s->dev.mem_GiB * 1073741824.0;
     return 0;
 }
 

@@ -5,6 +5,9 @@
 #include "octopipe/cost.h"
 #include "octopipe/plan.h"
 
+/* Default memory limit as a fraction of the device's memory. */
+#define OP_CLI_MEM_HEADROOM 0.9
+
 typedef struct op_cli_setup {
     /* flags */
     const char *model_arg;    /* --model FILE|PRESET */

@@ -68,6 +68,9 @@ double op_ptrain_fit_costs(const op_nn_model *m, const op_plan *const *plans,
         for (int k = 0; k < 3; k++) x0[3 * i + k] = v[k], sc[3 * i + k] = v[k] > 0.05 ? v[k] : 0.05;
     }
     x0[cc] = 0, sc[cc] = 0.1; /* the per-call constant: expected well under 0.1 ms */
+    /* quiet wall times when any run had quiet steps, else CPU times of every timed step */
+    int quiet = 0;
+    for (int pi = 0; pi < n; pi++) quiet |= reps[pi]->n_quiet > 0;
     int rows = 0;
     double *ys = NULL;
     double **rs = NULL;
@@ -75,9 +78,10 @@ double op_ptrain_fit_costs(const op_nn_model *m, const op_plan *const *plans,
         const op_plan *p = plans[pi];
         for (int s = 0; s < p->S && s < 64; s++)
             for (int k = 0; k < 4; k++) {
-                const op_ptrain_opstat *o = &reps[pi]->ops[s * 4 + k];
-                if (o->n <= 0 || o->cpu_ms <= 0) continue;
-                double y = o->cpu_ms / (double)o->n;
+                const op_ptrain_opstat *o = quiet ? &reps[pi]->ops_quiet[s * 4 + k] : &reps[pi]->ops[s * 4 + k];
+                double t = quiet ? o->wall_ms : o->cpu_ms;
+                if (o->n <= 0 || t <= 0) continue;
+                double y = t / (double)o->n;
                 memset(row, 0, sizeof(double) * (size_t)nu);
                 int ok = 1;
                 for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) {

@@ -136,8 +136,11 @@ int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrai
                 o->quiet_share > 0 ? o->quiet_share : 0.97, 0, 0, op_now_s(), step};
     double c0[64] = {0}, w0[64] = {0}, cn[64], wn[64];
     rep->first_step = step;
+    op_ptrain_opstat prev[64 * 4];
     for (; rc == OP_OK && step < o->steps; step++) {
         if (st.n == 1) op_ptrain_reset_op_stats(t); /* per-op stats leave out the first step */
+        for (int s = 0; s < p->S && s < 64; s++)
+            for (int k = 0; k < 4; k++) prev[s * 4 + k] = op_ptrain_op_stat(t, s, (op_kind)k);
         op_ptrain_begin_step(t, step);
         op_exec_result res;
         rc = op_exec_run_threads(p, &comp, &o->eo, &res, err);
@@ -153,6 +156,15 @@ int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrai
         rep->last_loss = loss;
         for (int r = 0; r < p->P && r < 64; r++) cn[r] = op_ptrain_cpu_s(t, r), wn[r] = op_ptrain_wall_s(t, r);
         note_step(&st, &res, step_share(cn, wn, c0, w0, p->P));
+        if (st.n > 1 && st.cpu[st.n - 1] >= st.quiet) /* a quiet timed step: keep its op times */
+            for (int s = 0; s < p->S && s < 64; s++)
+                for (int k = 0; k < 4; k++) {
+                    op_ptrain_opstat a = op_ptrain_op_stat(t, s, (op_kind)k), *q = &rep->ops_quiet[s * 4 + k];
+                    q->cpu_ms += a.cpu_ms - prev[s * 4 + k].cpu_ms;
+                    q->wall_ms += a.wall_ms - prev[s * 4 + k].wall_ms;
+                    q->faults += a.faults - prev[s * 4 + k].faults;
+                    q->n += a.n - prev[s * 4 + k].n;
+                }
         log_step(m, p, o, &st, step, loss, res.makespan_ms);
         if (o->keep_result && step + 1 == o->steps) {
             rep->last = res;
