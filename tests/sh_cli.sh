@@ -8,8 +8,10 @@ bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 # every bench config (as preset and as file) for P in {4,8,16}
-for f in ../shared/bench/hf-configs/*.json; do
-  [ -e "$f" ] || continue
+# the configs beside the checkout when there (CI), else the built-in presets made from them
+models=(../shared/bench/hf-configs/*.json)
+[ -e "${models[0]}" ] || models=(deepseek-v2-lite gemma2-9b jamba-v0.1 llama2-7b mixtral-8x7b nemotron-h-8b qwen2-vl-7b)
+for f in "${models[@]}"; do
   for P in 4 8 16; do
     M=$((2*P))
     if "$OP" compare --model "$f" --devices $P --microbatches $M --json --no-tune > "$tmp/c.json" 2> "$tmp/c.err" \
@@ -43,6 +45,18 @@ for p in "$tmp"/plans/*.json; do
   [ -e "$p" ] || continue
   if "$OP" sim "$p" > "$tmp/sim.out" 2>&1; then ok; else bad "sim $p: $(tail -n 2 "$tmp/sim.out")"; fi
 done
+
+# plan: deterministic for a seed, valid, re-simulates exactly; refusals leave no file
+if "$OP" plan --model nemotron-h-8b --devices 4 --microbatches 8 --quiet --out "$tmp/a.json" > /dev/null 2>&1 \
+   && "$OP" plan --model nemotron-h-8b --devices 4 --microbatches 8 --quiet --out "$tmp/b.json" > /dev/null 2>&1 \
+   && cmp -s "$tmp/a.json" "$tmp/b.json"; then ok; else bad "plan is not deterministic for a seed"; fi
+if "$OP" sim "$tmp/a.json" 2>&1 | grep -q "reproduces the file's prediction exactly"; then ok; else bad "tuned plan does not re-simulate exactly"; fi
+expect_err "--out PLAN.json is required" plan --model nemotron-h-8b --devices 4 --microbatches 8
+expect_err "placement" plan --model nemotron-h-8b --devices 4 --microbatches 8 --placement diagonal --out "$tmp/x.json"
+"$OP" plan --model jamba-v0.1 --devices 4 --microbatches 8 --quiet --out "$tmp/nofit.json" > "$tmp/out" 2> "$tmp/err"; rc=$?
+if [ $rc -eq 1 ] && grep -q -- "--mem-limit" "$tmp/err" && [ ! -e "$tmp/nofit.json" ]; then ok
+else bad "plan that fits nowhere: rc=$rc, $(cat "$tmp/err")"; fi
+[ ! -e "$tmp/x.json" ] && ok || bad "refused plan left a file"
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -246,6 +246,109 @@ TEST(fit_overhead_round_trip) {
     op_plan_free(&p), op_plan_free(&q);
 }
 
+/* Synthetic per-(stage, op) times from known per-kind times `truth` (+ a per-call constant):
+ * the least-squares calibration reproduces every row, finds the constant, and moves a kind the
+ * data pin down to its true time; with no usable row it reports -1. */
+static void synth(const op_nn_model *m, const op_plan *p, const op_layer_prof *truth, int nt,
+                  double call, op_ptrain_report *r) {
+    memset(r, 0, sizeof *r);
+    r->n_quiet = 1;
+    for (int s = 0; s < p->S; s++)
+        for (int k = 0; k < 4; k++) {
+            if (p->stage_split[s] ? k == OP_B : (k == OP_I || k == OP_W)) continue;
+            double t = call;
+            for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++)
+                for (int j = 0; j < nt; j++)
+                    if (truth[j].sym == m->pattern[l])
+                        t += k == OP_F ? truth[j].f_ms : k == OP_I ? truth[j].i_ms : k == OP_W ? truth[j].w_ms
+                                                                              : truth[j].i_ms + truth[j].w_ms;
+            r->ops_quiet[s * 4 + k] = (op_ptrain_opstat){.cpu_ms = 8 * t, .wall_ms = 8 * t, .n = 8};
+        }
+}
+
+TEST(fit_costs_least_squares) {
+    op_nn_model m;
+    tiny_model(&m, "EM*-M#-L");
+    op_layer_prof prior[6], truth[6], fit[6];
+    const char syms[] = "EM*-#L";
+    for (int k = 0; k < 6; k++) {
+        memset(&prior[k], 0, sizeof prior[k]);
+        prior[k].sym = syms[k];
+        prior[k].f_ms = 1 + k, prior[k].i_ms = 1 + k, prior[k].w_ms = 0.5 + k;
+        truth[k] = prior[k];
+    }
+    truth[1].f_ms *= 1.3, truth[1].i_ms *= 1.2, truth[1].w_ms *= 1.1; /* Mamba slower in the run */
+    op_layer_cost c[64];
+    op_ptrain_layer_costs(&m, prior, 6, c, &(op_err){0});
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    const char *specs[] = {"1f1b", "zbv", "i1f1b"};
+    op_plan p[3];
+    op_ptrain_report *r = op_xcalloc(3, sizeof *r);
+    op_err e;
+    for (int i = 0; i < 3; i++) {
+        CHECK(op_ptrain_make_plan(&m, c, 2, MB, &comm, 0, specs[i], &p[i], &e) == OP_OK);
+        synth(&m, &p[i], truth, 6, 0.05, &r[i]);
+    }
+    const op_plan *pp[3] = {&p[0], &p[1], &p[2]};
+    const op_ptrain_report *rr[3] = {&r[0], &r[1], &r[2]};
+    double call = -1, rms = op_ptrain_fit_costs(&m, pp, rr, 3, prior, 6, 1e-4, fit, &call);
+    CHECK(rms >= 0 && rms < 0.5);
+    CHECK_NEAR(call, 0.05, 0.02);
+    CHECK(fit[1].f_ms > 1.2 * prior[1].f_ms && fit[1].f_ms < 1.4 * prior[1].f_ms);
+    CHECK(fit[1].i_ms + fit[1].w_ms > 1.1 * (prior[1].i_ms + prior[1].w_ms));
+    CHECK(fit[0].sym == 'E' && fit[5].sym == 'L');
+    /* the fitted stage times reproduce the measured ones */
+    op_layer_cost fc[64];
+    CHECK(op_ptrain_layer_costs(&m, fit, 6, fc, &e) == OP_OK);
+    for (int i = 0; i < 3; i++)
+        for (int l = 0; l < m.n_layers; l++) p[i].layers[l] = fc[l];
+    for (int s = 0; s < p[1].S; s++) {
+        double want = r[1].ops_quiet[s * 4 + OP_F].wall_ms / 8 - 0.05;
+        CHECK_NEAR(op_stage_ms(&p[1], s, OP_F), want, 0.01 * want);
+    }
+    /* nothing usable: no quiet rows and no CPU rows */
+    for (int i = 0; i < 3; i++) memset(&r[i], 0, sizeof r[i]);
+    CHECK(op_ptrain_fit_costs(&m, pp, rr, 3, prior, 6, 0.05, fit, &call) < 0);
+    for (int i = 0; i < 3; i++) op_plan_free(&p[i]);
+    free(r);
+}
+
+/* Per-step CPU share and per-(stage, op) stats of a real run: every timed op counted once. */
+TEST(step_and_op_stats) {
+    op_nn_model m;
+    tiny_model(&m, "EM*-#L");
+    op_layer_cost c[64];
+    fake_costs(&m, c);
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    op_plan p;
+    op_err e;
+    CHECK(op_ptrain_make_plan(&m, c, 2, MB, &comm, 0, "zbh1", &p, &e) == OP_OK);
+    op_ptrain_opts o;
+    op_ptrain_opts_default(&o);
+    CHECK(o.progress_thread == 0);
+    o.data = "copy";
+    o.steps = 4;
+    o.eo.quiet = 1;
+    op_ptrain_report *r = op_xcalloc(1, sizeof *r);
+    CHECK(op_ptrain_run_threads(&m, &p, &o, r, &e) == OP_OK);
+    CHECK(r->n_step == 4);
+    for (int i = 0; i < r->n_step; i++) CHECK(r->step_ms[i] > 0 && r->step_cpu[i] > 0 && r->step_cpu[i] <= 1.05);
+    CHECK(r->n_quiet >= 0 && r->n_quiet <= 3);
+    CHECK((r->n_quiet > 0) == (r->meas_ms_quiet > 0));
+    for (int s = 0; s < p.S; s++) {
+        int64_t want = 3 * MB; /* three timed steps of MB microbatches */
+        CHECK(r->ops[s * 4 + OP_F].n == want);
+        CHECK(r->ops[s * 4 + (p.stage_split[s] ? OP_W : OP_B)].n == want);
+        CHECK(r->ops[s * 4 + OP_F].cpu_ms > 0 && r->ops[s * 4 + OP_F].wall_ms > 0);
+        CHECK(r->ops_quiet[s * 4 + OP_F].n == (int64_t)r->n_quiet * MB);
+    }
+    op_ptrain_report_free(r);
+    free(r);
+    op_plan_free(&p);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     setenv("OPENBLAS_NUM_THREADS", "1", 0);
@@ -255,6 +358,8 @@ int main(int argc, char **argv) {
     RUN(resume_bitwise);
     RUN(bad_plans_refused);
     RUN(fit_overhead_round_trip);
+    RUN(fit_costs_least_squares);
+    RUN(step_and_op_stats);
     rmtmp();
     return check_report("ptrain");
 }
