@@ -1,25 +1,25 @@
 /* bench_model_accuracy.c: (b) simulator accuracy on real compute and (c) the tuned plan's
  * measured speedup over i1f1b, for the reference model at P=2 on this machine's 2 cores.
  *
- * Method (docs/training.md "Accuracy"):
- *  1. Profile: every layer kind F/I/W, median of R repeats, measured by P threads at once (one
- *     per core, BLAS single-threaded), the way the ranks will compute; the per-kind times are
- *     the mean over the threads.
- *  2. Calibrate one number: the executor's per-op overhead (plan->op_overhead_ms), fitted so
- *     the simulated makespan of the 1f1b plan equals its measured median (op_ptrain_fit_overhead).
- *     It absorbs what a stage call costs beyond its layers (buffer hand-over, messages, the
- *     progress thread, dispatch).  The 1f1b row is the calibration row; every other plan is a
- *     prediction with that same constant.
- *  3. Each plan trains K+1 steps on P in-process ranks (thread transport, one thread per rank);
- *     the first step (page faults of the activation pools) is dropped, the median makespan of
- *     the rest is compared with the simulated makespan.  Peak activation memory per rank is read
- *     from the stage arenas and compared with the arena-rule prediction on the plan's order
- *     (op_ptrain_pred_act_peak) and with the simulator's own memory rule.
+ * Method (docs/training.md "Accuracy and calibration"):
+ *  1. Profile every layer kind alone (F/I/W, median of R repeats, P profiler threads at once,
+ *     thread CPU time) and build the 11 plans from it (baselines, the tuner's three placements).
+ *  2. Run each plan K+1 steps on P in-process ranks (thread transport, BLAS one thread per rank,
+ *     no progress thread).  The first step is dropped.  A timed step is quiet when every rank
+ *     was on a CPU >= 97% of its compute time; a plan with fewer than half its steps quiet is
+ *     run again (--tries), and the measured time is the median over quiet steps.
+ *  3. Predict each plan leave-one-out: per-kind F/I/W times are fitted by least squares
+ *     (op_ptrain_fit_costs, the paper's layer_time_solver) to the per-(stage, op) times of the
+ *     OTHER plans' runs, and the executor's per-op overhead to their quiet makespans
+ *     (op_ptrain_fit_overhead, median); the plan is then simulated with those costs.  No number
+ *     of the plan's own run enters its prediction.  The profile-only prediction (isolated
+ *     profile + 0.05 ms per op) is shown next to it.
+ *  4. Peak activation memory per rank, from the stage arenas, against the simulator's memory
+ *     rule and against the same walk with the per-layer I term (op_ptrain_pred_act_peak).
  *
  * Usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] [--repeats R]
- *                             [--estimator median|min] [--profile-clock cpu|wall] [--strict]
- * --estimator min takes each plan's best step (for a box shared with other jobs: the step least
- * disturbed); --strict exits 1 when a row misses 3% (time) or 5% (memory). */
+ *          [--tries N] [--profile-clock cpu|wall] [--progress-thread] [--strict]
+ * --strict exits 1 when a quiet row misses 3% (time) or a row 5% (memory, with the I term). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,81 +29,61 @@
 #include "octopipe/tune.h"
 
 #define NP 2
+#define NPLANS 11
 
-static int cpu_clock = 1; /* --profile-clock cpu (default) | wall */
+static int cpu_clock = 1;       /* --profile-clock cpu (default) | wall */
+static int progress_thread;     /* --progress-thread: the executor's polling thread during compute */
+static int tries = 3;           /* --tries: attempts per plan while its steps were disturbed */
 
 typedef struct {
     char name[32], shape[48];
-    double meas, pred, err;
+    double meas, pred, pred_prof, err;
     double mem_meas[NP], mem_pred[NP], mem_sim[NP], mem_err, sim_err;
-    double cpu; /* lowest share of compute wall time a rank was on a CPU */
-    double cpu_err; /* compute CPU time per step (all ranks) vs the predicted busy time, % */
-    int n_quiet, tries; /* quiet timed steps of the kept attempt; attempts made */
+    double cpu;     /* share of compute wall time on a CPU, lowest rank, kept attempt */
+    double cpu_err; /* compute CPU time per step vs the predicted op times (LOO costs), % */
+    int n_quiet, tries;
 } row;
 
-static int use_min; /* --estimator min: best step instead of the median */
-static int progress_thread; /* --progress-thread: the executor's polling thread runs during compute */
-
-static int tries = 3;
-static double fixed_ovh = -1; /* --overhead-ms X: not fitted */
-static int fit_costs = 1;     /* --no-fit: the isolated profile's times as they are */ /* --tries: attempts per plan when its steps were disturbed */
-
-/* Trains `steps` timed steps (plus the dropped first); repeats up to `tries` times while fewer
- * than half the timed steps were quiet (every rank on a CPU >= 97% of its compute time), and
- * keeps the attempt with the most quiet steps.  The measured time is the median over quiet
- * steps (or over all timed steps when none was quiet: the row is then marked loaded). */
-static op_ptrain_report last_rep; /* the kept attempt of the last run_plan */
-
-static int run_plan(const op_nn_model *m, op_plan *p, int steps, row *r) {
+/* Runs p `steps` timed steps (plus the dropped first), up to `tries` times while fewer than
+ * half the timed steps were quiet; keeps the attempt with the most quiet steps in *rep. */
+static int run_plan(const op_nn_model *m, const op_plan *p, int steps, row *r, op_ptrain_report *rep) {
     op_ptrain_opts o;
     op_ptrain_opts_default(&o);
     o.data = "copy";
     o.steps = steps + 1;
     o.log_every = 0;
     o.progress_thread = progress_thread;
-    op_ptrain_report rep, best;
+    op_ptrain_report *cur = op_xcalloc(1, sizeof *cur);
     op_err e = {0};
-    memset(&best, 0, sizeof best);
-    best.n_quiet = -1;
+    rep->n_quiet = -1;
     r->tries = 0;
     for (int a = 0; a < tries; a++) {
-        int rc = op_ptrain_run_threads(m, p, &o, &rep, &e);
-        if (rc) {
+        if (op_ptrain_run_threads(m, p, &o, cur, &e)) {
             fprintf(stderr, "bench_model_accuracy: %s: %s\n", p->name, e.msg);
-            return rc;
+            free(cur);
+            return 1;
         }
         r->tries++;
-        if (rep.n_quiet > best.n_quiet ||
-            (rep.n_quiet == best.n_quiet && rep.meas_ms_median < best.meas_ms_median))
-            best = rep;
-        op_ptrain_report_free(&rep);
-        if (2 * best.n_quiet >= steps) break;
+        if (cur->n_quiet > rep->n_quiet ||
+            (cur->n_quiet == rep->n_quiet && cur->meas_ms_median < rep->meas_ms_median))
+            *rep = *cur;
+        op_ptrain_report_free(cur);
+        if (2 * rep->n_quiet >= steps) break;
     }
-    rep = best;
-    last_rep = best;
-    r->n_quiet = rep.n_quiet;
-    r->meas = rep.n_quiet > 0 ? rep.meas_ms_quiet : use_min ? rep.meas_ms_min : rep.meas_ms_median;
-    r->pred = p->pred.makespan_ms;
-    r->err = 100 * (r->meas - r->pred) / r->pred;
+    free(cur);
+    r->n_quiet = rep->n_quiet;
+    r->meas = rep->n_quiet > 0 ? rep->meas_ms_quiet : rep->meas_ms_median;
+    r->cpu = 1;
+    for (int d = 0; d < NP; d++) r->cpu = rep->cpu_share[d] < r->cpu ? rep->cpu_share[d] : r->cpu;
     int64_t pk[NP];
     op_ptrain_pred_act_peak(m, p, pk);
-    r->mem_err = 0;
-    r->cpu = 1;
-    double busy[NP], bsum = 0, csum = 0;
-    op_exec_pred_bubble(p, busy);
     for (int d = 0; d < NP; d++) {
-        r->cpu = rep.cpu_share[d] < r->cpu ? rep.cpu_share[d] : r->cpu;
-        /* the profile's own op times: the calibrated per-op overhead is not compute */
-        bsum += busy[d] - p->n_ops[d] * p->op_overhead_ms, csum += rep.cpu_ms_step[d];
-    }
-    r->cpu_err = 100 * (csum - bsum) / bsum;
-    for (int d = 0; d < NP; d++) {
-        r->mem_meas[d] = (double)rep.peak_act[d];
+        r->mem_meas[d] = (double)rep->peak_act[d];
         r->mem_pred[d] = (double)pk[d];
         r->mem_sim[d] = (double)(p->pred.peak_bytes[d] - p->pred.static_bytes[d]);
         double e2 = 100 * (r->mem_pred[d] - r->mem_meas[d]) / r->mem_meas[d];
-        if (fabs(e2) > fabs(r->mem_err)) r->mem_err = e2;
         double e3 = 100 * (r->mem_sim[d] - r->mem_meas[d]) / r->mem_meas[d];
+        if (fabs(e2) > fabs(r->mem_err)) r->mem_err = e2;
         if (fabs(e3) > fabs(r->sim_err)) r->sim_err = e3;
     }
     return 0;
@@ -116,29 +96,86 @@ static void shape(const op_plan *p, char *out, size_t cap) {
     snprintf(out + n, cap - (size_t)n, "%s", p->stage_split[0] ? " I/W" : " B");
 }
 
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Copy of plan src re-predicted with costs c and per-op overhead ovh (dst: caller frees). */
+static int repredict(const op_plan *src, const op_layer_cost *c, double ovh, op_plan *dst) {
+    op_plan_copy(dst, src);
+    for (int i = 0; i < dst->n_layers; i++) dst->layers[i] = c[i];
+    dst->op_overhead_ms = ovh;
+    return op_sim_replay(dst, NULL, NULL);
+}
+
+/* Leave-one-out prediction of plan `out` (index): costs fitted to the other runs' op times,
+ * overhead to their quiet makespans.  Fills r->pred and r->cpu_err; returns 0 or -1. */
+static int predict_loo(const op_nn_model *m, op_plan *plans, op_ptrain_report *reps, row *rows,
+                       int n, int out, const op_layer_prof *prof, int np, double *ovh_out) {
+    const op_plan *pp[NPLANS];
+    const op_ptrain_report *rr[NPLANS];
+    int k = 0;
+    for (int j = 0; j < n; j++)
+        if (j != out) pp[k] = &plans[j], rr[k++] = &reps[j];
+    op_layer_prof fit[8];
+    double call_ms = 0;
+    if (op_ptrain_fit_costs(m, pp, rr, k, prof, np, 0.05, fit, &call_ms) < 0) return -1;
+    op_layer_cost *c = op_xcalloc((size_t)m->n_layers, sizeof *c);
+    op_err e = {0};
+    if (op_ptrain_layer_costs(m, fit, np, c, &e)) {
+        free(c);
+        return -1;
+    }
+    double o[NPLANS];
+    int no = 0;
+    for (int j = 0; j < n; j++) {
+        if (j == out || rows[j].n_quiet <= 0) continue;
+        op_plan q;
+        if (repredict(&plans[j], c, 0, &q) == 0) o[no++] = op_ptrain_fit_overhead(&q, rows[j].meas);
+        op_plan_free(&q);
+    }
+    qsort(o, (size_t)no, sizeof *o, cmp_d);
+    double ovh = no ? (no % 2 ? o[no / 2] : 0.5 * (o[no / 2 - 1] + o[no / 2])) : 0.05;
+    op_plan q;
+    int rc = repredict(&plans[out], c, ovh, &q);
+    if (rc == 0) {
+        row *r = &rows[out];
+        r->pred = q.pred.makespan_ms;
+        r->err = 100 * (r->meas - r->pred) / r->pred;
+        double busy[NP], bsum = 0, csum = 0;
+        op_exec_pred_bubble(&q, busy);
+        for (int d = 0; d < NP; d++)
+            bsum += busy[d] - q.n_ops[d] * q.op_overhead_ms, csum += reps[out].cpu_ms_step[d];
+        r->cpu_err = 100 * (csum - bsum) / bsum;
+    }
+    op_plan_free(&q);
+    free(c);
+    *ovh_out = ovh;
+    return rc ? -1 : 0;
+}
+
 int main(int argc, char **argv) {
     const char *spec = "small";
-    int M = 8, steps = 3, repeats = 9, strict = 0;
+    int M = 8, steps = 3, repeats = 21, strict = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--model") && v) spec = v, i++;
         else if (!strcmp(argv[i], "--microbatches") && v) M = atoi(v), i++;
         else if (!strcmp(argv[i], "--steps") && v) steps = atoi(v), i++;
         else if (!strcmp(argv[i], "--repeats") && v) repeats = atoi(v), i++;
+        else if (!strcmp(argv[i], "--tries") && v) tries = atoi(v), i++;
         else if (!strcmp(argv[i], "--strict")) strict = 1;
         else if (!strcmp(argv[i], "--progress-thread")) progress_thread = 1;
-        else if (!strcmp(argv[i], "--tries") && v) tries = atoi(v), i++;
-        else if (!strcmp(argv[i], "--overhead-ms") && v) fixed_ovh = atof(v), i++;
-        else if (!strcmp(argv[i], "--no-fit")) fit_costs = 0;
-        else if (!strcmp(argv[i], "--estimator") && v) use_min = !strcmp(v, "min"), i++;
         else if (!strcmp(argv[i], "--profile-clock") && v) cpu_clock = strcmp(v, "wall") != 0, i++;
         else {
-            fprintf(stderr, "usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] [--repeats R] [--estimator median|min] [--profile-clock cpu|wall] [--progress-thread] [--tries N] [--overhead-ms X] [--no-fit] [--strict]\n");
+            fprintf(stderr, "usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] "
+                            "[--repeats R] [--tries N] [--profile-clock cpu|wall] [--progress-thread] [--strict]\n");
             return 2;
         }
     }
-    if (M < 1 || steps < 1 || repeats < 1) {
-        fprintf(stderr, "bench_model_accuracy: M, steps and repeats must be positive\n");
+    if (M < 1 || steps < 1 || repeats < 1 || tries < 1) {
+        fprintf(stderr, "bench_model_accuracy: M, steps, repeats and tries must be positive\n");
         return 2;
     }
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
@@ -154,8 +191,10 @@ int main(int argc, char **argv) {
         if (fscanf(f, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1;
         fclose(f);
     }
-    printf("model %s (%s, %zu parameters), P=%d, M=%d, %d timed steps per plan (%s), profile in %s time, load "
-           "average %.2f when starting\n", m.name, m.pattern, m.off[m.n_layers], NP, M, steps, use_min ? "best" : "median", cpu_clock ? "thread CPU" : "wall", la[0]);
+    printf("model %s (%s, %zu parameters), P=%d, M=%d, %d timed steps per plan, profile: median of %d "
+           "in %s time; progress thread %s; load average %.2f at start\n", m.name, m.pattern,
+           m.off[m.n_layers], NP, M, steps, repeats, cpu_clock ? "thread CPU" : "wall",
+           progress_thread ? "on" : "off", la[0]);
     op_layer_prof prof[8];
     int np = op_ptrain_profile_ranks(&m, repeats, NP, cpu_clock, prof);
     op_layer_cost *costs = op_xcalloc((size_t)m.n_layers, sizeof *costs);
@@ -165,84 +204,28 @@ int main(int argc, char **argv) {
     }
     op_comm comm;
     op_ptrain_default_comm(&comm);
+    const double ovh0 = 0.05; /* the emulated-run per-op cost (docs/training.md) */
 
-    /* calibration: per-kind times fitted to the per-(stage, op) CPU times of two runs at
-     * M_cal = M/2 microbatches (1f1b: B ops on 2 stages; zbv: F, I, W on 4 stages), then the
-     * executor's per-op overhead fitted to their quiet makespans.  Every row of the table is
-     * then a prediction: other microbatch count, other plans. */
-    const char *cal_names[] = {"1f1b", "zbv"};
-    int Mc = M / 2 >= NP ? M / 2 : M;
-    op_plan cal[2];
-    op_ptrain_report crep[2];
-    row crow[2];
-    double ovh = fixed_ovh;
-    for (int c = 0; c < 2; c++) {
-        if (op_ptrain_make_plan(&m, costs, NP, Mc, &comm, 0, cal_names[c], &cal[c], &e)) {
-            fprintf(stderr, "bench_model_accuracy: %s\n", e.msg);
-            return 1;
-        }
-        memset(&crow[c], 0, sizeof crow[c]);
-        if (run_plan(&m, &cal[c], steps, &crow[c])) return 1;
-        crep[c] = last_rep;
-    }
-    op_layer_prof fit[8];
-    double call_ms = 0;
-    const op_plan *cp[2] = {&cal[0], &cal[1]};
-    const op_ptrain_report *cr[2] = {&crep[0], &crep[1]};
-    double rms = fit_costs ? op_ptrain_fit_costs(&m, cp, cr, 2, prof, np, 0.05, fit, &call_ms) : -1;
-    if (rms >= 0) {
-        printf("calibration at M=%d (1f1b, zbv): per-kind times fitted to their ops' CPU time, rms "
-               "residual %.2f%%, per-call constant %.3f ms\n", Mc, rms, call_ms);
-        printf("  kind  F ms profile -> fitted   I ms                W ms\n");
-        for (int k = 0; k < np; k++)
-            printf("  %c    %7.3f -> %7.3f    %7.3f -> %7.3f    %7.3f -> %7.3f\n", prof[k].sym, prof[k].f_ms,
-                   fit[k].f_ms, prof[k].i_ms, fit[k].i_ms, prof[k].w_ms, fit[k].w_ms);
-        if (op_ptrain_layer_costs(&m, fit, np, costs, &e)) {
-            fprintf(stderr, "bench_model_accuracy: %s\n", e.msg);
-            return 1;
-        }
-    }
-    if (ovh < 0) {
-        double sum_o = 0;
-        int n_o = 0;
-        for (int c = 0; c < 2; c++) {
-            for (int i = 0; i < m.n_layers; i++) cal[c].layers[i] = costs[i];
-            if (op_sim_replay(&cal[c], NULL, &e)) continue;
-            if (crow[c].n_quiet > 0) sum_o += op_ptrain_fit_overhead(&cal[c], crow[c].meas), n_o++;
-        }
-        ovh = n_o ? sum_o / n_o : 0.05;
-        if (n_o)
-            printf("per-op executor overhead fitted to %d quiet calibration makespan(s) (1f1b %.1f ms, zbv %.1f ms): "
-                   "%.4f ms\n\n", n_o, crow[0].meas, crow[1].meas, ovh);
-        else
-            printf("no quiet calibration step: per-op overhead left at the emulated-run value %.2f ms\n\n", ovh);
-    } else {
-        printf("per-op overhead %.4f ms (--overhead-ms)\n\n", ovh);
-    }
-    for (int c = 0; c < 2; c++) op_plan_free(&cal[c]);
-
-    const char *names[] = {"1f1b", "gpipe", "i1f1b", "zbh1", "zbh2", "zbv", "dualpipev",
-                           "balanced-1f1b", "auto", "auto-loop", "auto-v", NULL};
-    row rows[16];
-    int n = 0, miss_t = 0, miss_m = 0, miss_s = 0, n_pred = 0, i_i1f1b = -1, i_auto = -1;
-    double sum = 0, mx = 0, csum2 = 0;
-    printf("%-14s %-16s %8s %8s %7s %5s %4s %6s | %-13s %-13s %6s %-13s %6s\n", "plan", "stages",
-           "meas_ms", "pred_ms", "err%", "quiet", "cpu%", "cpu_t%", "act meas MiB", "sim now MiB",
-           "err%", "sim+I MiB", "err%");
-    for (int k = 0; names[k]; k++) {
-        op_plan p;
+    const char *names[NPLANS] = {"1f1b", "gpipe", "i1f1b", "zbh1", "zbh2", "zbv", "dualpipev",
+                                 "balanced-1f1b", "auto", "auto-loop", "auto-v"};
+    op_plan *plans = op_xcalloc(NPLANS, sizeof *plans);
+    op_ptrain_report *reps = op_xcalloc(NPLANS, sizeof *reps);
+    row rows[NPLANS];
+    int n = 0;
+    for (int k = 0; k < NPLANS; k++) {
+        op_plan *p = &plans[n];
         int rc;
         if (!strncmp(names[k], "auto-", 5)) {
             op_problem pr;
             memset(&pr, 0, sizeof pr);
             pr.model = m.name, pr.layers = costs, pr.n_layers = m.n_layers, pr.P = NP, pr.M = M;
-            pr.comm = comm, pr.tokens_per_mb = (double)m.cfg.batch * m.cfg.seq, pr.op_overhead_ms = ovh;
+            pr.comm = comm, pr.tokens_per_mb = (double)m.cfg.batch * m.cfg.seq, pr.op_overhead_ms = ovh0;
             op_tune_opts to;
             op_tune_opts_default(&to);
             to.placement = names[k][5] == 'l' ? OP_TUNE_PLACE_LOOP : OP_TUNE_PLACE_V;
-            rc = op_tune(&pr, &to, &p, &e);
+            rc = op_tune(&pr, &to, p, &e);
         } else {
-            rc = op_ptrain_make_plan(&m, costs, NP, M, &comm, ovh, names[k], &p, &e);
+            rc = op_ptrain_make_plan(&m, costs, NP, M, &comm, ovh0, names[k], p, &e);
         }
         if (rc) {
             printf("%-14s skipped: %s\n", names[k], e.msg);
@@ -250,43 +233,64 @@ int main(int argc, char **argv) {
         }
         row *r = &rows[n];
         memset(r, 0, sizeof *r);
-        int is_cal = 0;
         snprintf(r->name, sizeof r->name, "%s", names[k]);
-        shape(&p, r->shape, sizeof r->shape);
-        if (run_plan(&m, &p, steps, r)) return 1;
-        op_plan_free(&p);
-        if (!strcmp(names[k], "i1f1b")) i_i1f1b = n;
-        if (!strcmp(names[k], "auto")) i_auto = n;
-        if (!is_cal && r->n_quiet > 0) {
+        shape(p, r->shape, sizeof r->shape);
+        r->pred_prof = p->pred.makespan_ms;
+        if (run_plan(&m, p, steps, r, &reps[n])) return 1;
+        n++;
+    }
+
+    int miss_t = 0, miss_m = 0, miss_s = 0, n_pred = 0, i_i1f1b = -1, i_auto = -1;
+    double sum = 0, mx = 0, csum = 0, osum = 0;
+    printf("\n%-14s %-18s %8s %8s %7s %8s %5s %4s %6s | %-13s %-13s %6s %-13s %6s\n", "plan", "stages",
+           "meas_ms", "pred_ms", "err%", "prof_ms", "quiet", "cpu%", "cpu_t%", "act meas MiB",
+           "sim now MiB", "err%", "sim+I MiB", "err%");
+    for (int i = 0; i < n; i++) {
+        row *r = &rows[i];
+        double ovh = 0;
+        if (predict_loo(&m, plans, reps, rows, n, i, prof, np, &ovh)) {
+            printf("%-14s no prediction: no usable op times in the other runs\n", r->name);
+            continue;
+        }
+        osum += ovh;
+        if (!strcmp(r->name, "i1f1b")) i_i1f1b = i;
+        if (!strcmp(r->name, "auto")) i_auto = i;
+        if (r->n_quiet > 0) {
             n_pred++, sum += fabs(r->err), mx = fabs(r->err) > mx ? fabs(r->err) : mx;
             if (fabs(r->err) > 3) miss_t++;
         }
         if (fabs(r->mem_err) > 5) miss_m++;
         if (fabs(r->sim_err) > 5) miss_s++;
-        csum2 += fabs(r->cpu_err);
+        csum += fabs(r->cpu_err);
         char q[16];
         snprintf(q, sizeof q, "%d/%d", r->n_quiet, steps);
-        printf("%-14s %-16s %8.1f %8.1f %+7.2f %5s %4.0f %+6.1f | %6.1f %6.1f %6.1f %6.1f %+6.1f %6.1f %6.1f %+6.1f\n",
-               r->name, r->shape, r->meas, r->pred, r->err, q, 100 * r->cpu, r->cpu_err,
+        printf("%-14s %-18s %8.1f %8.1f %+7.2f %8.1f %5s %4.0f %+6.1f | %6.1f %6.1f %6.1f %6.1f %+6.1f %6.1f %6.1f %+6.1f\n",
+               r->name, r->shape, r->meas, r->pred, r->err, r->pred_prof, q, 100 * r->cpu, r->cpu_err,
                r->mem_meas[0] / 1048576, r->mem_meas[1] / 1048576, r->mem_sim[0] / 1048576,
                r->mem_sim[1] / 1048576, r->sim_err, r->mem_pred[0] / 1048576, r->mem_pred[1] / 1048576,
                r->mem_err);
-        fflush(stdout);
-        n++;
     }
-    printf("\nquiet: timed steps in which every rank was on a CPU >= 97%% of its compute time (meas_ms is "
-           "their median; 0: the row ran loaded, its time says nothing about the model);\ncpu%%: lowest "
-           "share over ranks for the whole kept attempt; cpu_t%%: compute CPU time per step vs the "
-           "profile's op times (mean |error| %.2f%% over %d plans).\nsim now: the simulator's memory "
-           "rule (no I transient); sim+I: the same walk with the proposed per-layer I term "
-           "(op_ptrain_pred_act_peak).\n", n ? csum2 / n : 0.0, n);
-    printf("(b) time: %d predicted plans measured quiet (of %d rows): mean |error| %.2f%%, max %.2f%%, %d beyond "
-           "3%%; activation peaks: simulator %d rows beyond 5%%, with the I term %d rows beyond 5%%\n",
+    double la2 = -1;
+    if ((f = fopen("/proc/loadavg", "r"))) {
+        if (fscanf(f, "%lf", &la2) != 1) la2 = -1;
+        fclose(f);
+    }
+    printf("\npred_ms: leave-one-out (per-kind times and per-op overhead, mean %.3f ms, fitted to the other "
+           "plans' runs); prof_ms: isolated profile + %.2f ms per op.\nquiet: timed steps with every rank "
+           "on a CPU >= 97%% of its compute time (meas_ms = their median; 0/K: the row ran loaded and "
+           "its error measures the other jobs).\ncpu%%: lowest rank share, kept attempt; cpu_t%%: compute "
+           "CPU time per step vs the predicted op times (mean |error| %.2f%%).\nsim now: the simulator's "
+           "memory rule (no I term); sim+I: with the per-layer I term (op_ptrain_pred_act_peak). Load "
+           "average %.2f at the end.\n", n ? osum / n : 0.0, ovh0, n ? csum / n : 0.0, la2);
+    printf("(b) time: %d of %d plans measured quiet, all predicted leave-one-out: mean |error| %.2f%%, max "
+           "%.2f%%, %d beyond 3%%; activation peaks: simulator %d rows beyond 5%%, with the I term %d\n",
            n_pred, n, n_pred ? sum / n_pred : 0.0, mx, miss_t, miss_s, miss_m);
     if (i_i1f1b >= 0 && i_auto >= 0)
-        printf("(c) tuned (auto) over i1f1b: measured speedup %.3fx, predicted %.3fx (quiet steps %d and %d)\n",
-               rows[i_i1f1b].meas / rows[i_auto].meas, rows[i_i1f1b].pred / rows[i_auto].pred,
+        printf("(c) tuned (auto) over i1f1b: measured speedup %.3fx, predicted %.3fx (profile-only %.3fx; "
+               "quiet steps %d and %d)\n", rows[i_i1f1b].meas / rows[i_auto].meas,
+               rows[i_i1f1b].pred / rows[i_auto].pred, rows[i_i1f1b].pred_prof / rows[i_auto].pred_prof,
                rows[i_i1f1b].n_quiet, rows[i_auto].n_quiet);
-    free(costs);
+    for (int i = 0; i < n; i++) op_plan_free(&plans[i]);
+    free(plans), free(reps), free(costs);
     return strict && (miss_t || miss_m) ? 1 : 0;
 }
