@@ -19,7 +19,7 @@ void tn_prob_init(tn_prob *pb, const op_problem *pr) {
     pb->pact = op_xcalloc(n, sizeof(int64_t));
     pb->pactw = op_xcalloc(n, sizeof(int64_t));
     pb->pstat = op_xcalloc(n, sizeof(int64_t));
-    double work = 0, chain = 0, tl = 1e300;
+    double tl = 1e300;
     for (int l = 0; l < pb->L; l++) {
         const op_layer_cost *c = &pr->layers[l];
         pb->pf[l + 1] = pb->pf[l] + c->f_ms;
@@ -29,8 +29,6 @@ void tn_prob_init(tn_prob *pb, const op_problem *pr) {
         pb->pactw[l + 1] = pb->pactw[l] + c->act_w_bytes;
         pb->pstat[l + 1] = pb->pstat[l] + c->static_bytes;
         double w = c->f_ms + c->i_ms + c->w_ms;
-        work += w;
-        chain += c->f_ms + c->i_ms;
         if (w < tl) tl = w;
     }
     pb->lb = op_lower_bound(pr->layers, pr->n_layers, pb->P, pb->M);
