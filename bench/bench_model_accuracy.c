@@ -4,10 +4,11 @@
  * Method (docs/training.md "Accuracy and calibration"):
  *  1. Profile every layer kind alone (F/I/W, median of R repeats, P profiler threads at once,
  *     thread CPU time) and build the 11 plans from it (baselines, the tuner's three placements).
- *  2. Run each plan K+1 steps on P in-process ranks (thread transport, BLAS one thread per rank,
- *     no progress thread).  The first step is dropped.  A timed step is quiet when every rank
- *     was on a CPU >= 97% of its compute time; a plan with fewer than half its steps quiet is
- *     run again (--tries), and the measured time is the median over quiet steps.
+ *  2. Run the plans round-robin, R rounds (--rounds, 3) of K+1 steps (--steps K, 2) each, on P
+ *     in-process ranks (thread transport, BLAS one thread per rank, no progress thread, rank r
+ *     pinned to core r: unpinned, two runs of one op order differed by up to 17%).  The
+ *     first step of a round is dropped.  A timed step is quiet when every rank was on a CPU
+ *     >= 97% of its compute time; the measured time is the median over quiet steps.
  *  3. Predict each plan leave-one-out: per-kind F/I/W times are fitted by least squares
  *     (op_ptrain_fit_costs, the paper's layer_time_solver) to the per-(stage, op) times of the
  *     OTHER plans' runs, and the executor's per-op overhead to their quiet makespans
@@ -18,7 +19,8 @@
  *     rule and against the same walk with the per-layer I term (op_ptrain_pred_act_peak).
  *
  * Usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] [--repeats R]
- *          [--tries N] [--profile-clock cpu|wall] [--progress-thread] [--strict]
+ *          [--rounds N] [--profile-clock cpu|wall] [--progress-thread] [--no-pin]
+ *          [--fit overhead|latency] [--strict]
  * --strict exits 1 when a quiet row misses 3% (time) or a row 5% (memory, with the I term). */
 #include <math.h>
 #include <stdlib.h>
@@ -33,7 +35,10 @@
 
 static int cpu_clock = 1;       /* --profile-clock cpu (default) | wall */
 static int progress_thread;     /* --progress-thread: the executor's polling thread during compute */
-static int tries = 3;           /* --tries: attempts per plan while its steps were disturbed */
+static int pin = 1;             /* --no-pin: leave the rank threads to the scheduler */
+static int rounds = 3;          /* --rounds: every plan runs once per round, round-robin */
+static int fit_lat;             /* --fit latency: fit the message latency instead of the per-op
+                                 * overhead (tried: 1.9 ms, no better; 4.9% mean error) */
 
 typedef struct {
     char name[32], shape[48];
@@ -41,38 +46,84 @@ typedef struct {
     double mem_meas[NP], mem_pred[NP], mem_sim[NP], mem_err, sim_err;
     double cpu;     /* share of compute wall time on a CPU, lowest rank, kept attempt */
     double cpu_err; /* compute CPU time per step vs the predicted op times (LOO costs), % */
-    int n_quiet, tries;
+    int n_quiet, n_all;
+    double cpu_ms;  /* compute CPU ms per timed step, summed over ranks */
+    double rec_exc; /* executor ms per op inside its record, outside the compute call */
 } row;
 
-/* Runs p `steps` timed steps (plus the dropped first), up to `tries` times while fewer than
- * half the timed steps were quiet; keeps the attempt with the most quiet steps in *rep. */
-static int run_plan(const op_nn_model *m, const op_plan *p, int steps, row *r, op_ptrain_report *rep) {
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* What the rounds of one plan measured, merged. */
+typedef struct {
+    double q[256], all[256]; /* timed step makespans: quiet ones, all */
+    int nq, na;
+    int rounds;
+    double exc;              /* sum over rounds of op_record_excess_ms */
+} acc;
+
+static double median(double *v, int n) {
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* One round of plan p: `steps` timed steps (plus the dropped first), merged into a and rep
+ * (op stats summed, peaks maxed, CPU share the lowest seen). */
+static int run_round(const op_nn_model *m, const op_plan *p, int steps, acc *a, op_ptrain_report *rep) {
     op_ptrain_opts o;
     op_ptrain_opts_default(&o);
     o.data = "copy";
     o.steps = steps + 1;
     o.log_every = 0;
     o.progress_thread = progress_thread;
+    o.pin_cores = pin;
     op_ptrain_report *cur = op_xcalloc(1, sizeof *cur);
     op_err e = {0};
-    rep->n_quiet = -1;
-    r->tries = 0;
-    for (int a = 0; a < tries; a++) {
-        if (op_ptrain_run_threads(m, p, &o, cur, &e)) {
-            fprintf(stderr, "bench_model_accuracy: %s: %s\n", p->name, e.msg);
-            free(cur);
-            return 1;
-        }
-        r->tries++;
-        if (cur->n_quiet > rep->n_quiet ||
-            (cur->n_quiet == rep->n_quiet && cur->meas_ms_median < rep->meas_ms_median))
-            *rep = *cur;
-        op_ptrain_report_free(cur);
-        if (2 * rep->n_quiet >= steps) break;
+    if (op_ptrain_run_threads(m, p, &o, cur, &e)) {
+        fprintf(stderr, "bench_model_accuracy: %s: %s\n", p->name, e.msg);
+        free(cur);
+        return 1;
     }
+    for (int i = 1; i < cur->n_step; i++) {
+        if (a->na < 256) a->all[a->na++] = cur->step_ms[i];
+        if (cur->step_cpu[i] >= 0.97 && a->nq < 256) a->q[a->nq++] = cur->step_ms[i];
+    }
+    a->exc += cur->op_record_excess_ms;
+    if (a->rounds++ == 0) {
+        *rep = *cur;
+    } else {
+        for (int i = 0; i < 64 * 4; i++) {
+            op_ptrain_opstat *x = &rep->ops_quiet[i], *y = &cur->ops_quiet[i];
+            x->cpu_ms += y->cpu_ms, x->wall_ms += y->wall_ms, x->faults += y->faults, x->n += y->n;
+            x = &rep->ops[i], y = &cur->ops[i];
+            x->cpu_ms += y->cpu_ms, x->wall_ms += y->wall_ms, x->faults += y->faults, x->n += y->n;
+        }
+        for (int d = 0; d < NP; d++) {
+            if (cur->peak_act[d] > rep->peak_act[d]) rep->peak_act[d] = cur->peak_act[d];
+            if (cur->cpu_share[d] < rep->cpu_share[d]) rep->cpu_share[d] = cur->cpu_share[d];
+        }
+    }
+    op_ptrain_report_free(cur);
     free(cur);
-    r->n_quiet = rep->n_quiet;
-    r->meas = rep->n_quiet > 0 ? rep->meas_ms_quiet : rep->meas_ms_median;
+    return 0;
+}
+
+/* After the last round: the row's measured time (median of quiet steps, else of all), memory. */
+static void finish_row(const op_nn_model *m, const op_plan *p, acc *a, op_ptrain_report *rep, row *r) {
+    r->n_quiet = a->nq;
+    rep->n_quiet = a->nq;
+    double all[256], q[256];
+    memcpy(all, a->all, sizeof all), memcpy(q, a->q, sizeof q);
+    r->meas = a->nq > 0 ? median(q, a->nq) : median(all, a->na);
+    r->n_all = a->na;
+    r->rec_exc = a->rounds ? a->exc / a->rounds : 0;
+    /* timed steps only (the first step of a round pays the pools' page faults) */
+    double cpu_all = 0;
+    for (int i = 0; i < 64 * 4; i++) cpu_all += rep->ops[i].cpu_ms;
+    r->cpu_ms = a->na ? cpu_all / a->na : 0;
     r->cpu = 1;
     for (int d = 0; d < NP; d++) r->cpu = rep->cpu_share[d] < r->cpu ? rep->cpu_share[d] : r->cpu;
     int64_t pk[NP];
@@ -86,7 +137,6 @@ static int run_plan(const op_nn_model *m, const op_plan *p, int steps, row *r, o
         if (fabs(e2) > fabs(r->mem_err)) r->mem_err = e2;
         if (fabs(e3) > fabs(r->sim_err)) r->sim_err = e3;
     }
-    return 0;
 }
 
 static void shape(const op_plan *p, char *out, size_t cap) {
@@ -96,17 +146,33 @@ static void shape(const op_plan *p, char *out, size_t cap) {
     snprintf(out + n, cap - (size_t)n, "%s", p->stage_split[0] ? " I/W" : " B");
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
-/* Copy of plan src re-predicted with costs c and per-op overhead ovh (dst: caller frees). */
-static int repredict(const op_plan *src, const op_layer_cost *c, double ovh, op_plan *dst) {
+/* Copy of plan src re-predicted with costs c, per-op overhead ovh and, when lat >= 0, that
+ * latency on every link (dst: caller frees). */
+static int repredict(const op_plan *src, const op_layer_cost *c, double ovh, double lat, op_plan *dst) {
     op_plan_copy(dst, src);
     for (int i = 0; i < dst->n_layers; i++) dst->layers[i] = c[i];
     dst->op_overhead_ms = ovh;
+    if (lat >= 0) dst->comm.intra_lat_ms = dst->comm.inter_lat_ms = lat;
     return op_sim_replay(dst, NULL, NULL);
+}
+
+/* The per-message latency (ms) that makes plan p's simulated makespan equal measured_ms:
+ * bisection on [0, 5 ms].  It stands for the receiver's wake-up: a waiting rank polls with
+ * sleeps of 20 us growing to 300 us, so a message is seen late by up to a poll interval. */
+static double fit_latency(const op_plan *p, double measured_ms) {
+    op_plan q;
+    op_plan_copy(&q, p);
+    double lo = 0, hi = 5;
+    for (int it = 0; it < 40; it++) {
+        double mid = 0.5 * (lo + hi);
+        q.comm.intra_lat_ms = q.comm.inter_lat_ms = mid;
+        if (op_sim_replay(&q, NULL, NULL)) break;
+        if (q.pred.makespan_ms < measured_ms) lo = mid;
+        else hi = mid;
+    }
+    op_plan_free(&q);
+    return 0.5 * (lo + hi);
 }
 
 /* Leave-one-out prediction of plan `out` (index): costs fitted to the other runs' op times,
@@ -127,18 +193,27 @@ static int predict_loo(const op_nn_model *m, op_plan *plans, op_ptrain_report *r
         free(c);
         return -1;
     }
+    /* the executor's own per-op cost is measured (inside the records, outside compute); what
+     * the makespans add beyond it is fitted, as a hop latency (default) or per-op overhead */
+    double rec = 0;
+    int nrec = 0;
+    for (int j = 0; j < n; j++)
+        if (j != out) rec += rows[j].rec_exc, nrec++;
+    rec = nrec ? rec / nrec : 0;
+    if (rec < 0) rec = 0;
     double o[NPLANS];
     int no = 0;
     for (int j = 0; j < n; j++) {
         if (j == out || rows[j].n_quiet <= 0) continue;
         op_plan q;
-        if (repredict(&plans[j], c, 0, &q) == 0) o[no++] = op_ptrain_fit_overhead(&q, rows[j].meas);
+        if (repredict(&plans[j], c, fit_lat ? rec : 0, -1, &q) == 0)
+            o[no++] = fit_lat ? fit_latency(&q, rows[j].meas) : op_ptrain_fit_overhead(&q, rows[j].meas);
         op_plan_free(&q);
     }
-    qsort(o, (size_t)no, sizeof *o, cmp_d);
-    double ovh = no ? (no % 2 ? o[no / 2] : 0.5 * (o[no / 2 - 1] + o[no / 2])) : 0.05;
+    double med = median(o, no);
+    double ovh = fit_lat ? rec : no ? med : 0.05, lat = fit_lat && no ? med : -1;
     op_plan q;
-    int rc = repredict(&plans[out], c, ovh, &q);
+    int rc = repredict(&plans[out], c, ovh, lat, &q);
     if (rc == 0) {
         row *r = &rows[out];
         r->pred = q.pred.makespan_ms;
@@ -146,36 +221,39 @@ static int predict_loo(const op_nn_model *m, op_plan *plans, op_ptrain_report *r
         double busy[NP], bsum = 0, csum = 0;
         op_exec_pred_bubble(&q, busy);
         for (int d = 0; d < NP; d++)
-            bsum += busy[d] - q.n_ops[d] * q.op_overhead_ms, csum += reps[out].cpu_ms_step[d];
+            bsum += busy[d] - q.n_ops[d] * q.op_overhead_ms;
+        csum = r->cpu_ms;
         r->cpu_err = 100 * (csum - bsum) / bsum;
     }
     op_plan_free(&q);
     free(c);
-    *ovh_out = ovh;
+    *ovh_out = fit_lat ? lat : ovh;
     return rc ? -1 : 0;
 }
 
 int main(int argc, char **argv) {
     const char *spec = "small";
-    int M = 8, steps = 3, repeats = 21, strict = 0;
+    int M = 8, steps = 2, repeats = 21, strict = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--model") && v) spec = v, i++;
         else if (!strcmp(argv[i], "--microbatches") && v) M = atoi(v), i++;
         else if (!strcmp(argv[i], "--steps") && v) steps = atoi(v), i++;
         else if (!strcmp(argv[i], "--repeats") && v) repeats = atoi(v), i++;
-        else if (!strcmp(argv[i], "--tries") && v) tries = atoi(v), i++;
+        else if (!strcmp(argv[i], "--rounds") && v) rounds = atoi(v), i++;
         else if (!strcmp(argv[i], "--strict")) strict = 1;
         else if (!strcmp(argv[i], "--progress-thread")) progress_thread = 1;
+        else if (!strcmp(argv[i], "--no-pin")) pin = 0;
+        else if (!strcmp(argv[i], "--fit") && v) fit_lat = !strcmp(v, "latency"), i++;
         else if (!strcmp(argv[i], "--profile-clock") && v) cpu_clock = strcmp(v, "wall") != 0, i++;
         else {
             fprintf(stderr, "usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] "
-                            "[--repeats R] [--tries N] [--profile-clock cpu|wall] [--progress-thread] [--strict]\n");
+                            "[--repeats R] [--rounds N] [--profile-clock cpu|wall] [--progress-thread] [--no-pin] [--fit overhead|latency] [--strict]\n");
             return 2;
         }
     }
-    if (M < 1 || steps < 1 || repeats < 1 || tries < 1) {
-        fprintf(stderr, "bench_model_accuracy: M, steps, repeats and tries must be positive\n");
+    if (M < 1 || steps < 1 || repeats < 1 || rounds < 1) {
+        fprintf(stderr, "bench_model_accuracy: M, steps, repeats and rounds must be positive\n");
         return 2;
     }
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
@@ -191,10 +269,10 @@ int main(int argc, char **argv) {
         if (fscanf(f, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1;
         fclose(f);
     }
-    printf("model %s (%s, %zu parameters), P=%d, M=%d, %d timed steps per plan, profile: median of %d "
-           "in %s time; progress thread %s; load average %.2f at start\n", m.name, m.pattern,
-           m.off[m.n_layers], NP, M, steps, repeats, cpu_clock ? "thread CPU" : "wall",
-           progress_thread ? "on" : "off", la[0]);
+    printf("model %s (%s, %zu parameters), P=%d, M=%d, %d rounds x %d timed steps per plan, profile: median "
+           "of %d in %s time; progress thread %s;%s load average %.2f at start\n", m.name, m.pattern,
+           m.off[m.n_layers], NP, M, rounds, steps, repeats, cpu_clock ? "thread CPU" : "wall",
+           progress_thread ? "on" : "off", pin ? " ranks pinned to cores;" : "", la[0]);
     op_layer_prof prof[8];
     int np = op_ptrain_profile_ranks(&m, repeats, NP, cpu_clock, prof);
     op_layer_cost *costs = op_xcalloc((size_t)m.n_layers, sizeof *costs);
@@ -236,12 +314,19 @@ int main(int argc, char **argv) {
         snprintf(r->name, sizeof r->name, "%s", names[k]);
         shape(p, r->shape, sizeof r->shape);
         r->pred_prof = p->pred.makespan_ms;
-        if (run_plan(&m, p, steps, r, &reps[n])) return 1;
         n++;
     }
+    /* round-robin: a slow drift of the machine's speed (other VMs, neighbours' caches) then
+     * touches every plan alike instead of whichever ran during it */
+    acc *ac = op_xcalloc((size_t)n, sizeof *ac);
+    for (int rd = 0; rd < rounds; rd++)
+        for (int i = 0; i < n; i++)
+            if (run_round(&m, &plans[i], steps, &ac[i], &reps[i])) return 1;
+    for (int i = 0; i < n; i++) finish_row(&m, &plans[i], &ac[i], &reps[i], &rows[i]);
+    free(ac);
 
     int miss_t = 0, miss_m = 0, miss_s = 0, n_pred = 0, i_i1f1b = -1, i_auto = -1;
-    double sum = 0, mx = 0, csum = 0, osum = 0;
+    double sum = 0, mx = 0, csum = 0, osum = 0, xsum = 0;
     printf("\n%-14s %-18s %8s %8s %7s %8s %5s %4s %6s | %-13s %-13s %6s %-13s %6s\n", "plan", "stages",
            "meas_ms", "pred_ms", "err%", "prof_ms", "quiet", "cpu%", "cpu_t%", "act meas MiB",
            "sim now MiB", "err%", "sim+I MiB", "err%");
@@ -252,7 +337,7 @@ int main(int argc, char **argv) {
             printf("%-14s no prediction: no usable op times in the other runs\n", r->name);
             continue;
         }
-        osum += ovh;
+        osum += ovh, xsum += r->rec_exc;
         if (!strcmp(r->name, "i1f1b")) i_i1f1b = i;
         if (!strcmp(r->name, "auto")) i_auto = i;
         if (r->n_quiet > 0) {
@@ -263,7 +348,7 @@ int main(int argc, char **argv) {
         if (fabs(r->sim_err) > 5) miss_s++;
         csum += fabs(r->cpu_err);
         char q[16];
-        snprintf(q, sizeof q, "%d/%d", r->n_quiet, steps);
+        snprintf(q, sizeof q, "%d/%d", r->n_quiet, r->n_all);
         printf("%-14s %-18s %8.1f %8.1f %+7.2f %8.1f %5s %4.0f %+6.1f | %6.1f %6.1f %6.1f %6.1f %+6.1f %6.1f %6.1f %+6.1f\n",
                r->name, r->shape, r->meas, r->pred, r->err, r->pred_prof, q, 100 * r->cpu, r->cpu_err,
                r->mem_meas[0] / 1048576, r->mem_meas[1] / 1048576, r->mem_sim[0] / 1048576,
@@ -275,13 +360,15 @@ int main(int argc, char **argv) {
         if (fscanf(f, "%lf", &la2) != 1) la2 = -1;
         fclose(f);
     }
-    printf("\npred_ms: leave-one-out (per-kind times and per-op overhead, mean %.3f ms, fitted to the other "
-           "plans' runs); prof_ms: isolated profile + %.2f ms per op.\nquiet: timed steps with every rank "
+    printf("\npred_ms: leave-one-out: per-kind times and the %s (mean %.3f ms) fitted to the other "
+           "plans' runs; executor cost per op measured inside the records, outside compute: %.3f ms;\n"
+           "prof_ms: isolated profile + %.2f ms per op.\nquiet: timed steps with every rank "
            "on a CPU >= 97%% of its compute time (meas_ms = their median; 0/K: the row ran loaded and "
            "its error measures the other jobs).\ncpu%%: lowest rank share, kept attempt; cpu_t%%: compute "
            "CPU time per step vs the predicted op times (mean |error| %.2f%%).\nsim now: the simulator's "
            "memory rule (no I term); sim+I: with the per-layer I term (op_ptrain_pred_act_peak). Load "
-           "average %.2f at the end.\n", n ? osum / n : 0.0, ovh0, n ? csum / n : 0.0, la2);
+           "average %.2f at the end.\n", fit_lat ? "message latency" : "per-op overhead", n ? osum / n : 0.0,
+           n ? xsum / n : 0.0, ovh0, n ? csum / n : 0.0, la2);
     printf("(b) time: %d of %d plans measured quiet, all predicted leave-one-out: mean |error| %.2f%%, max "
            "%.2f%%, %d beyond 3%%; activation peaks: simulator %d rows beyond 5%%, with the I term %d\n",
            n_pred, n, n_pred ? sum / n_pred : 0.0, mx, miss_t, miss_s, miss_m);

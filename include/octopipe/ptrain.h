@@ -103,6 +103,9 @@ typedef struct op_ptrain_opstat {
 op_ptrain_opstat op_ptrain_op_stat(const op_ptrain *t, int stage, op_kind kind);
 /* Zeroes the per-op stats (e.g. after a warm-up step); the per-rank totals keep counting. */
 void op_ptrain_reset_op_stats(op_ptrain *t);
+/* 1: each rank's thread binds itself to core rank % (online cores) when a step starts (keeps
+ * a rank's caches on one core; for dedicated machines, not for a box shared with other jobs). */
+void op_ptrain_set_pin(op_ptrain *t, int pin);
 /* Stages held, in stage order (for checkpoints): fills st[] and returns the count. */
 int op_ptrain_stages(op_ptrain *t, op_nn_stage **st, int cap);
 
@@ -125,6 +128,7 @@ typedef struct op_ptrain_opts {
                            * time and more wall time on a machine whose cores all compute) */
     int keep_result;      /* 1: keep the last step's op_exec_result (rank 0) */
     double quiet_share;   /* step_cpu threshold for meas_ms_quiet (0 = 0.97) */
+    int pin_cores;        /* op_ptrain_set_pin for the run */
 } op_ptrain_opts;
 void op_ptrain_opts_default(op_ptrain_opts *o);
 
@@ -154,6 +158,9 @@ typedef struct op_ptrain_report {
     /* per (stage, kind) op stats, stage < 64, [s * 4 + kind] (op_ptrain_op_stat), in-process
      * runs only: over all timed steps (the first left out), and over the quiet ones only */
     op_ptrain_opstat ops[64 * 4], ops_quiet[64 * 4];
+    /* executor cost inside an op's record but outside the compute call, ms per op, mean over
+     * the timed steps (records' busy time - wall time in the compute calls; in-process runs) */
+    double op_record_excess_ms;
     op_exec_result last;     /* keep_result: the last step's records */
     int have_last;
 } op_ptrain_report;

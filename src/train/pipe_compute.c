@@ -6,9 +6,12 @@
  *
  * In-process ranks share one op_ptrain (rank < 0): every stage is built up front, and a rank's
  * thread only ever touches its own stages and its own per-rank counters, so no locks. */
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "octopipe/ptrain.h"
@@ -26,6 +29,7 @@ struct op_ptrain {
     int64_t *act, *peak; /* [P] live and peak activation bytes of each rank's stages */
     double *cpu, *wall;  /* [P] seconds of thread CPU time and wall time inside run() */
     op_ptrain_opstat *os; /* [S*4] per (stage, kind): CPU and wall time, faults, count */
+    int pin;              /* op_ptrain_set_pin: bind each rank's thread to core rank % ncpu */
 };
 
 static double thread_cpu_s(void) {
@@ -82,6 +86,13 @@ void op_ptrain_free(op_ptrain *t) {
 
 static int setup(void *ctx, const op_plan *p, int rank, op_err *err) {
     op_ptrain *t = ctx;
+    if (t->pin) { /* setup runs on the rank's own thread; a failure only costs the pinning */
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        cpu_set_t cs;
+        CPU_ZERO(&cs);
+        CPU_SET((int)(rank % (nc > 0 ? nc : 1)), &cs);
+        (void)pthread_setaffinity_np(pthread_self(), sizeof cs, &cs);
+    }
     if (p->S != t->S || p->M != t->M || p->P != t->P)
         return op_errf(err, OP_EINVAL, "train: the executor's plan is not the one the stages were built for");
     for (int s = 0; s < t->S; s++)
@@ -201,6 +212,8 @@ double op_ptrain_cpu_s(const op_ptrain *t, int rank) {
 double op_ptrain_wall_s(const op_ptrain *t, int rank) {
     return rank >= 0 && rank < t->P ? t->wall[rank] : 0;
 }
+
+void op_ptrain_set_pin(op_ptrain *t, int pin) { t->pin = pin; }
 
 void op_ptrain_reset_peak(op_ptrain *t) {
     for (int r = 0; r < t->P; r++) t->peak[r] = t->act[r];

@@ -123,6 +123,7 @@ int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrai
     op_adamw opt = o->opt;
     if (opt.lr <= 0) op_adamw_default(&opt);
     op_ptrain *t = op_ptrain_new(m, &d, p, -1);
+    op_ptrain_set_pin(t, o->pin_cores);
     op_compute comp = op_ptrain_compute(t);
     comp.progress_thread = o->progress_thread;
     op_nn_stage **sp = op_xcalloc((size_t)p->S, sizeof *sp);
@@ -134,7 +135,9 @@ int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrai
     size_t cap = (size_t)(o->steps > 0 ? o->steps : 1) + 1;
     stats st = {op_xcalloc(cap, sizeof(double)), op_xcalloc(cap, sizeof(double)),
                 o->quiet_share > 0 ? o->quiet_share : 0.97, 0, 0, op_now_s(), step};
-    double c0[64] = {0}, w0[64] = {0}, cn[64], wn[64];
+    double c0[64] = {0}, w0[64] = {0}, cn[64], wn[64], exc = 0;
+    int n_exc = 0, n_ops = 0;
+    for (int r = 0; r < p->P; r++) n_ops += p->n_ops[r];
     rep->first_step = step;
     op_ptrain_opstat prev[64 * 4];
     for (; rc == OP_OK && step < o->steps; step++) {
@@ -154,7 +157,12 @@ int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrai
         if (o->losses) o->losses[step] = loss;
         if (rep->steps_run++ == 0) rep->first_loss = loss;
         rep->last_loss = loss;
-        for (int r = 0; r < p->P && r < 64; r++) cn[r] = op_ptrain_cpu_s(t, r), wn[r] = op_ptrain_wall_s(t, r);
+        double busy = 0, wall = 0;
+        for (int r = 0; r < p->P && r < 64; r++) {
+            cn[r] = op_ptrain_cpu_s(t, r), wn[r] = op_ptrain_wall_s(t, r);
+            busy += res.busy_ms ? res.busy_ms[r] : 0, wall += 1e3 * (wn[r] - w0[r]);
+        }
+        if (st.n >= 1 && n_ops > 0) exc += (busy - wall) / n_ops, n_exc++; /* timed steps */
         note_step(&st, &res, step_share(cn, wn, c0, w0, p->P));
         if (st.n > 1 && st.cpu[st.n - 1] >= st.quiet) /* a quiet timed step: keep its op times */
             for (int s = 0; s < p->S && s < 64; s++)
@@ -180,6 +188,7 @@ int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrai
         rep->cpu_ms_step[r] = rep->steps_run ? 1e3 * op_ptrain_cpu_s(t, r) / (double)rep->steps_run : 0;
     }
     finish_report(rep, &st, m, p);
+    rep->op_record_excess_ms = n_exc ? exc / n_exc : 0;
     for (int s = 0; s < p->S && s < 64; s++)
         for (int k = 0; k < 4; k++) rep->ops[s * 4 + k] = op_ptrain_op_stat(t, s, (op_kind)k);
     free(st.ms), free(st.cpu);
@@ -303,6 +312,7 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
     op_adamw opt = o->opt;
     if (opt.lr <= 0) op_adamw_default(&opt);
     op_ptrain *t = op_ptrain_new(m, &d, p, x->rank), *full = NULL;
+    op_ptrain_set_pin(t, o->pin_cores);
     op_compute comp = op_ptrain_compute(t);
     comp.progress_thread = o->progress_thread;
     op_lowered l;
