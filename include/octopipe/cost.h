@@ -11,20 +11,27 @@
 extern "C" {
 #endif
 
-/* What one layer costs for one microbatch on one device. */
+/* What one layer costs for one microbatch on one device.
+ *
+ * Memory rule (per microbatch, shared by the simulator, the timeline export and the tuner):
+ * F allocates act_bytes at its start; while I (or B) runs the peak additionally includes
+ * act_i_bytes (gradients and temporaries live only during the op); at I's end the held amount
+ * becomes act_w_bytes (which MAY exceed act_bytes: I can stash output gradients for W, leaving
+ * more than F stored); W frees act_w_bytes at its end; B frees everything at its end. */
 typedef struct op_layer_cost {
     char name[40];
     char sym;                /* op_layer_kind_sym of the layer */
     double f_ms, i_ms, w_ms; /* forward, backward-input, backward-weight; B = I + W */
     int64_t out_bytes;       /* boundary message to the next layer (same size for its gradient) */
-    int64_t act_bytes;       /* activations stashed by F */
-    int64_t act_w_bytes;     /* part of act_bytes kept until W; the rest is freed by I (or B) */
+    int64_t act_bytes;       /* held from F's start until I (or B) ends */
+    int64_t act_w_bytes;     /* held from I's end until W's end (may exceed act_bytes) */
     int64_t param_bytes;     /* weights */
     int64_t static_bytes;    /* weights + gradients + optimizer state while training */
     /* added by the cost model (0 for measured layers without dimensions): */
     int64_t params;          /* parameter count of the whole layer, before TP/EP sharding */
     double flops_f, flops_i, flops_w; /* per device (after TP), per microbatch */
     double comm_f_ms, comm_i_ms;      /* TP / EP collectives included in f_ms, i_ms */
+    int64_t act_i_bytes;     /* transient: live only while I (or B) runs, on top of what is held */
 } op_layer_cost;
 
 /* Point-to-point links.  Devices d are grouped into nodes of `nodes_of` consecutive ranks

@@ -87,6 +87,7 @@ double op_stage_ms(const op_plan *p, int s, op_kind k); /* k = OP_B gives I + W 
 int64_t op_stage_out_bytes(const op_plan *p, int s);     /* message to stage s+1 (and grad back) */
 int64_t op_stage_act_bytes(const op_plan *p, int s);
 int64_t op_stage_act_w_bytes(const op_plan *p, int s);
+int64_t op_stage_act_i_bytes(const op_plan *p, int s);  /* transient during I (or B) */
 int64_t op_stage_static_bytes(const op_plan *p, int s);
 
 /* Lower bound on the makespan of any plan of these layers on P devices with M microbatches:

@@ -5,8 +5,10 @@
  * Semantics (DESIGN.md): data dependencies of plan.h; each device runs one compute op at a time
  * in its order; a cross-device dependency arrives op_comm_ms() after the producer ends and
  * transfers overlap compute fully (the executor progresses communication while computing);
- * memory per device = static bytes of its stages + activations (allocated at F start, act_bytes
- * - act_w_bytes freed at I end, the rest at W end; B frees all at its end).
+ * memory per device = static bytes of its stages + activations: F allocates act_bytes at its
+ * start; during I (or B) the peak additionally includes act_i_bytes; at I end the held amount
+ * becomes act_w_bytes (which MAY be larger than act_bytes: I can leave more than F stored);
+ * W frees act_w_bytes at its end; B frees everything at its end.  All sums over the stage.
  *
  * Two modes:
  *  - replay: runs the plan's given per-device orders (op_sim_replay);

@@ -105,6 +105,12 @@ int64_t op_stage_act_w_bytes(const op_plan *p, int s) {
     return b;
 }
 
+int64_t op_stage_act_i_bytes(const op_plan *p, int s) {
+    int64_t b = 0;
+    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) b += p->layers[l].act_i_bytes;
+    return b;
+}
+
 int64_t op_stage_static_bytes(const op_plan *p, int s) {
     int64_t b = 0;
     for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) b += p->layers[l].static_bytes;
