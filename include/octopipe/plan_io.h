@@ -5,7 +5,8 @@
  *     "tokens_per_mb", "op_overhead_ms", "mem_limit_bytes",
  *     "comm": {"none", "nodes_of", "intra_lat_ms", "intra_bw_GBps", "inter_lat_ms", "inter_bw_GBps"},
  *     "layers": [{"name", "kind" (symbol, e.g. "M"), "F", "I", "W" (ms per microbatch),
- *                 "out_bytes", "act_bytes", "act_w_bytes", "param_bytes", "static_bytes"}],
+ *                 "out_bytes", "act_bytes", "act_w_bytes", "act_i_bytes", "param_bytes",
+ *                 "static_bytes"}],
  *     "stages": [[first, last), ...], "split": [true = I+W | false = B, per stage],
  *     "placement": [[stage, ...] per device],
  *     "schedule": [[{"op": "F|I|W|B", "stage", "mb", "start", "end"}, ...] per device],
@@ -15,7 +16,10 @@
  * Required: format, devices, microbatches, layers, stages, placement, schedule.  Optional:
  * name, model, tokens_per_mb, op_overhead_ms, mem_limit_bytes (0), comm (none), split
  * (inferred from the op kinds), start/end (all ops or none), predicted (makespan_ms,
- * bubble_ratio, lower_bound_ms and peak_bytes required inside it).  Unknown keys are errors.
+ * bubble_ratio, lower_bound_ms and peak_bytes required inside it); per layer name,
+ * out_bytes, act_w_bytes, act_i_bytes, param_bytes, static_bytes (0).  Byte counts are
+ * integers >= 0; act_w_bytes may exceed act_bytes (sim.h gives the memory rule).  Unknown
+ * keys are errors.
  *
  * Reading checks, each error one line "FILE: PATH: what is wrong" (JSON syntax errors
  * "FILE:LINE:COL: ..."): types and ranges, contiguous stages covering every layer, each stage

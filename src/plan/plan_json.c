@@ -80,7 +80,8 @@ static const char *const k_comm[] = {"none", "nodes_of", "intra_lat_ms", "intra_
                                      "inter_lat_ms", "inter_bw_GBps", NULL};
 static const char *const k_none[] = {NULL};
 static const char *const k_layer[] = {"name", "kind", "F", "I", "W", "out_bytes", "act_bytes",
-                                      "act_w_bytes", "param_bytes", "static_bytes", NULL};
+                                      "act_w_bytes", "act_i_bytes", "param_bytes",
+                                      "static_bytes", NULL};
 static const char *const k_layer_req[] = {"kind", "F", "I", "W", "out_bytes", "act_bytes",
                                           NULL};
 static const char *const k_op[] = {"op", "stage", "mb", "start", "end", NULL};
@@ -120,19 +121,18 @@ static int read_layers(rd *r, json_t *arr, op_layer_cost **out, int *n_out) {
         if ((rc = opt_num(r, o, "F", pp, &c->f_ms)) || (rc = opt_num(r, o, "I", pp, &c->i_ms)) ||
             (rc = opt_num(r, o, "W", pp, &c->w_ms)))
             return rc;
-        const char *ik[] = {"out_bytes", "act_bytes", "act_w_bytes", "param_bytes",
-                            "static_bytes"};
-        int64_t *iv[] = {&c->out_bytes, &c->act_bytes, &c->act_w_bytes, &c->param_bytes,
-                         &c->static_bytes};
-        for (int i = 0; i < 5; i++) {
+        /* act_i_bytes is optional (0: files written before it existed still load);
+         * act_w_bytes may exceed act_bytes (I can leave more stored than F did). */
+        const char *ik[] = {"out_bytes", "act_bytes", "act_w_bytes", "act_i_bytes",
+                            "param_bytes", "static_bytes"};
+        int64_t *iv[] = {&c->out_bytes, &c->act_bytes, &c->act_w_bytes, &c->act_i_bytes,
+                         &c->param_bytes, &c->static_bytes};
+        for (int i = 0; i < 6; i++) {
             v = json_object_get(o, ik[i]);
             if (!v) continue;
             snprintf(pp, sizeof pp, "%s.%s", path, ik[i]);
             if ((rc = get_int(r, v, pp, 0, INT64_MAX / 4, iv[i]))) return rc;
         }
-        if (c->act_w_bytes > c->act_bytes)
-            return fail(r, path, "act_w_bytes (%lld) exceeds act_bytes (%lld)",
-                        (long long)c->act_w_bytes, (long long)c->act_bytes);
     }
     return OP_OK;
 }

@@ -2,8 +2,9 @@
  * split (warm-up / residual / cool-down), bubble ratio, memory peaks, lower bound, tokens/s.
  *
  * Memory needs no event sort: every allocation and release happens at an op boundary of the
- * device that owns the activation (alloc at F start, release at I/W/B end), and a device's ops
- * are disjoint in time and run in order.  Walking the order, releases at an op's end come
+ * device that owns the activation (alloc at F start, I's transient act_i during I/B, the
+ * held amount becoming act_w at I end, release at W/B end), and a device's ops are disjoint
+ * in time and run in order.  Walking the order, releases at an op's end come
  * before an allocation at the next op's start, even when both fall at the same instant. */
 #include <stdlib.h>
 
@@ -35,13 +36,14 @@ void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
     const double a = tb, b = tf > tb ? tf : tb;
     double idle_total = 0.0;
     int64_t peak_max = 0;
-    /* per stage: [0] act, [1] act released by I, [2] act released by W; then static per device */
+    /* per stage: [0] act (F), [1] act_i (transient during I/B), [2] act_w (held from I end to
+     * W end; 0 for a B stage); then static per device */
     int64_t *sb = op_xcalloc((size_t)p->S * 3 + (size_t)P, sizeof(int64_t));
     int64_t *stat_d = sb + (size_t)p->S * 3;
     for (int s = 0; s < p->S; s++) {
         sb[3 * s] = op_stage_act_bytes(p, s);
+        sb[3 * s + 1] = op_stage_act_i_bytes(p, s);
         sb[3 * s + 2] = p->stage_split[s] ? op_stage_act_w_bytes(p, s) : 0;
-        sb[3 * s + 1] = sb[3 * s] - sb[3 * s + 2];
         stat_d[p->stage_dev[s]] += op_stage_static_bytes(p, s);
     }
     for (int d = 0; d < P; d++) {
@@ -64,9 +66,14 @@ void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
                 act += sb[3 * s];
                 if (stat + act > peak) peak = stat + act;
                 break;
-            case OP_I: act -= sb[3 * s + 1]; break;
+            case OP_I:
+            case OP_B:
+                /* transient peak while the op runs, then what it leaves held */
+                if (stat + act + sb[3 * s + 1] > peak) peak = stat + act + sb[3 * s + 1];
+                act += (o->kind == OP_I ? sb[3 * s + 2] : 0) - sb[3 * s];
+                if (stat + act > peak) peak = stat + act;
+                break;
             case OP_W: act -= sb[3 * s + 2]; break;
-            case OP_B: act -= sb[3 * s]; break;
             }
         }
         warm += overlap(t, T, 0.0, a);
