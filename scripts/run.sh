@@ -45,6 +45,6 @@ fi
 
 if has train; then
   step "5. the small reference hybrid model: profile, plan, train on 2 ranks"
-  "$OP" train --model small --devices 2 --microbatches 8 --plan auto --steps "${STEPS:-100}" \
+  "$OP" train --model small --devices 2 --microbatches 8 --plan auto --steps "${STEPS:-100}" --pin \
     --svg "$OUT/train.svg" --trace "$OUT/train.trace.json"
 fi

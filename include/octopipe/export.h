@@ -84,9 +84,11 @@ void op_megatron_compress(const char *expanded, op_buf *out);
 
 /* ---- timelines: memory, Chrome trace, SVG ------------------------------------------------ */
 
-/* Device d's memory after each distinct event time under the plan's memory rule: static
- * bytes of d's stages, + act_bytes at F start, - (act_bytes - act_w_bytes) at I end,
- * - act_w_bytes at W end, - act_bytes at B end.  Point 0 is (0, static). */
+/* Device d's memory after each distinct event time under the plan's memory rule (sim.h):
+ * static bytes of d's stages, + act_bytes at F start, + act_i_bytes at I and B start,
+ * - act_i_bytes - (act_bytes - act_w_bytes) at I end, - act_w_bytes at W end,
+ * - act_i_bytes - act_bytes at B end.  Point 0 is (0, static).  (An I/B of zero duration
+ * nets its act_i away; the simulator's peak still counts it.) */
 typedef struct op_mem_point {
     double t_ms;
     int64_t bytes;

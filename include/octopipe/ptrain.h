@@ -30,10 +30,10 @@ extern "C" {
 /* ---- costs and plans ---- */
 
 /* One op_layer_cost per layer of m from per-kind times (op_train_profile or
- * op_ptrain_profile_cpu) and activation bytes probed from the stage arenas: act_w_bytes = what
- * a layer holds from I until W, act_bytes = max(held after F, act_w_bytes) (the plan format
- * needs act >= act_w); static = params + grads + AdamW m, v (FP32).  OP_EINVAL if a kind of m
- * was not profiled. */
+ * op_ptrain_profile_cpu) and activation bytes probed from the stage arenas: act_bytes = held
+ * after F, act_w_bytes = held after I (until W; may exceed act_bytes), act_i_bytes = I's peak
+ * minus what F held (the simulator then reproduces op_ptrain_pred_act_peak exactly);
+ * static = params + grads + AdamW m, v (FP32).  OP_EINVAL if a kind of m was not profiled. */
 int op_ptrain_layer_costs(const op_nn_model *m, const op_layer_prof *prof, int n_prof,
                           op_layer_cost *out, op_err *err);
 

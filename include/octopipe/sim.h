@@ -41,8 +41,10 @@ typedef struct op_sim_policy {
      *    warmup[d] stashes in flight (F done, its I/B not yet; one per stage and microbatch);
      *  - W ops are deferred: a W runs only if no F/I/B is ready, or if the number of pending W
      *    on the device reaches w_limit[d] (0 = no limit; 1 = each W right after its I);
-     *  - in-flight activations are capped by mem_limit_bytes (0 = none): an F that would exceed
-     *    it waits (it still runs if nothing else can, so progress is guaranteed). */
+     *  - in-flight activations are capped by mem_limit_bytes (0 = none): an F waits if the
+     *    bytes held plus its stash plus what its own I|B adds on top (max(0, act_i, act_w -
+     *    act) of its stage) would exceed it (it still runs if nothing else can, so progress
+     *    is guaranteed). */
     const int *warmup;  /* [P] or NULL: defaults to the number of stages after the device's first */
     const int *w_limit; /* [P] or NULL */
     double mem_limit_bytes;

@@ -20,7 +20,7 @@
 
 typedef struct {
     const char *model, *plan, *data, *ckpt, *svg, *trace, *save_plan, *cluster;
-    int P, M, steps, resume, threads, log_every, repeats, ckpt_every, progress_thread, wall_clock;
+    int P, M, steps, resume, threads, log_every, repeats, ckpt_every, progress_thread, wall_clock, pin;
     double overhead_ms, lr, timeout_s;
     long seed;
 } targs;
@@ -58,6 +58,8 @@ static void help(void) {
            "                      also on a busy machine) or wall (as `octopipe profile`)\n"
            "  --overhead-ms X     executor cost per op in the prediction (default %.3g, measured)\n"
            "  --cluster FILE      link model from `octopipe profile comm` (default: a memcpy link)\n"
+           "  --pin               bind rank r to core r (a dedicated machine: keeps each rank's\n"
+           "                      caches on one core; not for a machine shared with other jobs)\n"
            "  --progress-thread   also progress messages from a thread while ops compute (off by\n"
            "                      default: its 50 us wake-ups slowed 2-core runs by ~40%%)\n"           "  --timeout SEC       mpirun job limit (default 600)\n\n"
            "exit status: 0 ok, 1 failure, 2 bad input\n\n"
@@ -111,6 +113,8 @@ static int parse(targs *a, int argc, char **argv) {
             a->wall_clock = v[0] == 'w', i++;
         } else if (!strcmp(f, "--threads")) {
             a->threads = 1;
+        } else if (!strcmp(f, "--pin")) {
+            a->pin = 1;
         } else if (!strcmp(f, "--progress-thread")) {
             a->progress_thread = 1;
         } else if (!strcmp(f, "--no-progress-thread")) {
@@ -261,6 +265,7 @@ static void fill_opts(const targs *a, op_ptrain_opts *o) {
     o->resume = a->resume;
     o->log_every = a->log_every;
     o->progress_thread = a->progress_thread;
+    o->pin_cores = a->pin;
     o->keep_result = a->svg || a->trace;
 }
 

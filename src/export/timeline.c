@@ -2,7 +2,8 @@
  * sanity of the times, the per-device memory curve and the summary numbers.
  *
  * Memory rule (the simulator's, sim.h): static bytes of the device's stages, + act_bytes at F
- * start, - (act_bytes - act_w_bytes) at I end, - act_w_bytes at W end, - act_bytes at B end.
+ * start, + act_i_bytes at I (and B) start, - act_i_bytes - (act_bytes - act_w_bytes) at I end,
+ * - act_w_bytes at W end, - act_i_bytes - act_bytes at B end.
  * A device runs one op at a time, so changes at the same instant are netted: an I ending at t
  * frees before the F that starts at t allocates. */
 #include <math.h>
@@ -68,15 +69,22 @@ int op_export_mem_timeline(const op_plan *p, int d, op_mem_point **pts) {
     for (int s = 0; s < p->S; s++)
         if (p->stage_dev[s] == d) stat += op_stage_static_bytes(p, s);
     int n = p->n_ops[d], nd = 0;
-    delta *dl = op_xmalloc(sizeof(delta) * (size_t)(n + 1));
+    delta *dl = op_xmalloc(sizeof(delta) * (size_t)(2 * n + 1));
     for (int i = 0; i < n; i++) {
         const op_op *o = &p->ops[d][i];
         int64_t act = op_stage_act_bytes(p, o->stage), actw = op_stage_act_w_bytes(p, o->stage);
+        int64_t acti = op_stage_act_i_bytes(p, o->stage);
         switch ((op_kind)o->kind) {
         case OP_F: dl[nd++] = (delta){o->start, act}; break;
-        case OP_I: dl[nd++] = (delta){o->end, -(act - actw)}; break;
+        case OP_I:
+            if (acti) dl[nd++] = (delta){o->start, acti};
+            dl[nd++] = (delta){o->end, -acti - (act - actw)};
+            break;
         case OP_W: dl[nd++] = (delta){o->end, -actw}; break;
-        case OP_B: dl[nd++] = (delta){o->end, -act}; break;
+        case OP_B:
+            if (acti) dl[nd++] = (delta){o->start, acti};
+            dl[nd++] = (delta){o->end, -acti - act};
+            break;
         }
     }
     /* qsort is not stable, but equal times are netted below, so order among them is moot */

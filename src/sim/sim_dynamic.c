@@ -147,7 +147,7 @@ static int pick_custom(op_sim_ws *ws, const op_sim_policy *pol, int d, double no
             }
             cand c = {slot, s, m, 0.0, r};
             const double lim = pol->mem_limit_bytes;
-            int held = slot == 0 && (!cap_ok || (lim > 0 && (double)(dv->held + t->act) > lim));
+            int held = slot == 0 && (!cap_ok || (lim > 0 && (double)(dv->held + t->f_need) > lim));
             const op_kind k = slot == 0 ? OP_F : slot == 2 ? OP_W : t->split ? OP_I : OP_B;
             c.key = pol->prio_ex ? pol->prio_ex(pol->ctx, &view, k, s, m)
                                  : pol->prio(pol->ctx, d, k, s, m, now);
@@ -192,7 +192,7 @@ HOT int pick_builtin(const op_sim_ws *ws, double mem_limit, int d, double now, i
         const uint64_t k0 = ok0 ? (uint64_t)t->next[0] << 32 | st : NONE;
         const uint64_t k1 = ok1 ? (uint64_t)t->next[1] << 32 | (S1 - st) : NONE;
         const uint64_t k2 = ok2 ? (uint64_t)t->next[2] << 32 | st : NONE;
-        const int f_ok = cap_ok & ((double)t->act <= room);
+        const int f_ok = cap_ok & ((double)t->f_need <= room);
         b0 = min_u(b0, f_ok ? k0 : NONE);
         b3 = min_u(b3, f_ok ? NONE : k0);
         b1 = min_u(b1, k1);
@@ -262,7 +262,7 @@ HOT void start(op_sim_ws *ws, int d, double now, const cand *c) {
     dv->fin_pend = slot == 1 ? t->split : slot == 2 ? -1 : 0;
     ws->wake_at[d] = INT64_MIN; /* busy: wake-ups are moot, it decides at its op's end */
     set_key(ws, d, sim_key(end));
-    dv->held += slot == 0 ? t->act : 0;
+    dv->held += slot == 0 ? t->act_end_b + t->act_w : 0; /* = the stage's act */
     dv->inflight += slot == 0;
     ws->last_f = slot == 0 && end > ws->last_f ? end : ws->last_f;
     if (slot == 2) return; /* W has no consumer */
@@ -318,7 +318,11 @@ static void setup(op_plan *p, const op_sim_policy *pol, op_sim_ws *ws) {
         t->delay[0] = st->delay_f;
         t->delay[1] = st->delay_b; /* 0 on the last stage */
         t->stage = s;
-        t->act = st->act;
+        {
+            /* with act_i = 0 and act_w <= act this is act: the rule before act_i existed */
+            int64_t extra = st->act_i > st->act_w - st->act ? st->act_i : st->act_w - st->act;
+            t->f_need = st->act + (extra > 0 ? extra : 0);
+        }
         for (int k = 0; k < 3; k++) t->dur[k] = st->dur[k];
         t->act_end_b = st->split ? st->act - st->act_w : st->act;
         t->act_w = st->act_w;

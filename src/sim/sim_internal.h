@@ -18,7 +18,8 @@ typedef struct sim_stage {
     double delay_b;     /* ms: gradient transfer from stage s+1 to s (0 if same device / last) */
     int dev;
     int split;          /* 1 = I+W, 0 = B */
-    int64_t act, act_w; /* bytes stashed by F; part kept until W */
+    int64_t act, act_w; /* bytes held from F start to I|B end; from I end to W end */
+    int64_t act_i;      /* bytes live only while I|B runs, on top of what is held */
 } sim_stage;
 
 /* Dynamic mode, per stage, two cache lines (64-byte aligned).  At P = 128 an event is a
@@ -38,10 +39,12 @@ typedef struct sim_dstage {
     int next[3];         /* next mb per slot (a stage's ops of one kind run in mb order); M =
                           * none left */
     int stage;
-    int64_t act;         /* bytes stashed by F */
+    int64_t f_need;      /* bytes an F must find under mem_limit: its stash plus what its
+                          * own I|B adds on top (max(0, act_i, act_w - act)) */
     /* line 2: starting */
     double dur[3];       /* ms */
-    int64_t act_end_b;   /* bytes freed at the end of I (act - act_w) or B (act) */
+    int64_t act_end_b;   /* bytes freed at the end of I (act - act_w, < 0 when I leaves more
+                          * than F stored) or B (act); act = act_end_b + act_w */
     int64_t act_w;       /* bytes freed at the end of W */
     int32_t prod[3];     /* producer of the slot's ops: its stage << 2 | slot; -1 for F of
                           * stage 0 (input at time 0) */

@@ -89,6 +89,7 @@ void sim_prepare(op_sim_ws *ws, const op_plan *p, int reset_end) {
         t->dur[2] = t->split ? op_stage_ms(p, s, OP_W) : 0.0;
         t->act = op_stage_act_bytes(p, s);
         t->act_w = t->split ? op_stage_act_w_bytes(p, s) : 0;
+        t->act_i = op_stage_act_i_bytes(p, s);
     }
     /* The gradient going back from s+1 to s has the size of the activation going forward
      * from s to s+1: both cross the same boundary. */

@@ -183,11 +183,12 @@ int op_ptrain_layer_costs(const op_nn_model *m, const op_layer_prof *prof, int n
         c->sym = sym;
         c->f_ms = p->f_ms, c->i_ms = p->i_ms, c->w_ms = p->w_ms;
         c->out_bytes = sym == 'L' ? 0 : io;
-        /* the planner's rule: F allocates act, I frees act - act_w, W the rest; a plan file
-         * needs act >= act_w, and here I stashes more for W than it frees for some kinds.
-         * I's transient (peak_i) is not in this rule: op_ptrain_pred_act_peak adds it */
-        c->act_bytes = seen[k].after_i > seen[k].after_f ? seen[k].after_i : seen[k].after_f;
+        /* the planner's rule (cost.h): F allocates act; I peaks at held + act_i and leaves
+         * act_w (more than act for some kinds: I stashes output gradients for W); W frees
+         * act_w.  So the simulator's walk is op_ptrain_pred_act_peak's, exactly. */
+        c->act_bytes = seen[k].after_f;
         c->act_w_bytes = seen[k].after_i;
+        c->act_i_bytes = seen[k].peak_i - seen[k].after_f;
         c->param_bytes = (int64_t)(op_nn_layer_nparams(sym, &m->cfg) * sizeof(float));
         c->static_bytes = 4 * c->param_bytes;
         c->params = (int64_t)op_nn_layer_nparams(sym, &m->cfg);

@@ -23,7 +23,8 @@
 struct tn_eng {
     int P, M, L;
     double *tf, *ti, *tw, *cf, *cb; /* [L] per stage durations and link delays (ms) */
-    int64_t *act, *actw;            /* [L] */
+    int64_t *act, *actw, *acti;     /* [L] bytes: F stash, held I..W, transient in I/B */
+    int64_t *fneed;                 /* [L] what an F must find free under the limit */
     int *nF, *nI, *nW;              /* [L] next microbatch per stage and kind */
     double *fend, *iend;            /* [L*M] */
     double *tfree;                  /* [P] */
@@ -55,6 +56,8 @@ tn_eng *tn_eng_new(const tn_prob *pb) {
     e->cb = op_xcalloc((size_t)L, sizeof(double));
     e->act = op_xcalloc((size_t)L, sizeof(int64_t));
     e->actw = op_xcalloc((size_t)L, sizeof(int64_t));
+    e->acti = op_xcalloc((size_t)L, sizeof(int64_t));
+    e->fneed = op_xcalloc((size_t)L, sizeof(int64_t));
     e->nF = op_xcalloc((size_t)L, sizeof(int));
     e->nI = op_xcalloc((size_t)L, sizeof(int));
     e->nW = op_xcalloc((size_t)L, sizeof(int));
@@ -81,7 +84,7 @@ tn_eng *tn_eng_new(const tn_prob *pb) {
 
 void tn_eng_free(tn_eng *e) {
     if (!e) return;
-    void *ptrs[] = {e->tf, e->ti, e->tw, e->cf, e->cb, e->act, e->actw, e->nF, e->nI,
+    void *ptrs[] = {e->tf, e->ti, e->tw, e->cf, e->cb, e->act, e->actw, e->acti, e->fneed, e->nF, e->nI,
                     e->nW, e->fend, e->iend, e->tfree, e->inflight, e->pendW, e->maxinf,
                     e->acur, e->stat, e->amax, e->dstart, e->dst, e->ct, e->cbt, e->cs,
                     e->ck, e->cbs, e->dirty, e->rem};
@@ -148,7 +151,7 @@ static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
         int s = e->dst[j];
         double r = rt_F(e, s);
         if (r < TN_INF) {
-            int memok = lim <= 0 || (double)(e->stat[d] + e->acur[d] + e->act[s]) <= lim;
+            int memok = lim <= 0 || (double)(e->stat[d] + e->acur[d] + e->fneed[s]) <= lim;
             if (!memok) memblock = 1;
             if (capok && memok) {
                 if (r < tmin) tmin = r;
@@ -184,7 +187,7 @@ static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
             (bW < 0 || e->nW[s] < e->nW[bW] || (e->nW[s] == e->nW[bW] && s > bW)))
             bW = s;
         if (capok && rt_F(e, s) <= t + eps &&
-            (lim <= 0 || (double)(e->stat[d] + e->acur[d] + e->act[s]) <= lim)) {
+            (lim <= 0 || (double)(e->stat[d] + e->acur[d] + e->fneed[s]) <= lim)) {
             if (bF < 0) bF = s;
             else if (c->fmode == 1) bF = s > bF ? s : bF;
             else if (c->fmode == 2) bF = s < bF ? s : bF;
@@ -228,6 +231,11 @@ static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
         }
         e->act[s] = pb->pact[b] - pb->pact[a];
         e->actw[s] = c->split ? pb->pactw[b] - pb->pactw[a] : 0;
+        e->acti[s] = pb->pacti[b] - pb->pacti[a];
+        /* an F reserves its stash plus what its own I will add on top (the transient act_i,
+         * or the growth to act_w): the simulator's dynamic mode admits F the same way */
+        int64_t extra = e->acti[s] > e->actw[s] - e->act[s] ? e->acti[s] : e->actw[s] - e->act[s];
+        e->fneed[s] = e->act[s] + (extra > 0 ? extra : 0);
         if (s + 1 < S) {
             int64_t bytes = pb->pr->layers[b - 1].out_bytes;
             e->cf[s] = tn_comm_ms(cm, c->dev[s], c->dev[s + 1], bytes);
@@ -316,7 +324,10 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
             m = e->nI[s]++;
             e->iend[idx + (size_t)m] = en;
             e->inflight[d]--;
-            e->acur[d] -= e->act[s] - e->actw[s];
+            /* the transient act_i while I/B runs, then I leaves act_w held (B nothing) */
+            if (e->acur[d] + e->acti[s] > e->amax[d]) e->amax[d] = e->acur[d] + e->acti[s];
+            e->acur[d] += e->actw[s] - e->act[s];
+            if (e->acur[d] > e->amax[d]) e->amax[d] = e->acur[d];
             if (c->split) e->pendW[d]++;
             if (s > 0) e->dirty[c->dev[s - 1]] = 1;
         }

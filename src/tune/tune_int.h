@@ -13,6 +13,7 @@ typedef struct tn_prob {
     int L, P, M;
     double *pf, *pi, *pw;           /* [L+1] prefix sums of F, I, W ms */
     int64_t *pact, *pactw, *pstat;  /* [L+1] prefix sums of act, act_w, static bytes */
+    int64_t *pacti;                 /* [L+1] prefix sums of act_i (transient during I/B) */
     double ovh;                     /* per-op overhead ms */
     double lb;                      /* lower bound ms */
     double mem_limit;               /* bytes, 0 = none */

@@ -19,6 +19,7 @@ void tn_prob_init(tn_prob *pb, const op_problem *pr) {
     pb->pact = op_xcalloc(n, sizeof(int64_t));
     pb->pactw = op_xcalloc(n, sizeof(int64_t));
     pb->pstat = op_xcalloc(n, sizeof(int64_t));
+    pb->pacti = op_xcalloc(n, sizeof(int64_t));
     double tl = 1e300;
     for (int l = 0; l < pb->L; l++) {
         const op_layer_cost *c = &pr->layers[l];
@@ -28,6 +29,7 @@ void tn_prob_init(tn_prob *pb, const op_problem *pr) {
         pb->pact[l + 1] = pb->pact[l] + c->act_bytes;
         pb->pactw[l + 1] = pb->pactw[l] + c->act_w_bytes;
         pb->pstat[l + 1] = pb->pstat[l] + c->static_bytes;
+        pb->pacti[l + 1] = pb->pacti[l] + c->act_i_bytes;
         double w = c->f_ms + c->i_ms + c->w_ms;
         if (w < tl) tl = w;
     }
@@ -44,6 +46,7 @@ void tn_prob_free(tn_prob *pb) {
     free(pb->pact);
     free(pb->pactw);
     free(pb->pstat);
+    free(pb->pacti);
     memset(pb, 0, sizeof *pb);
 }
 
