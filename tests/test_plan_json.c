@@ -105,6 +105,43 @@ TEST(round_trip_exact) {
     }
 }
 
+/* act_i_bytes round-trips (with act_w > act, now legal); files without it load as 0. */
+TEST(act_i_bytes_round_trip_and_optional) {
+    op_plan p, q;
+    plan_1f1b(&p, 4, 8, 1, 0.013);
+    for (int l = 0; l < p.n_layers; l++)
+        p.layers[l].act_i_bytes = 777 + l, p.layers[l].act_w_bytes = 5000; /* > act_bytes */
+    op_err e = {0};
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    const char *path = tmp_path("acti.json");
+    CHECK_EQ_INT(op_plan_write(&p, path, &e), OP_OK);
+    op_plan_file_info info;
+    int rc = op_plan_read_ex(path, &q, &info, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc == OP_OK) {
+        CHECK(info.exact);
+        for (int l = 0; l < q.n_layers; l++) {
+            CHECK_EQ_INT(q.layers[l].act_i_bytes, 777 + l);
+            CHECK_EQ_INT(q.layers[l].act_w_bytes, 5000);
+        }
+        same_plan(&p, &q);
+        op_plan_free(&q);
+    }
+    op_plan_free(&p);
+    /* a checked-in file written before act_i_bytes existed */
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_EQ_INT(op_read_file("tests/data/plans/1f1b-p4-m8.json", &text, &len, &e), OP_OK);
+    CHECK(text && !strstr(text, "act_i_bytes"));
+    free(text);
+    rc = op_plan_read("tests/data/plans/1f1b-p4-m8.json", &q, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc == OP_OK) {
+        for (int l = 0; l < q.n_layers; l++) CHECK_EQ_INT(q.layers[l].act_i_bytes, 0);
+        op_plan_free(&q);
+    }
+}
+
 TEST(plan_without_times_is_simulated) {
     op_plan p, q;
     plan_1f1b(&p, 3, 5, 1, 0);
@@ -333,6 +370,7 @@ int main(int argc, char **argv) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/octopipe-plan-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     RUN(round_trip_exact);
+    RUN(act_i_bytes_round_trip_and_optional);
     RUN(plan_without_times_is_simulated);
     RUN(bad_text_rejected);
     RUN(bad_schedule_rejected);

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "check.h"
+#include "octopipe/export.h"
 #include "octopipe/sim.h"
 
 /* One layer per stage, S = P stages in sequence, F = I = W = 1 ms, act 100 B (40 kept for W),
@@ -206,6 +207,77 @@ TEST(iw_split_frees_memory) {
     op_plan_set_ops(&p, 0, c, 6);
     CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
     CHECK_EQ_INT(p.pred.peak_bytes[0], 1000 + 200);
+    op_plan_free(&p);
+}
+
+/* The I term: act 100 held from F, a transient act_i 70 during I (or B), and I leaves act_w 150
+ * (more than F stored) until W.  One device, one stage, two microbatches, F = I = W = 1 ms,
+ * static 1000; each peak is hand-computed from the rule in sim.h. */
+static void i_term_plan(op_plan *p, int split) {
+    uniform_plan(p, 1, 2, split, NULL);
+    p->layers[0].act_w_bytes = 150;
+    p->layers[0].act_i_bytes = 70;
+}
+
+TEST(i_term_peaks_replay) {
+    op_plan p;
+    i_term_plan(&p, 1);
+    /* F0 I0 W0 F1 I1 W1: 100, then 100 + 70 during I0 -> 1170 */
+    op_op a[6] = {mk(OP_F, 0, 0), mk(OP_I, 0, 0), mk(OP_W, 0, 0),
+                  mk(OP_F, 0, 1), mk(OP_I, 0, 1), mk(OP_W, 0, 1)};
+    op_plan_set_ops(&p, 0, a, 6);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+    CHECK_EQ_INT(p.pred.peak_bytes[0], 1000 + 170);
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), p.pred.peak_bytes[0]);
+    /* F0 I0 F1 I1 W0 W1: F0 100; I0 170, leaves 150; F1 250; I1 250 + 70 = 320, leaves 300
+     * (without act_i it would be 1300, without the growth to act_w 1270) */
+    op_op b[6] = {mk(OP_F, 0, 0), mk(OP_I, 0, 0), mk(OP_F, 0, 1),
+                  mk(OP_I, 0, 1), mk(OP_W, 0, 0), mk(OP_W, 0, 1)};
+    op_plan_set_ops(&p, 0, b, 6);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+    CHECK_EQ_INT(p.pred.peak_bytes[0], 1000 + 320);
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), p.pred.peak_bytes[0]);
+    /* F0 F1 I0 W0 I1 W1: 200; I0 270, leaves 250; W0 100; I1 170 */
+    op_op c[6] = {mk(OP_F, 0, 0), mk(OP_F, 0, 1), mk(OP_I, 0, 0),
+                  mk(OP_W, 0, 0), mk(OP_I, 0, 1), mk(OP_W, 0, 1)};
+    op_plan_set_ops(&p, 0, c, 6);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+    CHECK_EQ_INT(p.pred.peak_bytes[0], 1000 + 270);
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), p.pred.peak_bytes[0]);
+    op_plan_free(&p);
+    /* fused B: act_w plays no part; F0 F1 B0 B1: 200, B0 200 + 70 = 270, then 100, B1 170 */
+    i_term_plan(&p, 0);
+    op_op d[4] = {mk(OP_F, 0, 0), mk(OP_F, 0, 1), mk(OP_B, 0, 0), mk(OP_B, 0, 1)};
+    op_plan_set_ops(&p, 0, d, 4);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+    CHECK_EQ_INT(p.pred.peak_bytes[0], 1000 + 270);
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), p.pred.peak_bytes[0]);
+    op_plan_free(&p);
+}
+
+TEST(i_term_peaks_dynamic) {
+    op_plan p;
+    i_term_plan(&p, 1);
+    op_err e = {0};
+    /* built-in rule, no limit: I before F before W gives F0 I0 F1 I1 W0 W1, peak 1320 */
+    CHECK_EQ_INT(op_sim_dynamic(&p, NULL, NULL, &e), OP_OK);
+    const op_kind want[6] = {OP_F, OP_I, OP_F, OP_I, OP_W, OP_W};
+    CHECK_EQ_INT(p.n_ops[0], 6);
+    for (int i = 0; i < 6 && i < p.n_ops[0]; i++) CHECK(p.ops[0][i].kind == want[i]);
+    CHECK_EQ_INT(p.pred.peak_bytes[0], 1000 + 320);
+    /* limit 1300: after I0 1150 are held and F1 reserves 100 + max(70, 150 - 100) = 170, so
+     * it waits for W0; then F0 I0 W0 F1 I1 W1 peaks at 1170 */
+    op_sim_policy lim = {0};
+    lim.mem_limit_bytes = 1300;
+    CHECK_EQ_INT(op_sim_dynamic(&p, &lim, NULL, &e), OP_OK);
+    const op_kind want2[6] = {OP_F, OP_I, OP_W, OP_F, OP_I, OP_W};
+    for (int i = 0; i < 6 && i < p.n_ops[0]; i++) CHECK(p.ops[0][i].kind == want2[i]);
+    CHECK_EQ_INT(p.pred.peak_bytes[0], 1000 + 170);
+    op_plan_free(&p);
+    /* fused B under the built-in rule: F0 B0 F1 B1, peak 100 + 70 */
+    i_term_plan(&p, 0);
+    CHECK_EQ_INT(op_sim_dynamic(&p, NULL, NULL, &e), OP_OK);
+    CHECK_EQ_INT(p.pred.peak_bytes[0], 1000 + 170);
     op_plan_free(&p);
 }
 
@@ -609,6 +681,8 @@ int main(int argc, char **argv) {
     RUN(comm_adds_exactly);
     RUN(gradient_message_is_boundary_size);
     RUN(iw_split_frees_memory);
+    RUN(i_term_peaks_replay);
+    RUN(i_term_peaks_dynamic);
     RUN(deadlock_names_cycle);
     RUN(invalid_plan_rejected);
     RUN(replay_matches_naive_reference);

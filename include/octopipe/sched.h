@@ -84,9 +84,11 @@ int op_sched_balanced_split(const op_layer_cost *layers, int n_layers, int S, in
 /* Zero-bubble greedy list scheduler (the kind of ZB's heuristic): fills p->ops for a plan whose
  * stages, placement and stage_split (all 1 = I+W) are set.  Whenever a device is free it runs
  * a ready I, else a ready F that fits memory, else a pending W (lazily: only if no I or F it
- * could run is due before the W would end).  Memory: F allocates act_bytes, I frees
- * act - act_w, W frees act_w; device d may hold at most cap_mb[d] microbatches' worth of its
- * stages' activations (NULL = no cap), and static + activations <= mem_limit_bytes (0 = none).
+ * could run is due before the W would end).  Memory: F reserves a = max(act_bytes,
+ * act_w_bytes) (I may leave more than F stored), I frees a - act_w, W frees act_w; device d
+ * may hold at most cap_mb[d] microbatches' worth of its stages' activations (NULL = no cap),
+ * and static + activations <= mem_limit_bytes (0 = none); I's transient act_i_bytes is not
+ * reserved (the simulated peak of the result counts it).
  * Layers without activation bytes count one unit per stage and microbatch, freed by W.  If no
  * device can move, the oldest ready F runs over the cap, so the result never deadlocks.
  * flags: OP_ZB_F_FIRST (F before a ready I), OP_ZB_W_EAGER (W whenever nothing else is ready),

@@ -97,9 +97,11 @@ int op_plan_to_json(const op_plan *p, op_buf *out) {
         NUM(x->w_ms);
         op_buf_printf(b,
                       ", \"out_bytes\": %lld, \"act_bytes\": %lld, \"act_w_bytes\": %lld, "
-                      "\"act_i_bytes\": %lld, \"param_bytes\": %lld, \"static_bytes\": %lld}%s\n",
+                      "\"act_i_bytes\": %lld, \"param_bytes\": %lld, "
+                      "\"static_bytes\": %lld}%s\n",
                       (long long)x->out_bytes, (long long)x->act_bytes,
-                      (long long)x->act_w_bytes, (long long)x->act_i_bytes, (long long)x->param_bytes,
+                      (long long)x->act_w_bytes, (long long)x->act_i_bytes,
+                      (long long)x->param_bytes,
                       (long long)x->static_bytes, l + 1 < p->n_layers ? "," : "");
     }
     op_buf_printf(b, "  ],\n  \"stages\": [");

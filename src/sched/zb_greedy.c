@@ -214,8 +214,13 @@ void op_sched_zb_greedy(op_plan *p, const double *cap_mb, double mem_limit_bytes
             z->cf[s] = op_comm_ms(&p->comm, d, p->stage_dev[s + 1], by);
             z->cb[s] = op_comm_ms(&p->comm, p->stage_dev[s + 1], d, by);
         }
-        z->a[s] = units ? 1 : (double)op_stage_act_bytes(p, s);
-        z->aw[s] = units ? 1 : (double)op_stage_act_w_bytes(p, s);
+        /* F reserves the most a microbatch holds before its W: max(act, act_w), since I may
+         * leave more stored than F did (cost.h); I then frees the reserve beyond act_w.  I's
+         * transient act_i is not reserved: the simulated peak decides whether a plan fits. */
+        const double act = (double)op_stage_act_bytes(p, s);
+        const double actw = (double)op_stage_act_w_bytes(p, s);
+        z->a[s] = units ? 1 : (actw > act ? actw : act);
+        z->aw[s] = units ? 1 : actw;
         z->dstages[(size_t)d * (size_t)S + (size_t)z->dn[d]++] = s;
     }
     for (int d = 0; d < P; d++) { /* stages are listed in ascending order per device */

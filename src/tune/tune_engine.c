@@ -84,8 +84,8 @@ tn_eng *tn_eng_new(const tn_prob *pb) {
 
 void tn_eng_free(tn_eng *e) {
     if (!e) return;
-    void *ptrs[] = {e->tf, e->ti, e->tw, e->cf, e->cb, e->act, e->actw, e->acti, e->fneed, e->nF, e->nI,
-                    e->nW, e->fend, e->iend, e->tfree, e->inflight, e->pendW, e->maxinf,
+    void *ptrs[] = {e->tf, e->ti, e->tw, e->cf, e->cb, e->act, e->actw, e->acti, e->fneed,
+                    e->nF, e->nI, e->nW, e->fend, e->iend, e->tfree, e->inflight, e->pendW, e->maxinf,
                     e->acur, e->stat, e->amax, e->dstart, e->dst, e->ct, e->cbt, e->cs,
                     e->ck, e->cbs, e->dirty, e->rem};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
