@@ -1,7 +1,7 @@
 /* test_cost.c: the analytic cost and memory model (hand-computed kernels, scaling laws of each
  * layer kind, TP, memory accounting), the link model and device presets. */
 #include "check.h"
-#include "octopipe/cost.h"
+#include "cost_fixtures.h"
 
 /* A toy device with round numbers: 50 TFLOP/s and 500 GB/s achievable, no launch cost. */
 static op_device toy(void) {
@@ -36,20 +36,6 @@ static op_layer_cost cost1(op_layer l, const op_train_cfg *t, const op_device *d
     return c;
 }
 
-static op_train_cfg cfg(int seq, int tp) {
-    op_train_cfg t;
-    op_train_cfg_default(&t);
-    t.seq = seq;
-    t.tp = tp;
-    return t;
-}
-
-static op_device h100(void) {
-    op_device d;
-    op_err e = {0};
-    CHECK(op_device_preset("h100-80gb", &d, &e) == OP_OK);
-    return d;
-}
 
 static op_layer mlp_layer(int h, int f, int gated) {
     op_layer l;

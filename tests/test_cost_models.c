@@ -5,22 +5,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "octopipe/cost.h"
+#include "cost_fixtures.h"
 
-static op_train_cfg cfg(int seq, int tp) {
-    op_train_cfg t;
-    op_train_cfg_default(&t);
-    t.seq = seq;
-    t.tp = tp;
-    return t;
-}
-
-static op_device h100(void) {
-    op_device d;
-    op_err e = {0};
-    CHECK(op_device_preset("h100-80gb", &d, &e) == OP_OK);
-    return d;
-}
 
 /* Costs a model; returns a malloc'd array (NULL on error, which fails the test). */
 static op_layer_cost *cost_model(const op_model *m, const op_train_cfg *t, const op_device *d) {
