@@ -1,17 +1,12 @@
 /* libFuzzer target: the plan file reader and validator, then the simulator on what it accepts
  * (a plan that reads back must simulate without crashing or hanging). */
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
+#include "fuzz_util.h"
 #include "octopipe/plan.h"
 #include "octopipe/sim.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    char *txt = malloc(size + 1);
-    memcpy(txt, data, size);
-    txt[size] = 0;
+    char *txt = fuzz_cstr(data, size);
     op_plan p;
     op_err e = {0};
     if (op_plan_from_json(txt, "fuzz.json", &p, &e) == OP_OK) {

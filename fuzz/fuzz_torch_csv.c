@@ -1,9 +1,6 @@
 /* libFuzzer target: the torch.distributed.pipelining compute_only CSV checker (it parses
  * user-edited CSV files: `octopipe export --check-csv`). */
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
+#include "fuzz_util.h"
 #include "octopipe/export.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -11,9 +8,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2) return 0;
     /* first byte picks the rank count so row-count checks are reachable */
     int P = 1 + data[0] % 8;
-    char *txt = malloc(size);
-    memcpy(txt, data + 1, size - 1);
-    txt[size - 1] = 0;
+    char *txt = fuzz_cstr(data + 1, size - 1);
     op_err e = {0};
     (void)op_export_torch_csv_check(txt, P, 0, 0, NULL, &e);
     free(txt);

@@ -12,9 +12,11 @@ mkdir -p "$B/obj"
 FLAGS="-g -O1 -std=c17 -D_GNU_SOURCE -Iinclude -Isrc $(pkg-config --cflags jansson openblas) $(mpicc --showme:compile)"
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 objs=()
+# an object is rebuilt when its source or any header is newer (struct layouts change with headers)
+newest_h=$(ls -t include/octopipe/*.h src/*/*.h | awk 'NR == 1')
 for f in $(ls src/*/*.c | grep -v '^src/cli/'); do
   o="$B/obj/$(echo "$f" | tr / _).o"
-  if [ ! -f "$o" ] || [ "$f" -nt "$o" ]; then
+  if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ "$newest_h" -nt "$o" ]; then
     $CLANG $FLAGS $SAN -fsanitize=fuzzer-no-link -c "$f" -o "$o"
   fi
   objs+=("$o")
@@ -22,7 +24,7 @@ done
 LIBS="$(pkg-config --libs jansson openblas) $(mpicc --showme:link) -lpthread -lm"
 fail=0
 for t in hf_config profile plan torch_csv; do
-  $CLANG $FLAGS $SAN -fsanitize=fuzzer "fuzz/fuzz_$t.c" "${objs[@]}" $LIBS -o "$B/fuzz_$t"
+  $CLANG $FLAGS -Ifuzz $SAN -fsanitize=fuzzer "fuzz/fuzz_$t.c" "${objs[@]}" $LIBS -o "$B/fuzz_$t"
   corpus="$B/corpus-$t"; mkdir -p "$corpus"
   case $t in
     hf_config) cp -n tests/data/hf/*.json ../shared/bench/hf-configs/*.json "$corpus"/ 2>/dev/null || true ;;
