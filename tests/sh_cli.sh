@@ -34,7 +34,9 @@ expect_err "expects a whole number" compare --model llama2-7b --devices x --micr
 expect_err "unknown option" compare --model llama2-7b --devices 4 --microbatches 8 --bogus
 expect_err "--model is required" compare --devices 4 --microbatches 8
 expect_err "nosuch" compare --model nosuch --devices 4 --microbatches 8
-expect_err "not an existing directory" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/nodir"
+expect_err "cannot be created" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/no/such/dir"
+touch "$tmp/afile"
+expect_err "is not a directory" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/afile"
 expect_err "unknown command" frobnicate
 
 # --plans-dir writes one plan per schedule, each re-simulates to its prediction

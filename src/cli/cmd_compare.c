@@ -1,5 +1,6 @@
 /* cmd_compare.c: `octopipe compare`: every classic schedule (and OctoPipe's tuned plan) on one
  * model and cluster, side by side, simulated by the same simulator. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,8 @@ static void usage(FILE *f) {
             "%s"
             "output:\n"
             "  --json                print {\"lower_bound_ms\", \"plans\": [...]} instead of a table\n"
-            "  --plans-dir DIR       also write each plan as DIR/<name>.json (octopipe.plan/1)\n"
+            "  --plans-dir DIR       also write each plan as DIR/<name>.json (octopipe.plan/1);\n"
+            "                        DIR is created when missing\n"
             "  --no-tune             leave out the octopipe row\n"
             "  --time-budget S       tuner wall-time cap in seconds (default: none; the search is\n"
             "                        bounded by simulations, so results are deterministic)\n"
@@ -85,8 +87,14 @@ int cmd_compare(int argc, char **argv) {
     }
     if (plans_dir) {
         struct stat st;
+        /* created when missing (one level, like mkdir); an existing non-directory is an error */
+        if (stat(plans_dir, &st) != 0 && mkdir(plans_dir, 0755) != 0) {
+            fprintf(stderr, "octopipe compare: --plans-dir %s cannot be created: %s\n", plans_dir,
+                    strerror(errno));
+            return 2;
+        }
         if (stat(plans_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "octopipe compare: --plans-dir %s is not an existing directory\n", plans_dir);
+            fprintf(stderr, "octopipe compare: --plans-dir %s is not a directory\n", plans_dir);
             return 2;
         }
     }
