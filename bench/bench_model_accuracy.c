@@ -21,7 +21,11 @@
  *
  * Usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] [--repeats R]
  *          [--rounds N] [--profile-clock cpu|wall] [--progress-thread] [--no-pin]
- *          [--fit overhead|latency|ops] [--strict]
+ *          [--fit overhead|latency|ops] [--plans A,B,..] [--step-log] [--strict]
+ * --plans runs a subset, repeats allowed: "1f1b,1f1b" runs two instances of one plan (fresh
+ * stages and arenas each), which isolates instance-to-instance noise.  --step-log prints every
+ * round's step times and per-op CPU/wall/faults on stderr.  flt: page faults inside compute
+ * calls per timed step (both ranks).
  * --strict exits 1 when a quiet row misses 3% (time), a row 5% (memory, simulator), or the
  * cross-check differs from the simulator. */
 #include <math.h>
@@ -54,7 +58,11 @@ typedef struct {
     int n_quiet, n_all;
     double cpu_ms;  /* compute CPU ms per timed step, summed over ranks */
     double rec_exc; /* executor ms per op inside its record, outside the compute call */
+    double flt;     /* page faults inside compute calls per timed step, summed over ranks */
 } row;
+
+static int step_log;            /* --step-log: each round's step times, CPU shares and per-op
+                                 * CPU/wall/faults on stderr (to see where noise comes from) */
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -87,7 +95,13 @@ static int run_round(const op_nn_model *m, const op_plan *p, int steps, acc *a, 
     o.pin_cores = pin;
     op_ptrain_report *cur = op_xcalloc(1, sizeof *cur);
     op_err e = {0};
-    if (op_ptrain_run_threads(m, p, &o, cur, &e)) {
+    int rc0 = op_ptrain_run_threads(m, p, &o, cur, &e);
+    if (step_log && !rc0) {
+        fprintf(stderr, "round %-14s step ms (CPU share):", p->name);
+        for (int i = 0; i < cur->n_step; i++) fprintf(stderr, " %.1f (%.2f)", cur->step_ms[i], cur->step_cpu[i]);
+        fprintf(stderr, "; last loss %a\n", cur->last_loss);
+    }
+    if (rc0) {
         fprintf(stderr, "bench_model_accuracy: %s: %s\n", p->name, e.msg);
         free(cur);
         return 1;
@@ -127,8 +141,17 @@ static void finish_row(const op_nn_model *m, const op_plan *p, acc *a, op_ptrain
     r->rec_exc = a->rounds ? a->exc / a->rounds : 0;
     /* timed steps only (the first step of a round pays the pools' page faults) */
     double cpu_all = 0;
-    for (int i = 0; i < 64 * 4; i++) cpu_all += rep->ops[i].cpu_ms;
+    double flt = 0;
+    for (int i = 0; i < 64 * 4; i++) cpu_all += rep->ops[i].cpu_ms, flt += (double)rep->ops[i].faults;
     r->cpu_ms = a->na ? cpu_all / a->na : 0;
+    r->flt = a->na ? flt / a->na : 0;
+    if (step_log)
+        for (int i = 0; i < 64 * 4; i++)
+            if (rep->ops[i].n)
+                fprintf(stderr, "op %-14s stage %d %s: n=%lld CPU %.3f ms/op, wall %.3f ms/op, faults %ld\n",
+                        p->name, i / 4, op_kind_name((op_kind)(i % 4)),
+                        (long long)rep->ops[i].n, rep->ops[i].cpu_ms / (double)rep->ops[i].n,
+                        rep->ops[i].wall_ms / (double)rep->ops[i].n, rep->ops[i].faults);
     r->cpu = 1;
     for (int d = 0; d < NP; d++) r->cpu = rep->cpu_share[d] < r->cpu ? rep->cpu_share[d] : r->cpu;
     int64_t pk[NP];
@@ -239,7 +262,7 @@ static int predict_loo(const op_nn_model *m, op_plan *plans, op_ptrain_report *r
 }
 
 int main(int argc, char **argv) {
-    const char *spec = "small";
+    const char *spec = "small", *plan_list = NULL;
     int M = 8, steps = 2, repeats = 21, strict = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -248,7 +271,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps") && v) steps = atoi(v), i++;
         else if (!strcmp(argv[i], "--repeats") && v) repeats = atoi(v), i++;
         else if (!strcmp(argv[i], "--rounds") && v) rounds = atoi(v), i++;
+        else if (!strcmp(argv[i], "--plans") && v) plan_list = v, i++;
         else if (!strcmp(argv[i], "--strict")) strict = 1;
+        else if (!strcmp(argv[i], "--step-log")) step_log = 1;
         else if (!strcmp(argv[i], "--progress-thread")) progress_thread = 1;
         else if (!strcmp(argv[i], "--no-pin")) pin = 0;
         else if (!strcmp(argv[i], "--fit") && v)
@@ -256,7 +281,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--profile-clock") && v) cpu_clock = strcmp(v, "wall") != 0, i++;
         else {
             fprintf(stderr, "usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] "
-                            "[--repeats R] [--rounds N] [--profile-clock cpu|wall] [--progress-thread] [--no-pin] [--fit overhead|latency|ops] [--strict]\n");
+                            "[--repeats R] [--rounds N] [--plans A,B,..] [--step-log] [--profile-clock cpu|wall] [--progress-thread] [--no-pin] [--fit overhead|latency|ops] [--strict]\n");
             return 2;
         }
     }
@@ -294,11 +319,20 @@ int main(int argc, char **argv) {
 
     const char *names[NPLANS] = {"1f1b", "gpipe", "i1f1b", "zbh1", "zbh2", "zbv", "dualpipev",
                                  "balanced-1f1b", "auto", "auto-loop", "auto-v"};
+    /* --plans: a subset, repeats allowed (two copies of one plan isolate instance-to-instance
+     * noise: same op order, fresh stages and arenas) */
+    int nnames = NPLANS;
+    char listbuf[256];
+    if (plan_list) {
+        snprintf(listbuf, sizeof listbuf, "%s", plan_list);
+        nnames = 0;
+        for (char *tk = strtok(listbuf, ","); tk && nnames < NPLANS; tk = strtok(NULL, ",")) names[nnames++] = tk;
+    }
     op_plan *plans = op_xcalloc(NPLANS, sizeof *plans);
     op_ptrain_report *reps = op_xcalloc(NPLANS, sizeof *reps);
     row rows[NPLANS];
     int n = 0;
-    for (int k = 0; k < NPLANS; k++) {
+    for (int k = 0; k < nnames; k++) {
         op_plan *p = &plans[n];
         int rc;
         if (!strncmp(names[k], "auto-", 5)) {
@@ -335,8 +369,8 @@ int main(int argc, char **argv) {
 
     int miss_t = 0, n_xdiff = 0, miss_s = 0, n_pred = 0, i_i1f1b = -1, i_auto = -1;
     double sum = 0, mx = 0, csum = 0, osum = 0, xsum = 0;
-    printf("\n%-14s %-18s %8s %8s %7s %8s %5s %4s %6s | %-13s %-13s %6s %-13s %6s\n", "plan", "stages",
-           "meas_ms", "pred_ms", "err%", "prof_ms", "quiet", "cpu%", "cpu_t%", "act meas MiB",
+    printf("\n%-14s %-18s %8s %8s %7s %8s %5s %4s %6s %5s | %-13s %-13s %6s %-13s %6s\n", "plan", "stages",
+           "meas_ms", "pred_ms", "err%", "prof_ms", "quiet", "cpu%", "cpu_t%", "flt", "act meas MiB",
            "sim MiB", "err%", "walk MiB", "err%");
     for (int i = 0; i < n; i++) {
         row *r = &rows[i];
@@ -357,8 +391,8 @@ int main(int argc, char **argv) {
         csum += fabs(r->cpu_err);
         char q[16];
         snprintf(q, sizeof q, "%d/%d", r->n_quiet, r->n_all);
-        printf("%-14s %-18s %8.1f %8.1f %+7.2f %8.1f %5s %4.0f %+6.1f | %6.1f %6.1f %6.1f %6.1f %+6.1f %6.1f %6.1f %+6.1f\n",
-               r->name, r->shape, r->meas, r->pred, r->err, r->pred_prof, q, 100 * r->cpu, r->cpu_err,
+        printf("%-14s %-18s %8.1f %8.1f %+7.2f %8.1f %5s %4.0f %+6.1f %5.0f | %6.1f %6.1f %6.1f %6.1f %+6.1f %6.1f %6.1f %+6.1f\n",
+               r->name, r->shape, r->meas, r->pred, r->err, r->pred_prof, q, 100 * r->cpu, r->cpu_err, r->flt,
                r->mem_meas[0] / 1048576, r->mem_meas[1] / 1048576, r->mem_sim[0] / 1048576,
                r->mem_sim[1] / 1048576, r->sim_err, r->mem_pred[0] / 1048576, r->mem_pred[1] / 1048576,
                r->mem_err);
@@ -373,7 +407,7 @@ int main(int argc, char **argv) {
            "prof_ms: isolated profile + %.2f ms per op.\nquiet: timed steps with every rank "
            "on a CPU >= 97%% of its compute time (meas_ms = their median; 0/K: the row ran loaded and "
            "its error measures the other jobs).\ncpu%%: lowest rank share, kept attempt; cpu_t%%: compute "
-           "CPU time per step vs the predicted op times (mean |error| %.2f%%).\nsim: the simulator's "
+           "CPU time per step vs the predicted op times (mean |error| %.2f%%); flt: page faults in compute per step.\nsim: the simulator's "
            "peak (memory rule with the per-layer I term); walk: op_ptrain_pred_act_peak, a cross-check "
            "that must equal it. Load "
            "average %.2f at the end.\n", fit_lat ? "message latency" : "per-op overhead", n ? osum / n : 0.0,
