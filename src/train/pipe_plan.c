@@ -43,84 +43,8 @@ static mem_probe probe(const op_nn_model *m, int li) {
     return r;
 }
 
-static double thread_cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int op_ptrain_profile_cpu(const op_nn_model *m, int repeats, op_layer_prof *out) {
-    if (repeats < 1) repeats = 1;
-    size_t nx = op_nn_io_floats(m);
-    int N = m->cfg.batch * m->cfg.seq;
-    float *x = op_xcalloc(nx, sizeof(float)), *y = op_xcalloc(nx, sizeof(float));
-    float *dy = op_xcalloc(nx, sizeof(float)), *dx = op_xcalloc(nx, sizeof(float));
-    int32_t *tok = op_xcalloc((size_t)N, sizeof(int32_t));
-    op_rng r;
-    op_rng_seed(&r, 11);
-    for (size_t i = 0; i < nx; i++) x[i] = (float)op_rng_uniform(&r) - 0.5f, dy[i] = 1e-3f * x[i];
-    for (int i = 0; i < N; i++) tok[i] = op_rng_int(&r, m->cfg.vocab);
-    op_nn_batch b = {tok, tok, 1.0f};
-    double *t = op_xcalloc(3 * (size_t)repeats, sizeof(double));
-    /* Warm up for ~0.4 s first: the first profile pass of a fresh process measured the first
-     * big layer 25-35% slower than every later pass (Mamba F 4.9 vs 3.6-3.8 ms here: clock
-     * and cache ramp-up of the VM's core), so the first kinds would be profiled slow. */
-    double w0 = op_now_s();
-    while (op_now_s() - w0 < 0.4) {
-        for (int li = 0; li < m->n_layers && op_now_s() - w0 < 0.4; li++) {
-            char sym = m->pattern[li];
-            if (memchr(m->pattern, sym, (size_t)li)) continue;
-            op_nn_stage s;
-            op_nn_stage_init(&s, m, li, li + 1, 1);
-            op_nn_stage_zero_grad(&s);
-            op_nn_stage_forward(&s, 0, &b, sym == 'E' ? NULL : x, sym == 'L' ? NULL : y);
-            op_nn_stage_backward(&s, 0, sym == 'L' ? NULL : dy, sym == 'E' ? NULL : dx);
-            op_nn_stage_free(&s);
-        }
-    }
-    int n = 0;
-    for (int li = 0; li < m->n_layers && n < 8; li++) {
-        char sym = m->pattern[li];
-        if (memchr(m->pattern, sym, (size_t)li)) continue;
-        op_nn_stage s;
-        op_nn_stage_init(&s, m, li, li + 1, 1);
-        op_layer_prof *p = &out[n++];
-        memset(p, 0, sizeof *p);
-        p->sym = sym;
-        for (int rep = -1; rep < repeats; rep++) { /* rep -1 warms caches and the pool */
-            op_nn_stage_zero_grad(&s);
-            double t0 = thread_cpu_s();
-            op_nn_stage_forward(&s, 0, &b, sym == 'E' ? NULL : x, sym == 'L' ? NULL : y);
-            double t1 = thread_cpu_s();
-            size_t after_f = s.act_bytes;
-            op_nn_stage_backward_input(&s, 0, sym == 'L' ? NULL : dy, sym == 'E' ? NULL : dx);
-            double t2 = thread_cpu_s();
-            size_t after_i = s.act_bytes;
-            op_nn_stage_backward_weight(&s, 0);
-            double t3 = thread_cpu_s();
-            if (rep < 0) {
-                p->act_bytes = after_f, p->act_w_bytes = after_i;
-                continue;
-            }
-            t[rep] = (t1 - t0) * 1e3, t[repeats + rep] = (t2 - t1) * 1e3, t[2 * repeats + rep] = (t3 - t2) * 1e3;
-        }
-        double *med[3] = {&p->f_ms, &p->i_ms, &p->w_ms};
-        for (int o = 0; o < 3; o++) {
-            double *v = t + (size_t)o * repeats;
-            qsort(v, (size_t)repeats, sizeof *v, cmp_d);
-            *med[o] = repeats % 2 ? v[repeats / 2] : 0.5 * (v[repeats / 2 - 1] + v[repeats / 2]);
-        }
-        p->param_bytes = s.n_params * sizeof(float);
-        p->out_bytes = sym == 'L' ? 0 : nx * sizeof(float);
-        op_nn_stage_free(&s);
-    }
-    free(t), free(x), free(y), free(dy), free(dx), free(tok);
-    return n;
+    return op_train_profile_clock(m, repeats, 1, out);
 }
 
 typedef struct {
@@ -131,8 +55,7 @@ typedef struct {
 
 static void *pmain(void *a) {
     pjob *j = a;
-    j->n = j->cpu_clock ? op_ptrain_profile_cpu(j->m, j->repeats, j->prof)
-                        : op_train_profile(j->m, j->repeats, j->prof);
+    j->n = op_train_profile_clock(j->m, j->repeats, j->cpu_clock, j->prof);
     return NULL;
 }
 
