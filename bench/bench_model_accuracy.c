@@ -4,27 +4,35 @@
  * Method (docs/training.md "Accuracy and calibration"):
  *  1. Profile every layer kind alone (F/I/W, median of R repeats, P profiler threads at once,
  *     thread CPU time) and build the 11 plans from it (baselines, the tuner's three placements).
- *  2. Run the plans round-robin, R rounds (--rounds, 3) of K+1 steps (--steps K, 2) each, on P
- *     in-process ranks (thread transport, BLAS one thread per rank, no progress thread, rank r
- *     pinned to core r: unpinned, two runs of one op order differed by up to 17%).  The
- *     first step of a round is dropped.  A timed step is quiet when every rank was on a CPU
- *     >= 97% of its compute time; the measured time is the median over quiet steps.
- *  3. Predict each plan leave-one-out: per-kind F/I/W times are fitted by least squares
- *     (op_ptrain_fit_costs, the paper's layer_time_solver) to the per-(stage, op) times of the
- *     OTHER plans' runs, and the executor's per-op overhead to their quiet makespans
- *     (op_ptrain_fit_overhead, median); the plan is then simulated with those costs.  No number
- *     of the plan's own run enters its prediction.  The profile-only prediction (isolated
- *     profile + 0.05 ms per op) is shown next to it.
+ *  2. Open a training session per plan (op_ptrain_session: stages, weights and activation pools
+ *     stay alive), run one warm-up step each, then --rounds rounds (40) of --steps steps (1) per
+ *     plan, the order rotated and reversed from round to round, on P in-process ranks (thread
+ *     transport, BLAS one thread per rank, no progress thread, rank r pinned to core r).  This
+ *     machine's cores drift in speed by 10-20% over a second or so (docs/training.md): steps of
+ *     one plan spread by ~10%, so only many steps, interleaved with the other plans', give a
+ *     stable figure.  A timed step is quiet when every rank was on a CPU >= 97% of its compute
+ *     time; the measured time is the 20%-trimmed mean over quiet steps.
+ *  3. Predict each plan leave-one-out: per-kind F/I/W times and a per-call constant are fitted
+ *     by least squares (op_ptrain_fit_costs, the paper's layer_time_solver) to the per-(stage,
+ *     op) times of the OTHER plans' runs; the per-op overhead is that constant plus the
+ *     executor's cost measured in the records.  The devices' speed variation is sampled from
+ *     the other plans' quiet steps (per step: measured busy time / predicted busy time of each
+ *     rank, both ranks together) and the plan is replayed under every sample
+ *     (op_sim_speed_samples); the prediction is the trimmed mean of those makespans.  A
+ *     pipeline waits for its slowest rank, so with speeds that vary the mean makespan is above
+ *     the makespan at the mean speed (flat_ms, shown too).  No number of the plan's own run
+ *     enters its prediction.  The profile-only prediction (isolated profile + 0.05 ms per op)
+ *     is shown next to it.
  *  4. Peak activation memory per rank, from the stage arenas, against the simulator's peak
  *     (its memory rule has the per-layer I term, act_i_bytes, sim.h); the reference model's
  *     own walk (op_ptrain_pred_act_peak) is a cross-check that must equal the simulator.
  *
  * Usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] [--repeats R]
  *          [--rounds N] [--profile-clock cpu|wall] [--progress-thread] [--no-pin]
- *          [--fit overhead|latency|ops] [--plans A,B,..] [--step-log] [--strict]
+ *          [--fit speed|ops|overhead] [--plans A,B,..] [--step-log] [--strict]
  * --plans runs a subset, repeats allowed: "1f1b,1f1b" runs two instances of one plan (fresh
- * stages and arenas each), which isolates instance-to-instance noise.  --step-log prints every
- * round's step times and per-op CPU/wall/faults on stderr.  flt: page faults inside compute
+ * stages and arenas each), which isolates instance-to-instance noise.  --step-log prints each
+ * plan's step times and per-op CPU/wall/faults on stderr.  flt: page faults inside compute
  * calls per timed step (both ranks).
  * --strict exits 1 when a quiet row misses 3% (time), a row 5% (memory, simulator), or the
  * cross-check differs from the simulator. */
@@ -42,15 +50,29 @@
 static int cpu_clock = 1;       /* --profile-clock cpu (default) | wall */
 static int progress_thread;     /* --progress-thread: the executor's polling thread during compute */
 static int pin = 1;             /* --no-pin: leave the rank threads to the scheduler */
-static int rounds = 3;          /* --rounds: every plan runs once per round, round-robin */
-static int fit_ops;             /* --fit ops: per-op overhead = the per-call constant of the op-time
-                                 * fit + the executor cost measured in the records (no makespan fit) */
-static int fit_lat;             /* --fit latency: fit the message latency instead of the per-op
-                                 * overhead (tried: 1.9 ms, no better; 4.9% mean error) */
+static int rounds = 40;         /* --rounds: every plan runs --steps steps per round, round-robin */
+/* --fit: how the prediction goes beyond the fitted per-kind op times.
+ *  speed (default): per-op overhead = the op-time fit's per-call constant + the executor cost
+ *    measured in the records; the devices' speed variation is sampled from the other plans'
+ *    steps (measured busy / predicted busy per rank) and the prediction is the trimmed mean
+ *    makespan over those samples (op_sim_speed_samples);
+ *  ops: the same overhead, speeds fixed at 1;
+ *  overhead: a per-op overhead fitted so that the other plans' makespans match (median). */
+enum { FIT_SPEED, FIT_OPS, FIT_OVERHEAD };
+static int fit_mode = FIT_SPEED;
+
+/* Per timed step of each plan: per-rank busy time (sum of op records), from the session. */
+#define MAXSTEP OP_PTRAIN_MAX_STEPS
+typedef struct {
+    double busy[MAXSTEP][NP];
+    int n;
+} trace;
+static trace tr[NPLANS];
 
 typedef struct {
     char name[32], shape[48];
     double meas, pred, pred_prof, err;
+    double pred_flat; /* the same costs at the mean speed (no speed variation) */
     double mem_meas[NP], mem_pred[NP], mem_sim[NP], mem_err, sim_err;
     int mem_xdiff; /* the cross-check walk differs from the simulator on some rank */
     double cpu;     /* share of compute wall time on a CPU, lowest rank, kept attempt */
@@ -69,89 +91,85 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* What the rounds of one plan measured, merged. */
-typedef struct {
-    double q[256], all[256]; /* timed step makespans: quiet ones, all */
-    int nq, na;
-    int rounds;
-    double exc;              /* sum over rounds of op_record_excess_ms */
-} acc;
-
 static double median(double *v, int n) {
     if (n <= 0) return 0;
     qsort(v, (size_t)n, sizeof *v, cmp_d);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* One round of plan p: `steps` timed steps (plus the dropped first), merged into a and rep
- * (op stats summed, peaks maxed, CPU share the lowest seen). */
-static int run_round(const op_nn_model *m, const op_plan *p, int steps, acc *a, op_ptrain_report *rep) {
+/* Mean of the middle 60% (v is sorted in place): nearly the mean's precision on the steps'
+ * spread, without the rare step that another VM stalled for a long time. */
+static double trimmed_mean(double *v, int n) {
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    int lo = n / 5, hi = n - n / 5;
+    double s = 0;
+    for (int i = lo; i < hi; i++) s += v[i];
+    return s / (hi - lo);
+}
+
+/* A session per plan (stages, weights and activation pools stay alive between rounds). */
+static int open_session(const op_nn_model *m, const op_plan *p, int total_steps, op_ptrain_session **s) {
     op_ptrain_opts o;
     op_ptrain_opts_default(&o);
     o.data = "copy";
-    o.steps = steps + 1;
+    o.steps = total_steps;
     o.log_every = 0;
     o.progress_thread = progress_thread;
     o.pin_cores = pin;
-    op_ptrain_report *cur = op_xcalloc(1, sizeof *cur);
+    o.keep_result = 1;
     op_err e = {0};
-    int rc0 = op_ptrain_run_threads(m, p, &o, cur, &e);
-    if (step_log && !rc0) {
-        fprintf(stderr, "round %-14s step ms (CPU share):", p->name);
-        for (int i = 0; i < cur->n_step; i++) fprintf(stderr, " %.1f (%.2f)", cur->step_ms[i], cur->step_cpu[i]);
-        fprintf(stderr, "; last loss %a\n", cur->last_loss);
-    }
-    if (rc0) {
-        fprintf(stderr, "bench_model_accuracy: %s: %s\n", p->name, e.msg);
-        free(cur);
-        return 1;
-    }
-    for (int i = 1; i < cur->n_step; i++) {
-        if (a->na < 256) a->all[a->na++] = cur->step_ms[i];
-        if (cur->step_cpu[i] >= 0.97 && a->nq < 256) a->q[a->nq++] = cur->step_ms[i];
-    }
-    a->exc += cur->op_record_excess_ms;
-    if (a->rounds++ == 0) {
-        *rep = *cur;
-    } else {
-        for (int i = 0; i < 64 * 4; i++) {
-            op_ptrain_opstat *x = &rep->ops_quiet[i], *y = &cur->ops_quiet[i];
-            x->cpu_ms += y->cpu_ms, x->wall_ms += y->wall_ms, x->faults += y->faults, x->n += y->n;
-            x = &rep->ops[i], y = &cur->ops[i];
-            x->cpu_ms += y->cpu_ms, x->wall_ms += y->wall_ms, x->faults += y->faults, x->n += y->n;
+    if (op_ptrain_session_new(m, p, &o, s, &e) == OP_OK) return 0;
+    fprintf(stderr, "bench_model_accuracy: %s: %s\n", p->name, e.msg);
+    return 1;
+}
+
+/* `steps` steps of plan p; timed ones (t != NULL) leave their per-rank busy time in t. */
+static int step_session(op_ptrain_session *s, const op_plan *p, int steps, trace *t) {
+    op_err e = {0};
+    for (int k = 0; k < steps; k++) {
+        if (op_ptrain_session_step(s, &e)) {
+            fprintf(stderr, "bench_model_accuracy: %s: %s\n", p->name, e.msg);
+            return 1;
         }
-        for (int d = 0; d < NP; d++) {
-            if (cur->peak_act[d] > rep->peak_act[d]) rep->peak_act[d] = cur->peak_act[d];
-            if (cur->cpu_share[d] < rep->cpu_share[d]) rep->cpu_share[d] = cur->cpu_share[d];
+        const op_exec_result *r = op_ptrain_session_last(s);
+        if (t && r && t->n < MAXSTEP) {
+            for (int d = 0; d < NP; d++) t->busy[t->n][d] = r->busy_ms[d];
+            t->n++;
         }
     }
-    op_ptrain_report_free(cur);
-    free(cur);
     return 0;
 }
 
-/* After the last round: the row's measured time (median of quiet steps, else of all), memory. */
-static void finish_row(const op_nn_model *m, const op_plan *p, acc *a, op_ptrain_report *rep, row *r) {
-    r->n_quiet = a->nq;
-    rep->n_quiet = a->nq;
-    double all[256], q[256];
-    memcpy(all, a->all, sizeof all), memcpy(q, a->q, sizeof q);
-    r->meas = a->nq > 0 ? median(q, a->nq) : median(all, a->na);
-    r->n_all = a->na;
-    r->rec_exc = a->rounds ? a->exc / a->rounds : 0;
-    /* timed steps only (the first step of a round pays the pools' page faults) */
+/* After the last round: the row's measured time (trimmed mean of the quiet timed steps, else
+ * of all), memory. */
+static void finish_row(const op_nn_model *m, const op_plan *p, op_ptrain_report *rep, row *r) {
+    r->n_quiet = rep->n_quiet;
+    r->n_all = rep->n_step - 1;
+    double v[MAXSTEP], w[MAXSTEP];
+    int nq = 0, na = 0;
+    for (int i = 1; i < rep->n_step; i++) { /* step 0: the warm-up */
+        w[na++] = rep->step_ms[i];
+        if (rep->step_cpu[i] >= 0.97) v[nq++] = rep->step_ms[i];
+    }
+    r->meas = nq > 0 ? trimmed_mean(v, nq) : trimmed_mean(w, na);
+    r->rec_exc = rep->op_record_excess_ms;
     double cpu_all = 0;
     double flt = 0;
     for (int i = 0; i < 64 * 4; i++) cpu_all += rep->ops[i].cpu_ms, flt += (double)rep->ops[i].faults;
-    r->cpu_ms = a->na ? cpu_all / a->na : 0;
-    r->flt = a->na ? flt / a->na : 0;
-    if (step_log)
+    r->cpu_ms = r->n_all > 0 ? cpu_all / r->n_all : 0;
+    r->flt = r->n_all > 0 ? flt / r->n_all : 0;
+    if (step_log) {
+        fprintf(stderr, "%-14s step ms (CPU share):", p->name);
+        for (int i = 0; i < rep->n_step; i++) fprintf(stderr, " %.1f (%.2f)", rep->step_ms[i], rep->step_cpu[i]);
+        fprintf(stderr, "; last loss %a\n", rep->last_loss);
         for (int i = 0; i < 64 * 4; i++)
             if (rep->ops[i].n)
                 fprintf(stderr, "op %-14s stage %d %s: n=%lld CPU %.3f ms/op, wall %.3f ms/op, faults %ld\n",
                         p->name, i / 4, op_kind_name((op_kind)(i % 4)),
                         (long long)rep->ops[i].n, rep->ops[i].cpu_ms / (double)rep->ops[i].n,
                         rep->ops[i].wall_ms / (double)rep->ops[i].n, rep->ops[i].faults);
+    }
     r->cpu = 1;
     for (int d = 0; d < NP; d++) r->cpu = rep->cpu_share[d] < r->cpu ? rep->cpu_share[d] : r->cpu;
     int64_t pk[NP];
@@ -186,24 +204,6 @@ static int repredict(const op_plan *src, const op_layer_cost *c, double ovh, dou
     return op_sim_replay(dst, NULL, NULL);
 }
 
-/* The per-message latency (ms) that makes plan p's simulated makespan equal measured_ms:
- * bisection on [0, 5 ms].  It stands for the receiver's wake-up: a waiting rank polls with
- * sleeps of 20 us growing to 300 us, so a message is seen late by up to a poll interval. */
-static double fit_latency(const op_plan *p, double measured_ms) {
-    op_plan q;
-    op_plan_copy(&q, p);
-    double lo = 0, hi = 5;
-    for (int it = 0; it < 40; it++) {
-        double mid = 0.5 * (lo + hi);
-        q.comm.intra_lat_ms = q.comm.inter_lat_ms = mid;
-        if (op_sim_replay(&q, NULL, NULL)) break;
-        if (q.pred.makespan_ms < measured_ms) lo = mid;
-        else hi = mid;
-    }
-    op_plan_free(&q);
-    return 0.5 * (lo + hi);
-}
-
 /* Leave-one-out prediction of plan `out` (index): costs fitted to the other runs' op times,
  * overhead to their quiet makespans.  Fills r->pred and r->cpu_err; returns 0 or -1. */
 static int predict_loo(const op_nn_model *m, op_plan *plans, op_ptrain_report *reps, row *rows,
@@ -222,31 +222,53 @@ static int predict_loo(const op_nn_model *m, op_plan *plans, op_ptrain_report *r
         free(c);
         return -1;
     }
-    /* the executor's own per-op cost is measured (inside the records, outside compute); what
-     * the makespans add beyond it is fitted, as a hop latency (default) or per-op overhead */
+    /* the executor's own per-op cost, measured inside the records outside compute */
     double rec = 0;
     int nrec = 0;
     for (int j = 0; j < n; j++)
         if (j != out) rec += rows[j].rec_exc, nrec++;
     rec = nrec ? rec / nrec : 0;
     if (rec < 0) rec = 0;
-    double o[NPLANS];
-    int no = 0;
-    for (int j = 0; j < n; j++) {
-        if (j == out || rows[j].n_quiet <= 0) continue;
+    double ovh = call_ms + rec;
+    if (fit_mode == FIT_OVERHEAD) {
+        double o[NPLANS];
+        int no = 0;
+        for (int j = 0; j < n; j++) {
+            if (j == out || rows[j].n_quiet <= 0) continue;
+            op_plan q;
+            if (repredict(&plans[j], c, 0, -1, &q) == 0) o[no++] = op_ptrain_fit_overhead(&q, rows[j].meas);
+            op_plan_free(&q);
+        }
+        ovh = no ? median(o, no) : 0.05;
+    }
+    /* speed samples: every quiet timed step of the other plans, measured busy / predicted busy
+     * per rank (the same costs), pairs kept together (the cores' drifts may correlate) */
+    double *sp = op_xmalloc(sizeof(double) * NPLANS * MAXSTEP * NP);
+    int ns = 0;
+    for (int j = 0; j < n && fit_mode == FIT_SPEED; j++) {
+        if (j == out) continue;
         op_plan q;
-        if (repredict(&plans[j], c, fit_lat ? rec : 0, -1, &q) == 0)
-            o[no++] = fit_lat ? fit_latency(&q, rows[j].meas) : op_ptrain_fit_overhead(&q, rows[j].meas);
+        double busy[NP];
+        if (repredict(&plans[j], c, ovh, -1, &q) == 0) {
+            op_exec_pred_bubble(&q, busy);
+            for (int t = 0; t < tr[j].n && t + 1 < reps[j].n_step; t++) {
+                if (reps[j].step_cpu[t + 1] < 0.97) continue; /* step t + 1: step 0 is the warm-up */
+                for (int d = 0; d < NP; d++) sp[ns * NP + d] = tr[j].busy[t][d] / busy[d];
+                ns++;
+            }
+        }
         op_plan_free(&q);
     }
-    double med = median(o, no);
-    double ovh = fit_lat ? rec : no ? med : 0.05, lat = fit_lat && no ? med : -1;
-    if (fit_ops) ovh = call_ms + rec, lat = -1;
     op_plan q;
-    int rc = repredict(&plans[out], c, ovh, lat, &q);
+    int rc = repredict(&plans[out], c, ovh, -1, &q);
     if (rc == 0) {
         row *r = &rows[out];
-        r->pred = q.pred.makespan_ms;
+        r->pred_flat = r->pred = q.pred.makespan_ms;
+        if (ns > 0) {
+            double *mk = op_xmalloc(sizeof(double) * (size_t)ns);
+            if (op_sim_speed_samples(&q, sp, ns, mk, NULL) == OP_OK) r->pred = trimmed_mean(mk, ns);
+            free(mk);
+        }
         r->err = 100 * (r->meas - r->pred) / r->pred;
         double busy[NP], bsum = 0, csum = 0;
         op_exec_pred_bubble(&q, busy);
@@ -256,14 +278,15 @@ static int predict_loo(const op_nn_model *m, op_plan *plans, op_ptrain_report *r
         r->cpu_err = 100 * (csum - bsum) / bsum;
     }
     op_plan_free(&q);
+    free(sp);
     free(c);
-    *ovh_out = fit_lat ? lat : ovh;
+    *ovh_out = ovh;
     return rc ? -1 : 0;
 }
 
 int main(int argc, char **argv) {
     const char *spec = "small", *plan_list = NULL;
-    int M = 8, steps = 2, repeats = 21, strict = 0;
+    int M = 8, steps = 1, repeats = 21, strict = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--model") && v) spec = v, i++;
@@ -277,11 +300,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--progress-thread")) progress_thread = 1;
         else if (!strcmp(argv[i], "--no-pin")) pin = 0;
         else if (!strcmp(argv[i], "--fit") && v)
-            fit_lat = !strcmp(v, "latency"), fit_ops = !strcmp(v, "ops"), i++;
+            fit_mode = !strcmp(v, "ops") ? FIT_OPS : !strcmp(v, "overhead") ? FIT_OVERHEAD : FIT_SPEED, i++;
         else if (!strcmp(argv[i], "--profile-clock") && v) cpu_clock = strcmp(v, "wall") != 0, i++;
         else {
             fprintf(stderr, "usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] "
-                            "[--repeats R] [--rounds N] [--plans A,B,..] [--step-log] [--profile-clock cpu|wall] [--progress-thread] [--no-pin] [--fit overhead|latency|ops] [--strict]\n");
+                            "[--repeats R] [--rounds N] [--plans A,B,..] [--step-log] [--profile-clock cpu|wall] [--progress-thread] [--no-pin] [--fit speed|ops|overhead] [--strict]\n");
             return 2;
         }
     }
@@ -358,19 +381,30 @@ int main(int argc, char **argv) {
         r->pred_prof = p->pred.makespan_ms;
         n++;
     }
-    /* round-robin: a slow drift of the machine's speed (other VMs, neighbours' caches) then
-     * touches every plan alike instead of whichever ran during it */
-    acc *ac = op_xcalloc((size_t)n, sizeof *ac);
+    /* Every plan keeps its session (stages, pools) for the whole run: one warm-up step each
+     * (pools fault in; left out of the timings), then `rounds` rounds of `steps` steps per plan,
+     * the order rotated and reversed from round to round.  The machine's speed drifts for
+     * seconds at a time (docs/training.md); interleaving plans step by step makes a drift touch
+     * every plan alike instead of whichever ran during it. */
+    op_ptrain_session **ss = op_xcalloc((size_t)n, sizeof *ss);
+    for (int i = 0; i < n; i++)
+        if (open_session(&m, &plans[i], 1 + rounds * steps, &ss[i]) || step_session(ss[i], &plans[i], 1, NULL)) return 1;
     for (int rd = 0; rd < rounds; rd++)
-        for (int i = 0; i < n; i++)
-            if (run_round(&m, &plans[i], steps, &ac[i], &reps[i])) return 1;
-    for (int i = 0; i < n; i++) finish_row(&m, &plans[i], &ac[i], &reps[i], &rows[i]);
-    free(ac);
+        for (int j = 0; j < n; j++) {
+            int i = (rd + (rd % 2 ? n - 1 - j : j)) % n;
+            if (step_session(ss[i], &plans[i], steps, &tr[i])) return 1;
+        }
+    for (int i = 0; i < n; i++) {
+        op_ptrain_session_report(ss[i], &reps[i]);
+        op_ptrain_session_free(ss[i]);
+        finish_row(&m, &plans[i], &reps[i], &rows[i]);
+    }
+    free(ss);
 
     int miss_t = 0, n_xdiff = 0, miss_s = 0, n_pred = 0, i_i1f1b = -1, i_auto = -1;
     double sum = 0, mx = 0, csum = 0, osum = 0, xsum = 0;
-    printf("\n%-14s %-18s %8s %8s %7s %8s %5s %4s %6s %5s | %-13s %-13s %6s %-13s %6s\n", "plan", "stages",
-           "meas_ms", "pred_ms", "err%", "prof_ms", "quiet", "cpu%", "cpu_t%", "flt", "act meas MiB",
+    printf("\n%-14s %-24s %8s %8s %7s %8s %7s %8s %5s %4s %6s %5s | %-13s %-13s %6s %-13s %6s\n", "plan", "stages",
+           "meas_ms", "pred_ms", "err%", "flat_ms", "err%", "prof_ms", "quiet", "cpu%", "cpu_t%", "flt", "act meas MiB",
            "sim MiB", "err%", "walk MiB", "err%");
     for (int i = 0; i < n; i++) {
         row *r = &rows[i];
@@ -391,8 +425,9 @@ int main(int argc, char **argv) {
         csum += fabs(r->cpu_err);
         char q[16];
         snprintf(q, sizeof q, "%d/%d", r->n_quiet, r->n_all);
-        printf("%-14s %-18s %8.1f %8.1f %+7.2f %8.1f %5s %4.0f %+6.1f %5.0f | %6.1f %6.1f %6.1f %6.1f %+6.1f %6.1f %6.1f %+6.1f\n",
-               r->name, r->shape, r->meas, r->pred, r->err, r->pred_prof, q, 100 * r->cpu, r->cpu_err, r->flt,
+        printf("%-14s %-24s %8.1f %8.1f %+7.2f %8.1f %+7.2f %8.1f %5s %4.0f %+6.1f %5.0f | %6.1f %6.1f %6.1f %6.1f %+6.1f %6.1f %6.1f %+6.1f\n",
+               r->name, r->shape, r->meas, r->pred, r->err, r->pred_flat,
+               100 * (r->meas - r->pred_flat) / r->pred_flat, r->pred_prof, q, 100 * r->cpu, r->cpu_err, r->flt,
                r->mem_meas[0] / 1048576, r->mem_meas[1] / 1048576, r->mem_sim[0] / 1048576,
                r->mem_sim[1] / 1048576, r->sim_err, r->mem_pred[0] / 1048576, r->mem_pred[1] / 1048576,
                r->mem_err);
@@ -404,14 +439,19 @@ int main(int argc, char **argv) {
     }
     printf("\npred_ms: leave-one-out: per-kind times and the %s (mean %.3f ms) fitted to the other "
            "plans' runs; executor cost per op measured inside the records, outside compute: %.3f ms;\n"
+           "%s"
+           "flat_ms: the same costs with every device at its mean speed;\n"
            "prof_ms: isolated profile + %.2f ms per op.\nquiet: timed steps with every rank "
-           "on a CPU >= 97%% of its compute time (meas_ms = their median; 0/K: the row ran loaded and "
+           "on a CPU >= 97%% of its compute time (meas_ms = their 20%%-trimmed mean; 0/K: the row ran loaded and "
            "its error measures the other jobs).\ncpu%%: lowest rank share, kept attempt; cpu_t%%: compute "
            "CPU time per step vs the predicted op times (mean |error| %.2f%%); flt: page faults in compute per step.\nsim: the simulator's "
            "peak (memory rule with the per-layer I term); walk: op_ptrain_pred_act_peak, a cross-check "
            "that must equal it. Load "
-           "average %.2f at the end.\n", fit_lat ? "message latency" : "per-op overhead", n ? osum / n : 0.0,
-           n ? xsum / n : 0.0, ovh0, n ? csum / n : 0.0, la2);
+           "average %.2f at the end.\n", fit_mode == FIT_OVERHEAD ? "per-op overhead" : "per-op constant", n ? osum / n : 0.0,
+           n ? xsum / n : 0.0,
+           fit_mode == FIT_SPEED ? "  the trimmed mean makespan over the devices' speed samples (quiet steps of the other plans: "
+                                   "measured / predicted busy time per rank, op_sim_speed_samples);\n" : "",
+           ovh0, n ? csum / n : 0.0, la2);
     printf("(b) time: %d of %d plans measured quiet, all predicted leave-one-out: mean |error| %.2f%%, max "
            "%.2f%%, %d beyond 3%%; activation peaks: simulator %d rows beyond 5%%; cross-check "
            "walk differs on %d rows\n",

@@ -349,6 +349,57 @@ TEST(step_and_op_stats) {
     op_plan_free(&p);
 }
 
+/* Sessions of two plans stepped alternately (what bench_model_accuracy does) train exactly as
+ * each alone: the losses equal the single-process loop's, and a session keeps the last
+ * step's records and reports the steps run so far. */
+TEST(sessions_interleaved) {
+    op_nn_model m;
+    tiny_model(&m, "EM*-#L");
+    double lref[STEPS];
+    char ref[128];
+    snprintf(ref, sizeof ref, "%s/single-s", tmpdir);
+    single(ref, lref);
+    op_layer_cost costs[64];
+    fake_costs(&m, costs);
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    const char *sch[2] = {"1f1b", "zbv"};
+    op_plan p[2];
+    op_ptrain_session *s[2];
+    double l[2][STEPS];
+    op_err e = {0};
+    for (int k = 0; k < 2; k++) {
+        CHECK(op_ptrain_make_plan(&m, costs, 2, MB, &comm, 0, sch[k], &p[k], &e) == OP_OK);
+        op_ptrain_opts o;
+        op_ptrain_opts_default(&o);
+        o.data = "copy";
+        o.steps = STEPS;
+        o.losses = l[k];
+        o.keep_result = 1;
+        o.eo.quiet = 1;
+        CHECK(op_ptrain_session_new(&m, &p[k], &o, &s[k], &e) == OP_OK);
+        CHECK(op_ptrain_session_last(s[k]) == NULL);
+    }
+    for (int t = 0; t < STEPS; t++)
+        for (int k = 0; k < 2; k++) {
+            CHECK(op_ptrain_session_step(s[k], &e) == OP_OK);
+            const op_exec_result *r = op_ptrain_session_last(s[k]);
+            CHECK(r && r->P == 2 && r->n_recs[0] == p[k].n_ops[0] && r->busy_ms[1] > 0);
+        }
+    for (int k = 0; k < 2; k++) {
+        CHECK_MSG(!memcmp(l[k], lref, sizeof lref), "%s: interleaved losses differ", sch[k]);
+        op_ptrain_report rep;
+        op_ptrain_session_report(s[k], &rep);
+        CHECK_EQ_INT(rep.steps_run, STEPS);
+        CHECK_EQ_INT(rep.n_step, STEPS);
+        CHECK(rep.have_last && rep.last.makespan_ms == rep.step_ms[STEPS - 1]);
+        CHECK(op_ptrain_session_last(s[k]) == NULL); /* the result moved to the report */
+        op_ptrain_report_free(&rep);
+        op_ptrain_session_free(s[k]);
+        op_plan_free(&p[k]);
+    }
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     setenv("OPENBLAS_NUM_THREADS", "1", 0);
@@ -360,6 +411,7 @@ int main(int argc, char **argv) {
     RUN(fit_overhead_round_trip);
     RUN(fit_costs_least_squares);
     RUN(step_and_op_stats);
+    RUN(sessions_interleaved);
     rmtmp();
     return check_report("ptrain");
 }

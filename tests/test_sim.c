@@ -674,6 +674,28 @@ TEST(warmup_cooldown_split_gpipe) {
     op_plan_free(&p);
 }
 
+TEST(speed_samples_scale_devices) {
+    /* 1F1B, P=2, M=4, F=1, B=2 per stage, no comm: 15 ms at speed 1 (3(M+P-1)).  Every op twice
+     * as long: 30.  Device 1 twice as slow: it is busy from its first F (t=1) to the end, then
+     * device 0's last B: 1 + 4 (2 + 4) + 2 = 27.  Device 0 twice as slow: worked by hand on the
+     * 1F1B order, 25. */
+    op_plan p;
+    uniform_plan(&p, 2, 4, 0, NULL);
+    onef1b_orders(&p, 0);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+    const double speed[] = {1, 1, 2, 2, 1, 2, 2, 1};
+    double mk[4];
+    op_err e = {0};
+    CHECK_EQ_INT(op_sim_speed_samples(&p, speed, 4, mk, &e), OP_OK);
+    CHECK_NEAR(mk[0], 15.0, 1e-12);
+    CHECK_NEAR(mk[1], 30.0, 1e-12);
+    CHECK_NEAR(mk[2], 27.0, 1e-12);
+    CHECK_NEAR(mk[3], 25.0, 1e-12);
+    /* the plan itself is untouched */
+    CHECK(p.layers[1].f_ms == 1.0 && p.pred.makespan_ms == 15.0);
+    op_plan_free(&p);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(gpipe_uniform);
@@ -692,5 +714,6 @@ int main(int argc, char **argv) {
     RUN(dynamic_custom_priority);
     RUN(dynamic_holds_never_hang);
     RUN(warmup_cooldown_split_gpipe);
+    RUN(speed_samples_scale_devices);
     return check_report("sim");
 }

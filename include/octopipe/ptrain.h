@@ -133,6 +133,7 @@ typedef struct op_ptrain_opts {
 void op_ptrain_opts_default(op_ptrain_opts *o);
 
 /* What a run measured (rank 0). */
+#define OP_PTRAIN_MAX_STEPS 256
 typedef struct op_ptrain_report {
     int64_t first_step, steps_run;
     double first_loss, last_loss;
@@ -149,7 +150,7 @@ typedef struct op_ptrain_report {
     double wall_s;
     /* per step (the first OP_PTRAIN_MAX_STEPS run): makespan and the lowest share over ranks of
      * that step's compute wall time spent on a CPU (op_ptrain_cpu_share for one step) */
-    double step_ms[64], step_cpu[64];
+    double step_ms[OP_PTRAIN_MAX_STEPS], step_cpu[OP_PTRAIN_MAX_STEPS];
     int n_step;
     /* median makespan over the timed steps (not the first) whose step_cpu >= quiet_share (0.97
      * by default: ranks had their cores), and how many there were (0: none, median is 0) */
@@ -169,6 +170,23 @@ void op_ptrain_report_free(op_ptrain_report *r);
 /* Trains model m under plan p with P in-process ranks (thread transport). */
 int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrain_opts *o,
                           op_ptrain_report *rep, op_err *err);
+/* The same one step at a time, with the stages (weights, AdamW state, activation pools) kept
+ * between calls: several plans can then alternate step by step in one process, so a drift of
+ * the machine's speed touches them alike (bench_model_accuracy).  A session starts at step 0
+ * (or o->resume's checkpoint), honours o->steps only for checkpoints and the log's last line,
+ * and reports like op_ptrain_run_threads over the steps run so far. */
+typedef struct op_ptrain_session op_ptrain_session;
+int op_ptrain_session_new(const op_nn_model *m, const op_plan *p, const op_ptrain_opts *o,
+                          op_ptrain_session **out, op_err *err);
+/* Runs the next step (executor iteration, AdamW, loss, checkpoint when due). */
+int op_ptrain_session_step(op_ptrain_session *s, op_err *err);
+/* The last step's executor result (records, per-rank busy time) when o->keep_result, else NULL;
+ * valid until the next step or op_ptrain_session_report. */
+const op_exec_result *op_ptrain_session_last(const op_ptrain_session *s);
+/* The report over the steps so far (rep: caller frees with op_ptrain_report_free). */
+void op_ptrain_session_report(op_ptrain_session *s, op_ptrain_report *rep);
+void op_ptrain_session_free(op_ptrain_session *s);
+
 /* This rank's part of the same over x (MPI): rank 0 fills rep and logs. */
 int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
                        const op_ptrain_opts *o, op_ptrain_report *rep, op_err *err);

@@ -102,6 +102,16 @@ double op_sim_makespan(const op_plan *p, op_sim_ws *ws);
  * ratio, lower bound, tokens/s).  op_sim_replay and op_sim_dynamic call it. */
 void op_sim_fill_pred(op_plan *p);
 
+/* Iteration time under device speed variation.  Devices are not always as fast as their
+ * profile: a shared or virtual machine's cores, a throttling GPU, a straggler node.  Sample k
+ * of speed[n * P] makes every op on device d take speed[k * P + d] times its modelled compute
+ * time (op overhead and communication unchanged); the plan is replayed once per sample and
+ * makespans[k] receives the result.  Because the makespan is a max-plus function of the
+ * durations, the mean (and median) over samples exceeds the makespan at the mean speed, more
+ * so the more the devices' speeds vary independently.  Returns OP_OK or the replay's error. */
+int op_sim_speed_samples(const op_plan *p, const double *speed, int n, double *makespans,
+                         op_err *err);
+
 /* Idle split used in op_pred (the OctoPipe authors' definition): with Tb = the first I/B start
  * anywhere and Tf = the last F end anywhere, a device's idle time in [0, Tb) is warm-up, in
  * [max(Tb, Tf), makespan] cool-down, and the rest residual; the three sum to its idle time. */

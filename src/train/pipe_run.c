@@ -1,202 +1,12 @@
-/* pipe_run.c: the pipelined training loop.  One step = one executor iteration of the plan
- * (op_exec_run_threads, or op_exec_rank_run on an MPI rank), then AdamW on every rank's stages,
- * then the loss terms to rank 0 (outside the timed region).  Checkpoints: in-process ranks
- * save their stages directly; MPI ranks gather parameters and AdamW state to rank 0, which
- * writes one file (op_ckpt_save), and a resume broadcasts it back. */
+/* pipe_run.c: the pipelined training loop on an MPI rank.  One step = one executor iteration
+ * of the plan (op_exec_rank_run), then AdamW on the rank's stages, then the loss terms to rank
+ * 0 (outside the timed region).  Checkpoints: ranks gather parameters and AdamW state to rank
+ * 0, which writes one file (op_ckpt_save), and a resume broadcasts it back.  The in-process
+ * loop is pipe_session.c. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-
-#include "octopipe/ptrain.h"
 #include "octopipe/sim.h"
-
-void op_ptrain_opts_default(op_ptrain_opts *o) {
-    memset(o, 0, sizeof *o);
-    o->data = "text";
-    o->steps = 100;
-    o->seed = 1;
-    op_adamw_default(&o->opt);
-    o->log = stdout;
-    o->progress_thread = 0;
-    o->eo.fault.rank = -1;
-    o->quiet_share = 0.97;
-}
-
-void op_ptrain_report_free(op_ptrain_report *r) {
-    if (r->have_last) op_exec_result_free(&r->last);
-    r->have_last = 0;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* What rank 0 keeps across steps. */
-typedef struct {
-    double *ms; /* [steps] measured makespans */
-    double *cpu; /* [steps] lowest per-rank CPU share of the step's compute */
-    double quiet;
-    int n;
-    double excess;
-    double t0;
-    int64_t first;
-} stats;
-
-static void log_step(const op_nn_model *m, const op_plan *p, const op_ptrain_opts *o, stats *st,
-                     int64_t step, double loss, double ms) {
-    FILE *log = o->log ? o->log : stdout;
-    int last = step + 1 == o->steps;
-    if (o->log_every <= 0 || !((step + 1) % o->log_every == 0 || last || step == st->first)) return;
-    double dt = op_now_s() - st->t0;
-    double tok = (double)(step + 1 - st->first) * p->M * m->cfg.batch * m->cfg.seq;
-    double pred = p->pred.makespan_ms;
-    fprintf(log, "step %5lld  loss %.4f  tokens/s %7.0f  iteration %7.2f ms (predicted %7.2f, %+5.1f%%)\n",
-            (long long)step + 1, loss, dt > 0 ? tok / dt : 0.0, ms, pred,
-            pred > 0 ? 100 * (ms - pred) / pred : 0.0);
-    fflush(log);
-}
-
-static void finish_report(op_ptrain_report *rep, stats *st, const op_nn_model *m, const op_plan *p) {
-    rep->wall_s = op_now_s() - st->t0;
-    rep->pred_ms = p->pred.makespan_ms;
-    /* the first step pays page faults for the activation pools: leave it out when there are more */
-    int skip = st->n > 1 ? 1 : 0, n = st->n - skip;
-    if (n > 0) {
-        double *v = op_xmalloc(sizeof(double) * (size_t)n), sum = 0;
-        memcpy(v, st->ms + skip, sizeof(double) * (size_t)n);
-        for (int i = 0; i < n; i++) sum += v[i];
-        qsort(v, (size_t)n, sizeof *v, cmp_d);
-        rep->meas_ms_median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-        rep->meas_ms_mean = sum / n;
-        rep->meas_ms_min = v[0];
-        rep->op_excess_ms = st->excess / n;
-        int nq = 0;
-        for (int i = skip; i < st->n; i++)
-            if (st->cpu[i] >= st->quiet) v[nq++] = st->ms[i];
-        qsort(v, (size_t)nq, sizeof *v, cmp_d);
-        rep->n_quiet = nq;
-        rep->meas_ms_quiet = nq == 0 ? 0 : nq % 2 ? v[nq / 2] : 0.5 * (v[nq / 2 - 1] + v[nq / 2]);
-        free(v);
-    }
-    rep->n_step = st->n < 64 ? st->n : 64;
-    for (int i = 0; i < rep->n_step; i++) rep->step_ms[i] = st->ms[i], rep->step_cpu[i] = st->cpu[i];
-    rep->tokens_per_s = rep->wall_s > 0 ? (double)rep->steps_run * p->M * m->cfg.batch * m->cfg.seq / rep->wall_s : 0;
-}
-
-/* The lowest share of a rank's compute wall time spent on a CPU over one step: cpu/wall are the
- * per-rank totals now, c0/w0 before the step (updated). */
-static double step_share(const double *cpu, const double *wall, double *c0, double *w0, int P) {
-    double lo = 1;
-    for (int r = 0; r < P && r < 64; r++) {
-        double dc = cpu[r] - c0[r], dw = wall[r] - w0[r];
-        if (dw > 0 && dc / dw < lo) lo = dc / dw;
-        c0[r] = cpu[r], w0[r] = wall[r];
-    }
-    return lo;
-}
-
-static void note_step(stats *st, const op_exec_result *res, double share) {
-    st->cpu[st->n] = share;
-    st->ms[st->n++] = res->makespan_ms;
-    if (st->n > 1) st->excess += res->overhead_ms; /* same steps as the median: not the first */
-}
-
-static int ckpt_path(const op_ptrain_opts *o, char *path, size_t cap, op_err *err) {
-    path[0] = 0;
-    if (!o->ckpt_dir) return o->resume ? op_errf(err, OP_EINVAL, "--resume needs a checkpoint directory") : OP_OK;
-    mkdir(o->ckpt_dir, 0777);
-    snprintf(path, cap, "%s/model.ckpt", o->ckpt_dir);
-    return OP_OK;
-}
-
-static int want_ckpt(const op_ptrain_opts *o, int64_t step) {
-    return step + 1 == o->steps || (o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0);
-}
-
-int op_ptrain_run_threads(const op_nn_model *m, const op_plan *p, const op_ptrain_opts *o,
-                          op_ptrain_report *rep, op_err *err) {
-    memset(rep, 0, sizeof *rep);
-    op_train_data d;
-    int rc = op_train_data_open(&d, o->data, &m->cfg, o->seed, err);
-    if (rc) return rc;
-    op_adamw opt = o->opt;
-    if (opt.lr <= 0) op_adamw_default(&opt);
-    op_ptrain *t = op_ptrain_new(m, &d, p, -1);
-    op_ptrain_set_pin(t, o->pin_cores);
-    op_compute comp = op_ptrain_compute(t);
-    comp.progress_thread = o->progress_thread;
-    op_nn_stage **sp = op_xcalloc((size_t)p->S, sizeof *sp);
-    int ns = op_ptrain_stages(t, sp, p->S);
-    char path[600];
-    int64_t step = 0;
-    rc = ckpt_path(o, path, sizeof path, err);
-    if (rc == OP_OK && o->resume) rc = op_ckpt_load(path, m, sp, ns, &step, err);
-    size_t cap = (size_t)(o->steps > 0 ? o->steps : 1) + 1;
-    stats st = {op_xcalloc(cap, sizeof(double)), op_xcalloc(cap, sizeof(double)),
-                o->quiet_share > 0 ? o->quiet_share : 0.97, 0, 0, op_now_s(), step};
-    double c0[64] = {0}, w0[64] = {0}, cn[64], wn[64], exc = 0;
-    int n_exc = 0, n_ops = 0;
-    for (int r = 0; r < p->P; r++) n_ops += p->n_ops[r];
-    rep->first_step = step;
-    op_ptrain_opstat prev[64 * 4];
-    for (; rc == OP_OK && step < o->steps; step++) {
-        if (st.n == 1) op_ptrain_reset_op_stats(t); /* per-op stats leave out the first step */
-        for (int s = 0; s < p->S && s < 64; s++)
-            for (int k = 0; k < 4; k++) prev[s * 4 + k] = op_ptrain_op_stat(t, s, (op_kind)k);
-        op_ptrain_begin_step(t, step);
-        op_exec_result res;
-        rc = op_exec_run_threads(p, &comp, &o->eo, &res, err);
-        if (rc) {
-            if (res.wait_report[0] && !o->eo.quiet) fputs(res.wait_report, stderr);
-            op_exec_result_free(&res);
-            break;
-        }
-        op_ptrain_end_step(t, &opt);
-        double loss = op_ptrain_step_loss(op_ptrain_loss_terms(t), p->S, p->M);
-        if (o->losses) o->losses[step] = loss;
-        if (rep->steps_run++ == 0) rep->first_loss = loss;
-        rep->last_loss = loss;
-        double busy = 0, wall = 0;
-        for (int r = 0; r < p->P && r < 64; r++) {
-            cn[r] = op_ptrain_cpu_s(t, r), wn[r] = op_ptrain_wall_s(t, r);
-            busy += res.busy_ms ? res.busy_ms[r] : 0, wall += 1e3 * (wn[r] - w0[r]);
-        }
-        if (st.n >= 1 && n_ops > 0) exc += (busy - wall) / n_ops, n_exc++; /* timed steps */
-        note_step(&st, &res, step_share(cn, wn, c0, w0, p->P));
-        if (st.n > 1 && st.cpu[st.n - 1] >= st.quiet) /* a quiet timed step: keep its op times */
-            for (int s = 0; s < p->S && s < 64; s++)
-                for (int k = 0; k < 4; k++) {
-                    op_ptrain_opstat a = op_ptrain_op_stat(t, s, (op_kind)k), *q = &rep->ops_quiet[s * 4 + k];
-                    q->cpu_ms += a.cpu_ms - prev[s * 4 + k].cpu_ms;
-                    q->wall_ms += a.wall_ms - prev[s * 4 + k].wall_ms;
-                    q->faults += a.faults - prev[s * 4 + k].faults;
-                    q->n += a.n - prev[s * 4 + k].n;
-                }
-        log_step(m, p, o, &st, step, loss, res.makespan_ms);
-        if (o->keep_result && step + 1 == o->steps) {
-            rep->last = res;
-            rep->have_last = 1;
-        } else {
-            op_exec_result_free(&res);
-        }
-        if (path[0] && want_ckpt(o, step)) rc = op_ckpt_save(path, m, sp, ns, step + 1, err);
-    }
-    for (int r = 0; r < p->P && r < 64; r++) {
-        rep->peak_act[r] = op_ptrain_peak_act(t, r);
-        rep->cpu_share[r] = op_ptrain_cpu_share(t, r);
-        rep->cpu_ms_step[r] = rep->steps_run ? 1e3 * op_ptrain_cpu_s(t, r) / (double)rep->steps_run : 0;
-    }
-    finish_report(rep, &st, m, p);
-    rep->op_record_excess_ms = n_exc ? exc / n_exc : 0;
-    for (int s = 0; s < p->S && s < 64; s++)
-        for (int k = 0; k < 4; k++) rep->ops[s * 4 + k] = op_ptrain_op_stat(t, s, (op_kind)k);
-    free(st.ms), free(st.cpu);
-    free(sp);
-    op_ptrain_free(t);
-    op_train_data_free(&d);
-    return rc;
-}
+#include "train/pipe_internal.h"
 
 /* ---- MPI ranks ---- */
 
@@ -324,13 +134,12 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
     }
     char path[600];
     int64_t step = 0;
-    rc = ckpt_path(o, path, sizeof path, err);
+    rc = op_ptrain_ckpt_path(o, path, sizeof path, err);
     if (rc == OP_OK && o->resume) rc = mpi_load(t, m, &d, p, x, path, &step, err);
     int SM = p->S * p->M;
     double *msg = op_xcalloc((size_t)SM + 4, sizeof(double));
-    size_t cap = (size_t)(o->steps > 0 ? o->steps : 1) + 1;
-    stats st = {op_xcalloc(cap, sizeof(double)), op_xcalloc(cap, sizeof(double)),
-                o->quiet_share > 0 ? o->quiet_share : 0.97, 0, 0, op_now_s(), step};
+    op_pstats st;
+    op_pstats_init(&st, o, step);
     double c_prev = 0, w_prev = 0;
     rep->first_step = step;
     for (; rc == OP_OK && step < o->steps; step++) {
@@ -373,8 +182,8 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
             if (o->losses) o->losses[step] = loss;
             if (rep->steps_run++ == 0) rep->first_loss = loss;
             rep->last_loss = loss;
-            note_step(&st, &res, share);
-            log_step(m, p, o, &st, step, loss, res.makespan_ms);
+            op_pstats_note(&st, &res, share);
+            op_pstats_log(&st, m, p, o, step, loss, res.makespan_ms);
         }
         if (all)
             for (int r = 0; r < x->size; r++) free(all[r]);
@@ -387,10 +196,10 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
                 op_exec_result_free(&res);
             }
         }
-        if (rc == OP_OK && path[0] && want_ckpt(o, step)) rc = mpi_save(t, &full, m, &d, p, x, path, step + 1, err);
+        if (rc == OP_OK && path[0] && op_ptrain_want_ckpt(o, step)) rc = mpi_save(t, &full, m, &d, p, x, path, step + 1, err);
     }
-    if (x->rank == 0) finish_report(rep, &st, m, p);
-    free(st.ms), free(st.cpu);
+    if (x->rank == 0) op_pstats_finish(&st, rep, m, p);
+    op_pstats_free(&st);
     free(msg);
     op_lowered_free(&l);
     op_ptrain_free(full);

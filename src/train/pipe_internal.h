@@ -1,0 +1,34 @@
+/* pipe_internal.h: what the in-process (pipe_session.c) and MPI (pipe_run.c) training loops
+ * share: rank 0's per-step record, the progress line, the report, checkpoint naming. */
+#ifndef OCTOPIPE_TRAIN_PIPE_INTERNAL_H
+#define OCTOPIPE_TRAIN_PIPE_INTERNAL_H
+#include "octopipe/ptrain.h"
+
+/* What rank 0 keeps across steps (arrays grow as steps are noted). */
+typedef struct op_pstats {
+    double *ms;  /* [n] measured makespans */
+    double *cpu; /* [n] lowest per-rank CPU share of the step's compute */
+    int n, cap;
+    double quiet;  /* CPU share from which a step counts as quiet */
+    double excess; /* sum of op_exec_result.overhead_ms over the timed steps */
+    double t0;     /* when the run started (tokens/s) */
+    int64_t first; /* first global step of this run */
+} op_pstats;
+
+void op_pstats_init(op_pstats *st, const op_ptrain_opts *o, int64_t first_step);
+void op_pstats_free(op_pstats *st);
+/* Records one step's makespan and CPU share. */
+void op_pstats_note(op_pstats *st, const op_exec_result *res, double share);
+/* The progress line of o->log_every. */
+void op_pstats_log(const op_pstats *st, const op_nn_model *m, const op_plan *p,
+                   const op_ptrain_opts *o, int64_t step, double loss, double ms);
+/* Fills rep's timing fields (medians over the timed steps: all but the first). */
+void op_pstats_finish(const op_pstats *st, op_ptrain_report *rep, const op_nn_model *m,
+                      const op_plan *p);
+
+/* DIR/model.ckpt for o->ckpt_dir ("" when none; --resume without a directory is an error). */
+int op_ptrain_ckpt_path(const op_ptrain_opts *o, char *path, size_t cap, op_err *err);
+/* 1: a checkpoint is due after `step` (the last step, or every o->ckpt_every). */
+int op_ptrain_want_ckpt(const op_ptrain_opts *o, int64_t step);
+
+#endif
