@@ -5,7 +5,7 @@
  *  1. Profile every layer kind alone (F/I/W, median of R repeats, P profiler threads at once,
  *     thread CPU time) and build the 11 plans from it (baselines, the tuner's three placements).
  *  2. Open a training session per plan (op_ptrain_session: stages, weights and activation pools
- *     stay alive), run one warm-up step each, then --rounds rounds (40) of --steps steps (1) per
+ *     stay alive), run one warm-up step each, then --rounds rounds (80) of --steps steps (1) per
  *     plan, the order rotated and reversed from round to round, on P in-process ranks (thread
  *     transport, BLAS one thread per rank, no progress thread, rank r pinned to core r).  This
  *     machine's cores drift in speed by 10-20% over a second or so (docs/training.md): steps of
@@ -50,7 +50,7 @@
 static int cpu_clock = 1;       /* --profile-clock cpu (default) | wall */
 static int progress_thread;     /* --progress-thread: the executor's polling thread during compute */
 static int pin = 1;             /* --no-pin: leave the rank threads to the scheduler */
-static int rounds = 40;         /* --rounds: every plan runs --steps steps per round, round-robin */
+static int rounds = 80;         /* --rounds: every plan runs --steps steps per round, round-robin */
 /* --fit: how the prediction goes beyond the fitted per-kind op times.
  *  speed (default): per-op overhead = the op-time fit's per-call constant + the executor cost
  *    measured in the records; the devices' speed variation is sampled from the other plans'
@@ -456,6 +456,9 @@ int main(int argc, char **argv) {
            "%.2f%%, %d beyond 3%%; activation peaks: simulator %d rows beyond 5%%; cross-check "
            "walk differs on %d rows\n",
            n_pred, n, n_pred ? sum / n_pred : 0.0, mx, miss_t, miss_s, n_xdiff);
+    const int within = n_pred - miss_t;
+    printf("verdict (b): time %s (%d plans within 3%%, target >= 10), memory %s (%d of %d within 5%%, target all)\n",
+           within >= 10 ? "PASS" : "FAIL", within, miss_s == 0 && n_xdiff == 0 ? "PASS" : "FAIL", n - miss_s, n);
     if (i_i1f1b >= 0 && i_auto >= 0)
         printf("(c) tuned (auto) over i1f1b: measured speedup %.3fx, predicted %.3fx (profile-only %.3fx; "
                "quiet steps %d and %d)\n", rows[i_i1f1b].meas / rows[i_auto].meas,

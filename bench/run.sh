@@ -11,7 +11,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 group=${1:-all}
 out=$BUILD/bench-results; mkdir -p "$out"
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-echo "date: $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ), commit $(git describe --always --dirty 2>/dev/null || echo "?")"
 rc=0
 groups=(sim plan exec model)
 [ "$group" != all ] && groups=("$group")
