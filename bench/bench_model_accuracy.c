@@ -5,7 +5,7 @@
  *  1. Profile every layer kind alone (F/I/W, median of R repeats, P profiler threads at once,
  *     thread CPU time) and build the 11 plans from it (baselines, the tuner's three placements).
  *  2. Open a training session per plan (op_ptrain_session: stages, weights and activation pools
- *     stay alive), run one warm-up step each, then --rounds rounds (80) of --steps steps (1) per
+ *     stay alive), run one warm-up step each, then --rounds rounds (80) of one step per
  *     plan, the order rotated and reversed from round to round, on P in-process ranks (thread
  *     transport, BLAS one thread per rank, no progress thread, rank r pinned to core r).  This
  *     machine's cores drift in speed by 10-20% over a second or so (docs/training.md): steps of
@@ -27,7 +27,7 @@
  *     (its memory rule has the per-layer I term, act_i_bytes, sim.h); the reference model's
  *     own walk (op_ptrain_pred_act_peak) is a cross-check that must equal the simulator.
  *
- * Usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] [--repeats R]
+ * Usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--repeats R]
  *          [--rounds N] [--profile-clock cpu|wall] [--progress-thread] [--no-pin]
  *          [--fit speed|ops|overhead] [--plans A,B,..] [--step-log] [--strict]
  * --plans runs a subset, repeats allowed: "1f1b,1f1b" runs two instances of one plan (fresh
@@ -50,7 +50,7 @@
 static int cpu_clock = 1;       /* --profile-clock cpu (default) | wall */
 static int progress_thread;     /* --progress-thread: the executor's polling thread during compute */
 static int pin = 1;             /* --no-pin: leave the rank threads to the scheduler */
-static int rounds = 80;         /* --rounds: every plan runs --steps steps per round, round-robin */
+static int rounds = 80;         /* --rounds: every plan runs one step per round, in turns */
 /* --fit: how the prediction goes beyond the fitted per-kind op times.
  *  speed (default): per-op overhead = the op-time fit's per-call constant + the executor cost
  *    measured in the records; the devices' speed variation is sampled from the other plans'
@@ -61,13 +61,8 @@ static int rounds = 80;         /* --rounds: every plan runs --steps steps per r
 enum { FIT_SPEED, FIT_OPS, FIT_OVERHEAD };
 static int fit_mode = FIT_SPEED;
 
-/* Per timed step of each plan: per-rank busy time (sum of op records), from the session. */
+static op_ptrain_turns turns; /* every plan's steps (op_ptrain_run_turns) */
 #define MAXSTEP OP_PTRAIN_MAX_STEPS
-typedef struct {
-    double busy[MAXSTEP][NP];
-    int n;
-} trace;
-static trace tr[NPLANS];
 
 typedef struct {
     char name[32], shape[48];
@@ -97,50 +92,6 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Mean of the middle 60% (v is sorted in place): nearly the mean's precision on the steps'
- * spread, without the rare step that another VM stalled for a long time. */
-static double trimmed_mean(double *v, int n) {
-    if (n <= 0) return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    int lo = n / 5, hi = n - n / 5;
-    double s = 0;
-    for (int i = lo; i < hi; i++) s += v[i];
-    return s / (hi - lo);
-}
-
-/* A session per plan (stages, weights and activation pools stay alive between rounds). */
-static int open_session(const op_nn_model *m, const op_plan *p, int total_steps, op_ptrain_session **s) {
-    op_ptrain_opts o;
-    op_ptrain_opts_default(&o);
-    o.data = "copy";
-    o.steps = total_steps;
-    o.log_every = 0;
-    o.progress_thread = progress_thread;
-    o.pin_cores = pin;
-    o.keep_result = 1;
-    op_err e = {0};
-    if (op_ptrain_session_new(m, p, &o, s, &e) == OP_OK) return 0;
-    fprintf(stderr, "bench_model_accuracy: %s: %s\n", p->name, e.msg);
-    return 1;
-}
-
-/* `steps` steps of plan p; timed ones (t != NULL) leave their per-rank busy time in t. */
-static int step_session(op_ptrain_session *s, const op_plan *p, int steps, trace *t) {
-    op_err e = {0};
-    for (int k = 0; k < steps; k++) {
-        if (op_ptrain_session_step(s, &e)) {
-            fprintf(stderr, "bench_model_accuracy: %s: %s\n", p->name, e.msg);
-            return 1;
-        }
-        const op_exec_result *r = op_ptrain_session_last(s);
-        if (t && r && t->n < MAXSTEP) {
-            for (int d = 0; d < NP; d++) t->busy[t->n][d] = r->busy_ms[d];
-            t->n++;
-        }
-    }
-    return 0;
-}
-
 /* After the last round: the row's measured time (trimmed mean of the quiet timed steps, else
  * of all), memory. */
 static void finish_row(const op_nn_model *m, const op_plan *p, op_ptrain_report *rep, row *r) {
@@ -152,7 +103,7 @@ static void finish_row(const op_nn_model *m, const op_plan *p, op_ptrain_report 
         w[na++] = rep->step_ms[i];
         if (rep->step_cpu[i] >= 0.97) v[nq++] = rep->step_ms[i];
     }
-    r->meas = nq > 0 ? trimmed_mean(v, nq) : trimmed_mean(w, na);
+    r->meas = nq > 0 ? op_ptrain_trimmed_mean(v, nq) : op_ptrain_trimmed_mean(w, na);
     r->rec_exc = rep->op_record_excess_ms;
     double cpu_all = 0;
     double flt = 0;
@@ -194,16 +145,6 @@ static void shape(const op_plan *p, char *out, size_t cap) {
 }
 
 
-/* Copy of plan src re-predicted with costs c, per-op overhead ovh and, when lat >= 0, that
- * latency on every link (dst: caller frees). */
-static int repredict(const op_plan *src, const op_layer_cost *c, double ovh, double lat, op_plan *dst) {
-    op_plan_copy(dst, src);
-    for (int i = 0; i < dst->n_layers; i++) dst->layers[i] = c[i];
-    dst->op_overhead_ms = ovh;
-    if (lat >= 0) dst->comm.intra_lat_ms = dst->comm.inter_lat_ms = lat;
-    return op_sim_replay(dst, NULL, NULL);
-}
-
 /* Leave-one-out prediction of plan `out` (index): costs fitted to the other runs' op times,
  * overhead to their quiet makespans.  Fills r->pred and r->cpu_err; returns 0 or -1. */
 static int predict_loo(const op_nn_model *m, op_plan *plans, op_ptrain_report *reps, row *rows,
@@ -236,7 +177,7 @@ static int predict_loo(const op_nn_model *m, op_plan *plans, op_ptrain_report *r
         for (int j = 0; j < n; j++) {
             if (j == out || rows[j].n_quiet <= 0) continue;
             op_plan q;
-            if (repredict(&plans[j], c, 0, -1, &q) == 0) o[no++] = op_ptrain_fit_overhead(&q, rows[j].meas);
+            if (op_ptrain_repredict(&plans[j], c, 0, &q, NULL) == 0) o[no++] = op_ptrain_fit_overhead(&q, rows[j].meas);
             op_plan_free(&q);
         }
         ovh = no ? median(o, no) : 0.05;
@@ -248,27 +189,16 @@ static int predict_loo(const op_nn_model *m, op_plan *plans, op_ptrain_report *r
     for (int j = 0; j < n && fit_mode == FIT_SPEED; j++) {
         if (j == out) continue;
         op_plan q;
-        double busy[NP];
-        if (repredict(&plans[j], c, ovh, -1, &q) == 0) {
-            op_exec_pred_bubble(&q, busy);
-            for (int t = 0; t < tr[j].n && t + 1 < reps[j].n_step; t++) {
-                if (reps[j].step_cpu[t + 1] < 0.97) continue; /* step t + 1: step 0 is the warm-up */
-                for (int d = 0; d < NP; d++) sp[ns * NP + d] = tr[j].busy[t][d] / busy[d];
-                ns++;
-            }
-        }
+        if (op_ptrain_repredict(&plans[j], c, ovh, &q, NULL) == 0)
+            ns += op_ptrain_speed_samples(&turns, j, &q, 0.97, sp + (size_t)ns * NP);
         op_plan_free(&q);
     }
     op_plan q;
-    int rc = repredict(&plans[out], c, ovh, -1, &q);
+    int rc = op_ptrain_repredict(&plans[out], c, ovh, &q, NULL);
     if (rc == 0) {
         row *r = &rows[out];
-        r->pred_flat = r->pred = q.pred.makespan_ms;
-        if (ns > 0) {
-            double *mk = op_xmalloc(sizeof(double) * (size_t)ns);
-            if (op_sim_speed_samples(&q, sp, ns, mk, NULL) == OP_OK) r->pred = trimmed_mean(mk, ns);
-            free(mk);
-        }
+        r->pred_flat = q.pred.makespan_ms;
+        r->pred = op_ptrain_expected_ms(&q, sp, ns);
         r->err = 100 * (r->meas - r->pred) / r->pred;
         double busy[NP], bsum = 0, csum = 0;
         op_exec_pred_bubble(&q, busy);
@@ -286,12 +216,11 @@ static int predict_loo(const op_nn_model *m, op_plan *plans, op_ptrain_report *r
 
 int main(int argc, char **argv) {
     const char *spec = "small", *plan_list = NULL;
-    int M = 8, steps = 1, repeats = 21, strict = 0;
+    int M = 8, repeats = 21, strict = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--model") && v) spec = v, i++;
         else if (!strcmp(argv[i], "--microbatches") && v) M = atoi(v), i++;
-        else if (!strcmp(argv[i], "--steps") && v) steps = atoi(v), i++;
         else if (!strcmp(argv[i], "--repeats") && v) repeats = atoi(v), i++;
         else if (!strcmp(argv[i], "--rounds") && v) rounds = atoi(v), i++;
         else if (!strcmp(argv[i], "--plans") && v) plan_list = v, i++;
@@ -303,13 +232,13 @@ int main(int argc, char **argv) {
             fit_mode = !strcmp(v, "ops") ? FIT_OPS : !strcmp(v, "overhead") ? FIT_OVERHEAD : FIT_SPEED, i++;
         else if (!strcmp(argv[i], "--profile-clock") && v) cpu_clock = strcmp(v, "wall") != 0, i++;
         else {
-            fprintf(stderr, "usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--steps K] "
+            fprintf(stderr, "usage: bench_model_accuracy [--model SPEC] [--microbatches M] "
                             "[--repeats R] [--rounds N] [--plans A,B,..] [--step-log] [--profile-clock cpu|wall] [--progress-thread] [--no-pin] [--fit speed|ops|overhead] [--strict]\n");
             return 2;
         }
     }
-    if (M < 1 || steps < 1 || repeats < 1 || rounds < 1) {
-        fprintf(stderr, "bench_model_accuracy: M, steps, repeats and rounds must be positive\n");
+    if (M < 1 || repeats < 1 || rounds < 1 || rounds >= MAXSTEP) {
+        fprintf(stderr, "bench_model_accuracy: M, repeats and rounds must be positive, rounds < %d\n", MAXSTEP);
         return 2;
     }
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
@@ -325,9 +254,9 @@ int main(int argc, char **argv) {
         if (fscanf(f, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1;
         fclose(f);
     }
-    printf("model %s (%s, %zu parameters), P=%d, M=%d, %d rounds x %d timed steps per plan, profile: median "
+    printf("model %s (%s, %zu parameters), P=%d, M=%d, %d rounds x 1 timed step per plan, profile: median "
            "of %d in %s time; progress thread %s;%s load average %.2f at start\n", m.name, m.pattern,
-           m.off[m.n_layers], NP, M, rounds, steps, repeats, cpu_clock ? "thread CPU" : "wall",
+           m.off[m.n_layers], NP, M, rounds, repeats, cpu_clock ? "thread CPU" : "wall",
            progress_thread ? "on" : "off", pin ? " ranks pinned to cores;" : "", la[0]);
     op_layer_prof prof[8];
     int np = op_ptrain_profile_ranks(&m, repeats, NP, cpu_clock, prof);
@@ -381,25 +310,28 @@ int main(int argc, char **argv) {
         r->pred_prof = p->pred.makespan_ms;
         n++;
     }
-    /* Every plan keeps its session (stages, pools) for the whole run: one warm-up step each
-     * (pools fault in; left out of the timings), then `rounds` rounds of `steps` steps per plan,
-     * the order rotated and reversed from round to round.  The machine's speed drifts for
-     * seconds at a time (docs/training.md); interleaving plans step by step makes a drift touch
-     * every plan alike instead of whichever ran during it. */
-    op_ptrain_session **ss = op_xcalloc((size_t)n, sizeof *ss);
-    for (int i = 0; i < n; i++)
-        if (open_session(&m, &plans[i], 1 + rounds * steps, &ss[i]) || step_session(ss[i], &plans[i], 1, NULL)) return 1;
-    for (int rd = 0; rd < rounds; rd++)
-        for (int j = 0; j < n; j++) {
-            int i = (rd + (rd % 2 ? n - 1 - j : j)) % n;
-            if (step_session(ss[i], &plans[i], steps, &tr[i])) return 1;
+    /* Every plan keeps its session (stages, pools) for the whole run and the plans take turns
+     * step by step (op_ptrain_run_turns): the machine's speed drifts for seconds at a time
+     * (docs/training.md), and interleaving makes a drift touch every plan alike. */
+    {
+        op_ptrain_opts o;
+        op_ptrain_opts_default(&o);
+        o.data = "copy";
+        o.log_every = 0;
+        o.progress_thread = progress_thread;
+        o.pin_cores = pin;
+        const op_plan *pp[NPLANS];
+        for (int i = 0; i < n; i++) pp[i] = &plans[i];
+        if (op_ptrain_run_turns(&m, pp, n, &o, rounds, &turns, &e)) {
+            fprintf(stderr, "bench_model_accuracy: %s\n", e.msg);
+            return 1;
         }
-    for (int i = 0; i < n; i++) {
-        op_ptrain_session_report(ss[i], &reps[i]);
-        op_ptrain_session_free(ss[i]);
-        finish_row(&m, &plans[i], &reps[i], &rows[i]);
+        for (int i = 0; i < n; i++) {
+            reps[i] = turns.rep[i];
+            turns.rep[i].have_last = 0; /* the last step's records move to reps[i] */
+            finish_row(&m, &plans[i], &reps[i], &rows[i]);
+        }
     }
-    free(ss);
 
     int miss_t = 0, n_xdiff = 0, miss_s = 0, n_pred = 0, i_i1f1b = -1, i_auto = -1;
     double sum = 0, mx = 0, csum = 0, osum = 0, xsum = 0;
@@ -465,6 +397,8 @@ int main(int argc, char **argv) {
                rows[i_i1f1b].pred / rows[i_auto].pred, rows[i_i1f1b].pred_prof / rows[i_auto].pred_prof,
                rows[i_i1f1b].n_quiet, rows[i_auto].n_quiet);
     for (int i = 0; i < n; i++) op_plan_free(&plans[i]);
+    for (int i = 0; i < n; i++) op_ptrain_report_free(&reps[i]);
+    op_ptrain_turns_free(&turns);
     free(plans), free(reps), free(costs);
     return strict && (miss_t || miss_s || n_xdiff) ? 1 : 0;
 }

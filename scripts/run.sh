@@ -4,7 +4,7 @@
 #   2. every classic schedule vs OctoPipe's tuned plan, simulated on 8 H100s,
 #   3. the tuned plan written and exported (SVG timeline, Chrome trace, torch CSV),
 #   4. the plan run on real MPI ranks with emulated compute: measured vs predicted,
-#   5. the small reference hybrid model profiled, planned and trained on 2 ranks.
+#   5. the small reference hybrid model profiled, calibrated, planned and trained on 2 ranks.
 # Outputs go to $OUT (default build/run/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +44,9 @@ if has run; then
 fi
 
 if has train; then
-  step "5. the small reference hybrid model: profile, plan, train on 2 ranks"
-  "$OP" train --model small --devices 2 --microbatches 8 --plan auto --steps "${STEPS:-100}" --pin \
-    --svg "$OUT/train.svg" --trace "$OUT/train.trace.json"
+  step "5. the small reference hybrid model: profile, calibrate, plan, train on 2 ranks"
+  # --calibrate: 1f1b and zbv train a few steps first; the per-kind times are fitted to what
+  # their ops cost, so the prediction is that of this machine under load, not of a lone layer
+  "$OP" train --model small --devices 2 --microbatches 8 --plan auto --steps "${STEPS:-300}" --pin \
+    --calibrate "${CALIBRATE:-10}" --log-every 25 --svg "$OUT/train.svg" --trace "$OUT/train.trace.json"
 fi

@@ -41,6 +41,12 @@ cp "$tmp/c.ckpt" "$tmp/corrupt/model.ckpt"
 "$OP" train $T --devices 2 --plan 1f1b --steps 6 --threads --checkpoint "$tmp/corrupt" --resume > "$tmp/c.out" 2> "$tmp/c.err"
 [ $? -ne 0 ] && grep -qi "checksum" "$tmp/c.err" && ok || bad "corrupted checkpoint accepted: $(cat "$tmp/c.err")"
 
+# --calibrate: two plans take turns, the fitted times and the speed spread make the prediction
+"$OP" train --model tiny --devices 2 --microbatches 4 --threads --repeats 1 --steps 3 --calibrate 3 --data copy > "$tmp/cal.out" 2>&1
+if grep -q "^calibration: 1f1b and zbv, 3 steps each in turns" "$tmp/cal.out" &&
+   grep -qE "predicted [0-9.]+ ms per step \([0-9.]+ at every rank's mean speed\)" "$tmp/cal.out" &&
+   grep -q "trained 3 steps" "$tmp/cal.out"; then ok; else bad "calibrated run: $(cat "$tmp/cal.out")"; fi
+
 # bad input: one line on stderr, exit 2
 expect_err() { # expected-substring args...
   local want=$1; shift
@@ -54,6 +60,9 @@ expect_err "are required" train --devices 2 --microbatches 4
 expect_err "--resume needs --checkpoint" train --model tiny --devices 2 --microbatches 4 --resume
 expect_err "unknown layer symbol" train --model EMQL --devices 2 --microbatches 4 --threads
 expect_err "/nonexistent/corpus.txt" train --model tiny --devices 2 --microbatches 4 --data /nonexistent/corpus.txt
+expect_err "--calibrate needs an integer" train --model tiny --devices 2 --microbatches 4 --calibrate -1
+expect_err "--calibrate needs an integer" train --model tiny --devices 2 --microbatches 4 --calibrate 9999
+expect_err "no calibration plan fits" train --model tiny --devices 8 --microbatches 8 --threads --repeats 1 --calibrate 2
 expect_err "nosuch" train --model tiny --devices 2 --microbatches 4 --plan nosuch --threads --repeats 1
 "$OP" train --help | grep -q "example" && ok || bad "train --help has no example"
 

@@ -129,6 +129,8 @@ typedef struct op_ptrain_opts {
     int keep_result;      /* 1: keep the last step's op_exec_result (rank 0) */
     double quiet_share;   /* step_cpu threshold for meas_ms_quiet (0 = 0.97) */
     int pin_cores;        /* op_ptrain_set_pin for the run */
+    double pred_ms;       /* the prediction the progress lines and report compare with (0 = the
+                           * plan's makespan; e.g. op_ptrain_expected_ms after calibration) */
 } op_ptrain_opts;
 void op_ptrain_opts_default(op_ptrain_opts *o);
 
@@ -140,6 +142,8 @@ typedef struct op_ptrain_report {
     double meas_ms_median;   /* median measured iteration makespan over the timed steps */
     double meas_ms_mean;
     double meas_ms_min;      /* best step: the one least disturbed by other processes */
+    double meas_ms_trimmed;  /* mean of the middle 60% of the timed steps (what op_ptrain_expected_ms
+                              * predicts) */
     double pred_ms;          /* the plan's predicted makespan */
     double op_excess_ms;     /* mean over steps of op_exec_result.overhead_ms: measured op
                               * duration - the plan's (its op_overhead_ms included) */
@@ -209,6 +213,37 @@ double op_ptrain_fit_costs(const op_nn_model *m, const op_plan *const *plans,
  * measured_ms (bisection over op_overhead_ms on a copy; p is not changed).  Clamped to
  * [0, 10 ms]; what it absorbs is described in docs/training.md. */
 double op_ptrain_fit_overhead(const op_plan *p, double measured_ms);
+
+/* ---- calibration runs (pipe_calib.c) ---- */
+
+/* Plans taking turns step by step: a session each (op_ptrain_session), one untimed warm-up
+ * step each, then `rounds` rounds of one step per plan, the order rotated and reversed from
+ * round to round, so that a drift of the machine's speed touches every plan alike.  All plans
+ * need the same P; o's steps, checkpoints and losses are ignored. */
+typedef struct op_ptrain_turns {
+    int n, rounds, P;
+    op_ptrain_report *rep; /* [n] each plan's report (step 0 = warm-up) */
+    double *busy;          /* [n][rounds][P] each rank's busy ms in each timed step */
+} op_ptrain_turns;
+int op_ptrain_run_turns(const op_nn_model *m, const op_plan *const *plans, int n,
+                        const op_ptrain_opts *o, int rounds, op_ptrain_turns *out, op_err *err);
+void op_ptrain_turns_free(op_ptrain_turns *t);
+
+/* dst = src with every layer's costs replaced by costs[] and the per-op overhead, simulated. */
+int op_ptrain_repredict(const op_plan *src, const op_layer_cost *costs, double overhead_ms,
+                        op_plan *dst, op_err *err);
+
+/* The devices' speed in plan i's quiet timed steps (CPU share >= quiet): per step and rank,
+ * measured busy time / the busy time `pred` (plan i re-predicted with the costs in use)
+ * gives.  Writes [count * P] to out (room for t->rounds * P) and returns the count. */
+int op_ptrain_speed_samples(const op_ptrain_turns *t, int i, const op_plan *pred, double quiet,
+                            double *out);
+
+/* p's expected iteration time under the speed samples [n * P]: the 20%-trimmed mean of its
+ * makespans replayed under each (op_sim_speed_samples); p's makespan when n = 0. */
+double op_ptrain_expected_ms(const op_plan *p, const double *speed, int n);
+/* Mean of the middle 60% of v[n] (sorted in place); 0 when n = 0. */
+double op_ptrain_trimmed_mean(double *v, int n);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,7 @@
 typedef struct {
     const char *model, *plan, *data, *ckpt, *svg, *trace, *save_plan, *cluster;
     int P, M, steps, resume, threads, log_every, repeats, ckpt_every, progress_thread, wall_clock, pin;
+    int calibrate; /* steps per calibration plan (0 = plan from the isolated profile) */
     double overhead_ms, lr, timeout_s;
     long seed;
 } targs;
@@ -56,7 +57,14 @@ static void help(void) {
            "  --repeats N         profile repeats per op, median (default 9)\n"
            "  --profile-clock C   cpu (thread CPU time, default: what a dedicated core would take,\n"
            "                      also on a busy machine) or wall (as `octopipe profile`)\n"
-           "  --overhead-ms X     executor cost per op in the prediction (default %.3g, measured)\n"
+           "  --calibrate N       before planning, train 1f1b and zbv (zbh1 when zbv does not fit)\n"
+           "                      N steps each, taking turns, on in-process ranks; fit the per-kind\n"
+           "                      F/I/W times to what their ops cost there (least squares), and plan\n"
+           "                      and predict with those and with the ranks' speed spread seen in\n"
+           "                      those steps (default 0: the isolated profile, which on a busy or\n"
+           "                      virtual CPU predicts 5-25%% low; 10 is enough for a few %%)\n"
+           "  --overhead-ms X     executor cost per op in the prediction (default %.3g, measured;\n"
+           "                      --calibrate fits its own)\n"
            "  --cluster FILE      link model from `octopipe profile comm` (default: a memcpy link)\n"
            "  --pin               bind rank r to core r (a dedicated machine: keeps each rank's\n"
            "                      caches on one core; not for a machine shared with other jobs)\n"
@@ -93,9 +101,11 @@ static int parse(targs *a, int argc, char **argv) {
                   : !strcmp(f, "--log-every")        ? &a->log_every
                   : !strcmp(f, "--repeats")          ? &a->repeats
                   : !strcmp(f, "--checkpoint-every") ? &a->ckpt_every
+                  : !strcmp(f, "--calibrate")        ? &a->calibrate
                                                      : NULL;
-        long hi = !strcmp(f, "--devices") ? 64 : !strcmp(f, "--microbatches") ? 4096 : 100000000;
-        long lo = !strcmp(f, "--log-every") || !strcmp(f, "--checkpoint-every") ? 0 : 1;
+        long hi = !strcmp(f, "--devices") ? 64 : !strcmp(f, "--microbatches") ? 4096
+                  : !strcmp(f, "--calibrate") ? OP_PTRAIN_MAX_STEPS - 1 : 100000000;
+        long lo = !strcmp(f, "--log-every") || !strcmp(f, "--checkpoint-every") || !strcmp(f, "--calibrate") ? 0 : 1;
         double *dv = !strcmp(f, "--overhead-ms") ? &a->overhead_ms
                      : !strcmp(f, "--lr")        ? &a->lr
                      : !strcmp(f, "--timeout")   ? &a->timeout_s
@@ -162,8 +172,68 @@ static int parse(targs *a, int argc, char **argv) {
     return 0;
 }
 
-/* Profile, costs, plan: what rank 0 (or the --threads process) does before training. */
-static int make_plan(const targs *a, const op_nn_model *m, op_plan *p) {
+static void fill_opts(const targs *a, op_ptrain_opts *o);
+
+/* --calibrate: 1f1b and zbv (or zbh1) take turns for a->calibrate steps each on in-process
+ * ranks; per-kind times are fitted to their op times (costs[] replaced), the per-op overhead
+ * is the fit's per-call constant plus the executor's own cost, and the ranks' speed in those
+ * steps is left in speed[] (*ns samples, room for 2 * a->calibrate * P). */
+static int calibrate(const targs *a, const op_nn_model *m, const op_layer_prof *prof, int np,
+                     const op_comm *comm, op_layer_cost *costs, double *overhead, double *speed,
+                     int *ns) {
+    op_err e = {0};
+    const char *names[3] = {"1f1b", "zbv", "zbh1"};
+    op_plan plans[2];
+    const op_plan *pp[2];
+    int n = 0;
+    for (int k = 0; k < 3 && n < 2; k++) /* zbh1 only when zbv does not fit */
+        if (op_ptrain_make_plan(m, costs, a->P, a->M, comm, *overhead, names[k], &plans[n], &e) == OP_OK)
+            pp[n] = &plans[n], n++;
+    if (n == 0) {
+        fprintf(stderr, "octopipe train: --calibrate: no calibration plan fits (%s)\n", e.msg);
+        return 2;
+    }
+    op_ptrain_opts o;
+    fill_opts(a, &o);
+    o.log_every = 0;
+    double t0 = op_now_s();
+    op_ptrain_turns t;
+    int rc = op_ptrain_run_turns(m, pp, n, &o, a->calibrate, &t, &e);
+    op_layer_prof fit[8];
+    double call_ms = 0, rms = -1, rec = 0;
+    if (rc == OP_OK) {
+        const op_ptrain_report *rr[2] = {&t.rep[0], n > 1 ? &t.rep[1] : NULL};
+        rms = op_ptrain_fit_costs(m, pp, rr, n, prof, np, 0.05, fit, &call_ms);
+        for (int i = 0; i < n; i++) rec += t.rep[i].op_record_excess_ms / n;
+        if (rms < 0) rc = op_errf(&e, OP_EINVAL, "--calibrate: the calibration steps left no op times to fit");
+    }
+    if (rc == OP_OK) rc = op_ptrain_layer_costs(m, fit, np, costs, &e);
+    if (rc == OP_OK) {
+        *overhead = call_ms + (rec > 0 ? rec : 0);
+        *ns = 0;
+        for (int i = 0; i < n; i++) {
+            op_plan q;
+            if (op_ptrain_repredict(pp[i], costs, *overhead, &q, NULL) == OP_OK)
+                *ns += op_ptrain_speed_samples(&t, i, &q, o.quiet_share, speed + (size_t)*ns * a->P);
+            op_plan_free(&q);
+        }
+        printf("calibration: %s%s%s, %d steps each in turns, %.1f s; per-kind times fitted to their ops "
+               "(rms residual %.1f%%), per-op constant %.3f ms, %d speed samples\n",
+               pp[0]->name, n > 1 ? " and " : "", n > 1 ? pp[1]->name : "", a->calibrate, op_now_s() - t0,
+               rms, *overhead, *ns);
+        for (int k = 0; k < np; k++)
+            printf("  %c  F %7.3f  I %7.3f  W %7.3f ms\n", fit[k].sym, fit[k].f_ms, fit[k].i_ms, fit[k].w_ms);
+    }
+    if (rc) fprintf(stderr, "octopipe train: %s\n", e.msg);
+    op_ptrain_turns_free(&t);
+    for (int i = 0; i < n; i++) op_plan_free(&plans[i]);
+    return rc ? (rc == OP_EINVAL ? 2 : 1) : 0;
+}
+
+/* Profile, costs, plan: what rank 0 (or the --threads process) does before training.
+ * *pred_ms: the iteration time to compare with (the plan's makespan, or with --calibrate its
+ * expected time under the calibration's speed spread). */
+static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *pred_ms) {
     op_err e = {0};
     op_layer_prof prof[8];
     int np = 0;
@@ -181,17 +251,30 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p) {
     op_comm comm;
     op_ptrain_default_comm(&comm);
     if (rc == OP_OK && a->cluster) rc = op_cluster_read(a->cluster, &comm, &e);
+    double ovh = a->overhead_ms, *speed = NULL;
+    int ns = 0;
+    if (rc == OP_OK && a->calibrate > 0) {
+        speed = op_xcalloc((size_t)2 * a->calibrate * a->P, sizeof(double));
+        int c = calibrate(a, m, prof, np, &comm, costs, &ovh, speed, &ns);
+        if (c) {
+            free(speed), free(costs);
+            return c;
+        }
+    }
     t0 = op_now_s();
-    if (rc == OP_OK) rc = op_ptrain_make_plan(m, costs, a->P, a->M, &comm, a->overhead_ms, a->plan, p, &e);
+    if (rc == OP_OK) rc = op_ptrain_make_plan(m, costs, a->P, a->M, &comm, ovh, a->plan, p, &e);
     free(costs);
     if (rc) {
+        free(speed);
         fprintf(stderr, "octopipe train: %s\n", e.msg);
         return 2;
     }
-    printf("plan: %s (%s), %d stages on %d ranks, %d microbatches, predicted %.2f ms per step, "
-           "bubble %.1f%% (%.1f s)\n",
-           p->name, a->plan, p->S, p->P, p->M, p->pred.makespan_ms, 100 * p->pred.bubble_ratio,
-           op_now_s() - t0);
+    *pred_ms = op_ptrain_expected_ms(p, speed, ns);
+    free(speed);
+    printf("plan: %s (%s), %d stages on %d ranks, %d microbatches, predicted %.2f ms per step",
+           p->name, a->plan, p->S, p->P, p->M, *pred_ms);
+    if (ns > 0) printf(" (%.2f at every rank's mean speed)", p->pred.makespan_ms);
+    printf(", bubble %.1f%% (%.1f s)\n", 100 * p->pred.bubble_ratio, op_now_s() - t0);
     fflush(stdout);
     if (a->save_plan && op_plan_write(p, a->save_plan, &e)) {
         fprintf(stderr, "octopipe train: %s\n", e.msg);
@@ -238,10 +321,10 @@ static int outputs(const targs *a, const op_plan *p, const op_ptrain_report *rep
 static void summary(const targs *a, const op_nn_model *m, const op_plan *p, const op_ptrain_report *r) {
     printf("trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f tokens/s\n",
            (long long)r->steps_run, r->wall_s, r->first_loss, r->last_loss, r->tokens_per_s);
-    printf("iteration time: measured %.2f ms (median), predicted %.2f ms, error %+.1f%%; "
-           "measured op durations exceed the profile by %.3f ms per op\n",
-           r->meas_ms_median, r->pred_ms,
-           r->pred_ms > 0 ? 100 * (r->meas_ms_median - r->pred_ms) / r->pred_ms : 0.0, r->op_excess_ms);
+    printf("iteration time: measured %.2f ms (mean of the middle 60%% of the steps after the first; "
+           "median %.2f), predicted %.2f ms, error %+.1f%%\n",
+           r->meas_ms_trimmed, r->meas_ms_median, r->pred_ms,
+           r->pred_ms > 0 ? 100 * (r->meas_ms_trimmed - r->pred_ms) / r->pred_ms : 0.0);
     int64_t arena[64] = {0};
     int have = op_ptrain_pred_act_peak(m, p, arena) == OP_OK;
     for (int d = 0; d < p->P && d < 64; d++) {
@@ -283,10 +366,12 @@ static int train_threads(const targs *a) {
     op_nn_model m;
     if (load_model(a, &m)) return 2;
     op_plan p;
-    int rc = make_plan(a, &m, &p);
+    double pred = 0;
+    int rc = make_plan(a, &m, &p, &pred);
     if (rc) return rc;
     op_ptrain_opts o;
     fill_opts(a, &o);
+    o.pred_ms = pred;
     op_ptrain_report r;
     op_err e = {0};
     rc = op_ptrain_run_threads(&m, &p, &o, &r, &e);
@@ -317,7 +402,8 @@ static int train_rank(const targs *a, int argc, char **argv) {
         fprintf(stderr, "octopipe train: --devices %d but mpirun started %d ranks\n", a->P, x.size);
         rc = 2;
     }
-    if (x.rank == 0 && rc == 0 && (rc = make_plan(a, &m, &p)) == 0) {
+    double pred = 0;
+    if (x.rank == 0 && rc == 0 && (rc = make_plan(a, &m, &p, &pred)) == 0) {
         op_plan_to_json(&p, &js);
         len = (int64_t)js.len;
     }
@@ -338,6 +424,7 @@ static int train_rank(const targs *a, int argc, char **argv) {
     op_buf_free(&js);
     op_ptrain_opts o;
     fill_opts(a, &o);
+    o.pred_ms = pred; /* rank 0's; only rank 0 logs and reports */
     op_ptrain_report r;
     rc = op_ptrain_run_rank(&m, &p, &x, &o, &r, &e);
     int code = 0;

@@ -13,6 +13,7 @@ typedef struct op_pstats {
     double excess; /* sum of op_exec_result.overhead_ms over the timed steps */
     double t0;     /* when the run started (tokens/s) */
     int64_t first; /* first global step of this run */
+    double pred;   /* o->pred_ms: what to compare with (0 = the plan's makespan) */
 } op_pstats;
 
 void op_pstats_init(op_pstats *st, const op_ptrain_opts *o, int64_t first_step);

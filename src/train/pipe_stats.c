@@ -40,6 +40,7 @@ void op_pstats_init(op_pstats *st, const op_ptrain_opts *o, int64_t first_step) 
     st->quiet = o->quiet_share > 0 ? o->quiet_share : 0.97;
     st->t0 = op_now_s();
     st->first = first_step;
+    st->pred = o->pred_ms;
 }
 
 void op_pstats_free(op_pstats *st) {
@@ -65,7 +66,7 @@ void op_pstats_log(const op_pstats *st, const op_nn_model *m, const op_plan *p,
     if (o->log_every <= 0 || !((step + 1) % o->log_every == 0 || last || step == st->first)) return;
     double dt = op_now_s() - st->t0;
     double tok = (double)(step + 1 - st->first) * p->M * m->cfg.batch * m->cfg.seq;
-    double pred = p->pred.makespan_ms;
+    double pred = st->pred > 0 ? st->pred : p->pred.makespan_ms;
     fprintf(log, "step %5lld  loss %.4f  tokens/s %7.0f  iteration %7.2f ms (predicted %7.2f, %+5.1f%%)\n",
             (long long)step + 1, loss, dt > 0 ? tok / dt : 0.0, ms, pred,
             pred > 0 ? 100 * (ms - pred) / pred : 0.0);
@@ -75,7 +76,7 @@ void op_pstats_log(const op_pstats *st, const op_nn_model *m, const op_plan *p,
 void op_pstats_finish(const op_pstats *st, op_ptrain_report *rep, const op_nn_model *m,
                       const op_plan *p) {
     rep->wall_s = op_now_s() - st->t0;
-    rep->pred_ms = p->pred.makespan_ms;
+    rep->pred_ms = st->pred > 0 ? st->pred : p->pred.makespan_ms;
     /* the first step pays page faults for the activation pools: leave it out when there are more */
     int skip = st->n > 1 ? 1 : 0, n = st->n - skip;
     if (n > 0) {
@@ -86,6 +87,7 @@ void op_pstats_finish(const op_pstats *st, op_ptrain_report *rep, const op_nn_mo
         rep->meas_ms_median = median_sorted(v, n);
         rep->meas_ms_mean = sum / n;
         rep->meas_ms_min = v[0];
+        rep->meas_ms_trimmed = op_ptrain_trimmed_mean(v, n);
         rep->op_excess_ms = st->excess / n;
         int nq = 0;
         for (int i = skip; i < st->n; i++)
