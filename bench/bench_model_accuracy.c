@@ -5,7 +5,7 @@
  *  1. Profile every layer kind alone (F/I/W, median of R repeats, P profiler threads at once,
  *     thread CPU time) and build the 11 plans from it (baselines, the tuner's three placements).
  *  2. Open a training session per plan (op_ptrain_session: stages, weights and activation pools
- *     stay alive), run one warm-up step each, then --rounds rounds (80) of one step per
+ *     stay alive), run one warm-up step each, then --rounds rounds (160) of one step per
  *     plan, the order rotated and reversed from round to round, on P in-process ranks (thread
  *     transport, BLAS one thread per rank, no progress thread, rank r pinned to core r).  This
  *     machine's cores drift in speed by 10-20% over a second or so (docs/training.md): steps of
@@ -50,7 +50,7 @@
 static int cpu_clock = 1;       /* --profile-clock cpu (default) | wall */
 static int progress_thread;     /* --progress-thread: the executor's polling thread during compute */
 static int pin = 1;             /* --no-pin: leave the rank threads to the scheduler */
-static int rounds = 80;         /* --rounds: every plan runs one step per round, in turns */
+static int rounds = 160;        /* --rounds: every plan runs one step per round, in turns */
 /* --fit: how the prediction goes beyond the fitted per-kind op times.
  *  speed (default): per-op overhead = the op-time fit's per-call constant + the executor cost
  *    measured in the records; the devices' speed variation is sampled from the other plans'
