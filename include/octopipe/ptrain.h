@@ -156,8 +156,9 @@ typedef struct op_ptrain_report {
      * that step's compute wall time spent on a CPU (op_ptrain_cpu_share for one step) */
     double step_ms[OP_PTRAIN_MAX_STEPS], step_cpu[OP_PTRAIN_MAX_STEPS];
     int n_step;
-    /* median makespan over the timed steps (not the first) whose step_cpu >= quiet_share (0.97
-     * by default: ranks had their cores), and how many there were (0: none, median is 0) */
+    /* mean of the middle 60% of the makespans of the timed steps (not the first) whose
+     * step_cpu >= quiet_share (0.97 by default: ranks had their cores), and how many there
+     * were (0: none, the mean is 0) */
     double meas_ms_quiet;
     int n_quiet;
     /* per (stage, kind) op stats, stage < 64, [s * 4 + kind] (op_ptrain_op_stat), in-process
@@ -222,6 +223,7 @@ double op_ptrain_fit_overhead(const op_plan *p, double measured_ms);
  * need the same P; o's steps, checkpoints and losses are ignored. */
 typedef struct op_ptrain_turns {
     int n, rounds, P;
+    double quiet;          /* o->quiet_share: a step counts for speed samples from this CPU share */
     op_ptrain_report *rep; /* [n] each plan's report (step 0 = warm-up) */
     double *busy;          /* [n][rounds][P] each rank's busy ms in each timed step */
 } op_ptrain_turns;
@@ -233,11 +235,21 @@ void op_ptrain_turns_free(op_ptrain_turns *t);
 int op_ptrain_repredict(const op_plan *src, const op_layer_cost *costs, double overhead_ms,
                         op_plan *dst, op_err *err);
 
-/* The devices' speed in plan i's quiet timed steps (CPU share >= quiet): per step and rank,
+/* The devices' speed in plan i's quiet timed steps (CPU share >= t->quiet): per step and rank,
  * measured busy time / the busy time `pred` (plan i re-predicted with the costs in use)
  * gives.  Writes [count * P] to out (room for t->rounds * P) and returns the count. */
-int op_ptrain_speed_samples(const op_ptrain_turns *t, int i, const op_plan *pred, double quiet,
-                            double *out);
+int op_ptrain_speed_samples(const op_ptrain_turns *t, int i, const op_plan *pred, double *out);
+
+/* Calibration from the turns t of plans[t->n], leaving plan `skip` out (-1: none): per-kind
+ * times fitted to the other plans' op times (op_ptrain_fit_costs, ridge 0.05 toward prior) into
+ * fit[n_prior] and, per layer, costs[]; *overhead_ms = the fit's per-call constant + the
+ * executor's own cost in the records; when speed is non-NULL, the other plans' speed samples
+ * (room for t->n * t->rounds * P) and their count in *ns.  Returns the fit's rms residual (%),
+ * or -1 when nothing could be fitted. */
+double op_ptrain_calibrate(const op_nn_model *m, const op_plan *const *plans,
+                           const op_ptrain_turns *t, int skip, const op_layer_prof *prior,
+                           int n_prior, op_layer_prof *fit, op_layer_cost *costs,
+                           double *overhead_ms, double *speed, int *ns);
 
 /* p's expected iteration time under the speed samples [n * P]: the 20%-trimmed mean of its
  * makespans replayed under each (op_sim_speed_samples); p's makespan when n = 0. */

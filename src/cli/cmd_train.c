@@ -200,23 +200,12 @@ static int calibrate(const targs *a, const op_nn_model *m, const op_layer_prof *
     op_ptrain_turns t;
     int rc = op_ptrain_run_turns(m, pp, n, &o, a->calibrate, &t, &e);
     op_layer_prof fit[8];
-    double call_ms = 0, rms = -1, rec = 0;
+    double rms = -1;
     if (rc == OP_OK) {
-        const op_ptrain_report *rr[2] = {&t.rep[0], n > 1 ? &t.rep[1] : NULL};
-        rms = op_ptrain_fit_costs(m, pp, rr, n, prof, np, 0.05, fit, &call_ms);
-        for (int i = 0; i < n; i++) rec += t.rep[i].op_record_excess_ms / n;
+        rms = op_ptrain_calibrate(m, pp, &t, -1, prof, np, fit, costs, overhead, speed, ns);
         if (rms < 0) rc = op_errf(&e, OP_EINVAL, "--calibrate: the calibration steps left no op times to fit");
     }
-    if (rc == OP_OK) rc = op_ptrain_layer_costs(m, fit, np, costs, &e);
     if (rc == OP_OK) {
-        *overhead = call_ms + (rec > 0 ? rec : 0);
-        *ns = 0;
-        for (int i = 0; i < n; i++) {
-            op_plan q;
-            if (op_ptrain_repredict(pp[i], costs, *overhead, &q, NULL) == OP_OK)
-                *ns += op_ptrain_speed_samples(&t, i, &q, o.quiet_share, speed + (size_t)*ns * a->P);
-            op_plan_free(&q);
-        }
         printf("calibration: %s%s%s, %d steps each in turns, %.1f s; per-kind times fitted to their ops "
                "(rms residual %.1f%%), per-op constant %.3f ms, %d speed samples\n",
                pp[0]->name, n > 1 ? " and " : "", n > 1 ? pp[1]->name : "", a->calibrate, op_now_s() - t0,

@@ -22,6 +22,7 @@ int op_ptrain_run_turns(const op_nn_model *m, const op_plan *const *plans, int n
         if (plans[i]->P != P)
             return op_errf(err, OP_EINVAL, "plans for turns need the same devices (%d vs %d)", plans[i]->P, P);
     out->n = n, out->rounds = rounds, out->P = P;
+    out->quiet = o->quiet_share > 0 ? o->quiet_share : 0.97;
     out->rep = op_xcalloc((size_t)n, sizeof *out->rep);
     out->busy = op_xcalloc((size_t)n * rounds * P, sizeof(double));
     op_ptrain_session **ss = op_xcalloc((size_t)n, sizeof *ss);
@@ -68,20 +69,48 @@ int op_ptrain_repredict(const op_plan *src, const op_layer_cost *costs, double o
     return op_sim_replay(dst, NULL, err);
 }
 
-int op_ptrain_speed_samples(const op_ptrain_turns *t, int i, const op_plan *pred, double quiet,
-                            double *out) {
+int op_ptrain_speed_samples(const op_ptrain_turns *t, int i, const op_plan *pred, double *out) {
     double busy[64];
     OP_ASSERT(pred->P == t->P && t->P <= 64, "speed samples: %d devices", pred->P);
     op_exec_pred_bubble(pred, busy);
     int n = 0;
     const op_ptrain_report *r = &t->rep[i];
     for (int k = 0; k < t->rounds && k + 1 < r->n_step; k++) {
-        if (r->step_cpu[k + 1] < quiet) continue; /* step k + 1 of the session: 0 is the warm-up */
+        if (r->step_cpu[k + 1] < t->quiet) continue; /* step k + 1 of the session: 0 is the warm-up */
         for (int d = 0; d < t->P; d++)
             out[(size_t)n * t->P + d] = busy[d] > 0 ? t->busy[((size_t)i * t->rounds + k) * t->P + d] / busy[d] : 1;
         n++;
     }
     return n;
+}
+
+double op_ptrain_calibrate(const op_nn_model *m, const op_plan *const *plans,
+                           const op_ptrain_turns *t, int skip, const op_layer_prof *prior,
+                           int n_prior, op_layer_prof *fit, op_layer_cost *costs,
+                           double *overhead_ms, double *speed, int *ns) {
+    const op_plan **pp = op_xcalloc((size_t)t->n, sizeof *pp);
+    const op_ptrain_report **rr = op_xcalloc((size_t)t->n, sizeof *rr);
+    int k = 0;
+    double rec = 0, call_ms = 0;
+    for (int i = 0; i < t->n; i++)
+        if (i != skip) pp[k] = plans[i], rr[k] = &t->rep[i], rec += t->rep[i].op_record_excess_ms, k++;
+    double rms = k ? op_ptrain_fit_costs(m, pp, rr, k, prior, n_prior, 0.05, fit, &call_ms) : -1;
+    if (rms >= 0 && op_ptrain_layer_costs(m, fit, n_prior, costs, NULL) != OP_OK) rms = -1;
+    if (rms >= 0) {
+        *overhead_ms = call_ms + (rec > 0 ? rec / k : 0);
+        if (speed) {
+            *ns = 0;
+            for (int i = 0; i < t->n; i++) {
+                if (i == skip) continue;
+                op_plan q;
+                if (op_ptrain_repredict(plans[i], costs, *overhead_ms, &q, NULL) == OP_OK)
+                    *ns += op_ptrain_speed_samples(t, i, &q, speed + (size_t)*ns * t->P);
+                op_plan_free(&q);
+            }
+        }
+    }
+    free(pp), free(rr);
+    return rms;
 }
 
 static int cmp_d(const void *a, const void *b) {

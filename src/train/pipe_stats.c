@@ -92,9 +92,8 @@ void op_pstats_finish(const op_pstats *st, op_ptrain_report *rep, const op_nn_mo
         int nq = 0;
         for (int i = skip; i < st->n; i++)
             if (st->cpu[i] >= st->quiet) v[nq++] = st->ms[i];
-        qsort(v, (size_t)nq, sizeof *v, cmp_d);
         rep->n_quiet = nq;
-        rep->meas_ms_quiet = median_sorted(v, nq);
+        rep->meas_ms_quiet = op_ptrain_trimmed_mean(v, nq);
         free(v);
     }
     rep->n_step = st->n < OP_PTRAIN_MAX_STEPS ? st->n : OP_PTRAIN_MAX_STEPS;
