@@ -65,6 +65,7 @@ static void same_plan(const op_plan *a, const op_plan *b) {
     CHECK(!memcmp(a->stage_first, b->stage_first, sizeof(int) * (size_t)(a->S + 1)));
     CHECK(!memcmp(a->stage_dev, b->stage_dev, sizeof(int) * (size_t)a->S));
     CHECK(!memcmp(a->stage_split, b->stage_split, (size_t)a->S));
+    CHECK(!memcmp(a->stage_act, b->stage_act, (size_t)a->S));
     for (int d = 0; d < a->P; d++) {
         CHECK(a->n_ops[d] == b->n_ops[d]);
         for (int i = 0; i < a->n_ops[d] && i < b->n_ops[d]; i++) {
@@ -103,6 +104,39 @@ TEST(round_trip_exact) {
         op_plan_free(&q);
         op_plan_free(&p);
     }
+}
+
+/* Activation policies round-trip by name; files without the key load as keep everywhere; an
+ * unknown name is refused with its position. */
+TEST(activation_policy_round_trip) {
+    op_plan p, q;
+    plan_1f1b(&p, 4, 8, 1, 0.013);
+    p.stage_act[1] = OP_ACT_SELECTIVE, p.stage_act[2] = OP_ACT_FULL, p.stage_act[3] = OP_ACT_OFFLOAD;
+    op_err e = {0};
+    const char *path = tmp_path("act.json");
+    CHECK_EQ_INT(op_plan_write(&p, path, &e), OP_OK);
+    op_plan_file_info info;
+    int rc = op_plan_read_ex(path, &q, &info, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc == OP_OK) {
+        same_plan(&p, &q);
+        op_plan_free(&q);
+    }
+    op_buf b = {0};
+    CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
+    CHECK_STR_CONTAINS(b.data, "\"activation\": [\"keep\", \"selective\", \"full\", \"offload\"]");
+    char *bad = strdup(b.data), *at = strstr(bad, "\"offload\"");
+    memcpy(at, "\"offlxad\"", 9);
+    CHECK(op_plan_from_json(bad, "bad.json", &q, &e) != OP_OK);
+    CHECK_STR_CONTAINS(e.msg, "activation[3]");
+    free(bad);
+    op_buf_free(&b);
+    op_plan_free(&p);
+    plan_1f1b(&p, 4, 8, 1, 0.013); /* keep-only plans do not write the key */
+    CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
+    CHECK(!strstr(b.data, "activation"));
+    op_buf_free(&b);
+    op_plan_free(&p);
 }
 
 /* act_i_bytes round-trips (with act_w > act, now legal); files without it load as 0. */
@@ -371,6 +405,7 @@ int main(int argc, char **argv) {
     if (!mkdtemp(tmpdir)) return 1;
     RUN(round_trip_exact);
     RUN(act_i_bytes_round_trip_and_optional);
+    RUN(activation_policy_round_trip);
     RUN(plan_without_times_is_simulated);
     RUN(bad_text_rejected);
     RUN(bad_schedule_rejected);

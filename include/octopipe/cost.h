@@ -34,6 +34,19 @@ typedef struct op_layer_cost {
     int64_t act_i_bytes;     /* transient: live only while I (or B) runs, on top of what is held */
 } op_layer_cost;
 
+/* Activation policy of a stage: what happens to the activations F stashes for I.
+ *   keep       stash everything until I (the memory rule above)
+ *   selective  Megatron's selective recomputation: drop the attention core's activations after F,
+ *              recompute them right before I
+ *   full       keep only the stage input; re-run the stage's forward right before its I
+ *   offload    copy the stash to host memory after F on a copy engine, copy it back before I */
+typedef enum op_act_policy {
+    OP_ACT_KEEP = 0, OP_ACT_SELECTIVE = 1, OP_ACT_FULL = 2, OP_ACT_OFFLOAD = 3, OP_ACT_N = 4
+} op_act_policy;
+const char *op_act_policy_name(int policy); /* "keep", "selective", "full", "offload" */
+/* Parses a policy name; returns OP_OK or OP_EINVAL with err naming the valid ones. */
+int op_act_policy_parse(const char *name, op_act_policy *out, op_err *err);
+
 /* Point-to-point links.  Devices d are grouped into nodes of `nodes_of` consecutive ranks
  * (0 = one node).  A transfer of n bytes takes lat + n / bw.  none = free communication. */
 typedef struct op_comm {

@@ -49,6 +49,7 @@ typedef struct op_plan {
     int *stage_first;     /* [S+1]: stage s = layers [stage_first[s], stage_first[s+1]) */
     int *stage_dev;       /* [S] placement */
     uint8_t *stage_split; /* [S] 1 = I+W, 0 = B */
+    uint8_t *stage_act;   /* [S] op_act_policy; OP_ACT_KEEP (0) unless a policy was chosen */
 
     int *n_ops;   /* [P] */
     op_op **ops;  /* [P][n_ops[d]] per-device order */

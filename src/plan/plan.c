@@ -23,6 +23,7 @@ void op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int
     p->stage_first = OP_ARENA_NEW(&p->arena, int, S + 1);
     p->stage_dev = OP_ARENA_NEW(&p->arena, int, S);
     p->stage_split = OP_ARENA_NEW(&p->arena, uint8_t, S);
+    p->stage_act = OP_ARENA_NEW(&p->arena, uint8_t, S);
     p->n_ops = OP_ARENA_NEW(&p->arena, int, P);
     p->ops = OP_ARENA_NEW(&p->arena, op_op *, P);
     p->pred.busy_ms = OP_ARENA_NEW(&p->arena, double, P);
@@ -62,6 +63,7 @@ void op_plan_copy(op_plan *dst, const op_plan *src) {
     memcpy(dst->stage_first, src->stage_first, sizeof(int) * (size_t)(src->S + 1));
     memcpy(dst->stage_dev, src->stage_dev, sizeof(int) * (size_t)src->S);
     memcpy(dst->stage_split, src->stage_split, (size_t)src->S);
+    memcpy(dst->stage_act, src->stage_act, (size_t)src->S);
     for (int d = 0; d < src->P; d++) op_plan_set_ops(dst, d, src->ops[d], src->n_ops[d]);
     op_pred *a = &dst->pred;
     const op_pred *b = &src->pred;

@@ -72,7 +72,7 @@ static int opt_num(rd *r, json_t *obj, const char *key, const char *path, double
 
 static const char *const k_root[] = {"format", "name", "model", "devices", "microbatches",
                                      "tokens_per_mb", "op_overhead_ms", "mem_limit_bytes",
-                                     "comm", "layers", "stages", "split", "placement",
+                                     "comm", "layers", "stages", "split", "activation", "placement",
                                      "schedule", "predicted", NULL};
 static const char *const k_root_req[] = {"format", "devices", "microbatches", "layers",
                                          "stages", "placement", "schedule", NULL};
@@ -221,6 +221,24 @@ static int read_placement(rd *r, json_t *arr, int P, int S, int *dev) {
     }
     for (int s = 0; s < S; s++)
         if (dev[s] < 0) return fail(r, "placement", "stage %d is on no device", s);
+    return OP_OK;
+}
+
+/* "activation": optional, one policy name per stage (cost.h); absent = keep everywhere, so plan
+ * files written before policies existed still load. */
+static int read_activation(rd *r, json_t *arr, int S, uint8_t *act) {
+    if (!arr) return OP_OK;
+    if (!json_is_array(arr) || (int)json_array_size(arr) != S)
+        return fail(r, "activation", "expected %d policy names (keep, selective, full, offload)", S);
+    for (int s = 0; s < S; s++) {
+        json_t *v = json_array_get(arr, (size_t)s);
+        char path[64];
+        snprintf(path, sizeof path, "activation[%d]", s);
+        op_act_policy a;
+        if (!json_is_string(v) || op_act_policy_parse(json_string_value(v), &a, NULL) != OP_OK)
+            return fail(r, path, "expected one of keep, selective, full, offload");
+        act[s] = (uint8_t)a;
+    }
     return OP_OK;
 }
 
@@ -549,6 +567,7 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
     if ((rc = read_stages(&r, st, nL, p->stage_first, S))) goto out;
     if ((rc = read_placement(&r, json_object_get(root, "placement"), (int)P, S, p->stage_dev)))
         goto out;
+    if ((rc = read_activation(&r, json_object_get(root, "activation"), S, p->stage_act))) goto out;
     rec = op_xcalloc((size_t)P, sizeof *rec);
     if ((rc = read_schedule(&r, json_object_get(root, "schedule"), json_object_get(root, "split"),
                             p, rec, &info.has_times)))

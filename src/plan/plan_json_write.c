@@ -110,6 +110,13 @@ int op_plan_to_json(const op_plan *p, op_buf *out) {
     op_buf_printf(b, "],\n  \"split\": [");
     for (int s = 0; s < p->S; s++)
         op_buf_printf(b, "%s%s", s ? ", " : "", p->stage_split[s] ? "true" : "false");
+    int any_act = 0; /* written only when used, so keep-only plans read as before */
+    for (int s = 0; s < p->S; s++) any_act |= p->stage_act[s] != OP_ACT_KEEP;
+    if (any_act) {
+        op_buf_printf(b, "],\n  \"activation\": [");
+        for (int s = 0; s < p->S; s++)
+            op_buf_printf(b, "%s\"%s\"", s ? ", " : "", op_act_policy_name(p->stage_act[s]));
+    }
     op_buf_printf(b, "],\n  \"placement\": [");
     for (int d = 0; d < p->P; d++) {
         op_buf_printf(b, "%s[", d ? ", " : "");
