@@ -17,9 +17,10 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 finish() { echo "sh_lib: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
 tmp=$(mktemp -d /tmp/octopipe-lib-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-# under SAN=1 the installed library is the sanitized one: programs linking it need the runtime
-SANF=""
-[ "${SAN:-}" = 1 ] && SANF="-fsanitize=address,undefined"
+# programs here build warning-free; under SAN=1 the installed library is the sanitized one, so
+# they need the sanitizer runtime too
+XFLAGS="-Wall -Wextra -Werror"
+[ "${SAN:-}" = 1 ] && XFLAGS="$XFLAGS -fsanitize=address,undefined"
 # a make started here is not part of the make running the tests
 mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory BUILD="$BUILD" SAN="${SAN:-}" CC="$CC" "$@"; }
 
@@ -70,19 +71,19 @@ int main(void) {
     return strcmp(op_version(), OCTOPIPE_VERSION) != 0;
 }
 EOF
-$CC $SANF "$tmp/ver.c" $(pkg-config --cflags --libs octopipe) -o "$tmp/ver" 2>"$tmp/cc.err" \
+$CC $XFLAGS "$tmp/ver.c" $(pkg-config --cflags --libs octopipe) -o "$tmp/ver" 2>"$tmp/cc.err" \
   && LD_LIBRARY_PATH="$P/lib" "$tmp/ver" >"$tmp/ver.out" \
   && [ "$(cat "$tmp/ver.out")" = "$V $(( ${V%%.*} * 10000 + $(echo "$V" | cut -d. -f2) * 100 + ${V##*.} ))" ] \
   && ok || bad "version program: $(cat "$tmp/cc.err" "$tmp/ver.out" 2>/dev/null | head -n 3)"
 
 # --- the examples, with the README's link lines ------------------------------------------------
 # shared (the default line), static (liboctopipe.a + its private dependencies), C++
-$CC $SANF examples/plan.c $(pkg-config --cflags --libs octopipe) -o "$tmp/plan_shared" 2>"$tmp/cc.err" \
+$CC $XFLAGS examples/plan.c $(pkg-config --cflags --libs octopipe) -o "$tmp/plan_shared" 2>"$tmp/cc.err" \
   && ok || bad "C example, shared link: $(head -n 5 "$tmp/cc.err")"
-$CC $SANF examples/plan.c $(pkg-config --cflags octopipe) "$(pkg-config --variable=libdir octopipe)/liboctopipe.a" \
+$CC $XFLAGS examples/plan.c $(pkg-config --cflags octopipe) "$(pkg-config --variable=libdir octopipe)/liboctopipe.a" \
   -Wl,--as-needed $(pkg-config --static --libs octopipe) -o "$tmp/plan_static" 2>"$tmp/cc.err" \
   && ok || bad "C example, static link: $(head -n 5 "$tmp/cc.err")"
-$CXX $SANF examples/plan.cpp $(pkg-config --cflags --libs octopipe) -o "$tmp/plan_cpp" 2>"$tmp/cc.err" \
+$CXX $XFLAGS examples/plan.cpp $(pkg-config --cflags --libs octopipe) -o "$tmp/plan_cpp" 2>"$tmp/cc.err" \
   && ok || bad "C++ example: $(head -n 5 "$tmp/cc.err")"
 # the shared builds load the installed library; the static one needs none
 LD_LIBRARY_PATH="$P/lib" ldd "$tmp/plan_shared" 2>&1 | grep -q "liboctopipe.so.$MAJ => $P/lib/" \
