@@ -26,7 +26,9 @@ endif
 PUBLIC := all lib run test bench bench-plan bench-exec bench-model test-multihost install tests-build
 .PHONY: $(PUBLIC) deps fuzz clean
 
-ifneq ($(OP_STAGE),build)
+# Stage 2 only when told on the command line: a test that starts make inherits OP_STAGE in its
+# environment, and must get stage 1 (setup first) all the same.
+ifneq ($(origin OP_STAGE)$(OP_STAGE),command linebuild)
 # ---- stage 1: packages, then the real work in a fresh make that reads the flags now ----
 # One public target at a time: two setup.sh runs at once would fight over the apt lock.
 .NOTPARALLEL:
