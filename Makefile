@@ -1,32 +1,84 @@
-# OctoPipe build.  `make` builds build/octopipe and build/liboctopipe.a.
+# OctoPipe build.  `make` builds build/octopipe, build/liboctopipe.a and build/liboctopipe.so.*.
 #   make run            the main job on a built-in default
 #   make test           unit + integration tests; last line "tests: N passed, N failed"
 #   make test SAN=1     the same under ASan+UBSan (objects in build-san/)
 #   make bench          benchmarks, printed as tables
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local [DESTDIR=...]   binary, headers, static + shared library, octopipe.pc
 # Modules live in src/<module>/*.c and are picked up automatically; tests are tests/test_*.c
 # (one binary each) and tests/*.sh (shell tests).  BUILD=dir keeps separate object trees.
+#
+# Two stages.  Every public target first runs scripts/setup.sh (installs missing Debian
+# packages), then re-runs make on itself with OP_STAGE=build: only that inner make asks mpicc
+# and pkg-config for flags, so on a fresh machine they are read after the packages exist, and
+# with -j2 nothing compiles while apt is still installing.
 
 CC      ?= gcc
 SAN     ?=
 PREFIX  ?= /usr/local
+LIBDIR  ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
 ifeq ($(SAN),1)
   BUILD ?= build-san
-  SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-  OPT ?= -O1 -g
 else
   BUILD ?= build
+endif
+
+PUBLIC := all lib run test bench bench-plan bench-exec bench-model test-multihost install tests-build
+.PHONY: $(PUBLIC) deps fuzz clean
+
+# Stage 2 only when told on the command line: a test that starts make inherits OP_STAGE in its
+# environment, and must get stage 1 (setup first) all the same.
+ifneq ($(origin OP_STAGE)$(OP_STAGE),command linebuild)
+# ---- stage 1: packages, then the real work in a fresh make that reads the flags now ----
+# One public target at a time: two setup.sh runs at once would fight over the apt lock.
+.NOTPARALLEL:
+# make test and make run need what the tests need too (chromium, python3); plain builds do not.
+SETUP_ARGS_test := --test
+SETUP_ARGS_tests-build := --test
+$(PUBLIC):
+	@./scripts/setup.sh $(SETUP_ARGS_$@)
+	@$(MAKE) --no-print-directory OP_STAGE=build $@
+
+deps:
+	@./scripts/setup.sh
+
+fuzz:
+	@./scripts/setup.sh --dev
+	@./fuzz/run.sh $(FUZZ_SECONDS)
+
+clean:
+	rm -rf build build-san build-*
+
+else
+# ---- stage 2: the build proper (packages are in place) ----
+ifeq ($(SAN),1)
+  # float-cast-overflow is not part of gcc's "undefined": casting 1e308 to int64 must fail too.
+  SANFLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
+  OPT ?= -O1 -g
+else
   SANFLAGS :=
   OPT ?= -O2 -g
 endif
 
-MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
-MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
-DEP_CFLAGS := $(shell pkg-config --cflags openblas jansson 2>/dev/null)
-DEP_LIBS   := $(shell pkg-config --libs openblas jansson 2>/dev/null)
+MPI_CFLAGS := $(shell mpicc --showme:compile)
+MPI_LIBS   := $(shell mpicc --showme:link)
+DEP_CFLAGS := $(shell pkg-config --cflags openblas jansson)
+DEP_LIBS   := $(shell pkg-config --libs openblas jansson)
+ifeq ($(strip $(MPI_LIBS)),)
+  $(error mpicc gave no link flags: is libopenmpi-dev installed? (scripts/setup.sh installs it))
+endif
+ifeq ($(strip $(DEP_LIBS)),)
+  $(error pkg-config knows no openblas/jansson: scripts/setup.sh installs libopenblas-dev libjansson-dev)
+endif
+
+# The version lives in include/octopipe/version.h only.
+vpart = $(shell sed -n 's/^\#define OCTOPIPE_VERSION_$(1) \([0-9]*\)$$/\1/p' include/octopipe/version.h)
+V_MAJOR := $(call vpart,MAJOR)
+VERSION := $(V_MAJOR).$(call vpart,MINOR).$(call vpart,PATCH)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Werror=implicit-function-declaration -Wno-unused-parameter
-CFLAGS  += -std=c17 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) -Iinclude -Isrc $(DEP_CFLAGS) $(MPI_CFLAGS) -MMD -MP
+# -fPIC: one set of objects serves the static and the shared library.
+CFLAGS  += -std=c17 -D_GNU_SOURCE -fPIC $(OPT) $(WARN) $(SANFLAGS) -Iinclude -Isrc $(DEP_CFLAGS) $(MPI_CFLAGS) -MMD -MP
 LDLIBS  += $(DEP_LIBS) $(MPI_LIBS) -lpthread -lm
 LDFLAGS += $(SANFLAGS)
 
@@ -39,6 +91,8 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 LIB      := $(BUILD)/liboctopipe.a
+SONAME   := liboctopipe.so.$(V_MAJOR)
+SHLIB    := $(BUILD)/liboctopipe.so.$(VERSION)
 BIN      := $(BUILD)/octopipe
 
 export OMPI_ALLOW_RUN_AS_ROOT := 1
@@ -46,21 +100,32 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OPENBLAS_NUM_THREADS := 1
 
 .SECONDARY:
-.PHONY: all deps lib run test bench bench-plan bench-exec bench-model test-multihost fuzz install clean tests-build
-all: deps $(BIN) $(LIB)
+all: $(BIN) $(LIB) $(SHLIB)
 
-deps:
-	@./scripts/setup.sh
+lib: $(LIB) $(SHLIB)
 
-lib: $(LIB)
+# Objects depend on the flags they were built with: a changed CFLAGS (or CC) rebuilds them.
+FLAGS_STAMP := $(BUILD)/.cflags
+$(FLAGS_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(CC) $(CFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS)' > $@
+.PHONY: FORCE
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+
+# Debian's layout: the real file .so.MAJOR.MINOR.PATCH, the SONAME link .so.MAJOR (what
+# programs load), the development link .so (what -loctopipe finds).  Its dependencies are
+# linked in (DT_NEEDED), so `-loctopipe` alone links a program.
+$(SHLIB): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	ln -sf $(notdir $@) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $(BUILD)/liboctopipe.so
 
 $(BIN): $(CLI_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
@@ -73,10 +138,10 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-tests-build: deps $(LIB) $(TEST_BIN)
+tests-build: $(LIB) $(TEST_BIN)
 
 test: all tests-build
-	@BUILD=$(BUILD) SAN=$(SAN) ./tests/run.sh $(T)
+	@BUILD=$(BUILD) SAN=$(SAN) CC=$(CC) ./tests/run.sh $(T)
 
 run: all
 	@BUILD=$(BUILD) ./scripts/run.sh
@@ -90,18 +155,18 @@ bench-plan bench-exec bench-model: all $(BENCH_BIN)
 test-multihost: all
 	@BUILD=$(BUILD) ./tests/multihost.sh
 
-fuzz:
-	@./scripts/setup.sh --dev
-	@./fuzz/run.sh $(FUZZ_SECONDS)
-
+PC_REQ := jansson openblas ompi-c
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/octopipe
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/octopipe
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/octopipe
-	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/liboctopipe.a
-	install -m 644 include/octopipe/*.h $(DESTDIR)$(PREFIX)/include/octopipe/
-	sed -e 's|@PREFIX@|$(PREFIX)|' scripts/octopipe.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/octopipe.pc
-
-clean:
-	rm -rf build build-san build-*
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/liboctopipe.a
+	install -m 644 $(SHLIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liboctopipe.so
+	install -m 644 include/octopipe/*.h $(DESTDIR)$(INCLUDEDIR)/octopipe/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(PC_REQ)|' \
+	    scripts/octopipe.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/octopipe.pc
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+endif

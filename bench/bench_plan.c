@@ -1,6 +1,6 @@
 /* bench_plan.c: the tuner against every baseline (`make bench-plan`).
  *
- * Suite: every model of shared/bench/hf-configs (the presets of the same names) on H100-80GB
+ * Suite: every model of data/hf-configs (the presets of the same names) on H100-80GB
  * nodes of 8, seq 4096, mbs 1, tp 1, memory limit 80 GiB, P in {4, 8, 16}, M in {2P, 4P}; plus a
  * profile-driven Nemotron-H case built from measured per-layer times (the authors' SimPipe
  * profile: head ~9x a layer).  Per case: every baseline's makespan, the tuned makespan,
@@ -146,7 +146,7 @@ static int preset_problem(const char *name, int P, int M, op_model *m, op_layer_
 }
 
 /* Measured-style Nemotron-H-8B per-layer times (ms; authors' SimPipe profile, see
- * shared/reference/paper.md 1.2): n_blocks of the nemotron pattern between E and L. */
+ * the OctoPipe paper, section 1.2): n_blocks of the nemotron pattern between E and L. */
 static op_layer_cost *profile_layers(int n_mixers, int *L) {
     static const char *unit = "M-M-M-M*-";
     int n = n_mixers + 2;

@@ -27,7 +27,7 @@ for t in hf_config profile plan torch_csv; do
   $CLANG $FLAGS -Ifuzz $SAN -fsanitize=fuzzer "fuzz/fuzz_$t.c" "${objs[@]}" $LIBS -o "$B/fuzz_$t"
   corpus="$B/corpus-$t"; mkdir -p "$corpus"
   case $t in
-    hf_config) cp -n tests/data/hf/*.json ../shared/bench/hf-configs/*.json "$corpus"/ 2>/dev/null || true ;;
+    hf_config) cp -n tests/data/hf/*.json data/hf-configs/*.json "$corpus"/ 2>/dev/null || true ;;
     profile) cp -n tests/data/profiles/*.json "$corpus"/ 2>/dev/null || true ;;
     plan) cp -n tests/data/plans/*.json "$corpus"/ 2>/dev/null || true ;;
     torch_csv) printf '\x010F0,0F1,2F0,2F1,2I0,2W0,2I1,2W1,0I0,0I1,0W0,0W1\n1F0,1F1,3F0,3F1,3I0,3W0,3I1,3W1,1I0,1I1,1W0,1W1\n' > "$corpus/seed.csv" ;;

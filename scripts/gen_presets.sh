@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# gen_presets.sh: embeds the real Hugging Face configs (shared/bench/hf-configs/*.json) and the
-# built-in profiles into src/model/presets_data.c, so the library needs no files at run time.
+# gen_presets.sh: embeds the real Hugging Face configs (data/hf-configs/*.json, where each comes
+# from: data/hf-configs/SOURCES.md) and the built-in profiles into src/model/presets_data.c, so
+# the library needs no files at run time.
 # Each preset is named by its file stem.  The generated file is committed; rerun this script
 # when a config is added or changed:
-#   scripts/gen_presets.sh [CONFIG_DIR]      (default: ../shared/bench/hf-configs)
+#   scripts/gen_presets.sh [CONFIG_DIR]      (default: data/hf-configs)
 set -eu
 cd "$(dirname "$0")/.."
-dir=${1:-../shared/bench/hf-configs}
+dir=${1:-data/hf-configs}
 out=src/model/presets_data.c
 [ -d "$dir" ] || { echo "gen_presets.sh: no config directory '$dir'" >&2; exit 1; }
 
@@ -26,7 +27,7 @@ desc_of() {
 # C string literal lines from a file on stdin
 cstr() { sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$/\\n"/'; }
 
-# Per-layer ms of nemotron-h-8B as profiled by the OctoPipe authors (reference/paper.md 1.2).
+# Per-layer ms of nemotron-h-8B as profiled by the OctoPipe authors (the OctoPipe paper, section 1.2).
 # The source gives no backward time for E and no weight times for E and L: E has no input
 # gradient (I = 0) and its weight gradient is folded into its backward (0 here); L's backward
 # (7.319) includes its weight gradient.

@@ -1,12 +1,21 @@
 #!/bin/sh
 # Installs the Debian packages OctoPipe needs, only those that are missing.
 # Idempotent: a machine that already has everything returns at once.
-# Usage: scripts/setup.sh [--dev]   (--dev adds clang + libFuzzer runtime and chromium for SVG checks)
+# Usage: scripts/setup.sh [--test] [--dev]
+#   (none)  what building and `make run` need
+#   --test  also what the tests use (make test): chromium renders the SVG timelines,
+#           python3 re-reads the exported JSON/XML
+#   --dev   also clang + libFuzzer runtime (make fuzz), and what --test adds
 set -eu
 PKGS="build-essential pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libjansson-dev iproute2 util-linux jargon-text jq"
-if [ "${1:-}" = "--dev" ]; then
-  PKGS="$PKGS clang libclang-rt-dev chromium"
-fi
+TEST_PKGS="chromium python3"
+for a in "$@"; do
+  case "$a" in
+    --test) PKGS="$PKGS $TEST_PKGS" ;;
+    --dev) PKGS="$PKGS $TEST_PKGS clang libclang-rt-dev" ;;
+    *) echo "setup.sh: unknown option '$a' (use --test or --dev)" >&2; exit 2 ;;
+  esac
+done
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -18,7 +18,7 @@ san_opts() {
   else export ASAN_OPTIONS=detect_leaks=1; fi
 }
 logdir=$BUILD/test-logs; mkdir -p "$logdir"
-total_p=0; total_f=0; failed_units=()
+total_p=0; total_f=0; failed_units=(); skipped=()
 start_all=$(date +%s)
 # binaries only for sources that exist: a stale binary of a removed test must not run
 for t in tests/test_*.c tests/sh_*.sh; do
@@ -41,9 +41,15 @@ for t in tests/test_*.c tests/sh_*.sh; do
   total_p=$((total_p + p)); total_f=$((total_f + f))
   printf '%-28s %4d passed %3d failed  %6.1fs%s\n' "$name" "$p" "$f" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" \
     "$([ "$rc" -ne 0 ] && echo "  (exit $rc, log: $log)")"
+  # a test that could not run something says "skip: why" on a line of its own
+  while IFS= read -r sk; do skipped+=("$name: ${sk#skip: }"); done < <(grep -E '^skip: ' "$log")
   if [ "$f" -ne 0 ]; then failed_units+=("$name"); grep -E 'FAIL|CHECK failed|ERROR|error' "$log" | head -n 20 | sed 's/^/    /'; fi
 done
 echo "total time: $(( $(date +%s) - start_all ))s"
+if [ ${#skipped[@]} -gt 0 ]; then
+  echo "SKIPPED, not run (scripts/setup.sh --test installs what tests need):"
+  printf '  %s\n' "${skipped[@]}"
+fi
 [ ${#failed_units[@]} -gt 0 ] && echo "failing: ${failed_units[*]}"
 echo "tests: $total_p passed, $total_f failed"
 [ "$total_f" -eq 0 ]

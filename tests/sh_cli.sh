@@ -8,9 +8,9 @@ bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 # every bench config (as preset and as file) for P in {4,8,16}
-# the configs beside the checkout when there (CI), else the built-in presets made from them
-models=(../shared/bench/hf-configs/*.json)
-[ -e "${models[0]}" ] || models=(deepseek-v2-lite gemma2-9b jamba-v0.1 llama2-7b mixtral-8x7b nemotron-h-8b qwen2-vl-7b)
+# the configs in the repository (data/hf-configs) and the built-in presets made from them
+models=(data/hf-configs/*.json deepseek-v2-lite gemma2-9b jamba-v0.1 llama2-7b mixtral-8x7b nemotron-h-8b qwen2-vl-7b)
+[ -e "${models[0]}" ] || { bad "no configs in data/hf-configs"; models=("${models[@]:1}"); }
 for f in "${models[@]}"; do
   for P in 4 8 16; do
     M=$((2*P))

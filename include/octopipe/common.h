@@ -34,7 +34,13 @@ int op_errf(op_err *err, int code, const char *fmt, ...) __attribute__((format(p
 /* Prefixes an existing message: "<prefix>: <old message>". Returns err->code. */
 int op_err_prefix(op_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-_Noreturn void op_abort(const char *file, int line, const char *fmt, ...)
+/* C's _Noreturn is not C++: one spelling for both, so every header compiles as C++ too. */
+#if defined(__cplusplus)
+#define OP_NORETURN [[noreturn]]
+#else
+#define OP_NORETURN _Noreturn
+#endif
+OP_NORETURN void op_abort(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 #define OP_ASSERT(cond, ...) \
     do { if (!(cond)) op_abort(__FILE__, __LINE__, __VA_ARGS__); } while (0)

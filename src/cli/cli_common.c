@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "octopipe/cluster.h"
 
 void op_cli_setup_init(op_cli_setup *s) {
     memset(s, 0, sizeof *s);
@@ -159,38 +158,21 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
         fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
         return -1;
     }
-    if (s->model.n_layers < 1) {
-        fprintf(stderr, "octopipe %s: model %s has no layers\n", cmd, s->model_arg);
-        return -1;
-    }
-    s->costs = op_xcalloc((size_t)s->model.n_layers, sizeof *s->costs);
-    if (op_cost_layers(&s->model, &s->train, &s->dev, s->costs, &e) != OP_OK) {
+    /* costs, tokens, links and the memory limit: the library's op_problem_from_model */
+    op_problem_opts o;
+    op_problem_opts_default(&o);
+    o.train = s->train;
+    o.nodes_of = s->nodes_of;
+    o.comm_none = s->comm_none;
+    o.cluster_file = s->cluster_file;
+    o.op_overhead_ms = s->op_overhead_ms;
+    if (s->no_mem_limit) o.mem_limit_bytes = -1;
+    else if (s->mem_limit_gib > 0) o.mem_limit_bytes = s->mem_limit_gib * 1073741824.0;
+    if (s->model.n_layers > 0) s->costs = op_xcalloc((size_t)s->model.n_layers, sizeof *s->costs);
+    if (op_problem_from_model(&s->pr, &s->model, &s->dev, s->P, s->M, &o, s->costs, &e) != OP_OK) {
         fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
         return -1;
     }
-    op_problem *pr = &s->pr;
-    memset(pr, 0, sizeof *pr);
-    pr->model = s->model.name;
-    pr->layers = s->costs;
-    pr->n_layers = s->model.n_layers;
-    pr->P = s->P;
-    pr->M = s->M;
-    pr->tokens_per_mb = (double)s->train.seq * s->train.mbs;
-    pr->op_overhead_ms = s->op_overhead_ms;
-    if (s->comm_none) {
-        memset(&pr->comm, 0, sizeof pr->comm);
-        pr->comm.none = 1;
-    } else if (s->cluster_file) {
-        if (op_cluster_read(s->cluster_file, &pr->comm, &e) != OP_OK) {
-            fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
-            return -1;
-        }
-    } else {
-        op_comm_default(&pr->comm, s->nodes_of);
-    }
-    if (s->no_mem_limit) pr->mem_limit_bytes = 0;
-    else if (s->mem_limit_gib > 0) pr->mem_limit_bytes = s->mem_limit_gib * 1073741824.0;
-    else pr->mem_limit_bytes = OP_CLI_MEM_HEADROOM * s->dev.mem_GiB * 1073741824.0;
     return 0;
 }
 

@@ -4,9 +4,10 @@
 #define OCTOPIPE_CLI_COMMON_H
 #include "octopipe/cost.h"
 #include "octopipe/plan.h"
+#include "octopipe/problem.h"
 
 /* Default memory limit as a fraction of the device's memory. */
-#define OP_CLI_MEM_HEADROOM 0.9
+#define OP_CLI_MEM_HEADROOM OP_MEM_HEADROOM
 
 typedef struct op_cli_setup {
     /* flags */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "octopipe/version.h"
 
 typedef struct {
     const char *name;
@@ -59,7 +60,7 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("octopipe 0.1.0\n");
+        printf("octopipe %s\n", op_version());
         return 0;
     }
     for (const subcmd *c = subcmds(); c->name; c++)

@@ -1,5 +1,5 @@
 /* presets.c: built-in models, embedded as text (presets_data.c, generated from the real
- * configs in shared/bench/hf-configs by scripts/gen_presets.sh) and parsed on demand. */
+ * configs in data/hf-configs by scripts/gen_presets.sh) and parsed on demand. */
 #include <string.h>
 
 #include "model/model_internal.h"
