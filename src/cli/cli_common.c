@@ -191,6 +191,10 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
     if (s->no_mem_limit) pr->mem_limit_bytes = 0;
     else if (s->mem_limit_gib > 0) pr->mem_limit_bytes = s->mem_limit_gib * 1073741824.0;
     else pr->mem_limit_bytes = OP_CLI_MEM_HEADROOM * s->dev.mem_GiB * 1073741824.0;
+    if (op_problem_validate(pr, &e) != OP_OK) {
+        fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
+        return -1;
+    }
     return 0;
 }
 
