@@ -56,13 +56,13 @@ static int check_ffn(const op_layer *l, const char *where, op_err *err) {
 }
 
 /* Tensor parallelism splits heads across ranks: Megatron divides attention heads, KV groups,
- * linear-attention heads and Mamba heads and groups by the TP degree and refuses otherwise,
+ * linear-attention heads and Mamba heads by the TP degree and refuses otherwise,
  * so a degree that does not divide them describes no run. */
 static int check_tp(const op_layer *l, int tp, const char *where, op_err *err) {
     const struct { int n; const char *what; } parts[] = {
         {l->n_heads, "attention heads"},      {l->attn == OP_ATTN_MLA ? 0 : l->n_kv_heads, "KV heads"},
         {l->lin_k_heads, "linear-attention key heads"}, {l->lin_v_heads, "linear-attention value heads"},
-        {l->ssm_heads, "Mamba heads"},        {l->ssm_groups, "Mamba groups"}};
+        {l->ssm_heads, "Mamba heads"}};
     for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++)
         if (parts[k].n > 0 && parts[k].n % tp != 0)
             return op_errf(err, OP_EINVAL, "%s: --tp %d does not divide its %d %s", where, tp, parts[k].n,

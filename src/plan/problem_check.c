@@ -67,8 +67,8 @@ int op_problem_validate(const op_problem *pr, op_err *err) {
     if (pr->M < 1) return op_errf(err, OP_EINVAL, "microbatches must be >= 1 (got %d)", pr->M);
     /* every device holds at least one layer in every schedule OctoPipe builds */
     if (pr->n_layers < pr->P)
-        return op_errf(err, OP_EINVAL, "%s has %d layers: too few for %d devices (each device needs "
-                       "at least one layer)", what, pr->n_layers, pr->P);
+        return op_errf(err, OP_EINVAL, "%s: %d layers cannot fill %d devices (each device needs at "
+                       "least one layer)", what, pr->n_layers, pr->P);
     int rc = op_layer_costs_validate(pr->layers, pr->n_layers, pr->M, what, err);
     if (rc) return rc;
     if (!(pr->op_overhead_ms >= 0 && pr->op_overhead_ms <= OP_MAX_MS))
