@@ -100,6 +100,11 @@ no_orphans train-term TERM "$T/stop-train" -- "$OP" train --model tiny --devices
 if [ "$rc" -eq 1 ] && grep -q "rank 1 killed by signal 9" "$T/err" && ! grep -q -- "-----" "$T/err" &&
    ! grep -q "Primary job" "$T/err"; then ok; else bad "crash report: exit $rc: $(cat "$T/err")"; fi
 
+# a rank's own error is the one line (not followed by "mpirun exited with status 1")
+"$OP" run "$T/plans/1f1b.json" --emulate --time-scale 0.01 --trace "$T/missing/t.json" >"$T/out" 2>"$T/err"; rc=$?
+if [ "$rc" -ne 0 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q "missing/t.json: cannot write" "$T/err"; then ok
+else bad "rank error: exit $rc: $(cat "$T/err")"; fi
+
 # ---- stale logs of launchers that are gone are removed; a live one's is kept
 sh -c 'exit 0' & dead=$!; wait $dead
 touch "/tmp/octopipe-mpirun-$dead-stale1"; touch "/tmp/octopipe-mpirun-$$-alive1"

@@ -82,6 +82,26 @@ static int dead_rank(const char *log, char *how, size_t cap) {
     return r;
 }
 
+/* A rank that failed on its own said why in a line "octopipe <cmd>: <why>": that line, without
+ * its prefix, becomes the error (taken out of the relayed text), so the user reads one line
+ * rather than the rank's and then "mpirun exited with status 1".  0 when there is none. */
+static int rank_line(op_buf *clean, op_err *err) {
+    for (size_t at = 0; at < clean->len;) {
+        char *p = clean->data + at, *nl = memchr(p, '\n', clean->len - at);
+        size_t n = nl ? (size_t)(nl - p) + 1 : clean->len - at;
+        char *colon = memchr(p, ':', n);
+        if (!strncmp(p, "octopipe ", 9) && colon && colon + 2 < p + n && colon[1] == ' ') {
+            int w = (int)(n - (size_t)(colon + 2 - p)) - (nl ? 1 : 0);
+            op_errf(err, OP_EPEER, "%.*s", w, colon + 2);
+            memmove(p, p + n, clean->len - at - n);
+            clean->len -= n;
+            return 1;
+        }
+        at += n;
+    }
+    return 0;
+}
+
 int op_exec_launch(int P, char *const *args, int nargs, double timeout_s, op_buf *logbuf,
                    op_err *err) {
     char self[4096];
@@ -181,14 +201,10 @@ int op_exec_launch(int P, char *const *args, int nargs, double timeout_s, op_buf
     char *log = NULL;
     size_t len = 0;
     op_err e2 = {0};
+    op_buf clean = {0};
     if (op_read_file(logpath, &log, &len, &e2) == OP_OK && len) {
         if (logbuf) op_buf_put(logbuf, log, len);
-        else {
-            op_buf clean = {0};
-            strip_banners(log, &clean);
-            if (clean.len) fwrite(clean.data, 1, clean.len, stderr);
-            op_buf_free(&clean);
-        }
+        else strip_banners(log, &clean);
     }
     close(logfd);
     unlink(logpath);
@@ -201,8 +217,10 @@ int op_exec_launch(int P, char *const *args, int nargs, double timeout_s, op_buf
         op_errf(err, OP_EPEER, "rank %d %s; the job was brought down", dead, how);
     else if (code == 3)
         op_errf(err, OP_ETIMEOUT, "the watchdog stopped the job (a rank made no progress; see above)");
-    else if (code)
+    else if (code && !rank_line(&clean, err))
         op_errf(err, OP_EPEER, "mpirun exited with status %d", code);
+    if (clean.len) fwrite(clean.data, 1, clean.len, stderr);
+    op_buf_free(&clean);
     free(log);
     if (timed_out && !code) code = 124;
     return code;
