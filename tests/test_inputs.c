@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "octopipe/cluster.h"
+#include "octopipe/export.h"
 #include "octopipe/plan.h"
 #include "octopipe/sched.h"
 #include "octopipe/train.h"
@@ -290,6 +291,15 @@ TEST(plan_file_figures_bounded) {
     op_buf_free(&b);
 }
 
+TEST(torch_csv_huge_indices_refused) {
+    /* stage 999999 of microbatch 99999 asked for a 100 GB table once (found by fuzzing) */
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_export_torch_csv_check("999999F999992\n", 1, 0, 0, NULL, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "more than a schedule may hold");
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_export_torch_csv_check("0F0,0I0,0W0\n", 1, 0, 0, NULL, &e), OP_OK);
+}
+
 /* A child that has exited: its pid names no live process until reused. */
 static pid_t dead_pid(void) {
     pid_t c = fork();
@@ -352,6 +362,7 @@ int main(int argc, char **argv) {
     RUN(validated_problems_build);
     RUN(cluster_file_errors_name_field);
     RUN(plan_file_figures_bounded);
+    RUN(torch_csv_huge_indices_refused);
     RUN(checkpoint_checked_and_temps_cleaned);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
