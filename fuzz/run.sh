@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (clang, ASan+UBSan, the library instrumented for coverage) and
-# runs each for $1 seconds (default 30), seeded from the test inputs.  A crash leaves its input
-# in build-fuzz/crash-* and makes this script fail.
+# Builds the libFuzzer targets (clang, ASan+UBSan with float-cast-overflow, the library
+# instrumented for coverage) and runs each for $1 seconds (default 30), seeded from the test
+# inputs in this repository; FUZZ_TARGETS="profile plan" picks targets.  Prints each target's
+# executions and the total.  A crash leaves its input in build-fuzz/crash-* and makes this
+# script fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-30}
@@ -10,7 +12,7 @@ CLANG=$(command -v clang || command -v clang-14 || true)
 B=build-fuzz
 mkdir -p "$B/obj"
 FLAGS="-g -O1 -std=c17 -D_GNU_SOURCE -Iinclude -Isrc $(pkg-config --cflags jansson openblas) $(mpicc --showme:compile)"
-SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+SAN="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow"
 objs=()
 # an object is rebuilt when its source or any header is newer (struct layouts change with headers)
 newest_h=$(ls -t include/octopipe/*.h src/*/*.h | awk 'NR == 1')
@@ -22,22 +24,39 @@ for f in $(ls src/*/*.c | grep -v '^src/cli/'); do
   objs+=("$o")
 done
 LIBS="$(pkg-config --libs jansson openblas) $(mpicc --showme:link) -lpthread -lm"
+# the flags target also needs the CLI's shared flag parser
+cli_o="$B/obj/src_cli_cli_common.c.o"
+if [ ! -f "$cli_o" ] || [ src/cli/cli_common.c -nt "$cli_o" ] || [ "$newest_h" -nt "$cli_o" ]; then
+  $CLANG $FLAGS $SAN -fsanitize=fuzzer-no-link -c src/cli/cli_common.c -o "$cli_o"
+fi
 fail=0
-for t in hf_config profile plan torch_csv; do
-  $CLANG $FLAGS -Ifuzz $SAN -fsanitize=fuzzer "fuzz/fuzz_$t.c" "${objs[@]}" $LIBS -o "$B/fuzz_$t"
+total=0
+for t in ${FUZZ_TARGETS:-hf_config profile plan torch_csv cluster flags}; do
+  extra=() quiet=()
+  # the flags target prints one line per rejected flag, as the CLI does: close its stdout/stderr
+  [ "$t" = flags ] && extra=("$cli_o") quiet=(-close_fd_mask=3)
+  $CLANG $FLAGS -Ifuzz $SAN -fsanitize=fuzzer "fuzz/fuzz_$t.c" "${objs[@]}" "${extra[@]}" $LIBS -o "$B/fuzz_$t"
   corpus="$B/corpus-$t"; mkdir -p "$corpus"
   case $t in
     hf_config) cp -n tests/data/hf/*.json data/hf-configs/*.json "$corpus"/ 2>/dev/null || true ;;
     profile) cp -n tests/data/profiles/*.json "$corpus"/ 2>/dev/null || true ;;
     plan) cp -n tests/data/plans/*.json "$corpus"/ 2>/dev/null || true ;;
+    cluster) printf '{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 360,\n "inter_lat_ms": 0.025, "inter_bw_GBps": 40, "source": "seed"}\n' > "$corpus/seed.json" ;;
+    flags) printf -- '--model\nnemotron-h-8b\n--devices\n4\n--microbatches\n8\n--tp\n2\n--mem-limit\n40\n' > "$corpus/seed1"
+           printf -- '--model\nmixtral-8x7b\n--devices\n8\n--microbatches\n16\n--seq\n8192\n--nodes-of\n4\n--op-overhead\n0.1\n' > "$corpus/seed2"
+           printf -- 'x.json\n--emulate\n--time-scale\n0.5\n--bytes-scale\n2\n--dispatch-ms\n0.01\n--recv-window\n4\n' > "$corpus/seed3" ;;
     torch_csv) printf '\x010F0,0F1,2F0,2F1,2I0,2W0,2I1,2W1,0I0,0I1,0W0,0W1\n1F0,1F1,3F0,3F1,3I0,3W0,3I1,3W1,1I0,1I1,1W0,1W1\n' > "$corpus/seed.csv" ;;
   esac
   echo "fuzz: $t for ${SECS}s"
-  if ! (cd "$B" && ASAN_OPTIONS=detect_leaks=1 ./fuzz_$t -max_total_time="$SECS" -timeout=10 -rss_limit_mb=4096 \
+  if ! (cd "$B" && ASAN_OPTIONS=detect_leaks=1 ./fuzz_$t "${quiet[@]}" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=4096 \
         -print_final_stats=1 "corpus-$t" > "fuzz_$t.log" 2>&1); then
     echo "fuzz: $t FAILED (see $B/fuzz_$t.log)"; tail -n 30 "$B/fuzz_$t.log"; fail=1
   else
-    grep -E "stat::number_of_executed_units|cov:" "$B/fuzz_$t.log" | tail -n 2
+    grep -E "cov:" "$B/fuzz_$t.log" | tail -n 1 || true
   fi
+  n=$(awk '/stat::number_of_executed_units/ {print $2}' "$B/fuzz_$t.log" | tail -n 1 || true)
+  echo "fuzz: $t: ${n:-0} executions"
+  total=$((total + ${n:-0}))
 done
+echo "fuzz: total ${total} executions"
 exit $fail

@@ -12,7 +12,11 @@
 extern "C" {
 #endif
 
+/* Reads and checks the file (every field present and known, latencies in [0, OP_MAX_MS],
+ * bandwidths > 0); errors name the file and the field, or line:col for broken JSON. */
 int op_cluster_read(const char *path, op_comm *c, op_err *err);
+/* The same from text; `name` is used in messages. */
+int op_cluster_from_json(const char *text, const char *name, op_comm *c, op_err *err);
 int op_cluster_write(const char *path, const op_comm *c, const char *source, op_err *err);
 
 #ifdef __cplusplus

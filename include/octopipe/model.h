@@ -16,6 +16,13 @@
 extern "C" {
 #endif
 
+/* Largest figures any input may carry.  One op of one layer and one microbatch beyond 1e9 ms
+ * (11.6 days), or one per-layer byte figure beyond 2^53 bytes (8 PiB), describes no device;
+ * the bounds keep every sum the simulator forms finite and every byte count exact in a double
+ * and in an int64 (a wider value would be undefined behaviour to convert). */
+#define OP_MAX_MS 1e9
+#define OP_MAX_BYTES 9007199254740992.0 /* 2^53 */
+
 typedef enum op_layer_kind {
     OP_LAYER_EMBED,   /* 'E' token embedding */
     OP_LAYER_HEAD,    /* 'L' final norm + LM head + softmax cross-entropy */

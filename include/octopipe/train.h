@@ -57,6 +57,9 @@ int op_ckpt_save(const char *path, const op_nn_model *m, op_nn_stage *const *sta
  * model does not match, with a message saying which. */
 int op_ckpt_load(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
                  int64_t *next_step, op_err *err);
+/* The same checks without loading (a launcher refusing a bad checkpoint before any rank
+ * starts): OP_OK with the step it resumes at, or the message op_ckpt_load would give. */
+int op_ckpt_check(const char *path, const op_nn_model *m, int64_t *next_step, op_err *err);
 
 /* ---- single-process training ---- */
 typedef struct op_train_opts {

@@ -219,6 +219,36 @@ static int calibrate(const targs *a, const op_nn_model *m, const op_layer_prof *
     return rc ? (rc == OP_EINVAL ? 2 : 1) : 0;
 }
 
+/* MemAvailable of /proc/meminfo in bytes; 0 when unknown. */
+static double mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
+/* Every rank runs on this machine: refuse up front when their arenas together (weights,
+ * gradients, AdamW m and v and the weight-gradient scratch, 5 floats a parameter, plus each
+ * rank's predicted activation peak) exceed the memory available, rather than fail mid-run. */
+static int check_memory(const op_nn_model *m, const op_plan *p) {
+    int64_t act[64] = {0};
+    if (p->P > 64 || op_ptrain_pred_act_peak(m, p, act) != OP_OK) return 0;
+    double stat = 0, acts = 0, avail = mem_available();
+    for (int s = 0; s < p->S; s++)
+        stat += 5.0 * sizeof(float) * (double)(m->off[p->stage_first[s + 1]] - m->off[p->stage_first[s]]);
+    for (int d = 0; d < p->P; d++) acts += (double)act[d];
+    if (avail <= 0 || stat + acts <= 0.9 * avail) return 0;
+    fprintf(stderr, "octopipe train: the %d ranks need %.2f GiB (weights, gradients and optimizer state "
+            "%.2f GiB, activations of %d microbatches %.2f GiB) but this machine has %.2f GiB available: "
+            "use fewer ranks or microbatches\n", p->P, (stat + acts) / 1073741824.0, stat / 1073741824.0,
+            p->M, acts / 1073741824.0, avail / 1073741824.0);
+    return 2;
+}
+
 /* Profile, costs, plan: what rank 0 (or the --threads process) does before training.
  * *pred_ms: the iteration time to compare with (the plan's makespan, or with --calibrate its
  * expected time under the calibration's speed spread). */
@@ -265,6 +295,10 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
     if (ns > 0) printf(" (%.2f at every rank's mean speed)", p->pred.makespan_ms);
     printf(", bubble %.1f%% (%.1f s)\n", 100 * p->pred.bubble_ratio, op_now_s() - t0);
     fflush(stdout);
+    if (check_memory(m, p)) {
+        op_plan_free(p);
+        return 2;
+    }
     if (a->save_plan && op_plan_write(p, a->save_plan, &e)) {
         fprintf(stderr, "octopipe train: %s\n", e.msg);
         return 1;
@@ -432,7 +466,8 @@ static int train_rank(const targs *a, int argc, char **argv) {
     return code;
 }
 
-/* Model and data checked before anything starts: bad input is one line and exit 2. */
+/* Model, data and the checkpoint to resume from checked before anything starts: bad input is
+ * one line and exit 2; 1 when a resumed run has nothing left to do. */
 static int check_inputs(const targs *a) {
     op_nn_model m;
     if (load_model(a, &m)) return 2;
@@ -443,6 +478,20 @@ static int check_inputs(const targs *a) {
         return 2;
     }
     op_train_data_free(&d);
+    if (a->resume) { /* a bad checkpoint: one line and exit 2, before any rank starts */
+        char path[4096];
+        int64_t next = 0;
+        snprintf(path, sizeof path, "%s/model.ckpt", a->ckpt);
+        if (op_ckpt_check(path, &m, &next, &e)) {
+            fprintf(stderr, "octopipe train: %s\n", e.msg);
+            return 2;
+        }
+        if (next >= a->steps) {
+            printf("nothing to do: %s is at step %lld and --steps is %d (raise --steps to train on)\n",
+                   path, (long long)next, a->steps);
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -450,7 +499,7 @@ int cmd_train(int argc, char **argv) {
     targs a;
     int rc = parse(&a, argc, argv);
     if (rc) return rc == 1 ? 0 : rc;
-    if (!getenv("OMPI_COMM_WORLD_SIZE") && check_inputs(&a)) return 2;
+    if (!getenv("OMPI_COMM_WORLD_SIZE") && (rc = check_inputs(&a))) return rc == 1 ? 0 : 2;
     if (a.threads) return train_threads(&a);
     if (getenv("OMPI_COMM_WORLD_SIZE")) return train_rank(&a, argc, argv);
     /* not under mpirun: start P ranks of ourselves with the same flags */

@@ -55,6 +55,21 @@ static int check_ffn(const op_layer *l, const char *where, op_err *err) {
     return OP_OK;
 }
 
+/* Tensor parallelism splits heads across ranks: Megatron divides attention heads, KV groups,
+ * linear-attention heads and Mamba heads by the TP degree and refuses otherwise,
+ * so a degree that does not divide them describes no run. */
+static int check_tp(const op_layer *l, int tp, const char *where, op_err *err) {
+    const struct { int n; const char *what; } parts[] = {
+        {l->n_heads, "attention heads"},      {l->attn == OP_ATTN_MLA ? 0 : l->n_kv_heads, "KV heads"},
+        {l->lin_k_heads, "linear-attention key heads"}, {l->lin_v_heads, "linear-attention value heads"},
+        {l->ssm_heads, "Mamba heads"}};
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++)
+        if (parts[k].n > 0 && parts[k].n % tp != 0)
+            return op_errf(err, OP_EINVAL, "%s: --tp %d does not divide its %d %s", where, tp, parts[k].n,
+                           parts[k].what);
+    return OP_OK;
+}
+
 /* Dimensions the analytic model needs for this kind. */
 static int check_layer(const op_layer *l, double h, double V, const char *where, op_err *err) {
     const int dims[] = {l->n_heads, l->n_kv_heads, l->head_dim, l->window, l->q_lora_rank,
@@ -178,7 +193,27 @@ static double tp_comm_ms(const op_cost_acc *a, int p, int tp, int ep, const op_d
     return ms;
 }
 
+/* x is within [0, OP_MAX_BYTES] (checked by check_figures), so the conversion is exact. */
 static int64_t to_i64(double x) { return x > 0 ? (int64_t)llround(x) : 0; }
+
+/* Figures beyond model.h's bounds come from dimensions no device holds (a 16M-token sequence
+ * times a huge hidden size); refuse them before they overflow an int64 or the simulator. */
+static int check_figures(const char *where, const double *ms, const double *bytes, op_err *err) {
+    static const char *const ms_name[] = {"forward", "backward-input", "backward-weight"};
+    static const char *const b_name[] = {"weights", "weight/gradient/optimizer state", "activation",
+                                         "boundary message"};
+    for (int k = 0; k < 3; k++)
+        if (!(ms[k] >= 0 && ms[k] <= OP_MAX_MS))
+            return op_errf(err, OP_EINVAL, "%s: %s time %.3g ms per microbatch is beyond any device "
+                           "(at most %g; check --seq, --mbs and the model's dimensions)",
+                           where, ms_name[k], ms[k], OP_MAX_MS);
+    for (int k = 0; k < 4; k++)
+        if (!(bytes[k] >= 0 && bytes[k] <= OP_MAX_BYTES))
+            return op_errf(err, OP_EINVAL, "%s: %s bytes %.3g are beyond any device (at most %.3g; "
+                           "check --seq, --mbs and the model's dimensions)",
+                           where, b_name[k], bytes[k], OP_MAX_BYTES);
+    return OP_OK;
+}
 
 /* Width of the boundary message after layer i: its output width, plus the main model's
  * hidden state when MTP blocks follow (an MTP block hands on both), plus the input
@@ -226,6 +261,8 @@ int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
         op_err scratch = {0};
         rc = check_layer(l, h, V, where, l->has_measured ? &scratch : err);
         if (rc && !l->has_measured) return rc;
+        if (!rc && t->tp > 1 && !l->has_measured) rc = check_tp(l, t->tp, where, err);
+        if (rc && !l->has_measured) return rc;
         if (!rc) derive(&a, l, mbs, s, h, V, ep); /* measured layers may lack dimensions */
 
         double comm[OP_PASS_N];
@@ -240,6 +277,12 @@ int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
         c->flops_w = a.flops[OP_PASS_W];
 
         double local = a.params_shard / tp + a.params_rep + a.params_expert / (tp * ep);
+        double ow = T * out_width(m, i, h) * dt / tp;
+        if (!l->has_measured) {
+            const double ms[3] = {c->f_ms, c->i_ms, c->w_ms};
+            const double by[4] = {local * dt, local * per_param, a.act / tp, ow};
+            if ((rc = check_figures(where, ms, by, err))) return rc;
+        }
         c->params = to_i64(a.params_shard + a.params_rep + a.params_expert);
         c->param_bytes = to_i64(local * dt);
         c->static_bytes = to_i64(local * per_param);
@@ -247,7 +290,7 @@ int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
         if (act_w > a.act) act_w = a.act; /* W cannot hold more than F stashed (see docs) */
         c->act_bytes = to_i64(a.act / tp);
         c->act_w_bytes = to_i64(act_w / tp);
-        c->out_bytes = to_i64(T * out_width(m, i, h) * dt / tp);
+        c->out_bytes = to_i64(ow);
         if (l->out_bytes_measured > 0) c->out_bytes = l->out_bytes_measured;
 
         if (l->has_measured) {

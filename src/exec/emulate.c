@@ -48,7 +48,8 @@ void op_exec_emulated_plan(op_plan *dst, const op_plan *src, double time_scale,
         c->f_ms *= time_scale;
         c->i_ms *= time_scale;
         c->w_ms *= time_scale;
-        int64_t b = (int64_t)((double)c->out_bytes * bytes_scale + 0.5);
+        double x = (double)c->out_bytes * bytes_scale + 0.5; /* capped: the cast stays defined, */
+        int64_t b = x < OP_MAX_BYTES ? (int64_t)x : (int64_t)OP_MAX_BYTES; /* lowering refuses it */
         c->out_bytes = b < 1 ? 1 : b;
     }
     dst->op_overhead_ms = src->op_overhead_ms * time_scale + extra_overhead_ms;

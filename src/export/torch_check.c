@@ -407,6 +407,12 @@ int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_che
         rows_free(rows, nrows);
         return op_errf(err, OP_EINVAL, "schedule holds no actions");
     }
+    /* the passes keep a flag per (stage, microbatch): bound it as a plan file is bounded */
+    if ((int64_t)S * M > 64 * 1024 * 1024) {
+        rows_free(rows, nrows);
+        return op_errf(err, OP_EINVAL, "%d stages x %d microbatches is more than a schedule may hold "
+                       "(64 Mi per kind)", S, M);
+    }
     int *rank_of = op_xcalloc((size_t)S, sizeof(int));
     rc = validate(rows, P, S, M, rank_of, err);
     lowering L = {P, S, M, rank_of, NULL};

@@ -22,7 +22,22 @@ static int swap_token(char *s, size_t i, const char *tok, const char *rep) {
     return (int)n;
 }
 
-json_t *op_json_parse_lenient(const char *text, const char *file, op_err *err) {
+/* 1-based line and column of byte i, as jansson counts them (columns in bytes). */
+static void line_col(const char *s, size_t i, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t k = 0; k < i; k++) {
+        if (s[k] == '\n') {
+            ++*line;
+            *col = 1;
+        } else {
+            ++*col;
+        }
+    }
+}
+
+/* finite = 1: a bare Infinity / NaN is an error at its position instead of a rewrite. */
+static json_t *parse(const char *text, const char *file, int finite, op_err *err) {
     char *s = op_xstrdup(text);
     if (!strncmp(s, "\xEF\xBB\xBF", 3)) memset(s, ' ', 3); /* UTF-8 BOM from some editors */
     int in_str = 0;
@@ -42,6 +57,14 @@ json_t *op_json_parse_lenient(const char *text, const char *file, op_err *err) {
         int k = swap_token(s, i, "-Infinity", "-1e308");
         if (!k) k = swap_token(s, i, "Infinity", "1e308");
         if (!k) k = swap_token(s, i, "NaN", "0");
+        if (k && finite) {
+            int line, col;
+            line_col(s, i, &line, &col);
+            free(s);
+            op_errf(err, OP_EINVAL, "%s:%d:%d: %.*s is not allowed here: give a finite number", file,
+                    line, col, k, text + i);
+            return NULL;
+        }
         if (k) i += (size_t)k - 1;
     }
     json_error_t je;
@@ -52,6 +75,14 @@ json_t *op_json_parse_lenient(const char *text, const char *file, op_err *err) {
         return NULL;
     }
     return root;
+}
+
+json_t *op_json_parse_lenient(const char *text, const char *file, op_err *err) {
+    return parse(text, file, 0, err);
+}
+
+json_t *op_json_parse_finite(const char *text, const char *file, op_err *err) {
+    return parse(text, file, 1, err);
 }
 
 void op_hf_fail(op_hf *h, const char *key, const char *fmt, ...) {
@@ -108,11 +139,11 @@ int op_hf_int(op_hf *h, const char *key, int def) {
         return 0;
     }
     if (d != floor(d)) {
-        op_hf_fail(h, key, "expected an integer, got %g", d);
+        op_hf_fail(h, key, "expected an integer, got %.6g", d);
         return 0;
     }
     if (d < 0 || d > OP_HF_MAX_INT) {
-        op_hf_fail(h, key, "%.0f is out of range (0..%d)", d, OP_HF_MAX_INT);
+        op_hf_fail(h, key, "%.6g is out of range (0..%d)", d, OP_HF_MAX_INT);
         return 0;
     }
     return (int)d;

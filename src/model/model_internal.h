@@ -61,6 +61,9 @@ int op_hf_list_has(op_hf *h, const char *key, int i);
  * (outside strings) into numbers of the same width, so line:col in errors stay right.
  * Returns NULL with "<file>:<line>:<col>: <what>" in err. */
 json_t *op_json_parse_lenient(const char *text, const char *file, op_err *err);
+/* The same, for files of measured numbers (profiles): a bare Infinity or NaN is an error
+ * "<file>:<line>:<col>: NaN is not allowed here ..." rather than a stand-in value. */
+json_t *op_json_parse_finite(const char *text, const char *file, op_err *err);
 
 /* Architecture builders (hf_*.c): read h (and root for nested configs), append layers. */
 typedef int (*op_hf_build_fn)(op_hf *h, json_t *root, op_mbuild *b, op_model *m);

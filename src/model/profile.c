@@ -44,14 +44,19 @@ static int megatron_sym(char c, op_attn_kind *attn) {
     }
 }
 
-/* dict[sym] as a number >= 0; *found = 0 when absent. */
-static int sym_number(pctx *c, json_t *dict, const char *field, char sym, double *out, int *found) {
+/* dict[sym] as a number in [0, max]; *found = 0 when absent.  max is OP_MAX_MS for times and
+ * OP_MAX_BYTES for sizes, so that every figure converts to int64 exactly (model.h). */
+static int sym_number(pctx *c, json_t *dict, const char *field, char sym, double max, double *out,
+                      int *found) {
     char key[2] = {sym, 0};
     json_t *v = dict ? json_object_get(dict, key) : NULL;
     *found = v != NULL;
     if (!v) return OP_OK;
-    if (!json_is_number(v) || json_number_value(v) < 0)
+    if (!json_is_number(v) || !(json_number_value(v) >= 0))
         return op_errf(c->err, OP_EINVAL, "%s: %s['%c']: expected a number >= 0", c->file, field, sym);
+    if (!(json_number_value(v) <= max))
+        return op_errf(c->err, OP_EINVAL, "%s: %s['%c']: %.6g is beyond any device (at most %.6g)",
+                       c->file, field, sym, json_number_value(v), max);
     *out = json_number_value(v);
     return OP_OK;
 }
@@ -157,8 +162,11 @@ static int fill_layers(pctx *c, json_t *root, op_mbuild *b) {
     if (ov && json_is_object(ov)) {
         if ((rc = check_dict(c, root, "out_bytes", &outd))) return rc;
     } else if (ov) {
-        if (!json_is_number(ov) || json_number_value(ov) < 0)
+        if (!json_is_number(ov) || !(json_number_value(ov) >= 0))
             return op_errf(c->err, OP_EINVAL, "%s: out_bytes: expected a number >= 0 or {symbol: n}", c->file);
+        if (!(json_number_value(ov) <= OP_MAX_BYTES))
+            return op_errf(c->err, OP_EINVAL, "%s: out_bytes: %.6g is beyond any device (at most %.6g)",
+                           c->file, json_number_value(ov), OP_MAX_BYTES);
         out_all = json_number_value(ov);
     }
     int hidden = 0, vocab = 0;
@@ -169,21 +177,21 @@ static int fill_layers(pctx *c, json_t *root, op_mbuild *b) {
         char s = op_layer_kind_sym(l->kind);
         int found;
         double v = 0;
-        if ((rc = sym_number(c, fw, "forward_ms", s, &l->f_ms, &found))) return rc;
+        if ((rc = sym_number(c, fw, "forward_ms", s, OP_MAX_MS, &l->f_ms, &found))) return rc;
         if (!found) return op_errf(c->err, OP_EINVAL, "%s: forward_ms has no time for symbol '%c'", c->file, s);
-        if ((rc = sym_number(c, bw, "backward_ms", s, &l->i_ms, &found))) return rc;
+        if ((rc = sym_number(c, bw, "backward_ms", s, OP_MAX_MS, &l->i_ms, &found))) return rc;
         if (!found) return op_errf(c->err, OP_EINVAL, "%s: backward_ms has no time for symbol '%c'", c->file, s);
-        if ((rc = sym_number(c, ww, "weight_ms", s, &l->w_ms, &found))) return rc;
+        if ((rc = sym_number(c, ww, "weight_ms", s, OP_MAX_MS, &l->w_ms, &found))) return rc;
         if (ww && !found)
             return op_errf(c->err, OP_EINVAL, "%s: weight_ms has no time for symbol '%c' (give 0 if none)",
                            c->file, s);
-        if ((rc = sym_number(c, act, "act_bytes", s, &v, &found))) return rc;
+        if ((rc = sym_number(c, act, "act_bytes", s, OP_MAX_BYTES, &v, &found))) return rc;
         l->act_bytes_measured = found ? (int64_t)v : 0;
         v = 0;
-        if ((rc = sym_number(c, par, "param_bytes", s, &v, &found))) return rc;
+        if ((rc = sym_number(c, par, "param_bytes", s, OP_MAX_BYTES, &v, &found))) return rc;
         l->param_bytes_measured = found ? (int64_t)v : 0;
         v = out_all;
-        if ((rc = sym_number(c, outd, "out_bytes", s, &v, &found))) return rc;
+        if ((rc = sym_number(c, outd, "out_bytes", s, OP_MAX_BYTES, &v, &found))) return rc;
         l->out_bytes_measured = (int64_t)v;
         l->has_measured = 1;
         l->hidden = hidden;
@@ -201,7 +209,7 @@ int op_model_from_profile_json(const char *json_text, const char *name, op_model
     memset(m, 0, sizeof *m);
     op_model_set_name(m, c.file);
     snprintf(m->model_type, sizeof m->model_type, "profile");
-    json_t *root = op_json_parse_lenient(json_text, c.file, err);
+    json_t *root = op_json_parse_finite(json_text, c.file, err);
     if (!root) return OP_EINVAL;
     op_mbuild b = {0};
     int rc = OP_OK;

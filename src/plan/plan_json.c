@@ -537,6 +537,8 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
     op_comm comm = {0};
     if ((rc = read_comm(&r, json_object_get(root, "comm"), &comm))) goto out;
     if ((rc = read_layers(&r, json_object_get(root, "layers"), &L, &nL))) goto out;
+    if ((rc = op_layer_costs_validate(L, nL, (int)M, r.src, err))) goto out;
+    if ((rc = op_comm_validate(&comm, (int)P, err))) { op_err_prefix(err, "%s", r.src); goto out; }
     json_t *st = json_object_get(root, "stages");
     if (!json_is_array(st) || json_array_size(st) == 0 || (int)json_array_size(st) > nL) {
         rc = fail(&r, "stages", "expected between 1 and %d [first, last) pairs (one layer at least "

@@ -47,7 +47,7 @@ int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *de
     if (o->mem_limit_bytes < 0) pr->mem_limit_bytes = 0;
     else if (o->mem_limit_bytes > 0) pr->mem_limit_bytes = o->mem_limit_bytes;
     else pr->mem_limit_bytes = OP_MEM_HEADROOM * dev->mem_GiB * 1073741824.0;
-    return OP_OK;
+    return op_problem_validate(pr, err);
 }
 
 int op_problem_build(op_problem_built *b, const char *model, const char *gpu, int P, int M,

@@ -288,6 +288,7 @@ static int build_balanced(const op_problem *pr, const op_sched_opts *o, sched_be
 }
 
 static int check_problem(const op_problem *pr, op_err *err) {
+    if (op_problem_validate(pr, err) != OP_OK) return OP_EINVAL;
     if (!pr || !pr->layers || pr->n_layers < 1)
         return op_errf(err, OP_EINVAL, "problem has no layers");
     if (pr->P < 1) return op_errf(err, OP_EINVAL, "devices must be >= 1 (got %d)", pr->P);

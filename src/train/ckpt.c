@@ -4,9 +4,13 @@
  *   fields, fixed order) | i64 next step | u64 n params | f32 params[n] | f32 m[n] | f32 v[n]
  *   | u64 FNV-1a of everything before.
  * Written through op_write_file_atomic (temp file, fsync, rename), so a crash leaves the old
- * checkpoint whole.  Floats are stored bit for bit: resuming continues bitwise. */
+ * checkpoint whole; the next save removes temp files whose writer is gone.  Floats are stored bit for bit: resuming continues bitwise. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "octopipe/train.h"
 
@@ -41,10 +45,36 @@ static int check_cover(const op_nn_model *m, op_nn_stage *const *st, int n, op_e
     return OP_OK;
 }
 
+/* Removes PATH.tmp.<pid> files that writers killed mid-write left behind (op_write_file_atomic
+ * names its temporary file so): those whose pid is gone.  A live writer's file is kept. */
+static void remove_stale_temps(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    const char *base = slash ? slash + 1 : path;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    if (slash == path) snprintf(dir, sizeof dir, "/");
+    DIR *d = opendir(dir);
+    if (!d) return;
+    size_t bl = strlen(base);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, base, bl) != 0 || strncmp(e->d_name + bl, ".tmp.", 5) != 0) continue;
+        char *end = NULL;
+        long pid = strtol(e->d_name + bl + 5, &end, 10);
+        if (pid <= 0 || !end || *end || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char full[8192];
+        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+        unlink(full);
+    }
+    closedir(d);
+}
+
 int op_ckpt_save(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
                  int64_t next_step, op_err *err) {
     int rc = check_cover(m, stages, n, err);
     if (rc) return rc;
+    remove_stale_temps(path);
     op_buf b = {0};
     op_buf_put(&b, MAGIC, 8);
     uint32_t ver = VERSION, plen = (uint32_t)strlen(m->pattern);
@@ -68,66 +98,77 @@ int op_ckpt_save(const char *path, const op_nn_model *m, op_nn_stage *const *sta
     return rc;
 }
 
-int op_ckpt_load(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
-                 int64_t *next_step, op_err *err) {
-    int rc = check_cover(m, stages, n, err);
-    if (rc) return rc;
-    char *data = NULL;
-    size_t len = 0;
-    rc = op_read_file(path, &data, &len, err);
-    if (rc) return rc;
-    const unsigned char *p = (const unsigned char *)data;
-    rc = OP_EINVAL;
-    if (len < 24 || memcmp(p, MAGIC, 8)) {
-        op_errf(err, rc, "%s: not an OctoPipe checkpoint (bad magic or too short)", path);
-        goto out;
-    }
+/* Checks a checkpoint image against the model: magic, checksum, version, pattern and
+ * dimensions, parameter count.  On success *next_step is read and *params_at is where the
+ * parameters start. */
+static int check_image(const unsigned char *p, size_t len, const char *path, const op_nn_model *m,
+                       int64_t *next_step, size_t *params_at, op_err *err) {
+    int rc = OP_EINVAL;
+    if (len < 24 || memcmp(p, MAGIC, 8))
+        return op_errf(err, rc, "%s: not an OctoPipe checkpoint (bad magic or too short)", path);
     uint64_t h;
     memcpy(&h, p + len - 8, 8);
-    if (fnv1a(p, len - 8) != h) {
-        op_errf(err, rc, "%s: checksum mismatch: the checkpoint is corrupted or truncated; "
-                         "refusing to resume from it", path);
-        goto out;
-    }
+    if (fnv1a(p, len - 8) != h)
+        return op_errf(err, rc, "%s: checksum mismatch: the checkpoint is corrupted or truncated; "
+                                "refusing to resume from it", path);
     uint32_t ver, plen;
     memcpy(&ver, p + 8, 4);
     memcpy(&plen, p + 12, 4);
-    if (ver != VERSION) {
-        op_errf(err, rc, "%s: checkpoint version %u, this build reads %u", path, ver, VERSION);
-        goto out;
-    }
+    if (ver != VERSION)
+        return op_errf(err, rc, "%s: checkpoint version %u, this build reads %u", path, ver, VERSION);
     op_buf want = {0};
     put_cfg(&want, &m->cfg);
     size_t off = 16;
     int same = plen == strlen(m->pattern) && off + plen + want.len + 16 <= len &&
                !memcmp(p + off, m->pattern, plen) && !memcmp(p + off + plen, want.data, want.len);
-    if (!same) {
-        op_errf(err, rc, "%s: written for another model (pattern \"%.*s\" or dimensions differ "
-                         "from \"%s\")", path, (int)(plen < 256 ? plen : 256), (const char *)p + off,
-                m->pattern);
-        op_buf_free(&want);
-        goto out;
-    }
-    off += plen + want.len;
+    size_t wl = want.len;
     op_buf_free(&want);
+    if (!same)
+        return op_errf(err, rc, "%s: written for another model (pattern \"%.*s\" or dimensions differ "
+                                "from \"%s\")", path, (int)(plen < 256 && plen <= len - off ? plen : 0),
+                       (const char *)p + off, m->pattern);
+    off += plen + wl;
     uint64_t np;
     memcpy(next_step, p + off, 8);
     memcpy(&np, p + off + 8, 8);
     off += 16;
-    if (np != m->off[m->n_layers] || off + 3 * np * sizeof(float) + 8 != len) {
-        op_errf(err, rc, "%s: holds %llu parameters, the model has %zu", path,
-                (unsigned long long)np, m->off[m->n_layers]);
-        goto out;
-    }
-    for (int which = 0; which < 3; which++)
-        for (int i = 0; i < n; i++) {
-            float *a = which == 0 ? stages[i]->params : which == 1 ? stages[i]->adam_m
-                                                                   : stages[i]->adam_v;
-            memcpy(a, p + off, stages[i]->n_params * sizeof(float));
-            off += stages[i]->n_params * sizeof(float);
-        }
-    rc = OP_OK;
-out:
+    if (np != m->off[m->n_layers] || np > len || off + 3 * np * sizeof(float) + 8 != len)
+        return op_errf(err, rc, "%s: holds %llu parameters, the model has %zu", path,
+                       (unsigned long long)np, m->off[m->n_layers]);
+    if (*next_step < 0)
+        return op_errf(err, rc, "%s: step %lld is negative", path, (long long)*next_step);
+    *params_at = off;
+    return OP_OK;
+}
+
+int op_ckpt_check(const char *path, const op_nn_model *m, int64_t *next_step, op_err *err) {
+    char *data = NULL;
+    size_t len = 0, at;
+    int rc = op_read_file(path, &data, &len, err);
+    if (rc) return rc;
+    rc = check_image((const unsigned char *)data, len, path, m, next_step, &at, err);
+    free(data);
+    return rc;
+}
+
+int op_ckpt_load(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
+                 int64_t *next_step, op_err *err) {
+    int rc = check_cover(m, stages, n, err);
+    if (rc) return rc;
+    char *data = NULL;
+    size_t len = 0, off = 0;
+    rc = op_read_file(path, &data, &len, err);
+    if (rc) return rc;
+    const unsigned char *p = (const unsigned char *)data;
+    rc = check_image(p, len, path, m, next_step, &off, err);
+    if (rc == OP_OK)
+        for (int which = 0; which < 3; which++)
+            for (int i = 0; i < n; i++) {
+                float *a = which == 0 ? stages[i]->params : which == 1 ? stages[i]->adam_m
+                                                                       : stages[i]->adam_v;
+                memcpy(a, p + off, stages[i]->n_params * sizeof(float));
+                off += stages[i]->n_params * sizeof(float);
+            }
     free(data);
     return rc;
 }

@@ -251,6 +251,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
     op_tune_opts o;
     if (oin) o = *oin;
     else op_tune_opts_default(&o);
+    if (op_problem_validate(pr, err) != OP_OK) return OP_EINVAL;
     if (pr->P < 1 || pr->M < 1 || pr->n_layers < 1)
         return op_errf(err, OP_EINVAL, "tune: need devices, microbatches and layers >= 1");
     if (pr->n_layers < pr->P)

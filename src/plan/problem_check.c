@@ -1,0 +1,91 @@
+/* problem_check.c: op_problem_validate, the one place that says whether a planning problem is
+ * one the schedulers, the tuner and the simulator can take.  Every entry point that starts from
+ * an op_problem (op_sched_build, op_tune, the CLI) calls it first, so a bad input is refused
+ * with one message instead of reaching an internal assertion (a zero link bandwidth in
+ * op_comm_ms, a balanced split whose sums overflowed, a tuner whose makespan is 0). */
+#include <math.h>
+
+#include "octopipe/plan.h"
+
+/* Per-device memory is a sum over held layers and in-flight microbatches of int64 byte figures;
+ * keeping the sum for all layers and all microbatches below 2^62 keeps every partial sum exact
+ * and far from overflow. */
+#define MEM_SUM_MAX 4611686018427387904.0 /* 2^62 */
+
+int op_layer_costs_validate(const op_layer_cost *L, int n, int M, const char *what, op_err *err) {
+    if (!L || n < 1) return op_errf(err, OP_EINVAL, "%s: no layers", what);
+    double mem = 0;
+    for (int l = 0; l < n; l++) {
+        const op_layer_cost *c = &L[l];
+        const double ms[3] = {c->f_ms, c->i_ms, c->w_ms};
+        for (int k = 0; k < 3; k++)
+            if (!(ms[k] >= 0 && ms[k] <= OP_MAX_MS))
+                return op_errf(err, OP_EINVAL, "%s: layer %d '%s': %s time %.6g ms is not in [0, %g]",
+                               what, l, c->name, op_kind_name((op_kind)k), ms[k], OP_MAX_MS);
+        const int64_t by[6] = {c->out_bytes,   c->act_bytes,   c->act_w_bytes,
+                               c->act_i_bytes, c->param_bytes, c->static_bytes};
+        static const char *const by_name[6] = {"out_bytes",   "act_bytes",   "act_w_bytes",
+                                               "act_i_bytes", "param_bytes", "static_bytes"};
+        for (int k = 0; k < 6; k++)
+            if (by[k] < 0 || (double)by[k] > OP_MAX_BYTES)
+                return op_errf(err, OP_EINVAL, "%s: layer %d '%s': %s %lld is not in [0, 2^53]", what,
+                               l, c->name, by_name[k], (long long)by[k]);
+        mem += (double)c->static_bytes +
+               (double)M * ((double)c->act_bytes + (double)c->act_w_bytes + (double)c->act_i_bytes);
+    }
+    if (mem > MEM_SUM_MAX)
+        return op_errf(err, OP_EINVAL, "%s: %d microbatches of these layers hold %.3g bytes, beyond what "
+                       "any device (or a 64-bit count) holds", what, M, mem);
+    return OP_OK;
+}
+
+static int check_link(const char *name, double lat, double bw, op_err *err) {
+    if (!(lat >= 0 && lat <= OP_MAX_MS))
+        return op_errf(err, OP_EINVAL, "links: %s latency %.6g ms is not in [0, %g]", name, lat, OP_MAX_MS);
+    if (!(bw > 0 && isfinite(bw)))
+        return op_errf(err, OP_EINVAL, "links: %s bandwidth %.6g GB/s must be > 0 (for free links set "
+                       "comm.none, --comm none)", name, bw);
+    return OP_OK;
+}
+
+int op_comm_validate(const op_comm *c, int P, op_err *err) {
+    if (c->none) return OP_OK;
+    int rc;
+    if (c->nodes_of < 0) return op_errf(err, OP_EINVAL, "links: nodes_of %d must be >= 0", c->nodes_of);
+    if (P > 1 && (rc = check_link("intra-node", c->intra_lat_ms, c->intra_bw_GBps, err))) return rc;
+    if (c->nodes_of > 0 && P > c->nodes_of &&
+        (rc = check_link("inter-node", c->inter_lat_ms, c->inter_bw_GBps, err)))
+        return rc;
+    return OP_OK;
+}
+
+int op_problem_validate(const op_problem *pr, op_err *err) {
+    if (!pr) return op_errf(err, OP_EINVAL, "no problem given");
+    const char *what = pr->model && pr->model[0] ? pr->model : "model";
+    if (!pr->layers || pr->n_layers < 1) return op_errf(err, OP_EINVAL, "%s: no layers", what);
+    if (pr->P < 1) return op_errf(err, OP_EINVAL, "devices must be >= 1 (got %d)", pr->P);
+    if (pr->M < 1) return op_errf(err, OP_EINVAL, "microbatches must be >= 1 (got %d)", pr->M);
+    /* every device holds at least one layer in every schedule OctoPipe builds */
+    if (pr->n_layers < pr->P)
+        return op_errf(err, OP_EINVAL, "%s: %d layers cannot fill %d devices (each device needs at "
+                       "least one layer)", what, pr->n_layers, pr->P);
+    int rc = op_layer_costs_validate(pr->layers, pr->n_layers, pr->M, what, err);
+    if (rc) return rc;
+    if (!(pr->op_overhead_ms >= 0 && pr->op_overhead_ms <= OP_MAX_MS))
+        return op_errf(err, OP_EINVAL, "per-op overhead %.6g ms is not in [0, %g]", pr->op_overhead_ms,
+                       OP_MAX_MS);
+    double work = 0;
+    for (int l = 0; l < pr->n_layers; l++)
+        work += pr->layers[l].f_ms + pr->layers[l].i_ms + pr->layers[l].w_ms;
+    /* with no time anywhere every schedule has makespan 0 and nothing can be compared */
+    if (!(work > 0) && !(pr->op_overhead_ms > 0))
+        return op_errf(err, OP_EINVAL, "%s: every layer's forward, backward and weight time is 0: "
+                       "nothing to schedule", what);
+    if (!(pr->tokens_per_mb >= 0 && isfinite(pr->tokens_per_mb)))
+        return op_errf(err, OP_EINVAL, "tokens per microbatch %.6g must be finite and >= 0",
+                       pr->tokens_per_mb);
+    if (!(pr->mem_limit_bytes >= 0 && isfinite(pr->mem_limit_bytes)))
+        return op_errf(err, OP_EINVAL, "memory limit %.6g bytes must be finite and >= 0 (0 = none)",
+                       pr->mem_limit_bytes);
+    return op_comm_validate(&pr->comm, pr->P, err);
+}

@@ -1,0 +1,371 @@
+/* test_inputs.c: bad inputs become one error (code + message) in the library, never an abort
+ * or a silently wrong number: profile figures that are not finite or beyond any device, HF
+ * numbers echoed in full, TP degrees that do not divide the heads, problems no schedule can
+ * take (too few layers, no time at all, zero link bandwidth), cluster files of the wrong
+ * shape, plan files with figures beyond the bounds, corrupt checkpoints and the temp files of
+ * killed checkpoint writers.  Each case was an abort, a hang or a wrong figure once. */
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "octopipe/cluster.h"
+#include "octopipe/export.h"
+#include "octopipe/plan.h"
+#include "octopipe/sched.h"
+#include "octopipe/train.h"
+#include "octopipe/tune.h"
+
+static op_err e;
+
+/* A valid profile with one replaceable value: the forward time of 'M' (VAL). */
+static const char *profile_with(const char *fwd_m, const char *act_m) {
+    static char buf[1024];
+    snprintf(buf, sizeof buf,
+             "{\"pattern\": \"M-M-\",\n"
+             " \"forward_ms\": {\"E\": 0.5, \"M\": %s, \"-\": 0.75, \"L\": 3},\n"
+             " \"backward_ms\": {\"E\": 0, \"M\": 2, \"-\": 0.5, \"L\": 2.5},\n"
+             " \"act_bytes\": {\"M\": %s}}\n",
+             fwd_m, act_m);
+    return buf;
+}
+
+static int load_profile(const char *text, op_model *m) {
+    memset(&e, 0, sizeof e);
+    return op_model_from_profile_json(text, "p.json", m, &e);
+}
+
+TEST(profile_nonfinite_refused_with_position) {
+    op_model m;
+    CHECK_EQ_INT(load_profile(profile_with("1.0", "1024"), &m), OP_OK);
+    op_model_free(&m);
+    CHECK_EQ_INT(load_profile(profile_with("NaN", "1024"), &m), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json:2:32: NaN is not allowed here");
+    CHECK_EQ_INT(load_profile(profile_with("Infinity", "1024"), &m), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json:2:32: Infinity is not allowed");
+    CHECK_EQ_INT(load_profile(profile_with("1.0", "-Infinity"), &m), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "-Infinity is not allowed");
+}
+
+TEST(profile_figures_beyond_any_device) {
+    op_model m;
+    CHECK_EQ_INT(load_profile(profile_with("1e308", "1024"), &m), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "forward_ms['M']: 1e+308 is beyond any device");
+    CHECK_EQ_INT(load_profile(profile_with("1.0", "1e19"), &m), OP_EINVAL); /* was silently 0 */
+    CHECK_STR_CONTAINS(e.msg, "act_bytes['M']: 1e+19 is beyond any device");
+    CHECK_EQ_INT(load_profile(profile_with("1.0", "9223372036854775807"), &m), OP_EINVAL);
+    /* the largest accepted figures convert exactly */
+    CHECK_EQ_INT(load_profile(profile_with("1e9", "9007199254740992"), &m), OP_OK);
+    CHECK_EQ_INT(m.layers[1].act_bytes_measured, (int64_t)1 << 53);
+    CHECK_NEAR(m.layers[1].f_ms, 1e9, 0);
+    op_model_free(&m);
+}
+
+TEST(hf_huge_number_not_echoed) {
+    char cfg[2048], digits[320];
+    memset(digits, '9', 308); /* 1e308: a double, beyond any dimension */
+    digits[308] = 0;
+    snprintf(cfg, sizeof cfg,
+             "{\"model_type\": \"llama\", \"hidden_size\": %s.0, \"num_hidden_layers\": 2,"
+             " \"intermediate_size\": 64, \"num_attention_heads\": 4, \"vocab_size\": 100}",
+             digits);
+    op_model m;
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_model_from_hf_json(cfg, "c.json", &m, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "hidden_size");
+    CHECK_STR_CONTAINS(e.msg, "is out of range");
+    CHECK_MSG(strlen(e.msg) < 120, "message of %zu chars: %s", strlen(e.msg), e.msg);
+}
+
+/* llama-like decoder layers with 32 heads and 8 KV heads */
+static int cost_with_tp(int tp, op_layer_cost *out) {
+    const char *cfg = "{\"model_type\": \"llama\", \"hidden_size\": 4096, \"num_hidden_layers\": 2,"
+                      " \"intermediate_size\": 11008, \"num_attention_heads\": 32,"
+                      " \"num_key_value_heads\": 8, \"vocab_size\": 32000}";
+    op_model m;
+    memset(&e, 0, sizeof e);
+    if (op_model_from_hf_json(cfg, "c.json", &m, &e) != OP_OK) return -100;
+    op_train_cfg t;
+    op_train_cfg_default(&t);
+    t.tp = tp;
+    op_device d;
+    op_device_preset("h100-80gb", &d, &e);
+    int rc = op_cost_layers(&m, &t, &d, out, &e);
+    op_model_free(&m);
+    return rc;
+}
+
+TEST(tp_must_divide_heads) {
+    op_layer_cost c[4];
+    CHECK_EQ_INT(cost_with_tp(8, c), OP_OK);
+    CHECK_EQ_INT(cost_with_tp(3, c), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "--tp 3 does not divide its 32 attention heads");
+    CHECK_EQ_INT(cost_with_tp(16, c), OP_EINVAL); /* 32 heads but 8 KV heads */
+    CHECK_STR_CONTAINS(e.msg, "--tp 16 does not divide its 8 KV heads");
+    CHECK_EQ_INT(cost_with_tp(1024, c), OP_EINVAL);
+}
+
+TEST(cost_figures_beyond_int64_refused) {
+    const char *cfg = "{\"model_type\": \"llama\", \"hidden_size\": 16777216, \"num_hidden_layers\": 1,"
+                      " \"intermediate_size\": 16777216, \"num_attention_heads\": 1, \"vocab_size\": 16777216}";
+    op_model m;
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_model_from_hf_json(cfg, "c.json", &m, &e), OP_OK);
+    op_train_cfg t;
+    op_train_cfg_default(&t);
+    t.seq = 16777216;
+    t.mbs = 65536;
+    op_device d;
+    op_device_preset("h100-80gb", &d, &e);
+    op_layer_cost c[3];
+    CHECK_EQ_INT(op_cost_layers(&m, &t, &d, c, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "beyond any device");
+    op_model_free(&m);
+}
+
+/* n uniform layers of 1 ms each way, 1 MiB messages */
+static void uniform(op_layer_cost *L, int n) {
+    memset(L, 0, sizeof *L * (size_t)n);
+    for (int l = 0; l < n; l++) {
+        snprintf(L[l].name, sizeof L[l].name, "l%d", l);
+        L[l].sym = 'T';
+        L[l].f_ms = L[l].i_ms = L[l].w_ms = 1;
+        L[l].out_bytes = 1 << 20;
+        L[l].act_bytes = 1 << 20;
+    }
+}
+
+static op_problem problem(op_layer_cost *L, int n, int P, int M) {
+    op_problem pr;
+    memset(&pr, 0, sizeof pr);
+    pr.model = "u";
+    pr.layers = L;
+    pr.n_layers = n;
+    pr.P = P;
+    pr.M = M;
+    op_comm_default(&pr.comm, 8);
+    return pr;
+}
+
+/* Every problem-level rule refuses through op_problem_validate, op_sched_build and op_tune alike. */
+static void refused_everywhere(const op_problem *pr, const char *what) {
+    op_plan p;
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_problem_validate(pr, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, what);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_sched_build("1f1b", pr, &p, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, what);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_tune(pr, NULL, &p, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, what);
+}
+
+TEST(problem_rules_in_one_place) {
+    op_layer_cost L[8];
+    uniform(L, 8);
+    op_problem pr = problem(L, 8, 4, 8);
+    CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_OK);
+
+    pr.P = 9; /* more devices than layers: every schedule would be n/a */
+    refused_everywhere(&pr, "8 layers cannot fill 9 devices");
+    pr.P = 4;
+
+    pr.comm.intra_bw_GBps = 0; /* aborted inside op_comm_ms once */
+    refused_everywhere(&pr, "intra-node bandwidth 0 GB/s must be > 0");
+    pr.comm.none = 1; /* free links need no bandwidth */
+    CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_OK);
+    op_comm_default(&pr.comm, 2);
+    pr.comm.inter_bw_GBps = 0; /* 4 devices, 2 a node: the inter-node link is used */
+    refused_everywhere(&pr, "inter-node bandwidth");
+    op_comm_default(&pr.comm, 8);
+
+    for (int l = 0; l < 8; l++) L[l].f_ms = L[l].i_ms = L[l].w_ms = 0; /* tuner "deadlocked" once */
+    refused_everywhere(&pr, "nothing to schedule");
+    uniform(L, 8);
+
+    L[3].w_ms = 1e308; /* balanced split "found no partition" once */
+    refused_everywhere(&pr, "layer 3 'l3': W time 1e+308 ms");
+    L[3].w_ms = NAN;
+    refused_everywhere(&pr, "W time nan");
+    uniform(L, 8);
+
+    L[2].act_bytes = -1;
+    refused_everywhere(&pr, "act_bytes -1");
+    L[2].act_bytes = (int64_t)1 << 52; /* in range alone, but M of them overflow a sum */
+    pr.M = 4096;
+    refused_everywhere(&pr, "beyond what any device");
+}
+
+TEST(validated_problems_build) {
+    /* the edges of what validation accepts build and simulate without aborting */
+    op_layer_cost L[4];
+    uniform(L, 4);
+    L[0].f_ms = OP_MAX_MS;
+    L[1].f_ms = L[1].i_ms = L[1].w_ms = 0;
+    L[2].out_bytes = (int64_t)1 << 50;
+    op_problem pr = problem(L, 4, 4, 4);
+    pr.comm.intra_bw_GBps = 1e-9;
+    op_plan p;
+    const char *names[] = {"gpipe", "1f1b", "zbh1", "balanced-1f1b"};
+    for (int i = 0; i < 4; i++) {
+        memset(&e, 0, sizeof e);
+        int rc = op_sched_build(names[i], &pr, &p, &e);
+        CHECK_MSG(rc == OP_OK, "%s: %s", names[i], e.msg);
+        if (rc == OP_OK) {
+            CHECK(p.pred.valid && isfinite(p.pred.makespan_ms) && p.pred.makespan_ms > 0);
+            op_plan_free(&p);
+        }
+    }
+}
+
+static char tmpdir[] = "/tmp/octopipe-test-inputs-XXXXXX";
+
+static const char *tmp(const char *name) {
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    return path;
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+TEST(cluster_file_errors_name_field) {
+    op_comm c;
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_cluster_read(tmp("missing.json"), &c, &e), OP_EIO);
+    CHECK_STR_CONTAINS(e.msg, "missing.json: cannot open: No such file");
+    CHECK(!strstr(e.msg, "-1:-1"));
+    const struct { const char *text, *want; } cases[] = {
+        {"[1, 2", "c.json:1:5: not valid JSON"},
+        {"[1, 2]", "expected a JSON object"},
+        {"{\"pattern\": \"M-\"}", "missing field \"format\": not an octopipe.cluster/1 file"},
+        {"{\"format\": \"octopipe.plan/1\"}", "format is not \"octopipe.cluster/1\""},
+        {"{\"format\": \"octopipe.cluster/1\", \"nodes_of\": 8}", "missing field \"intra_lat_ms\""},
+        {"{\"format\": \"octopipe.cluster/1\", \"nodes_of\": 8, \"intra_lat_ms\": 0.01, \"intra_bw_GBps\": 0,"
+         " \"inter_lat_ms\": 0.02, \"inter_bw_GBps\": 10}", "intra_bw_GBps: 0 must be > 0"},
+        {"{\"format\": \"octopipe.cluster/1\", \"nodes_of\": 8, \"intra_lat_ms\": 1e300, \"intra_bw_GBps\": 1,"
+         " \"inter_lat_ms\": 0.02, \"inter_bw_GBps\": 10}", "intra_lat_ms: 1e+300 is not in [0, 1e+09]"},
+        {"{\"format\": \"octopipe.cluster/1\", \"nodes_of\": -1}", "nodes_of: expected an integer"},
+        {"{\"format\": \"octopipe.cluster/1\", \"nodes\": 8}", "unknown field \"nodes\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_text(tmp("c.json"), cases[i].text);
+        memset(&e, 0, sizeof e);
+        CHECK_EQ_INT(op_cluster_read(tmp("c.json"), &c, &e), OP_EINVAL);
+        CHECK_STR_CONTAINS(e.msg, cases[i].want);
+    }
+    op_comm w;
+    op_comm_default(&w, 4);
+    CHECK_EQ_INT(op_cluster_write(tmp("ok.json"), &w, "test", &e), OP_OK);
+    CHECK_EQ_INT(op_cluster_read(tmp("ok.json"), &c, &e), OP_OK);
+    CHECK_EQ_INT(c.nodes_of, 4);
+    CHECK_NEAR(c.inter_bw_GBps, w.inter_bw_GBps, 1e-9);
+}
+
+TEST(plan_file_figures_bounded) {
+    op_layer_cost L[2];
+    uniform(L, 2);
+    op_problem pr = problem(L, 2, 2, 2);
+    op_plan p, q;
+    CHECK_EQ_INT(op_sched_build("1f1b", &pr, &p, &e), OP_OK);
+    op_buf b = {0};
+    op_plan_to_json(&p, &b);
+    op_plan_free(&p);
+    char *at = strstr(b.data, "\"F\": 1");
+    CHECK(at != NULL);
+    if (!at) return;
+    char *text = op_xmalloc(b.len + 8); /* layer 0's F = 9e99 ms */
+    snprintf(text, b.len + 8, "%.*s\"F\": 9e99%s", (int)(at - b.data), b.data, at + 6);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_plan_from_json(text, "p.json", &q, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json: layer 0");
+    CHECK_STR_CONTAINS(e.msg, "F time 9e+99 ms is not in [0, 1e+09]");
+    free(text);
+    op_buf_free(&b);
+}
+
+TEST(torch_csv_huge_indices_refused) {
+    /* stage 999999 of microbatch 99999 asked for a 100 GB table once (found by fuzzing) */
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_export_torch_csv_check("999999F999992\n", 1, 0, 0, NULL, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "more than a schedule may hold");
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_export_torch_csv_check("0F0,0I0,0W0\n", 1, 0, 0, NULL, &e), OP_OK);
+}
+
+/* A child that has exited: its pid names no live process until reused. */
+static pid_t dead_pid(void) {
+    pid_t c = fork();
+    if (c == 0) _exit(0);
+    waitpid(c, NULL, 0);
+    return c;
+}
+
+TEST(checkpoint_checked_and_temps_cleaned) {
+    op_nn_model m;
+    CHECK_EQ_INT(op_nn_model_from_spec(&m, "tiny", &e), OP_OK);
+    op_nn_stage s;
+    op_nn_stage_init(&s, &m, 0, m.n_layers, 1);
+    op_nn_stage *sp[1] = {&s};
+    const char *path = tmp("model.ckpt");
+    char stale[300], live[300];
+    snprintf(stale, sizeof stale, "%s.tmp.%ld", path, (long)dead_pid());
+    snprintf(live, sizeof live, "%s.tmp.%ld", path, (long)getppid());
+    write_text(stale, "half a checkpoint");
+    write_text(live, "a live writer's");
+    CHECK_EQ_INT(op_ckpt_save(path, &m, sp, 1, 7, &e), OP_OK);
+    struct stat st;
+    CHECK_MSG(stat(stale, &st) != 0, "%s survived", stale);
+    CHECK_MSG(stat(live, &st) == 0, "%s was removed", live);
+    unlink(live);
+
+    int64_t next = -1;
+    CHECK_EQ_INT(op_ckpt_check(path, &m, &next, &e), OP_OK);
+    CHECK_EQ_INT(next, 7);
+    char *data = NULL;
+    size_t len = 0;
+    CHECK_EQ_INT(op_read_file(path, &data, &len, &e), OP_OK);
+    /* a flipped byte anywhere: the checksum names it, load and check agree */
+    data[len / 2] ^= 0x55;
+    CHECK_EQ_INT(op_write_file_atomic(path, data, len, &e), OP_OK);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_ckpt_check(path, &m, &next, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "checksum mismatch");
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_ckpt_load(path, &m, sp, 1, &next, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "checksum mismatch");
+    /* truncated to the header */
+    CHECK_EQ_INT(op_write_file_atomic(path, data, 20, &e), OP_OK);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_ckpt_check(path, &m, &next, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "not an OctoPipe checkpoint");
+    free(data);
+    op_nn_stage_free(&s);
+}
+
+int main(int argc, char **argv) {
+    CHECK_INIT(argc, argv);
+    if (!mkdtemp(tmpdir)) return 1;
+    RUN(profile_nonfinite_refused_with_position);
+    RUN(profile_figures_beyond_any_device);
+    RUN(hf_huge_number_not_echoed);
+    RUN(tp_must_divide_heads);
+    RUN(cost_figures_beyond_int64_refused);
+    RUN(problem_rules_in_one_place);
+    RUN(validated_problems_build);
+    RUN(cluster_file_errors_name_field);
+    RUN(plan_file_figures_bounded);
+    RUN(torch_csv_huge_indices_refused);
+    RUN(checkpoint_checked_and_temps_cleaned);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return check_report("test_inputs");
+}
