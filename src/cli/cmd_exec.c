@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_out.h"
 #include "exec/exec_cli.h"
 #include "exec/exec_internal.h"
 
@@ -31,6 +32,14 @@ int cmd_exec(int argc, char **argv) {
         return 0;
     }
     if (rc) return rc;
+    { /* every rank checks (same file system), rank 0 alone says why: before MPI starts */
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        op_err oe = {0};
+        if (c.trace_path && op_out_check(c.trace_path, &oe)) {
+            if (!r || !strcmp(r, "0")) fprintf(stderr, "octopipe exec: %s\n", oe.msg);
+            return 2;
+        }
+    }
     op_xport x;
     op_err e = {0};
     if (op_xport_mpi_init(&x, &argc, &argv, &e)) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_out.h"
 #include "exec/exec_cli.h"
 
 static void help(void) {
@@ -33,6 +34,7 @@ int cmd_run(int argc, char **argv) {
         return 0;
     }
     if (rc) return rc;
+    if (op_cli_check_out("run", c.trace_path)) return 2; /* before any rank starts */
     op_plan emu, pred;
     int have_pred = 0;
     rc = op_exec_cli_plans(&c, "run", NULL, &emu, &pred, &have_pred);

@@ -5,8 +5,10 @@
  * plans and broadcasts the plan, so every rank runs the same one. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/cli_out.h"
 #include "octopipe/cluster.h"
 #include "octopipe/export.h"
 #include "octopipe/ptrain.h"
@@ -432,8 +434,17 @@ static int train_rank(const targs *a, int argc, char **argv) {
     return code;
 }
 
-/* Model and data checked before anything starts: bad input is one line and exit 2. */
+/* Model, data and every output path checked before anything starts (in the launcher, before
+ * mpirun): bad input is one line and exit 2, never a finished run that cannot be saved. */
 static int check_inputs(const targs *a) {
+    const char *outs[] = {a->svg, a->trace, a->save_plan};
+    for (int k = 0; k < 3; k++)
+        if (op_cli_check_out("train", outs[k])) return 2;
+    /* --checkpoint DIR: created when missing, then takes DIR/model.ckpt (a missing DIR with
+     * --resume is the missing checkpoint, reported where it is read) */
+    struct stat st;
+    if (a->ckpt && (!a->resume || stat(a->ckpt, &st) == 0) && op_cli_check_out_dir("train", a->ckpt))
+        return 2;
     op_nn_model m;
     if (load_model(a, &m)) return 2;
     op_train_data d;
