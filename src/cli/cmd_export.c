@@ -82,9 +82,10 @@ int cmd_export(int argc, char **argv) {
             continue;
         }
         if (!strncmp(a, "--megatron-layout", 17) && (a[17] == 0 || a[17] == '=')) {
-            /* optional value: "=FILE", or the next word once PLAN is known */
+            /* optional value: "=FILE", "-", or the next word once PLAN is known */
             if (a[17] == '=') path[O_MEGATRON] = a + 18;
-            else if (plan_path && i + 1 < argc && argv[i + 1][0] != '-') path[O_MEGATRON] = argv[++i];
+            else if (i + 1 < argc && (!strcmp(argv[i + 1], "-") || (plan_path && argv[i + 1][0] != '-')))
+                path[O_MEGATRON] = argv[++i];
             else path[O_MEGATRON] = "-";
             if (!*path[O_MEGATRON]) {
                 fprintf(stderr, "octopipe export: --megatron-layout= needs a file name\n");

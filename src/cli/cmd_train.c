@@ -49,9 +49,11 @@ static void help(void) {
            "  --lr X              peak learning rate (default 3e-3)\n"
            "  --seed N            init and data seed (default 1)\n"
            "  --checkpoint DIR    write DIR/model.ckpt at the end (and every --checkpoint-every N)\n"
-           "  --checkpoint-every N\n"
+           "  --checkpoint-every N  also write DIR/model.ckpt every N steps (default 0: at the end\n"
+           "                      only); each write is atomic, so a kill leaves the last whole one\n"
            "  --resume            continue from DIR/model.ckpt (bitwise the uninterrupted run)\n"
-           "  --svg FILE          measured timeline of the last step (SVG)\n"
+           "  --svg FILE          measured timeline of the last step (SVG); like every output\n"
+           "                      here: '-' is stdout, checked before anything starts\n"
            "  --trace FILE        Chrome trace of the last step: measured ranks + predicted devices\n"
            "  --save-plan FILE    write the plan that ran (with its prediction)\n"
            "  --threads           in-process ranks (no mpirun)\n"
@@ -71,7 +73,8 @@ static void help(void) {
            "  --pin               bind rank r to core r (a dedicated machine: keeps each rank's\n"
            "                      caches on one core; not for a machine shared with other jobs)\n"
            "  --progress-thread   also progress messages from a thread while ops compute (off by\n"
-           "                      default: its 50 us wake-ups slowed 2-core runs by ~40%%)\n"           "  --timeout SEC       mpirun job limit (default 600)\n\n"
+           "                      default: its 50 us wake-ups slowed 2-core runs by ~40%%)\n"
+           "  --timeout SEC       mpirun job limit (default 600)\n\n"
            "exit status: 0 ok, 1 failure, 2 bad input\n\n"
            "examples:\n"
            "  octopipe train --model small --devices 2 --microbatches 8 --plan auto --steps 200 \\\n"
@@ -198,6 +201,9 @@ static int calibrate(const targs *a, const op_nn_model *m, const op_layer_prof *
     op_ptrain_opts o;
     fill_opts(a, &o);
     o.log_every = 0;
+    fprintf(stderr, "octopipe train: calibrating: %s%s%s take turns for %d steps each on in-process "
+                    "ranks; their op times then fit the per-kind F/I/W costs the plan is made with\n",
+            pp[0]->name, n > 1 ? " and " : "", n > 1 ? pp[1]->name : "", a->calibrate);
     double t0 = op_now_s();
     op_ptrain_turns t;
     int rc = op_ptrain_run_turns(m, pp, n, &o, a->calibrate, &t, &e);

@@ -20,7 +20,7 @@ static const subcmd *subcmds(void) {
         {"sim", NULL, "re-simulate a plan file and print its prediction"},
         {"export", NULL, "export a plan: torch CSV, Megatron layout, Chrome trace, SVG"},
         {"lower", NULL, "print a plan's per-rank instruction lists"},
-        {"run", NULL, "run a plan over MPI (emulated or real compute) and compare to prediction"},
+        {"run", NULL, "run a plan over MPI (emulated compute) and compare to the prediction"},
         {"exec", NULL, "rank entry point under your own mpirun"},
         {"profile", NULL, "measure per-layer costs (or P2P links: profile comm)"},
         {"train", NULL, "train the reference hybrid model through a plan"},
@@ -63,6 +63,15 @@ static void usage(FILE *f) {
  * later get both forms for free.  Only entries shaped like a long flag are split; anything
  * after a bare "--" is left alone.  Returns a new argv (argc in *n); entries point into the
  * original strings or a private copy. */
+/* Flags whose value is optional keep "=value" attached: split, the value could not be told
+ * from the next positional argument. */
+static int value_optional(const char *a, const char *eq) {
+    static const char *const names[] = {"--megatron-layout", NULL};
+    for (const char *const *f = names; *f; f++)
+        if ((size_t)(eq - a) == strlen(*f) && !strncmp(a, *f, (size_t)(eq - a))) return 1;
+    return 0;
+}
+
 static char **split_flag_values(int argc, char **argv, int *n) {
     char **out = calloc((size_t)argc * 2 + 1, sizeof *out);
     if (!out) return NULL;
@@ -76,6 +85,7 @@ static char **split_flag_values(int argc, char **argv, int *n) {
                 if (!(c[0] == '-' || (c[0] >= 'a' && c[0] <= 'z') || (c[0] >= 'A' && c[0] <= 'Z') ||
                       (c[0] >= '0' && c[0] <= '9')))
                     eq = NULL;
+            if (eq && value_optional(a, eq)) eq = NULL;
         }
         if (!eq) {
             out[k++] = a;
