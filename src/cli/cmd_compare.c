@@ -249,7 +249,10 @@ int cmd_compare(int argc, char **argv) {
     }
     if (plans_dir)
         for (int k = 0; k < nrows; k++)
-            if (rows[k].ok && write_plan(plans_dir, &rows[k].plan)) rc = 1;
+            if (rows[k].ok && write_plan(plans_dir, &rows[k].plan)) { /* one line, not one per plan */
+                rc = 1;
+                break;
+            }
     for (int k = 0; k < nrows; k++)
         if (rows[k].ok) op_plan_free(&rows[k].plan);
     free(rows);
