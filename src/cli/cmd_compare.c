@@ -120,8 +120,13 @@ int cmd_compare(int argc, char **argv) {
     while (names[n]) n++;
     row *rows = op_xcalloc((size_t)n + 1, sizeof *rows);
     op_sim_ws *ws = op_sim_ws_new();
-    int nrows = 0, i1 = -1;
+    int nrows = 0, i1 = -1, prog = !json && op_cli_progress_wanted(progress, quiet);
+    double t0 = op_now_s();
     for (int k = 0; k < n; k++) {
+        double el = op_now_s() - t0; /* only long runs (many layers or devices) say anything */
+        if (prog && k > 0 && el > 1.0)
+            fprintf(stderr, "octopipe compare: schedules %d/%d simulated, %.1f s, about %.0f s left (next: %s)\n",
+                    k, n, el, el / k * (n - k), names[k]);
         row *r = &rows[nrows++];
         r->name = names[k];
         op_err e = {0};
@@ -146,7 +151,7 @@ int cmd_compare(int argc, char **argv) {
         op_tune_opts_default(&o);
         o.time_budget_s = budget;  /* 0: deterministic, bounded by simulations */
         o.seed = (uint64_t)seed;
-        o.verbose = !json && op_cli_progress_wanted(progress, quiet);
+        o.verbose = prog;
         o.label = "octopipe compare: tuning";
         op_err e = {0};
         op_tune_stats ts = {0};
@@ -220,7 +225,7 @@ int cmd_compare(int argc, char **argv) {
         printf("%d devices (%s, nodes of %d), %d microbatches, seq %d, mbs %d, tp %d, %s%s\n",
                s.P, s.dev.name, s.nodes_of, s.M, s.train.seq, s.train.mbs, s.train.tp,
                mem ? "memory limit " : "memory not modelled (the profile has no memory fields)",
-               mem ? op_cli_mem_limit_str(limit, lim, sizeof lim) : "");
+               mem ? (limit > 0 ? (snprintf(lim, sizeof lim, "%.1f GiB", limit / 1073741824.0), lim) : "none") : "");
         printf("lower bound %.2f ms\n\n", lb);
         printf("%-14s %6s %12s %11s %8s %10s %5s %9s %8s %7s\n", "schedule", "stages", "makespan_ms",
                "tokens/s", "bubble%", "peak_GiB", "fits", "vs_i1f1b", "vs_best", "gap%");

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cli_out.h"
@@ -440,9 +441,9 @@ static int train_rank(const targs *a, int argc, char **argv) {
     return code;
 }
 
-/* Model, data and every output path checked before anything starts (in the launcher, before
- * mpirun): bad input is one line and exit 2, never a finished run that cannot be saved. */
-static int check_inputs(const targs *a) {
+/* Every output path checked before anything starts: a run that cannot be saved is one line
+ * and exit 2 up front, not a finished run lost at the end. */
+static int check_outputs(const targs *a) {
     const char *outs[] = {a->svg, a->trace, a->save_plan};
     for (int k = 0; k < 3; k++)
         if (op_cli_check_out("train", outs[k])) return 2;
@@ -451,6 +452,12 @@ static int check_inputs(const targs *a) {
     struct stat st;
     if (a->ckpt && (!a->resume || stat(a->ckpt, &st) == 0) && op_cli_check_out_dir("train", a->ckpt))
         return 2;
+    return 0;
+}
+
+/* Model, data and outputs checked in the launcher, before mpirun: bad input is one line, exit 2. */
+static int check_inputs(const targs *a) {
+    if (check_outputs(a)) return 2;
     op_nn_model m;
     if (load_model(a, &m)) return 2;
     op_train_data d;
@@ -468,6 +475,14 @@ int cmd_train(int argc, char **argv) {
     int rc = parse(&a, argc, argv);
     if (rc) return rc == 1 ? 0 : rc;
     if (!getenv("OMPI_COMM_WORLD_SIZE") && check_inputs(&a)) return 2;
+    if (getenv("OMPI_COMM_WORLD_SIZE")) { /* under the user's own mpirun: each rank checks, rank 0 says */
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        int saved = -1;
+        if (r && strcmp(r, "0")) fflush(stderr), saved = dup(2), close(2);
+        int bad = check_outputs(&a);
+        if (saved >= 0) dup2(saved, 2), close(saved);
+        if (bad) return 2;
+    }
     if (a.threads) return train_threads(&a);
     if (getenv("OMPI_COMM_WORLD_SIZE")) return train_rank(&a, argc, argv);
     /* not under mpirun: start P ranks of ourselves with the same flags */
