@@ -56,6 +56,19 @@ ln -s link.json "$tmp/link2.json"
 if [ -L "$tmp/link2.json" ] && [ -L "$tmp/link.json" ] && jq -e '.traceEvents | length > 0' "$tmp/real/t.json" > /dev/null; then ok
 else bad "chain of symlinks"; fi
 
+# a link to an open descriptor (what /dev/stdout is: a link to /proc/self/fd/1) means that
+# descriptor: into a pipe and into a redirected file, nothing printed before or after is lost
+ln -s /proc/self/fd/1 "$tmp/my-stdout"; ln -s /proc/self/fd/3 "$tmp/my-fd3"
+"$OP" plan "${M[@]}" --out "$tmp/my-stdout" 2> "$tmp/err" | cat > "$tmp/o"; rc=${PIPESTATUS[0]}
+if [ $rc -eq 0 ] && cmp -s "$tmp/o" "$tmp/ref.json" && [ -L "$tmp/my-stdout" ] && grep -q "to stdout" "$tmp/err"; then ok
+else bad "--out link to stdout, a pipe: rc=$rc $(head -n 2 "$tmp/err")"; fi
+echo "kept line" > "$tmp/o"
+"$OP" plan "${M[@]}" --out "$tmp/my-stdout" >> "$tmp/o" 2> /dev/null; rc=$?
+if [ $rc -eq 0 ] && [ "$(head -n 1 "$tmp/o")" = "kept line" ] && tail -n +2 "$tmp/o" | cmp -s - "$tmp/ref.json"; then ok
+else bad "--out link to stdout, a file opened for append: rc=$rc"; fi
+"$OP" export "$tmp/ref.json" --svg "$tmp/my-fd3" 3> "$tmp/fd3.svg" > /dev/null 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "<svg" "$tmp/fd3.svg" && [ -L "$tmp/my-fd3" ] && ok || bad "--svg link to fd 3: rc=$rc"
+
 # device nodes (made here, not in /dev): written in place, never replaced by a file
 if mknod "$tmp/null" c 1 3 2> /dev/null && mknod "$tmp/full" c 1 7 2> /dev/null; then
   "$OP" plan "${M[@]}" --out "$tmp/null" > /dev/null 2>&1; rc=$?

@@ -1,7 +1,8 @@
 /* out.h: how OctoPipe writes an output file (plan, export, trace, SVG, checkpoint, profile).
  *
  * Rules, the same for every output flag of every command:
- *  - "-" is standard output.
+ *  - "-" is standard output; so is a link to it (/dev/stdout, /proc/self/fd/1), and a link to
+ *    another open descriptor (/dev/fd/N, /dev/stderr) is written through that descriptor.
  *  - A regular file, or a path that does not exist yet, is replaced atomically: a temporary
  *    file in the same directory, fsync, rename.  A reader never sees half a file, a failed
  *    write leaves the old file as it was, and no temporary file stays behind.
@@ -18,7 +19,7 @@
 extern "C" {
 #endif
 
-/* 1 when path names standard output ("-"). */
+/* 1 when path names standard output: "-", or a symbolic link to what fd 1 has open. */
 int op_out_is_stdout(const char *path);
 
 /* Checks that path can be written under the rules above without writing it: "-" always can;

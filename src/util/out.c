@@ -9,12 +9,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int op_out_is_stdout(const char *path) { return path && !strcmp(path, "-"); }
+/* 1 when path is a symbolic link to what descriptor fd already has open (/dev/stdout,
+ * /proc/self/fd/1, a user's link to the same file): such a path means that descriptor, as
+ * for a shell redirection; renaming a file over it would lose what else goes there. */
+static int link_to_fd(const char *path, int fd) {
+    struct stat l, a, b;
+    return lstat(path, &l) == 0 && S_ISLNK(l.st_mode) && stat(path, &a) == 0 && fstat(fd, &b) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+int op_out_is_stdout(const char *path) {
+    return path && (!strcmp(path, "-") || link_to_fd(path, STDOUT_FILENO));
+}
 
 /* Follows symbolic links (also dangling ones: writing through a link to a missing file
  * creates that file, as a shell redirection does) and returns the final path in a malloc'd
- * string; *st holds its lstat, *exists whether it exists.  NULL on a loop or a bad link. */
-static char *resolve(const char *path, struct stat *st, int *exists, int *eno) {
+ * string; *st holds its lstat, *exists whether it exists.  A kernel link under /proc (what
+ * /dev/fd/N and /dev/stdout lead to) names an open file, not a path: *kernel is then set,
+ * *st is the kernel's stat and the path itself is returned, to be opened in place.  NULL on
+ * a loop or a bad link. */
+static char *resolve(const char *path, struct stat *st, int *exists, int *kernel, int *eno) {
+    *kernel = 0;
     char *p = op_xstrdup(path);
     for (int hop = 0; hop < 40; hop++) {
         if (lstat(p, st) != 0) {
@@ -28,6 +43,15 @@ static char *resolve(const char *path, struct stat *st, int *exists, int *eno) {
         }
         *exists = 1;
         if (!S_ISLNK(st->st_mode)) return p;
+        if (!strncmp(p, "/proc/", 6)) {
+            free(p);
+            *kernel = 1;
+            if (stat(path, st) != 0) {
+                *eno = errno;
+                return NULL;
+            }
+            return op_xstrdup(path);
+        }
         char link[PATH_MAX];
         ssize_t n = readlink(p, link, sizeof link - 1);
         if (n < 0) {
@@ -116,15 +140,15 @@ static int check_new(const char *path, const char *final, op_err *err) {
 
 int op_out_check(const char *path, op_err *err) {
     if (!path || !path[0]) return op_errf(err, OP_EIO, "an output path is empty");
-    if (op_out_is_stdout(path)) return OP_OK;
+    if (op_out_is_stdout(path) || link_to_fd(path, STDERR_FILENO)) return OP_OK;
     struct stat st;
-    int exists = 0, eno = 0;
-    char *final = resolve(path, &st, &exists, &eno);
+    int exists = 0, kernel = 0, eno = 0;
+    char *final = resolve(path, &st, &exists, &kernel, &eno);
     if (!final) return op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(eno));
     int rc = OP_OK;
     if (exists && S_ISDIR(st.st_mode))
         rc = op_errf(err, OP_EIO, "%s: cannot write: is a directory", path);
-    else if (!exists || S_ISREG(st.st_mode))
+    else if (!kernel && (!exists || S_ISREG(st.st_mode)))
         rc = check_new(path, final, err);
     else if (access(final, W_OK) != 0)
         rc = op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(errno));
@@ -154,10 +178,11 @@ static int write_atomic(const char *path, const char *final, const struct stat *
     return what ? op_errf(err, OP_EIO, "%s: %s: %s", path, what, strerror(e)) : OP_OK;
 }
 
-/* Devices, FIFOs, terminals: written in place, never replaced. */
-static int write_direct(const char *path, const char *final, const void *data, size_t len,
-                        op_err *err) {
-    int fd = open(final, O_WRONLY | O_CLOEXEC);
+/* Devices, FIFOs, terminals, open files named by /dev/fd/N: written in place, never
+ * replaced (a regular file reached that way is truncated first, as a shell's '>' does). */
+static int write_direct(const char *path, const char *final, const struct stat *st,
+                        const void *data, size_t len, op_err *err) {
+    int fd = open(final, O_WRONLY | O_CLOEXEC | (S_ISREG(st->st_mode) ? O_TRUNC : 0));
     if (fd < 0) return op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(errno));
     int bad = write_all(fd, data, len);
     int e = errno;
@@ -167,23 +192,24 @@ static int write_direct(const char *path, const char *final, const void *data, s
 
 int op_out_write(const char *path, const void *data, size_t len, op_err *err) {
     if (!path || !path[0]) return op_errf(err, OP_EIO, "an output path is empty");
-    if (op_out_is_stdout(path)) {
-        fflush(stdout);
-        if (write_all(STDOUT_FILENO, data, len) != 0)
-            return op_errf(err, OP_EIO, "standard output: write failed: %s", strerror(errno));
+    int fd = op_out_is_stdout(path) ? STDOUT_FILENO : link_to_fd(path, STDERR_FILENO) ? STDERR_FILENO : -1;
+    if (fd >= 0) { /* the descriptor itself: what was printed before stays, in order */
+        fflush(fd == STDOUT_FILENO ? stdout : stderr);
+        if (write_all(fd, data, len) != 0)
+            return op_errf(err, OP_EIO, "%s: write failed: %s", path, strerror(errno));
         return OP_OK;
     }
     struct stat st;
-    int exists = 0, eno = 0;
-    char *final = resolve(path, &st, &exists, &eno);
+    int exists = 0, kernel = 0, eno = 0;
+    char *final = resolve(path, &st, &exists, &kernel, &eno);
     if (!final) return op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(eno));
     int rc;
     if (exists && S_ISDIR(st.st_mode))
         rc = op_errf(err, OP_EIO, "%s: cannot write: is a directory", path);
-    else if (!exists || S_ISREG(st.st_mode))
+    else if (!kernel && (!exists || S_ISREG(st.st_mode)))
         rc = write_atomic(path, final, exists ? &st : NULL, data, len, err);
     else
-        rc = write_direct(path, final, data, len, err);
+        rc = write_direct(path, final, &st, data, len, err);
     free(final);
     return rc;
 }
