@@ -62,8 +62,9 @@ char *op_arena_strdup(op_arena *a, const char *s);
 void op_arena_free(op_arena *a);
 #define OP_ARENA_NEW(a, type, count) ((type *)op_arena_alloc((a), sizeof(type) * (size_t)(count)))
 
-/* Writes len bytes to path atomically: temp file in the same directory, fsync, rename.
- * On failure nothing is left at path (an old file stays as it was). */
+/* Writes len bytes to path by the output rules of octopipe/out.h (op_out_write): "-" is
+ * stdout; regular files and new paths atomically (temp file beside it, fsync, rename; on
+ * failure an old file stays as it was); devices, FIFOs and symlink targets in place. */
 int op_write_file_atomic(const char *path, const void *data, size_t len, op_err *err);
 
 /* A growable byte buffer for building output (JSON, CSV, SVG) before the atomic write. */

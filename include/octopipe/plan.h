@@ -118,7 +118,8 @@ int op_plan_validate_layout(const op_plan *p, op_err *err);
  * required op present exactly once, ops on the device of their stage.  Does not simulate. */
 int op_plan_validate(const op_plan *p, op_err *err);
 
-/* Plan file I/O (plan/plan_json.c).  Writing is atomic.  Reading validates everything
+/* Plan file I/O (plan/plan_json.c).  Writing follows octopipe/out.h ("-" is stdout; a regular
+ * file is replaced atomically).  Reading validates everything
  * (op_plan_validate, and predicted times against durations) and names file and position. */
 int op_plan_write(const op_plan *p, const char *path, op_err *err);
 int op_plan_to_json(const op_plan *p, op_buf *out);

@@ -17,6 +17,8 @@
  * problem size (max_evals), not by wall time, unless time_budget_s is set. */
 #ifndef OCTOPIPE_TUNE_H
 #define OCTOPIPE_TUNE_H
+#include <signal.h>
+
 #include "octopipe/plan.h"
 
 #ifdef __cplusplus
@@ -51,6 +53,10 @@ typedef struct op_tune_opts {
     void (*progress)(void *ctx, const char *phase, double best_ms, double gap);
     void *progress_ctx;
     op_tune_stats *stats; /* optional out */
+    /* Optional: set to nonzero (e.g. from a SIGINT handler) to stop the search; op_tune then
+     * returns the best plan found so far as usual. */
+    volatile sig_atomic_t *cancel;
+    const char *label;    /* prefix of the verbose progress lines (default "octopipe plan") */
 } op_tune_opts;
 
 void op_tune_opts_default(op_tune_opts *o);

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_common.h"
+#include "cli/cli_out.h"
 #include "octopipe/sched.h"
 #include "octopipe/sim.h"
 #include "octopipe/tune.h"
@@ -25,11 +26,14 @@ static void usage(FILE *f) {
             "output:\n"
             "  --json                print {\"lower_bound_ms\", \"plans\": [...]} instead of a table\n"
             "  --plans-dir DIR       also write each plan as DIR/<name>.json (octopipe.plan/1);\n"
-            "                        DIR is created when missing\n"
+            "                        DIR is created when missing; checked before any work\n"
             "  --no-tune             leave out the octopipe row\n"
             "  --time-budget S       tuner wall-time cap in seconds (default: none; the search is\n"
             "                        bounded by simulations, so results are deterministic)\n"
             "  --seed N              tuner seed (default 1)\n"
+            "  --progress            the tuner's progress lines on stderr (done/total simulations,\n"
+            "                        time left) even when stderr is not a terminal\n"
+            "  --quiet               no progress lines\n"
             "\nexample:\n"
             "  octopipe compare --model nemotron-h-8b --devices 8 --microbatches 32\n",
             op_cli_setup_help());
@@ -57,7 +61,7 @@ static int write_plan(const char *dir, const op_plan *p) {
 int cmd_compare(int argc, char **argv) {
     op_cli_setup s;
     op_cli_setup_init(&s);
-    int json = 0, tune = 1, seed = 1;
+    int json = 0, tune = 1, seed = 1, progress = 0, quiet = 0;
     double budget = 0;
     const char *plans_dir = NULL;
     for (int i = 1; i < argc; i++) {
@@ -70,6 +74,10 @@ int cmd_compare(int argc, char **argv) {
             return 0;
         } else if (!strcmp(f, "--json")) {
             json = 1;
+        } else if (!strcmp(f, "--progress")) {
+            progress = 1;
+        } else if (!strcmp(f, "--quiet")) {
+            quiet = 1;
         } else if (!strcmp(f, "--no-tune")) {
             tune = 0;
         } else if (!strcmp(f, "--plans-dir")) {
@@ -85,6 +93,10 @@ int cmd_compare(int argc, char **argv) {
             return 2;
         }
     }
+    if (plans_dir && op_out_is_stdout(plans_dir)) {
+        fprintf(stderr, "octopipe compare: --plans-dir needs a directory ('-' cannot hold one file per plan)\n");
+        return 2;
+    }
     if (plans_dir) {
         struct stat st;
         /* created when missing (one level, like mkdir); an existing non-directory is an error */
@@ -97,6 +109,7 @@ int cmd_compare(int argc, char **argv) {
             fprintf(stderr, "octopipe compare: --plans-dir %s is not a directory\n", plans_dir);
             return 2;
         }
+        if (op_cli_check_out_dir("compare", plans_dir)) return 2; /* one line, not one per plan */
     }
     if (op_cli_setup_finish(&s, "compare")) {
         op_cli_setup_free(&s);
@@ -107,8 +120,13 @@ int cmd_compare(int argc, char **argv) {
     while (names[n]) n++;
     row *rows = op_xcalloc((size_t)n + 1, sizeof *rows);
     op_sim_ws *ws = op_sim_ws_new();
-    int nrows = 0, i1 = -1;
+    int nrows = 0, i1 = -1, prog = !json && op_cli_progress_wanted(progress, quiet);
+    double t0 = op_now_s();
     for (int k = 0; k < n; k++) {
+        double el = op_now_s() - t0; /* only long runs (many layers or devices) say anything */
+        if (prog && k > 0 && el > 1.0)
+            fprintf(stderr, "octopipe compare: schedules %d/%d simulated, %.1f s, about %.0f s left (next: %s)\n",
+                    k, n, el, el / k * (n - k), names[k]);
         row *r = &rows[nrows++];
         r->name = names[k];
         op_err e = {0};
@@ -133,7 +151,8 @@ int cmd_compare(int argc, char **argv) {
         op_tune_opts_default(&o);
         o.time_budget_s = budget;  /* 0: deterministic, bounded by simulations */
         o.seed = (uint64_t)seed;
-        o.verbose = !json;
+        o.verbose = prog;
+        o.label = "octopipe compare: tuning";
         op_err e = {0};
         op_tune_stats ts = {0};
         o.stats = &ts;
@@ -155,6 +174,8 @@ int cmd_compare(int argc, char **argv) {
     }
     double ref = i1 >= 0 ? rows[i1].plan.pred.makespan_ms : 0;
     double limit = s.pr.mem_limit_bytes;
+    int mem = op_cli_mem_modelled(&s.pr);
+    char lim[32];
     double best = 0; /* fastest classic schedule that fits memory */
     for (int k = 0; k < nrows; k++) {
         const op_plan *pl = &rows[k].plan;
@@ -170,6 +191,7 @@ int cmd_compare(int argc, char **argv) {
         json_object_set_new(root, "microbatches", json_integer(s.M));
         json_object_set_new(root, "lower_bound_ms", json_real(lb));
         json_object_set_new(root, "mem_limit_bytes", json_real(limit));
+        json_object_set_new(root, "memory_modelled", json_boolean(mem));
         for (int k = 0; k < nrows; k++) {
             row *r = &rows[k];
             if (!r->ok) {
@@ -200,9 +222,10 @@ int cmd_compare(int argc, char **argv) {
     } else {
         printf("model %s: %d layers (%s)\n", s.model.name, s.model.n_layers,
                strlen(s.model.pattern) > 72 ? "pattern: octopipe models NAME" : s.model.pattern);
-        printf("%d devices (%s, nodes of %d), %d microbatches, seq %d, mbs %d, tp %d, memory limit %.1f GiB\n",
+        printf("%d devices (%s, nodes of %d), %d microbatches, seq %d, mbs %d, tp %d, %s%s\n",
                s.P, s.dev.name, s.nodes_of, s.M, s.train.seq, s.train.mbs, s.train.tp,
-               limit / 1073741824.0);
+               mem ? "memory limit " : "memory not modelled (the profile has no memory fields)",
+               mem ? (limit > 0 ? (snprintf(lim, sizeof lim, "%.1f GiB", limit / 1073741824.0), lim) : "none") : "");
         printf("lower bound %.2f ms\n\n", lb);
         printf("%-14s %6s %12s %11s %8s %10s %5s %9s %8s %7s\n", "schedule", "stages", "makespan_ms",
                "tokens/s", "bubble%", "peak_GiB", "fits", "vs_i1f1b", "vs_best", "gap%");
@@ -216,10 +239,11 @@ int cmd_compare(int argc, char **argv) {
             char sp[16] = "-", sb[16] = "-";
             if (ref > 0) snprintf(sp, sizeof sp, "%.3fx", ref / p->makespan_ms);
             if (best > 0) snprintf(sb, sizeof sb, "%.3fx", best / p->makespan_ms);
-            printf("%-14s %6d %12.2f %11.0f %8.2f %10.2f %5s %9s %8s %7.2f\n", r->name, r->plan.S,
-                   p->makespan_ms, p->tokens_per_s, 100 * p->bubble_ratio,
-                   (double)p->peak_bytes_max / 1073741824.0,
-                   limit <= 0 || (double)p->peak_bytes_max <= limit ? "yes" : "NO", sp, sb,
+            char pk[24] = "-";
+            if (mem) snprintf(pk, sizeof pk, "%.2f", (double)p->peak_bytes_max / 1073741824.0);
+            printf("%-14s %6d %12.2f %11.0f %8.2f %10s %5s %9s %8s %7.2f\n", r->name, r->plan.S,
+                   p->makespan_ms, p->tokens_per_s, 100 * p->bubble_ratio, pk,
+                   !mem ? "-" : limit <= 0 || (double)p->peak_bytes_max <= limit ? "yes" : "NO", sp, sb,
                    100 * (p->makespan_ms / lb - 1.0));
         }
     }
@@ -230,7 +254,10 @@ int cmd_compare(int argc, char **argv) {
     }
     if (plans_dir)
         for (int k = 0; k < nrows; k++)
-            if (rows[k].ok && write_plan(plans_dir, &rows[k].plan)) rc = 1;
+            if (rows[k].ok && write_plan(plans_dir, &rows[k].plan)) { /* one line, not one per plan */
+                rc = 1;
+                break;
+            }
     for (int k = 0; k < nrows; k++)
         if (rows[k].ok) op_plan_free(&rows[k].plan);
     free(rows);

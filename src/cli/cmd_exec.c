@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_out.h"
 #include "exec/exec_cli.h"
 #include "exec/exec_internal.h"
 
@@ -18,8 +19,11 @@ static void help(void) {
            "options:\n%s\n"
            "exit status: 0 ok, 1 failure, 2 bad input or refused plan, 3 watchdog\n\n"
            "example:\n"
+           "  octopipe profile comm --out cluster.json\n"
            "  mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 \\\n"
-           "      build/octopipe exec plan.json --emulate --time-scale 0.1 --json\n",
+           "      build/octopipe exec plan.json --emulate --bytes-scale 0.002 --cluster cluster.json\n"
+           "(on one machine messages are memory copies by the ranks' CPUs: --bytes-scale shrinks\n"
+           "them; across hosts drop it)\n",
            op_exec_cli_help());
 }
 
@@ -31,6 +35,14 @@ int cmd_exec(int argc, char **argv) {
         return 0;
     }
     if (rc) return rc;
+    { /* every rank checks (same file system), rank 0 alone says why: before MPI starts */
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        op_err oe = {0};
+        if (c.trace_path && op_out_check(c.trace_path, &oe)) {
+            if (!r || !strcmp(r, "0")) fprintf(stderr, "octopipe exec: %s\n", oe.msg);
+            return 2;
+        }
+    }
     op_xport x;
     op_err e = {0};
     if (op_xport_mpi_init(&x, &argc, &argv, &e)) {

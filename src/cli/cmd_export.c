@@ -2,12 +2,15 @@
  * [--megatron-layout [FILE]] [--chrome-trace FILE] [--svg FILE] [--force]`.
  *
  * Every requested output is built in memory first; only when all of them succeeded are the
- * files written (each atomically), so a refused export leaves no file behind. */
+ * files written (octopipe/out.h: regular files atomically, devices/FIFOs/symlink targets in
+ * place, '-' to stdout), so a refused export leaves no file behind.  Every path is checked
+ * before the plan is even read. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_out.h"
 #include "octopipe/export.h"
 
 static void usage(FILE *f) {
@@ -18,7 +21,9 @@ static void usage(FILE *f) {
             "\n"
             "Turns a plan file (octopipe plan / compare --plans-dir) into what other tools read.\n"
             "Give any number of outputs; FILE '-' means stdout.  Nothing is written unless every\n"
-            "requested output could be made.\n"
+            "requested output could be made, and every path is checked first (exit 2 when one\n"
+            "cannot be written).  Regular files are replaced atomically; a device, FIFO or\n"
+            "symlink target is written in place.\n"
             "\n"
             "outputs:\n"
             "  --torch-csv FILE        torch.distributed.pipelining compute_only CSV: row d = rank d,\n"
@@ -77,9 +82,10 @@ int cmd_export(int argc, char **argv) {
             continue;
         }
         if (!strncmp(a, "--megatron-layout", 17) && (a[17] == 0 || a[17] == '=')) {
-            /* optional value: "=FILE", or the next word once PLAN is known */
+            /* optional value: "=FILE", "-", or the next word once PLAN is known */
             if (a[17] == '=') path[O_MEGATRON] = a + 18;
-            else if (plan_path && i + 1 < argc && argv[i + 1][0] != '-') path[O_MEGATRON] = argv[++i];
+            else if (i + 1 < argc && (!strcmp(argv[i + 1], "-") || (plan_path && argv[i + 1][0] != '-')))
+                path[O_MEGATRON] = argv[++i];
             else path[O_MEGATRON] = "-";
             if (!*path[O_MEGATRON]) {
                 fprintf(stderr, "octopipe export: --megatron-layout= needs a file name\n");
@@ -133,6 +139,8 @@ int cmd_export(int argc, char **argv) {
         fprintf(stderr, "octopipe export: only one output can go to stdout ('-')\n");
         return 2;
     }
+    for (int o = 0; o < O_N; o++) /* before any work: one line, exit 2 */
+        if (op_cli_check_out("export", path[o])) return 2;
     op_plan p;
     op_err e = {0};
     if (op_plan_read(plan_path, &p, &e)) {
@@ -190,13 +198,8 @@ int cmd_export(int argc, char **argv) {
     /* all outputs made: write them */
     for (int o = 0; o < O_N && rc == OP_OK; o++) {
         if (!path[o]) continue;
-        if (!strcmp(path[o], "-")) {
-            fwrite(buf[o].data, 1, buf[o].len, stdout);
-            fflush(stdout);
-            continue;
-        }
-        rc = op_write_file_atomic(path[o], buf[o].data, buf[o].len, &e);
-        if (rc == OP_OK)
+        rc = op_out_write(path[o], buf[o].data, buf[o].len, &e);
+        if (rc == OP_OK && !op_out_is_stdout(path[o]))
             fprintf(info, "wrote %s (%s%s%s)\n", path[o], out_desc[o], done[o][0] ? ": " : "",
                     done[o]);
     }

@@ -1,11 +1,19 @@
 /* cmd_plan.c: `octopipe plan`: tune partition x placement x schedule for a model and cluster
  * and write the plan file (octopipe.plan/1). */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "cli/cli_common.h"
+#include "cli/cli_out.h"
 #include "octopipe/tune.h"
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -20,14 +28,20 @@ static void usage(FILE *f) {
             "fits.  Prints the prediction, the lower bound and the gap to it.\n\n"
             "%s"
             "tuner:\n"
-            "  --out FILE            where to write the plan (required; written atomically)\n"
+            "  --out FILE|-          where to write the plan (required; '-' is stdout, and the\n"
+            "                        summary then goes to stderr).  Checked before the search\n"
+            "                        starts; a regular file is replaced atomically\n"
             "  --placement MODE      any (default) | loop | v.  loop and v keep torchtitan's\n"
             "                        layouts (v stages per device, stage s on device s %% P, or\n"
             "                        the V zig-zag) so `octopipe export --torch-csv` runs there\n"
             "  --time-budget S       stop the search after S seconds (default: none; the search\n"
             "                        is bounded by a number of simulations, so it is deterministic)\n"
             "  --seed N              search seed (default 1); same seed, same plan\n"
+            "  --progress            progress lines on stderr (done/total simulations, time\n"
+            "                        left) even when stderr is not a terminal\n"
             "  --quiet               no progress lines on stderr\n"
+            "Ctrl-C stops the search: the best plan found so far is written and the exit\n"
+            "status is 130.  Flags take `--flag value` or `--flag=value`.\n"
             "\nexample:\n"
             "  octopipe plan --model nemotron-h-8b --devices 8 --microbatches 32 --out plan.json\n"
             "  octopipe plan --model gemma2-9b --devices 4 --microbatches 16 --placement v \\\n"
@@ -40,9 +54,8 @@ int cmd_plan(int argc, char **argv) {
     op_cli_setup_init(&s);
     op_tune_opts o;
     op_tune_opts_default(&o);
-    o.verbose = 1;
     const char *out = NULL;
-    int seed = 1;
+    int seed = 1, progress = 0, quiet = 0;
     for (int i = 1; i < argc; i++) {
         int r = op_cli_setup_flag(&s, argc, argv, &i, "plan");
         if (r < 0) return 2;
@@ -67,7 +80,9 @@ int cmd_plan(int argc, char **argv) {
             const char *v = op_cli_value("plan", argc, argv, &i);
             if (!v || op_cli_int("plan", f, v, 0, 2147483647, &seed)) return 2;
         } else if (!strcmp(f, "--quiet")) {
-            o.verbose = 0;
+            quiet = 1;
+        } else if (!strcmp(f, "--progress")) {
+            progress = 1;
         } else {
             fprintf(stderr, "octopipe plan: unknown option '%s' (see octopipe plan --help)\n", f);
             return 2;
@@ -77,6 +92,8 @@ int cmd_plan(int argc, char **argv) {
         fprintf(stderr, "octopipe plan: --out PLAN.json is required (see octopipe plan --help)\n");
         return 2;
     }
+    if (op_cli_check_out("plan", out)) return 2;
+    o.verbose = op_cli_progress_wanted(progress, quiet);
     if (op_cli_setup_finish(&s, "plan")) {
         op_cli_setup_free(&s);
         return 2;
@@ -86,7 +103,18 @@ int cmd_plan(int argc, char **argv) {
     o.stats = &st;
     op_plan p;
     op_err e = {0};
+    /* Ctrl-C: the tuner stops at its next check and returns its best plan; a second Ctrl-C
+     * (the handler resets itself) stops the process the usual way */
+    interrupted = 0;
+    o.cancel = &interrupted;
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_sa);
     int rc = op_tune(&s.pr, &o, &p, &e);
+    sigaction(SIGINT, &old_sa, NULL);
     if (rc != OP_OK) {
         fprintf(stderr, "octopipe plan: %s\n", e.msg);
         op_cli_setup_free(&s);
@@ -98,32 +126,44 @@ int cmd_plan(int argc, char **argv) {
         op_cli_setup_free(&s);
         return 1;
     }
+    FILE *info = op_cli_info(out);
     const op_pred *q = &p.pred;
     double limit = s.pr.mem_limit_bytes;
-    printf("model %s: %d layers on %d devices (%s), %d microbatches\n", s.model.name,
+    int mem = op_cli_mem_modelled(&s.pr);
+    char lim[32];
+    fprintf(info, "model %s: %d layers on %d devices (%s), %d microbatches\n", s.model.name,
            s.model.n_layers, s.P, s.dev.name, s.M);
-    printf("plan: %d stages, placement %s, %s\n", p.S, st.shape,
+    fprintf(info, "plan: %d stages, placement %s, %s\n", p.S, st.shape,
            p.stage_split[0] ? "split backward (I + W)" : "fused backward (B)");
     for (int d = 0; d < p.P; d++) {
-        printf("  device %2d:", d);
+        fprintf(info, "  device %2d:", d);
         for (int k = 0; k < p.S; k++)
             if (p.stage_dev[k] == d)
-                printf(" s%d[%d,%d)", k, p.stage_first[k], p.stage_first[k + 1]);
-        printf("   peak %.2f GiB\n", (double)q->peak_bytes[d] / 1073741824.0);
+                fprintf(info, " s%d[%d,%d)", k, p.stage_first[k], p.stage_first[k + 1]);
+        if (mem) fprintf(info, "   peak %.2f GiB\n", (double)q->peak_bytes[d] / 1073741824.0);
+        else fprintf(info, "\n");
     }
-    printf("makespan %.2f ms, %.0f tokens/s, bubble %.2f%%\n", q->makespan_ms, q->tokens_per_s,
+    fprintf(info, "makespan %.2f ms, %.0f tokens/s, bubble %.2f%%\n", q->makespan_ms, q->tokens_per_s,
            100 * q->bubble_ratio);
-    printf("lower bound %.2f ms, gap %.2f%%\n", q->lower_bound_ms,
+    fprintf(info, "lower bound %.2f ms, gap %.2f%%\n", q->lower_bound_ms,
            100 * (q->makespan_ms / q->lower_bound_ms - 1));
     if (st.best_baseline_ms > 0)
-        printf("best baseline %s %.2f ms: speedup %.3fx\n", st.best_baseline, st.best_baseline_ms,
+        fprintf(info, "best baseline %s %.2f ms: speedup %.3fx\n", st.best_baseline, st.best_baseline_ms,
                st.best_baseline_ms / q->makespan_ms);
-    printf("peak memory %.2f GiB per device (limit %s%.2f GiB)\n",
-           (double)q->peak_bytes_max / 1073741824.0, limit > 0 ? "" : "none, ",
-           limit / 1073741824.0);
-    printf("tuned in %.2f s (%ld simulations, seed %d); wrote %s\n", st.seconds, st.evals, seed,
-           out);
+    if (mem)
+        fprintf(info, "peak memory %.2f GiB per device (limit %s)\n",
+                (double)q->peak_bytes_max / 1073741824.0, op_cli_mem_limit_str(limit, lim, sizeof lim));
+    else
+        fprintf(info, "memory not modelled (the profile has no memory fields; limit %s unchecked)\n",
+                op_cli_mem_limit_str(limit, lim, sizeof lim));
+    fprintf(info, "tuned in %.2f s (%ld simulations, seed %d); wrote %s\n", st.seconds, st.evals, seed,
+            op_out_is_stdout(out) ? "the plan to stdout" : out);
     op_plan_free(&p);
     op_cli_setup_free(&s);
+    if (interrupted) {
+        fprintf(stderr, "octopipe plan: interrupted: wrote the best plan found in %ld simulations\n",
+                st.evals);
+        return 130;
+    }
     return 0;
 }

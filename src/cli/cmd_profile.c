@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_out.h"
 #include "octopipe/cluster.h"
 #include "octopipe/exec.h"
 #include "octopipe/train.h" /* op_cli_profile_model: a strong reference pulls it from the archive */
@@ -56,6 +57,7 @@ static int profile_comm(int argc, char **argv) {
             return 2;
         }
     }
+    if (op_cli_check_out("profile", out)) return 2; /* before mpirun starts */
     op_err e = {0};
     if (!getenv("OMPI_COMM_WORLD_SIZE")) { /* not under mpirun: start 2 ranks of ourselves */
         int code = op_exec_launch(2, argv, argc, 120, NULL, &e);
@@ -77,8 +79,9 @@ static int profile_comm(int argc, char **argv) {
     }
     int code = 0;
     if (x.rank == 0) {
-        fputs(tab.data, stdout);
-        printf("fit: latency %.4f ms, bandwidth %.3f GB/s (%s)\n", lat, bw, as);
+        FILE *info = op_cli_info(out); /* --out -: the cluster file alone on stdout */
+        fputs(tab.data, info);
+        fprintf(info, "fit: latency %.4f ms, bandwidth %.3f GB/s (%s)\n", lat, bw, as);
         if (out) {
             op_comm c = {0};
             c.intra_lat_ms = c.inter_lat_ms = lat;
@@ -90,7 +93,7 @@ static int profile_comm(int argc, char **argv) {
             if (op_cluster_write(out, &c, src, &e)) {
                 fprintf(stderr, "octopipe profile: %s\n", e.msg);
                 code = 1;
-            } else {
+            } else if (!op_out_is_stdout(out)) {
                 printf("wrote %s\n", out);
             }
         }

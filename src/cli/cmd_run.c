@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_out.h"
 #include "exec/exec_cli.h"
 
 static void help(void) {
@@ -18,10 +19,14 @@ static void help(void) {
            "  --timeout SEC       stop the job after SEC s (default 60 + 3x the predicted time)\n\n"
            "exit status: 0 ok, 1 failure (a rank crashed: named), 2 bad input or refused plan,\n"
            "             3 watchdog (every rank reports what it waits for)\n\n"
+           "On one machine every message is a memory copy by the ranks' CPUs, which the link model\n"
+           "does not see: shrink messages (--bytes-scale 0.002: tens of KiB) and predict with this\n"
+           "machine's links (--cluster), or measured times run far above the prediction.\n\n"
            "examples:\n"
            "  octopipe profile comm --out cluster.json\n"
-           "  octopipe run plan.json --emulate --time-scale 0.05 --cluster cluster.json --json\n"
-           "  octopipe run plan.json --emulate --trace run.trace.json   # open in ui.perfetto.dev\n",
+           "  octopipe run plan.json --emulate --bytes-scale 0.002 --cluster cluster.json\n"
+           "  octopipe run plan.json --emulate --bytes-scale 0.002 --cluster cluster.json \\\n"
+           "      --trace run.trace.json          # open in ui.perfetto.dev; '-' for stdout\n",
            op_exec_cli_help());
 }
 
@@ -33,6 +38,7 @@ int cmd_run(int argc, char **argv) {
         return 0;
     }
     if (rc) return rc;
+    if (op_cli_check_out("run", c.trace_path)) return 2; /* before any rank starts */
     op_plan emu, pred;
     int have_pred = 0;
     rc = op_exec_cli_plans(&c, "run", NULL, &emu, &pred, &have_pred);

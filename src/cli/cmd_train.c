@@ -5,8 +5,11 @@
  * plans and broadcasts the plan, so every rank runs the same one. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_out.h"
 #include "octopipe/cluster.h"
 #include "octopipe/export.h"
 #include "octopipe/ptrain.h"
@@ -47,9 +50,11 @@ static void help(void) {
            "  --lr X              peak learning rate (default 3e-3)\n"
            "  --seed N            init and data seed (default 1)\n"
            "  --checkpoint DIR    write DIR/model.ckpt at the end (and every --checkpoint-every N)\n"
-           "  --checkpoint-every N\n"
+           "  --checkpoint-every N  also write DIR/model.ckpt every N steps (default 0: at the end\n"
+           "                      only); each write is atomic, so a kill leaves the last whole one\n"
            "  --resume            continue from DIR/model.ckpt (bitwise the uninterrupted run)\n"
-           "  --svg FILE          measured timeline of the last step (SVG)\n"
+           "  --svg FILE          measured timeline of the last step (SVG); like every output\n"
+           "                      here: '-' is stdout, checked before anything starts\n"
            "  --trace FILE        Chrome trace of the last step: measured ranks + predicted devices\n"
            "  --save-plan FILE    write the plan that ran (with its prediction)\n"
            "  --threads           in-process ranks (no mpirun)\n"
@@ -69,7 +74,8 @@ static void help(void) {
            "  --pin               bind rank r to core r (a dedicated machine: keeps each rank's\n"
            "                      caches on one core; not for a machine shared with other jobs)\n"
            "  --progress-thread   also progress messages from a thread while ops compute (off by\n"
-           "                      default: its 50 us wake-ups slowed 2-core runs by ~40%%)\n"           "  --timeout SEC       mpirun job limit (default 600)\n\n"
+           "                      default: its 50 us wake-ups slowed 2-core runs by ~40%%)\n"
+           "  --timeout SEC       mpirun job limit (default 600)\n\n"
            "exit status: 0 ok, 1 failure, 2 bad input\n\n"
            "examples:\n"
            "  octopipe train --model small --devices 2 --microbatches 8 --plan auto --steps 200 \\\n"
@@ -196,6 +202,9 @@ static int calibrate(const targs *a, const op_nn_model *m, const op_layer_prof *
     op_ptrain_opts o;
     fill_opts(a, &o);
     o.log_every = 0;
+    fprintf(stderr, "octopipe train: calibrating: %s%s%s take turns for %d steps each on in-process "
+                    "ranks; their op times then fit the per-kind F/I/W costs the plan is made with\n",
+            pp[0]->name, n > 1 ? " and " : "", n > 1 ? pp[1]->name : "", a->calibrate);
     double t0 = op_now_s();
     op_ptrain_turns t;
     int rc = op_ptrain_run_turns(m, pp, n, &o, a->calibrate, &t, &e);
@@ -466,9 +475,24 @@ static int train_rank(const targs *a, int argc, char **argv) {
     return code;
 }
 
-/* Model, data and the checkpoint to resume from checked before anything starts: bad input is
- * one line and exit 2; 1 when a resumed run has nothing left to do. */
+/* Every output path checked before anything starts: a run that cannot be saved is one line
+ * and exit 2 up front, not a finished run lost at the end. */
+static int check_outputs(const targs *a) {
+    const char *outs[] = {a->svg, a->trace, a->save_plan};
+    for (int k = 0; k < 3; k++)
+        if (op_cli_check_out("train", outs[k])) return 2;
+    /* --checkpoint DIR: created when missing, then takes DIR/model.ckpt (a missing DIR with
+     * --resume is the missing checkpoint, reported where it is read) */
+    struct stat st;
+    if (a->ckpt && (!a->resume || stat(a->ckpt, &st) == 0) && op_cli_check_out_dir("train", a->ckpt))
+        return 2;
+    return 0;
+}
+
+/* Model, data, outputs and the checkpoint to resume from checked in the launcher, before
+ * mpirun: bad input is one line and exit 2; 1 when a resumed run has nothing left to do. */
 static int check_inputs(const targs *a) {
+    if (check_outputs(a)) return 2;
     op_nn_model m;
     if (load_model(a, &m)) return 2;
     op_train_data d;
@@ -500,6 +524,14 @@ int cmd_train(int argc, char **argv) {
     int rc = parse(&a, argc, argv);
     if (rc) return rc == 1 ? 0 : rc;
     if (!getenv("OMPI_COMM_WORLD_SIZE") && (rc = check_inputs(&a))) return rc == 1 ? 0 : 2;
+    if (getenv("OMPI_COMM_WORLD_SIZE")) { /* under the user's own mpirun: each rank checks, rank 0 says */
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        int saved = -1;
+        if (r && strcmp(r, "0")) fflush(stderr), saved = dup(2), close(2);
+        int bad = check_outputs(&a);
+        if (saved >= 0) dup2(saved, 2), close(saved);
+        if (bad) return 2;
+    }
     if (a.threads) return train_threads(&a);
     if (getenv("OMPI_COMM_WORLD_SIZE")) return train_rank(&a, argc, argv);
     /* not under mpirun: start P ranks of ourselves with the same flags */

@@ -1,5 +1,7 @@
-/* main.c: `octopipe` subcommand dispatch. */
+/* main.c: `octopipe` subcommand dispatch, and the flag syntax every command shares:
+ * `--flag=value` is the same as `--flag value`, and `octopipe help CMD` is `octopipe CMD --help`. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -19,7 +21,7 @@ static const subcmd *subcmds(void) {
         {"sim", NULL, "re-simulate a plan file and print its prediction"},
         {"export", NULL, "export a plan: torch CSV, Megatron layout, Chrome trace, SVG"},
         {"lower", NULL, "print a plan's per-rank instruction lists"},
-        {"run", NULL, "run a plan over MPI (emulated or real compute) and compare to prediction"},
+        {"run", NULL, "run a plan over MPI (emulated compute) and compare to the prediction"},
         {"exec", NULL, "rank entry point under your own mpirun"},
         {"profile", NULL, "measure per-layer costs (or P2P links: profile comm)"},
         {"train", NULL, "train the reference hybrid model through a plan"},
@@ -42,7 +44,7 @@ static const subcmd *subcmds(void) {
 static void usage(FILE *f) {
     fprintf(f,
             "octopipe: pipeline-parallel planner, simulator and executor for heterogeneous LLMs\n"
-            "\nusage: octopipe <command> [options]   (octopipe <command> --help for details)\n\n"
+            "\nusage: octopipe <command> [options]   (octopipe help <command> for details)\n\n"
             "commands:\n");
     for (const subcmd *c = subcmds(); c->name; c++)
         if (c->fn) fprintf(f, "  %-9s %s\n", c->name, c->help);
@@ -50,12 +52,59 @@ static void usage(FILE *f) {
                "  octopipe models\n"
                "  octopipe compare --model nemotron-h-8b --devices 8 --microbatches 32\n"
                "  octopipe plan --model nemotron-h-8b --devices 8 --microbatches 32 --out plan.json\n"
-               "  octopipe export plan.json --svg plan.svg\n");
+               "  octopipe export plan.json --svg plan.svg\n"
+               "\nEvery flag takes its value as `--flag value` or `--flag=value`.  Every output flag\n"
+               "takes '-' for standard output; a regular file is replaced atomically (never half\n"
+               "written), a device, FIFO or symlink target is written in place, and every output\n"
+               "path is checked before the work starts (exit 2 when it cannot be written).\n");
+}
+
+/* Splits every "--name=value" into "--name" "value" (at the first '=', so values may hold
+ * '=' themselves), once for all commands: each parser then sees one syntax, and flags added
+ * later get both forms for free.  Only entries shaped like a long flag are split; anything
+ * after a bare "--" is left alone.  Returns a new argv (argc in *n); entries point into the
+ * original strings or a private copy. */
+/* Flags whose value is optional keep "=value" attached: split, the value could not be told
+ * from the next positional argument. */
+static int value_optional(const char *a, const char *eq) {
+    static const char *const names[] = {"--megatron-layout", NULL};
+    for (const char *const *f = names; *f; f++)
+        if ((size_t)(eq - a) == strlen(*f) && !strncmp(a, *f, (size_t)(eq - a))) return 1;
+    return 0;
+}
+
+static char **split_flag_values(int argc, char **argv, int *n) {
+    char **out = calloc((size_t)argc * 2 + 1, sizeof *out);
+    if (!out) return NULL;
+    int k = 0, done = 0;
+    for (int i = 0; i < argc; i++) {
+        char *a = argv[i], *eq = NULL;
+        if (!done && !strcmp(a, "--")) done = 1;
+        if (!done && a[0] == '-' && a[1] == '-' && a[2] && a[2] != '=') {
+            eq = strchr(a, '=');
+            for (const char *c = a + 2; eq && c < eq; c++)
+                if (!(c[0] == '-' || (c[0] >= 'a' && c[0] <= 'z') || (c[0] >= 'A' && c[0] <= 'Z') ||
+                      (c[0] >= '0' && c[0] <= '9')))
+                    eq = NULL;
+            if (eq && value_optional(a, eq)) eq = NULL;
+        }
+        if (!eq) {
+            out[k++] = a;
+            continue;
+        }
+        char *name = strdup(a);
+        if (!name) return NULL;
+        name[eq - a] = 0;
+        out[k++] = name;
+        out[k++] = eq + 1;
+    }
+    *n = k;
+    return out;
 }
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
-        !strcmp(argv[1], "help")) {
+        (!strcmp(argv[1], "help") && argc == 2)) {
         usage(stdout);
         return argc < 2 ? 2 : 0;
     }
@@ -63,8 +112,20 @@ int main(int argc, char **argv) {
         printf("octopipe %s\n", op_version());
         return 0;
     }
+    char *help_argv[4] = {argv[0], NULL, "--help", NULL};
+    if (!strcmp(argv[1], "help")) { /* octopipe help CMD == octopipe CMD --help */
+        help_argv[1] = argv[2];
+        argc = 3, argv = help_argv;
+    }
+    int n = 0;
+    static char **args; /* static: stays reachable to the end (leak checkers agree) */
+    args = split_flag_values(argc - 1, argv + 1, &n);
+    if (!args) {
+        fprintf(stderr, "octopipe: out of memory reading the command line\n");
+        return 1;
+    }
     for (const subcmd *c = subcmds(); c->name; c++)
-        if (!strcmp(argv[1], c->name) && c->fn) return c->fn(argc - 1, argv + 1);
-    fprintf(stderr, "octopipe: unknown command '%s' (octopipe --help lists them)\n", argv[1]);
+        if (!strcmp(args[0], c->name) && c->fn) return c->fn(n, args);
+    fprintf(stderr, "octopipe: unknown command '%s' (octopipe --help lists them)\n", args[0]);
     return 2;
 }

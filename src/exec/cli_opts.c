@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "exec/exec_cli.h"
+#include "octopipe/out.h"
 #include "exec/exec_internal.h"
 #include "octopipe/cluster.h"
 #include "octopipe/sim.h"
@@ -172,29 +173,30 @@ int op_exec_cli_plans(const op_exec_cli *c, const char *cmd, const char *text, o
 int op_exec_cli_report(const op_exec_cli *c, const char *cmd, const op_exec_result *r,
                        const op_plan *pred, int have_pred) {
     op_buf b = {0};
+    FILE *info = op_out_is_stdout(c->trace_path) ? stderr : stdout; /* --trace -: trace alone */
     if (c->json) {
         op_exec_report_json(r, pred, c->time_scale, &b);
-        fputs(b.data, stdout);
+        fputs(b.data, info);
     } else {
-        printf("%s: %d ranks, %d microbatches, time scale %g, message bytes x%g, links: %s\n",
+        fprintf(info, "%s: %d ranks, %d microbatches, time scale %g, message bytes x%g, links: %s\n",
                pred->name, pred->P, pred->M, c->time_scale, c->bytes_scale,
                c->cluster_path ? c->cluster_path
                                : "the plan's (--cluster FILE from `octopipe profile comm` for this machine's)");
-        printf("  measured  makespan %10.3f ms  bubble %5.1f%%  (per-op overhead %.3f ms)\n",
+        fprintf(info, "  measured  makespan %10.3f ms  bubble %5.1f%%  (per-op overhead %.3f ms)\n",
                r->makespan_ms, 100 * r->bubble_ratio, r->overhead_ms);
         if (have_pred)
-            printf("  predicted makespan %10.3f ms  bubble %5.1f%%  error %+.2f%%\n",
+            fprintf(info, "  predicted makespan %10.3f ms  bubble %5.1f%%  error %+.2f%%\n",
                    pred->pred.makespan_ms, 100 * op_exec_pred_bubble(pred, NULL),
                    100 * (r->makespan_ms - pred->pred.makespan_ms) / pred->pred.makespan_ms);
         else
-            printf("  predicted: simulator not built\n");
+            fprintf(info, "  predicted: simulator not built\n");
     }
-    fflush(stdout);
+    fflush(info);
     op_buf_free(&b);
     if (c->trace_path) {
         op_err e = {0};
         op_exec_chrome_trace(r, pred, &b);
-        int rc = op_write_file_atomic(c->trace_path, b.data, b.len, &e);
+        int rc = op_out_write(c->trace_path, b.data, b.len, &e);
         op_buf_free(&b);
         if (rc) {
             fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "octopipe/out.h"
 #include "octopipe/plan.h"
 #include "octopipe/plan_io.h"
 
@@ -180,7 +181,7 @@ int op_plan_write(const op_plan *p, const char *path, op_err *err) {
         return op_errf(err, rc, "%s: plan has a non-finite number (inf or NaN); not written",
                        path);
     }
-    rc = op_write_file_atomic(path, b.data, b.len, err);
+    rc = op_out_write(path, b.data, b.len, err); /* '-', devices, FIFOs, symlinks: out.h */
     op_buf_free(&b);
     return rc;
 }

@@ -3,8 +3,9 @@
  *   "OPCKPT01" | u32 version | u32 pattern length | pattern bytes | cfg block (op_nn_cfg
  *   fields, fixed order) | i64 next step | u64 n params | f32 params[n] | f32 m[n] | f32 v[n]
  *   | u64 FNV-1a of everything before.
- * Written through op_write_file_atomic (temp file, fsync, rename), so a crash leaves the old
- * checkpoint whole; the next save removes temp files whose writer is gone.  Floats are stored bit for bit: resuming continues bitwise. */
+ * Written through op_out_write (octopipe/out.h: temp file, fsync, rename for a regular file),
+ * so a crash leaves the old checkpoint whole; the next save removes temp files whose writer is
+ * gone.  Floats are stored bit for bit: resuming continues bitwise. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "octopipe/out.h"
 #include "octopipe/train.h"
 
 #define MAGIC "OPCKPT01"
@@ -93,7 +95,7 @@ int op_ckpt_save(const char *path, const op_nn_model *m, op_nn_stage *const *sta
         }
     uint64_t h = fnv1a((const unsigned char *)b.data, b.len);
     op_buf_put(&b, &h, 8);
-    rc = op_write_file_atomic(path, b.data, b.len, err);
+    rc = op_out_write(path, b.data, b.len, err);
     op_buf_free(&b);
     return rc;
 }

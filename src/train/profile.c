@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "octopipe/out.h"
 #include "octopipe/train.h"
 
 static int cmp_d(const void *a, const void *b) {
@@ -179,29 +180,34 @@ int op_cli_profile_model(int argc, char **argv) {
     }
     op_nn_model m;
     op_err e = {0};
+    if (out && op_out_check(out, &e)) { /* before the measuring starts */
+        fprintf(stderr, "octopipe profile: %s\n", e.msg);
+        return 2;
+    }
     if (op_nn_model_from_spec(&m, model, &e)) {
         fprintf(stderr, "octopipe profile: %s\n", e.msg);
         return 2;
     }
     op_layer_prof p[8];
     int n = op_train_profile(&m, (int)repeats, p);
-    printf("model %s: %s, %zu parameters, microbatch %d x %d tokens, median of %ld\n", m.name,
+    FILE *info = op_out_is_stdout(out) ? stderr : stdout; /* --out -: the profile alone */
+    fprintf(info, "model %s: %s, %zu parameters, microbatch %d x %d tokens, median of %ld\n", m.name,
            m.pattern, m.off[m.n_layers], m.cfg.batch, m.cfg.seq, repeats);
-    printf("%-5s %9s %9s %9s %12s %12s %12s\n", "layer", "F_ms", "I_ms", "W_ms", "act_bytes",
+    fprintf(info, "%-5s %9s %9s %9s %12s %12s %12s\n", "layer", "F_ms", "I_ms", "W_ms", "act_bytes",
            "act_w_bytes", "param_bytes");
     for (int k = 0; k < n; k++)
-        printf("%-5c %9.3f %9.3f %9.3f %12zu %12zu %12zu\n", p[k].sym, p[k].f_ms, p[k].i_ms,
+        fprintf(info, "%-5c %9.3f %9.3f %9.3f %12zu %12zu %12zu\n", p[k].sym, p[k].f_ms, p[k].i_ms,
                p[k].w_ms, p[k].act_bytes, p[k].act_w_bytes, p[k].param_bytes);
     if (out) {
         op_buf b = {0};
         op_train_profile_json(&m, p, n, (int)repeats, &b);
-        int rc = op_write_file_atomic(out, b.data, b.len, &e);
+        int rc = op_out_write(out, b.data, b.len, &e);
         op_buf_free(&b);
         if (rc) {
             fprintf(stderr, "octopipe profile: %s\n", e.msg);
             return 1;
         }
-        printf("wrote %s\n", out);
+        if (!op_out_is_stdout(out)) printf("wrote %s\n", out);
     }
     return 0;
 }

@@ -38,7 +38,7 @@ double op_tune_lower_bound(const op_problem *pr) {
 }
 
 int tn_out_of_budget(const tn_search *st) {
-    if (st->evals >= st->max_evals) return 1;
+    if (st->evals >= st->max_evals || (st->o->cancel && *st->o->cancel)) return 1;
     return st->deadline > 0 && (st->evals & 15) == 0 && op_now_s() > st->deadline;
 }
 
@@ -49,9 +49,14 @@ static void progress(tn_search *st) {
     double best = st->best_score < TN_NOFIT ? st->best_score : 0;
     double gap = best > 0 ? best / st->pb->lb - 1 : 0;
     if (st->o->progress) st->o->progress(st->o->progress_ctx, st->phase, best, gap);
-    if (st->o->verbose)
-        fprintf(stderr, "octopipe plan: %-9s best %.3f ms  gap %.2f%%  (%ld sims, %.1f s)\n",
-                st->phase, best, 100 * gap, st->evals, now - st->t0);
+    if (st->o->verbose) { /* time left: the simulation budget at the rate so far (an upper
+                            * bound: the search may stop early), or the wall-time budget */
+        double left = st->evals > 0 ? (now - st->t0) * (st->max_evals - st->evals) / st->evals : 0;
+        if (st->deadline > 0 && st->deadline - now < left) left = st->deadline - now;
+        fprintf(stderr, "%s: %-9s best %.3f ms  gap %.2f%%  (%ld/%ld sims, %.1f s, <= %.0f s left)\n",
+                st->o->label ? st->o->label : "octopipe plan", st->phase, best, 100 * gap,
+                st->evals, st->max_evals, now - st->t0, left > 0 ? left : 0);
+    }
 }
 
 double tn_score(tn_search *st, const tn_cand *c) { return tn_score_cut(st, c, 0); }

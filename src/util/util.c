@@ -1,5 +1,6 @@
 /* util.c: errors, allocation, arenas, buffers, files, RNG, clock (see common.h). */
 #include "octopipe/common.h"
+#include "octopipe/out.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -102,45 +103,9 @@ void op_arena_free(op_arena *a) {
     a->used_bytes = 0;
 }
 
+/* Kept for callers that predate out.h: the same rules as op_out_write. */
 int op_write_file_atomic(const char *path, const void *data, size_t len, op_err *err) {
-    size_t pl = strlen(path);
-    char *tmp = op_xmalloc(pl + 32);
-    snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(e));
-    }
-    const unsigned char *p = data;
-    size_t left = len;
-    while (left) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            return op_errf(err, OP_EIO, "%s: write failed: %s", path, strerror(e));
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        free(tmp);
-        return op_errf(err, OP_EIO, "%s: fsync/close failed: %s", path, strerror(e));
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        free(tmp);
-        return op_errf(err, OP_EIO, "%s: rename failed: %s", path, strerror(e));
-    }
-    free(tmp);
-    return OP_OK;
+    return op_out_write(path, data, len, err);
 }
 
 static void buf_reserve(op_buf *b, size_t extra) {

@@ -1,0 +1,38 @@
+/* out.h: how OctoPipe writes an output file (plan, export, trace, SVG, checkpoint, profile).
+ *
+ * Rules, the same for every output flag of every command:
+ *  - "-" is standard output; so is a link to it (/dev/stdout, /proc/self/fd/1), and a link to
+ *    another open descriptor (/dev/fd/N, /dev/stderr) is written through that descriptor.
+ *  - A regular file, or a path that does not exist yet, is replaced atomically: a temporary
+ *    file in the same directory, fsync, rename.  A reader never sees half a file, a failed
+ *    write leaves the old file as it was, and no temporary file stays behind.
+ *  - Anything else is written straight into, never replaced: a device (/dev/null), a FIFO, a
+ *    terminal.  A symbolic link is followed and its target is written by these same rules, so
+ *    the link stays a link.
+ *  - op_out_check tells, before any work starts, whether a path can be written; the caller
+ *    prints its one line and exits 2 instead of computing a result it cannot keep. */
+#ifndef OCTOPIPE_OUT_H
+#define OCTOPIPE_OUT_H
+#include "octopipe/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when path names standard output: "-", or a symbolic link to what fd 1 has open. */
+int op_out_is_stdout(const char *path);
+
+/* Checks that path can be written under the rules above without writing it: "-" always can;
+ * an existing directory cannot; a new or regular file needs its directory to exist and take a
+ * new file (probed by creating and removing a temporary file there, which also works as root
+ * and on read-only mounts); a device or FIFO must be writable.  OP_OK or OP_EIO with one line
+ * "<path>: cannot write: <why>". */
+int op_out_check(const char *path, op_err *err);
+
+/* Writes len bytes to path under the rules above.  OP_OK or OP_EIO with one line. */
+int op_out_write(const char *path, const void *data, size_t len, op_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,24 @@
+/* cli_out.h: what every command does the same way with outputs, progress and memory lines. */
+#ifndef OCTOPIPE_CLI_OUT_H
+#define OCTOPIPE_CLI_OUT_H
+#include <stdio.h>
+
+#include "octopipe/out.h"
+#include "octopipe/plan.h"
+
+/* Checks output path (NULL: nothing to check) before any work; prints
+ * "octopipe <cmd>: <path>: cannot write: <why>" and returns 2, else 0. */
+int op_cli_check_out(const char *cmd, const char *path);
+/* The same for a directory that the command creates (one level) and fills with files. */
+int op_cli_check_out_dir(const char *cmd, const char *dir);
+/* Where a command's human-readable lines go: stderr when an output goes to stdout ("-"). */
+FILE *op_cli_info(const char *out_path);
+/* Progress lines: asked for (--progress), or stderr is a terminal; never with --quiet. */
+int op_cli_progress_wanted(int asked, int quiet);
+/* 0 when no layer carries a memory figure (a profile without memory fields): peaks are then
+ * all zero and "fits" says nothing, so commands print "memory not modelled" instead. */
+int op_cli_mem_modelled(const op_problem *pr);
+/* "none" or "%.2f GiB" of a memory limit in bytes (<= 0: none), into buf. */
+const char *op_cli_mem_limit_str(double limit_bytes, char *buf, size_t cap);
+
+#endif

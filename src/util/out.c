@@ -1,0 +1,215 @@
+/* out.c: writing output files without destroying what is there (see out.h). */
+#include "octopipe/out.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* 1 when path is a symbolic link to what descriptor fd already has open (/dev/stdout,
+ * /proc/self/fd/1, a user's link to the same file): such a path means that descriptor, as
+ * for a shell redirection; renaming a file over it would lose what else goes there. */
+static int link_to_fd(const char *path, int fd) {
+    struct stat l, a, b;
+    return lstat(path, &l) == 0 && S_ISLNK(l.st_mode) && stat(path, &a) == 0 && fstat(fd, &b) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+int op_out_is_stdout(const char *path) {
+    return path && (!strcmp(path, "-") || link_to_fd(path, STDOUT_FILENO));
+}
+
+/* Follows symbolic links (also dangling ones: writing through a link to a missing file
+ * creates that file, as a shell redirection does) and returns the final path in a malloc'd
+ * string; *st holds its lstat, *exists whether it exists.  A kernel link under /proc (what
+ * /dev/fd/N and /dev/stdout lead to) names an open file, not a path: *kernel is then set,
+ * *st is the kernel's stat and the path itself is returned, to be opened in place.  NULL on
+ * a loop or a bad link. */
+static char *resolve(const char *path, struct stat *st, int *exists, int *kernel, int *eno) {
+    *kernel = 0;
+    char *p = op_xstrdup(path);
+    for (int hop = 0; hop < 40; hop++) {
+        if (lstat(p, st) != 0) {
+            *exists = 0;
+            if (errno != ENOENT && errno != ENOTDIR) { /* ENOTDIR: said by check_new */
+                *eno = errno;
+                free(p);
+                return NULL;
+            }
+            return p;
+        }
+        *exists = 1;
+        if (!S_ISLNK(st->st_mode)) return p;
+        if (!strncmp(p, "/proc/", 6)) {
+            free(p);
+            *kernel = 1;
+            if (stat(path, st) != 0) {
+                *eno = errno;
+                return NULL;
+            }
+            return op_xstrdup(path);
+        }
+        char link[PATH_MAX];
+        ssize_t n = readlink(p, link, sizeof link - 1);
+        if (n < 0) {
+            *eno = errno;
+            free(p);
+            return NULL;
+        }
+        link[n] = 0;
+        char *next;
+        const char *slash = strrchr(p, '/');
+        if (link[0] == '/' || !slash) {
+            next = op_xstrdup(link);
+        } else { /* relative to the link's own directory */
+            size_t dl = (size_t)(slash - p) + 1, ll = strlen(link);
+            next = op_xmalloc(dl + ll + 1);
+            memcpy(next, p, dl);
+            memcpy(next + dl, link, ll + 1);
+        }
+        free(p);
+        p = next;
+    }
+    *eno = ELOOP;
+    free(p);
+    return NULL;
+}
+
+/* The directory part of path ("." when there is none), malloc'd. */
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return op_xstrdup(".");
+    if (slash == path) return op_xstrdup("/");
+    size_t n = (size_t)(slash - path);
+    char *d = op_xmalloc(n + 1);
+    memcpy(d, path, n);
+    d[n] = 0;
+    return d;
+}
+
+static char *tmp_name(const char *final, const char *tag) {
+    size_t n = strlen(final) + 48;
+    char *t = op_xmalloc(n);
+    snprintf(t, n, "%s.%s.%ld", final, tag, (long)getpid());
+    return t;
+}
+
+static int write_all(int fd, const void *data, size_t len) {
+    const unsigned char *p = data;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Can a new file appear at final (i.e. in its directory)?  OP_OK or one line in err. */
+static int check_new(const char *path, const char *final, op_err *err) {
+    char *dir = dir_of(final);
+    struct stat ds;
+    int rc = OP_OK;
+    if (stat(dir, &ds) != 0) {
+        rc = op_errf(err, OP_EIO, "%s: cannot write: directory %s %s", path, dir,
+                     errno == ENOENT ? "does not exist" : strerror(errno));
+    } else if (!S_ISDIR(ds.st_mode)) {
+        rc = op_errf(err, OP_EIO, "%s: cannot write: %s is not a directory", path, dir);
+    } else {
+        /* a real probe: permission bits do not stop root, a read-only mount does */
+        char *probe = tmp_name(final, "probe");
+        int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            rc = op_errf(err, OP_EIO, "%s: cannot write: cannot create files in %s: %s", path,
+                         dir, strerror(errno));
+        } else {
+            close(fd);
+            unlink(probe);
+        }
+        free(probe);
+    }
+    free(dir);
+    return rc;
+}
+
+int op_out_check(const char *path, op_err *err) {
+    if (!path || !path[0]) return op_errf(err, OP_EIO, "an output path is empty");
+    if (op_out_is_stdout(path) || link_to_fd(path, STDERR_FILENO)) return OP_OK;
+    struct stat st;
+    int exists = 0, kernel = 0, eno = 0;
+    char *final = resolve(path, &st, &exists, &kernel, &eno);
+    if (!final) return op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(eno));
+    int rc = OP_OK;
+    if (exists && S_ISDIR(st.st_mode))
+        rc = op_errf(err, OP_EIO, "%s: cannot write: is a directory", path);
+    else if (!kernel && (!exists || S_ISREG(st.st_mode)))
+        rc = check_new(path, final, err);
+    else if (access(final, W_OK) != 0)
+        rc = op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(errno));
+    free(final);
+    return rc;
+}
+
+/* Temp file beside final, fsync, rename: the old file (if any) keeps its mode. */
+static int write_atomic(const char *path, const char *final, const struct stat *old,
+                        const void *data, size_t len, op_err *err) {
+    char *tmp = tmp_name(final, "tmp");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(e));
+    }
+    if (old) fchmod(fd, old->st_mode & 07777);
+    const char *what = NULL;
+    if (write_all(fd, data, len) != 0) what = "write failed";
+    else if (fsync(fd) != 0) what = "fsync failed";
+    int e = errno;
+    if (close(fd) != 0 && !what) what = "close failed", e = errno;
+    if (!what && rename(tmp, final) != 0) what = "rename failed", e = errno;
+    if (what) unlink(tmp);
+    free(tmp);
+    return what ? op_errf(err, OP_EIO, "%s: %s: %s", path, what, strerror(e)) : OP_OK;
+}
+
+/* Devices, FIFOs, terminals, open files named by /dev/fd/N: written in place, never
+ * replaced (a regular file reached that way is truncated first, as a shell's '>' does). */
+static int write_direct(const char *path, const char *final, const struct stat *st,
+                        const void *data, size_t len, op_err *err) {
+    int fd = open(final, O_WRONLY | O_CLOEXEC | (S_ISREG(st->st_mode) ? O_TRUNC : 0));
+    if (fd < 0) return op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(errno));
+    int bad = write_all(fd, data, len);
+    int e = errno;
+    if (close(fd) != 0 && !bad) bad = 1, e = errno;
+    return bad ? op_errf(err, OP_EIO, "%s: write failed: %s", path, strerror(e)) : OP_OK;
+}
+
+int op_out_write(const char *path, const void *data, size_t len, op_err *err) {
+    if (!path || !path[0]) return op_errf(err, OP_EIO, "an output path is empty");
+    int fd = op_out_is_stdout(path) ? STDOUT_FILENO : link_to_fd(path, STDERR_FILENO) ? STDERR_FILENO : -1;
+    if (fd >= 0) { /* the descriptor itself: what was printed before stays, in order */
+        fflush(fd == STDOUT_FILENO ? stdout : stderr);
+        if (write_all(fd, data, len) != 0)
+            return op_errf(err, OP_EIO, "%s: write failed: %s", path, strerror(errno));
+        return OP_OK;
+    }
+    struct stat st;
+    int exists = 0, kernel = 0, eno = 0;
+    char *final = resolve(path, &st, &exists, &kernel, &eno);
+    if (!final) return op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(eno));
+    int rc;
+    if (exists && S_ISDIR(st.st_mode))
+        rc = op_errf(err, OP_EIO, "%s: cannot write: is a directory", path);
+    else if (!kernel && (!exists || S_ISREG(st.st_mode)))
+        rc = write_atomic(path, final, exists ? &st : NULL, data, len, err);
+    else
+        rc = write_direct(path, final, &st, data, len, err);
+    free(final);
+    return rc;
+}
