@@ -93,7 +93,8 @@ int op_sched_balanced_split(const op_layer_cost *layers, int n_layers, int S, in
  * device can move, the oldest ready F runs over the cap, so the result never deadlocks.
  * flags: OP_ZB_F_FIRST (F before a ready I), OP_ZB_W_EAGER (W whenever nothing else is ready),
  * OP_ZB_F_SHALLOW (among ready F on one device, the lower stage first; default the deeper). */
-enum { OP_ZB_F_FIRST = 1, OP_ZB_W_EAGER = 2, OP_ZB_F_SHALLOW = 4 };
+enum { OP_ZB_F_FIRST = 1, OP_ZB_W_EAGER = 2, OP_ZB_F_SHALLOW = 4, OP_ZB_PER_CHUNK = 8,
+       OP_ZB_W_LOOKAHEAD = 16 };
 void op_sched_zb_greedy(op_plan *p, const double *cap_mb, double mem_limit_bytes, int flags);
 
 #ifdef __cplusplus

@@ -1,6 +1,7 @@
 /* sched.c: the baseline registry.  Each baseline enumerates the settings its users would try
  * (split options, v and G for interleaving, ZB heuristic variants), simulates every candidate
  * and keeps the fastest that fits memory, so that OctoPipe is compared with each at its best. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,63 +179,130 @@ static int build_i1f1b(const op_problem *pr, const op_sched_opts *o, sched_best 
     return OP_OK;
 }
 
-/* zbh1 / zbh2 / zbv: I/W split, ZB's split options, best of the heuristic variants. */
+/* Squeezes the kept plan's order (sched_polish) within a budget of about OP_POLISH_STEPS
+ * simulated ops, and notes it in the settings. */
+#define OP_POLISH_STEPS 2e6
+static void polish_best(sched_best *best, op_sim_ws *ws) {
+    op_plan *p = &best->plan;
+    long ops = 0;
+    for (int d = 0; d < p->P; d++) ops += p->n_ops[d];
+    double env = getenv("OP_POLISH") ? atof(getenv("OP_POLISH")) : OP_POLISH_STEPS;
+    long sims = (long)(env / (double)(ops > 0 ? ops : 1));
+    if (sims < 1) return;
+    int kept = sched_polish(p, sims, ws);
+    best->candidates++;
+    if (kept) {
+        size_t n = strlen(best->settings);
+        snprintf(best->settings + n, sizeof best->settings - n, " +%d swaps", kept);
+    }
+}
+
+/* Whether simulated plan p holds at most cap microbatches of each device's activations
+ * (static bytes aside). */
+static int within_inflight(const op_plan *p, double cap) {
+    for (int d = 0; d < p->P; d++) {
+        double per_mb = 0, trans = 0; /* I's transient comes on top, as in 1F1B's own peak */
+        for (int s = 0; s < p->S; s++)
+            if (p->stage_dev[s] == d) {
+                double a = (double)op_stage_act_bytes(p, s), aw = (double)op_stage_act_w_bytes(p, s);
+                double ai = (double)op_stage_act_i_bytes(p, s);
+                per_mb += a > aw ? a : aw;
+                trans = ai > trans ? ai : trans;
+            }
+        double act = (double)(p->pred.peak_bytes[d] - p->pred.static_bytes[d]);
+
+        if (act > (cap * per_mb + trans) * (1 + 1e-9) + 1) return 0;
+    }
+    return 1;
+}
+
+/* One greedy candidate: split sp, heuristic flags, in-flight cap (microbatches of a device's
+ * layers, the --zero-bubble-max-pending-backward knob). */
+static void zb_try(const char *name, const op_problem *pr, const sched_split *sp, sched_place pl,
+                   double cap, int flags, sched_best *best, op_sim_ws *ws) {
+    double *caps = op_xmalloc(sizeof(double) * (size_t)pr->P);
+    for (int d = 0; d < pr->P; d++) caps[d] = cap;
+    op_plan p;
+    sched_plan_from_split(&p, name, pr, sp, pl, 1);
+    op_sched_zb_greedy(&p, caps, pr->mem_limit_bytes, flags);
+    char set[200];
+    snprintf(set, sizeof set, "split=%.60s order=greedy(%s,%s%s%s) inflight=%g", sp->desc,
+             flags & OP_ZB_F_FIRST ? "F first" : "I first",
+             flags & OP_ZB_W_EAGER ? "eager W" : flags & OP_ZB_W_LOOKAHEAD ? "lookahead W" : "lazy W",
+             flags & OP_ZB_F_SHALLOW ? ",shallow F" : "", flags & OP_ZB_PER_CHUNK ? ",per chunk" : "",
+             cap);
+    sched_offer(best, &p, set, ws);
+    free(caps);
+}
+
+/* zbh1 / zbh2 / zbv: I/W split, ZB's split options, best of the heuristic variants.  The
+ * in-flight limit is the schedule's memory definition (P microbatches for H1 and V, 2P for
+ * H2); a user short of memory lowers it, so lower limits are tried when nothing fits. */
 static int build_zb(const char *name, const op_problem *pr, const op_sched_opts *o,
                     sched_best *best, op_sim_ws *ws, op_err *err) {
     int P = pr->P, v_shape = !strcmp(name, "zbv");
     int S = v_shape ? 2 * P : P;
     sched_place pl = v_shape ? SCHED_PLACE_V : SCHED_PLACE_LOOP;
     double cap = !strcmp(name, "zbh2") ? 2.0 * P : (double)P;
-    double *caps = op_xmalloc(sizeof(double) * (size_t)P);
-    for (int d = 0; d < P; d++) caps[d] = cap;
     sched_split_list l = {0};
     int rc = splits_for(pr, o, S, pl, 1, 4, &l, err);
-    if (v_shape && !(o && (o->stage_first || o->classic_splits))) {
-        /* ZB-V runs on Megatron: a layout is one flag away */
+    if (!(o && (o->stage_first || o->classic_splits))) {
+        /* ZB runs on Megatron: a layout is one flag away */
         if (rc != OP_OK && sched_split_add_balanced(pr, S, pl, &l)) rc = OP_OK;
         else if (rc == OP_OK) sched_split_add_balanced(pr, S, pl, &l);
     }
+    int base = v_shape ? OP_ZB_PER_CHUNK : 0;
     for (int i = 0; rc == OP_OK && i < l.n; i++) {
-        char set[160];
-        if (!strcmp(name, "zbh1")) {
+        if (!v_shape) {
+            /* the handcrafted ZB-H1 pattern holds at most P microbatches: valid for H2 too */
             op_plan p;
+            char set[160];
             sched_plan_from_split(&p, name, pr, &l.v[i], pl, 1);
             sched_order_zbh1(&p);
             snprintf(set, sizeof set, "split=%s order=handcrafted", l.v[i].desc);
             sched_offer(best, &p, set, ws);
         }
+        if (v_shape && pr->M >= 2 * P) {
+            /* the V pattern of the Zero Bubble paper's ZB-V figure, as DualPipeV's steps
+             * write it: kept when it holds no more than ZB-V's memory (P microbatches) */
+            op_plan p;
+            sched_plan_from_split(&p, name, pr, &l.v[i], pl, 1);
+            OP_ASSERT(sched_order_dualpipev(&p) == OP_OK, "V pattern with M >= 2P failed");
+            op_err e2 = {0};
+            OP_ASSERT(op_sim_replay(&p, ws, &e2) == OP_OK, "V pattern: %s", e2.msg);
+            if (within_inflight(&p, cap)) {
+                char set[160];
+                snprintf(set, sizeof set, "split=%s order=V pattern", l.v[i].desc);
+                sched_offer(best, &p, set, ws);
+            } else {
+                op_plan_free(&p);
+            }
+        }
         /* every split with ZB's default variant (I first, lazy W, deeper F first) */
-        op_plan p;
-        sched_plan_from_split(&p, name, pr, &l.v[i], pl, 1);
-        op_sched_zb_greedy(&p, caps, pr->mem_limit_bytes, 0);
-        snprintf(set, sizeof set, "split=%s order=greedy(I first,lazy W)", l.v[i].desc);
-        sched_offer(best, &p, set, ws);
+        zb_try(name, pr, &l.v[i], pl, cap, base, best, ws);
+        if (cap > P) zb_try(name, pr, &l.v[i], pl, P, base, best, ws);
     }
     /* then all heuristic variants on the best split, as ZB's initial_solution does */
     if (rc == OP_OK && best->have) {
         sched_split sp = {.S = S};
         sp.first = op_xmalloc(sizeof(int) * (size_t)(S + 1));
         memcpy(sp.first, best->plan.stage_first, sizeof(int) * (size_t)(S + 1));
-        char desc[160];
-        snprintf(desc, sizeof desc, "%s", best->settings);
-        char *cut = strstr(desc, " order=");
+        const char *d0 = strstr(best->settings, "split=");
+        snprintf(sp.desc, sizeof sp.desc, "%s", d0 ? d0 + 6 : "?");
+        char *cut = strstr(sp.desc, " order=");
         if (cut) *cut = 0;
-        int nflags = v_shape ? 8 : 4;
-        for (int f = 1; f < nflags; f++) {
-            op_plan p;
-            sched_plan_from_split(&p, name, pr, &sp, pl, 1);
-            op_sched_zb_greedy(&p, caps, pr->mem_limit_bytes, f);
-            char set[200];
-            snprintf(set, sizeof set, "%.100s order=greedy(%s,%s%s)", desc,
-                     f & OP_ZB_F_FIRST ? "F first" : "I first",
-                     f & OP_ZB_W_EAGER ? "eager W" : "lazy W",
-                     f & OP_ZB_F_SHALLOW ? ",shallow F" : "");
-            sched_offer(best, &p, set, ws);
-        }
+        int nflags = v_shape ? 32 : 8;
+        for (int f = 0; f < nflags; f++)
+            zb_try(name, pr, &sp, pl, cap, f, best, ws);
+        /* short of memory: lower the in-flight limit, as a ZB user would */
+        for (double c = cap - 1; c >= 1 && !(best->have && (pr->mem_limit_bytes <= 0 ||
+                                   (double)best->plan.pred.peak_bytes_max <= pr->mem_limit_bytes));
+             c = c > 4 ? floor(c * 0.75) : c - 1)
+            for (int f = 0; f < nflags; f++) zb_try(name, pr, &sp, pl, c, f, best, ws);
         free(sp.first);
+        polish_best(best, ws);
     }
     sched_split_list_free(&l);
-    free(caps);
     return rc;
 }
 

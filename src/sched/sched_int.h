@@ -7,6 +7,7 @@
 #ifndef OCTOPIPE_SCHED_INT_H
 #define OCTOPIPE_SCHED_INT_H
 #include "octopipe/sched.h"
+#include "octopipe/sim.h"
 
 /* Placement families the baselines use. */
 typedef enum sched_place {
@@ -72,6 +73,11 @@ void sched_offer(sched_best *best, op_plan *cand, const char *settings, void *ws
 /* A fresh plan for pr with the split's stages placed by pl; stage_split = split_iw. */
 void sched_plan_from_split(op_plan *p, const char *name, const op_problem *pr,
                            const sched_split *sp, sched_place pl, int split_iw);
+
+/* Adjacent-swap hill climbing on p's simulated orders (polish.c), at most max_sims
+ * simulations; keeps swaps that lower the makespan without raising the peak.  Returns the
+ * number of swaps kept; p is left simulated. */
+int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws);
 
 /* Explicit orders (orders.c). */
 void sched_order_gpipe(op_plan *p);

@@ -1,0 +1,56 @@
+/* polish.c: hill climbing on a heuristic order, the "squeeze and reorder" step the Zero Bubble
+ * schedulers run after their greedy pass: swap two neighbouring ops of one device, re-simulate,
+ * keep the swap when the makespan drops and the peak memory does not grow.  An order that
+ * would deadlock fails to simulate and is undone.  Bounded by a number of simulations, so the
+ * cost stays within a baseline's budget; deterministic (devices and positions in order). */
+#include "octopipe/sim.h"
+#include "sched/sched_int.h"
+
+static void swap_ops(op_op *a, op_op *b) {
+    op_op t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Tie-break among equal makespans: the sum of every I's end (the backward chain, which the
+ * last microbatches wait on, earlier everywhere), so plateaus of the makespan can be crossed. */
+static double second(const op_plan *p) {
+    double t = 0;
+    for (int d = 0; d < p->P; d++)
+        for (int i = 0; i < p->n_ops[d]; i++)
+            if (p->ops[d][i].kind != OP_W) t += p->ops[d][i].end;
+    return t;
+}
+
+int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
+    op_err e = {0};
+    OP_ASSERT(p->pred.valid, "polish wants a simulated plan");
+    double best = p->pred.makespan_ms, best2 = second(p);
+    int64_t peak0 = p->pred.peak_bytes_max;
+    long sims = 0;
+    int kept = 0;
+    for (int improved = 1; improved && sims < max_sims;) {
+        improved = 0;
+        for (int d = 0; d < p->P && sims < max_sims; d++)
+            for (int i = 0; i + 1 < p->n_ops[d] && sims < max_sims; i++) {
+                op_op *a = &p->ops[d][i], *b = a + 1;
+                if (a->stage == b->stage && (a->mb == b->mb || a->kind == b->kind)) continue;
+                swap_ops(a, b);
+                sims++;
+                int ok = op_sim_replay(p, ws, &e) == OP_OK && p->pred.peak_bytes_max <= peak0;
+                double m = ok ? p->pred.makespan_ms : 0, m2 = ok ? second(p) : 0;
+                if (ok && (m < best * (1 - 1e-12) ||
+                           (m <= best * (1 + 1e-12) && m2 < best2 * (1 - 1e-12)))) {
+                    best = m < best ? m : best;
+                    best2 = m2;
+                    improved = 1;
+                    kept++;
+                } else {
+                    swap_ops(a, b);
+                }
+            }
+    }
+    int rc = op_sim_replay(p, ws, &e);
+    OP_ASSERT(rc == OP_OK, "polished order does not simulate: %s", e.msg);
+    return kept;
+}
