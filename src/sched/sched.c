@@ -8,8 +8,9 @@
 #include "octopipe/sim.h"
 #include "sched/sched_int.h"
 
-static const char *const names[] = {"gpipe", "1f1b", "i1f1b", "zbh1", "zbh2", "zbv",
-                                    "dualpipev", "balanced-1f1b", NULL};
+static const char *const names[] = {"gpipe", "1f1b",      "i1f1b", "zbh1", "zbh2",
+                                    "zbv",   "dualpipev", "vhalf", "vmin", "balanced-1f1b",
+                                    NULL};
 
 const char *const *op_sched_names(void) { return names; }
 
@@ -240,10 +241,14 @@ static void zb_try(const char *name, const op_problem *pr, const sched_split *sp
  * H2); a user short of memory lowers it, so lower limits are tried when nothing fits. */
 static int build_zb(const char *name, const op_problem *pr, const op_sched_opts *o,
                     sched_best *best, op_sim_ws *ws, op_err *err) {
-    int P = pr->P, v_shape = !strcmp(name, "zbv");
+    int P = pr->P, v_shape = !strcmp(name, "zbv") || !strcmp(name, "vhalf") || !strcmp(name, "vmin");
     int S = v_shape ? 2 * P : P;
     sched_place pl = v_shape ? SCHED_PLACE_V : SCHED_PLACE_LOOP;
-    double cap = !strcmp(name, "zbh2") ? 2.0 * P : (double)P;
+    /* controllable-memory V: (P+2)/2 (V-Half) or (P+4)/3 (V-Min) microbatches in flight */
+    double cap = !strcmp(name, "zbh2")    ? 2.0 * P
+                 : !strcmp(name, "vhalf") ? (double)((P + 2) / 2)
+                 : !strcmp(name, "vmin")  ? (double)((P + 4) / 3)
+                                          : (double)P;
     sched_split_list l = {0};
     int rc = splits_for(pr, o, S, pl, 1, 4, &l, err);
     if (!(o && (o->stage_first || o->classic_splits))) {
@@ -262,7 +267,7 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
             snprintf(set, sizeof set, "split=%s order=handcrafted", l.v[i].desc);
             sched_offer(best, &p, set, ws);
         }
-        if (v_shape && pr->M >= 2 * P) {
+        if (!strcmp(name, "zbv") && pr->M >= 2 * P) {
             /* the V pattern of the Zero Bubble paper's ZB-V figure, as DualPipeV's steps
              * write it: kept when it holds no more than ZB-V's memory (P microbatches) */
             op_plan p;
@@ -376,14 +381,15 @@ int op_sched_build_opts(const char *name, const op_problem *pr, const op_sched_o
     op_sim_ws *ws = op_sim_ws_new();
     if (!strcmp(name, "gpipe") || !strcmp(name, "1f1b")) rc = build_chain(name, pr, o, &best, ws, err);
     else if (!strcmp(name, "i1f1b")) rc = build_i1f1b(pr, o, &best, ws, err);
-    else if (!strcmp(name, "zbh1") || !strcmp(name, "zbh2") || !strcmp(name, "zbv"))
+    else if (!strcmp(name, "zbh1") || !strcmp(name, "zbh2") || !strcmp(name, "zbv") ||
+             !strcmp(name, "vhalf") || !strcmp(name, "vmin"))
         rc = build_zb(name, pr, o, &best, ws, err);
     else if (!strcmp(name, "dualpipev")) rc = build_dualpipev(pr, o, &best, ws, err);
     else if (!strcmp(name, "balanced-1f1b")) rc = build_balanced(pr, o, &best, ws, err);
     else
         rc = op_errf(err, OP_EINVAL,
                      "unknown schedule '%s' (known: gpipe, 1f1b, i1f1b, zbh1, zbh2, zbv, "
-                     "dualpipev, balanced-1f1b)", name);
+                     "dualpipev, vhalf, vmin, balanced-1f1b)", name);
     op_sim_ws_free(ws);
     if (rc != OP_OK) {
         if (best.have) op_plan_free(&best.plan);
