@@ -433,8 +433,9 @@ TEST(names_list) {
     const char *const *n = op_sched_names();
     int c = 0;
     while (n[c]) c++;
-    CHECK_EQ_INT(c, 8);
+    CHECK_EQ_INT(c, 10);
     CHECK(!strcmp(n[2], "i1f1b"));
+    CHECK(!strcmp(n[7], "vhalf") && !strcmp(n[8], "vmin"));
 }
 
 int main(int argc, char **argv) {

@@ -99,6 +99,14 @@ static int build_chain(const char *name, const op_problem *pr, const op_sched_op
     return rc;
 }
 
+/* Interleave degrees tried: every v up to 16, then steps of about 1.5x and the largest, since
+ * thousands of layers would otherwise mean thousands of degrees, each a full split search. */
+static int next_v(int v, int vhi) {
+    if (v < 16 || v >= vhi) return v + 1;
+    int n = v * 3 / 2;
+    return n < vhi ? n : vhi;
+}
+
 /* Megatron: P <= G <= M, and M % G == 0 or M % G >= P. */
 static int group_ok(int P, int M, int G) { return G >= P && G <= M && (M % G == 0 || M % G >= P); }
 
@@ -144,7 +152,7 @@ static int build_i1f1b(const op_problem *pr, const op_sched_opts *o, sched_best 
         vlo = vhi = o->S / P;
     }
     char why[1100] = "";
-    for (int v = vlo; v <= vhi; v++) {
+    for (int v = vlo; v <= vhi; v = next_v(v, vhi)) {
         sched_split_list l = {0};
         op_err e2 = {0};
         int rc = splits_for(pr, o, v * P, SCHED_PLACE_LOOP, 1, 4, &l, &e2);
