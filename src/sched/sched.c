@@ -86,6 +86,11 @@ static int build_chain(const char *name, const op_problem *pr, const op_sched_op
                        sched_best *best, op_sim_ws *ws, op_err *err) {
     sched_split_list l = {0};
     int rc = splits_for(pr, o, pr->P, SCHED_PLACE_LOOP, 1, 8, &l, err);
+    if (!(o && (o->stage_first || o->classic_splits))) {
+        /* --pipeline-model-parallel-layout: what a user writes when layers do not divide */
+        if (rc != OP_OK && sched_split_add_balanced(pr, pr->P, SCHED_PLACE_LOOP, &l)) rc = OP_OK;
+        else if (rc == OP_OK) sched_split_add_balanced(pr, pr->P, SCHED_PLACE_LOOP, &l);
+    }
     for (int i = 0; rc == OP_OK && i < l.n; i++) {
         op_plan p;
         sched_plan_from_split(&p, name, pr, &l.v[i], SCHED_PLACE_LOOP, 0);
