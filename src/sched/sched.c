@@ -249,6 +249,15 @@ static void zb_try(const char *name, const op_problem *pr, const sched_split *sp
     free(caps);
 }
 
+/* Heuristic variants worth a run: eager W makes the lookahead moot; on large problems (over
+ * 50k ops) only the I/F-first x lazy/eager x per-chunk variants, keeping the baselines a small
+ * share of the tuner's time. */
+static int flags_worth(int f, const op_problem *pr, int S) {
+    if ((f & OP_ZB_W_EAGER) && (f & OP_ZB_W_LOOKAHEAD)) return 0;
+    if (3.0 * S * pr->M > 5e4 && (f & (OP_ZB_F_SHALLOW | OP_ZB_W_LOOKAHEAD))) return 0;
+    return 1;
+}
+
 /* zbh1 / zbh2 / zbv: I/W split, ZB's split options, best of the heuristic variants.  The
  * in-flight limit is the schedule's memory definition (P microbatches for H1 and V, 2P for
  * H2); a user short of memory lowers it, so lower limits are tried when nothing fits. */
@@ -311,12 +320,13 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
         if (cut) *cut = 0;
         int nflags = v_shape ? 32 : 8;
         for (int f = 0; f < nflags; f++)
-            zb_try(name, pr, &sp, pl, cap, f, best, ws);
+            if (flags_worth(f, pr, S)) zb_try(name, pr, &sp, pl, cap, f, best, ws);
         /* short of memory: lower the in-flight limit, as a ZB user would */
         for (double c = cap - 1; c >= 1 && !(best->have && (pr->mem_limit_bytes <= 0 ||
                                    (double)best->plan.pred.peak_bytes_max <= pr->mem_limit_bytes));
              c = c > 4 ? floor(c * 0.75) : c - 1)
-            for (int f = 0; f < nflags; f++) zb_try(name, pr, &sp, pl, c, f, best, ws);
+            for (int f = 0; f < nflags; f++)
+                if (flags_worth(f, pr, S)) zb_try(name, pr, &sp, pl, c, f, best, ws);
         free(sp.first);
         polish_best(best, ws);
     }
