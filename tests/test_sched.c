@@ -447,8 +447,8 @@ TEST(names_list) {
 
 /* The Zero Bubble table's uniform closed forms, 2P unit layers on P devices (a V stage is one
  * layer, a chain stage two): 1F1B 6M+6(P-1), ZB-H1 = ZB-H2 6M+2(P-1) (the chain's start-up
- * delay: no chain order does better), DualPipeV 6M+P-1, ZB-V 6M+P-1 (reached for P <= 4; at
- * P = 8, 16 the greedy + polish stays within 2%, which bench-baselines reports as FAIL). */
+ * delay: no chain order does better), DualPipeV 6M+P-1, ZB-V 6M+P-1 (reached for P <= 4 and
+ * P = 8, M = 16; elsewhere one step over, which bench-baselines reports as FAIL). */
 TEST(uniform_closed_forms_p2_to_16) {
     for (int P = 2; P <= 16; P *= 2)
         for (int k = 2; k <= 4; k += 2) {
@@ -460,7 +460,7 @@ TEST(uniform_closed_forms_p2_to_16) {
             CHECK_NEAR(build_ms("dualpipev", &pr, NULL), 6.0 * M + P - 1, 1e-9);
             double zbv = build_ms("zbv", &pr, NULL), cf = 6.0 * M + P - 1;
             if (P <= 4) CHECK_NEAR(zbv, cf, 1e-9);
-            else CHECK_MSG(zbv >= cf - 1e-9 && zbv <= 1.02 * cf, "P=%d M=%d zbv %g vs %g", P, M, zbv, cf);
+            else CHECK_MSG(zbv >= cf - 1e-9 && zbv <= cf + 1, "P=%d M=%d zbv %g vs %g", P, M, zbv, cf);
         }
 }
 

@@ -1,6 +1,7 @@
 /* polish.c: hill climbing on a heuristic order, the "squeeze and reorder" step the Zero Bubble
- * schedulers run after their greedy pass: swap two neighbouring ops of one device, re-simulate,
- * keep the swap when the makespan drops and the peak memory does not grow.  An order that
+ * schedulers run after their greedy pass: move one op of a device up to 4 places (the nearest
+ * first), re-simulate, keep the move when the makespan drops (or stays and the I chain ends
+ * earlier) and the peak memory does not grow.  An order that
  * would deadlock fails to simulate and is undone.  Bounded by a number of simulations, so the
  * cost stays within a baseline's budget; deterministic (devices and positions in order). */
 #include <string.h>
@@ -50,7 +51,7 @@ int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
                     double m = ok ? p->pred.makespan_ms : 0, m2 = ok ? second(p) : 0;
                     if (ok && (m < best * (1 - 1e-12) ||
                                (m <= best * (1 + 1e-12) && m2 < best2 * (1 - 1e-12)))) {
-                        best = m < best ? m : best;
+                        best = m;
                         best2 = m2;
                         improved = 1;
                         kept++;

@@ -224,7 +224,6 @@ static int within_inflight(const op_plan *p, double cap) {
                 trans = ai > trans ? ai : trans;
             }
         double act = (double)(p->pred.peak_bytes[d] - p->pred.static_bytes[d]);
-
         if (act > (cap * per_mb + trans) * (1 + 1e-9) + 1) return 0;
     }
     return 1;
@@ -289,17 +288,17 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
             snprintf(set, sizeof set, "split=%s order=handcrafted", l.v[i].desc);
             sched_offer(best, &p, set, ws);
         }
-        if (!strcmp(name, "zbv") && pr->M >= 2 * P) {
+        for (int var = 0; var < 3 && !strcmp(name, "zbv") && pr->M >= 2 * P; var++) {
             /* the V pattern of the Zero Bubble paper's ZB-V figure, as DualPipeV's steps
-             * write it: kept when it holds no more than ZB-V's memory (P microbatches) */
+             * write it (and two orders of its steady step): kept when it holds no more than
+             * ZB-V's memory (P microbatches) */
             op_plan p;
             sched_plan_from_split(&p, name, pr, &l.v[i], pl, 1);
-            OP_ASSERT(sched_order_dualpipev(&p) == OP_OK, "V pattern with M >= 2P failed");
+            OP_ASSERT(sched_order_vpattern(&p, var) == OP_OK, "V pattern with M >= 2P failed");
             op_err e2 = {0};
-            OP_ASSERT(op_sim_replay(&p, ws, &e2) == OP_OK, "V pattern: %s", e2.msg);
-            if (within_inflight(&p, cap)) {
+            if (op_sim_replay(&p, ws, &e2) == OP_OK && within_inflight(&p, cap)) {
                 char set[160];
-                snprintf(set, sizeof set, "split=%s order=V pattern", l.v[i].desc);
+                snprintf(set, sizeof set, "split=%s order=V pattern %d", l.v[i].desc, var);
                 sched_offer(best, &p, set, ws);
             } else {
                 op_plan_free(&p);

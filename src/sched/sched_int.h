@@ -83,5 +83,8 @@ int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws);
 void sched_order_gpipe(op_plan *p);
 void sched_order_zbh1(op_plan *p);      /* handcrafted ZB-H1: 1F1B with W lagging r steps */
 int sched_order_dualpipev(op_plan *p);  /* OP_EINVAL when M < 2P */
+/* DualPipeV's steps with the steady step's order varied: 0 = DualPipeV (F0 B1 F1 B0),
+ * 1 = B1 F0 B0 F1 (never over the warm-up's 2P chunks), 2 = B1 F0 F1 B0 */
+int sched_order_vpattern(op_plan *p, int variant);
 
 #endif
