@@ -1,11 +1,15 @@
 /* test_sched.c: the classic schedules pinned to known results with uniform costs (F=I=W=1 per
  * stage, no communication), plus validity of every generated plan and the settings choosers. */
+#include <jansson.h>
+
 #include "check.h"
+#include "octopipe/cost.h"
+#include "octopipe/model.h"
 #include "octopipe/sched.h"
 #include "octopipe/sim.h"
 #include "sched/sched_int.h"
 
-#define MAXL 512
+#define MAXL 4100
 static op_layer_cost L[MAXL];
 
 static void layer(int l, char sym, double f, double i, double w) {
@@ -299,8 +303,11 @@ TEST(balanced_beats_1f1b_on_heavy_head) {
      * Megatron's equal middle ranks cannot follow the costs, a cost-balanced split can */
     op_problem pr = hetero(24, 5, 4, 16);
     for (int l = 1; l <= 12; l++) L[l].f_ms = L[l].i_ms = L[l].w_ms = 2;
-    double bal = build_ms("balanced-1f1b", &pr, NULL), one = build_ms("1f1b", &pr, NULL);
+    op_sched_opts oc = {.classic_splits = 1};
+    double bal = build_ms("balanced-1f1b", &pr, NULL), one = build_ms("1f1b", &pr, &oc);
     CHECK_MSG(bal < 0.97 * one, "balanced %g vs 1f1b %g", bal, one);
+    /* with a --pipeline-model-parallel-layout (the default search) 1f1b catches up */
+    CHECK(build_ms("1f1b", &pr, NULL) <= bal + 1e-9);
 }
 
 TEST(balanced_split_is_optimal) {
@@ -433,8 +440,125 @@ TEST(names_list) {
     const char *const *n = op_sched_names();
     int c = 0;
     while (n[c]) c++;
-    CHECK_EQ_INT(c, 8);
+    CHECK_EQ_INT(c, 10);
     CHECK(!strcmp(n[2], "i1f1b"));
+    CHECK(!strcmp(n[7], "vhalf") && !strcmp(n[8], "vmin"));
+}
+
+/* The Zero Bubble table's uniform closed forms, 2P unit layers on P devices (a V stage is one
+ * layer, a chain stage two): 1F1B 6M+6(P-1), ZB-H1 = ZB-H2 6M+2(P-1) (the chain's start-up
+ * delay: no chain order does better), DualPipeV 6M+P-1, ZB-V 6M+P-1 (reached for P <= 4 and
+ * P = 8, M = 16; elsewhere one step over, which bench-baselines reports as FAIL). */
+TEST(uniform_closed_forms_p2_to_16) {
+    for (int P = 2; P <= 16; P *= 2)
+        for (int k = 2; k <= 4; k += 2) {
+            int M = k * P;
+            op_problem pr = uniform(2 * P, P, M);
+            CHECK_NEAR(build_ms("1f1b", &pr, NULL), 6.0 * M + 6 * (P - 1), 1e-9);
+            CHECK_NEAR(build_ms("zbh1", &pr, NULL), 6.0 * M + 2 * (P - 1), 1e-9);
+            CHECK_NEAR(build_ms("zbh2", &pr, NULL), 6.0 * M + 2 * (P - 1), 1e-9);
+            CHECK_NEAR(build_ms("dualpipev", &pr, NULL), 6.0 * M + P - 1, 1e-9);
+            double zbv = build_ms("zbv", &pr, NULL), cf = 6.0 * M + P - 1;
+            if (P <= 4) CHECK_NEAR(zbv, cf, 1e-9);
+            else CHECK_MSG(zbv >= cf - 1e-9 && zbv <= cf + 1, "P=%d M=%d zbv %g vs %g", P, M, zbv, cf);
+        }
+}
+
+/* V-Half / V-Min hold at most (P+2)/2 and (P+4)/3 microbatches of a device's activations
+ * (1F1B holds P); V-Half's bubble about half of 1F1B's 6(P-1). */
+TEST(vhalf_vmin_memory_and_bubble) {
+    for (int P = 4; P <= 8; P *= 2) {
+        int M = 2 * P;
+        op_problem pr = uniform(2 * P, P, M);
+        const char *nm[2] = {"vhalf", "vmin"};
+        for (int k = 0; k < 2; k++) {
+            op_plan p;
+            op_err e = {0};
+            CHECK(op_sched_build(nm[k], &pr, &p, &e) == OP_OK);
+            double cap = k ? (P + 4) / 3 : (P + 2) / 2;
+            for (int d = 0; d < P; d++) /* a device's microbatch: 2 layers x 1000 bytes */
+                CHECK_MSG(p.pred.peak_bytes[d] - p.pred.static_bytes[d] <= cap * 2000,
+                          "%s P=%d d=%d peak %lld", nm[k], P, d,
+                          (long long)(p.pred.peak_bytes[d] - p.pred.static_bytes[d]));
+            if (!k) CHECK(p.pred.makespan_ms <= 1.02 * (6.0 * M + 3 * (P - 1)));
+            CHECK(p.pred.makespan_ms < 6.0 * M + 6 * (P - 1) * 1.5);
+            op_plan_free(&p);
+        }
+    }
+}
+
+/* zbh2 may hold twice H1's memory, so it is never slower than zbh1 (H1's orders are H2's). */
+TEST(zbh2_never_slower_than_zbh1) {
+    op_problem pr = hetero(13, 6, 4, 8);
+    CHECK(build_ms("zbh2", &pr, NULL) <= build_ms("zbh1", &pr, NULL) + 1e-9);
+    pr = hetero(26, 3, 8, 16);
+    CHECK(build_ms("zbh2", &pr, NULL) <= build_ms("zbh1", &pr, NULL) + 1e-9);
+}
+
+/* Thousands of layers stay fast: the balanced split is exact (bottleneck equals the DP's on a
+ * small case) and 4000 layers split in well under a second. */
+TEST(balanced_split_large) {
+    op_problem pr = hetero(4000, 9, 8, 16);
+    int first[65];
+    op_err e = {0};
+    CHECK(op_sched_balanced_split(pr.layers, pr.n_layers, 64, first, &e) == OP_OK);
+    double mx = 0;
+    for (int s = 0; s < 64; s++) {
+        double t = 0;
+        for (int l = first[s]; l < first[s + 1]; l++) t += 3 * pr.layers[l].f_ms;
+        mx = t > mx ? t : mx;
+    }
+    /* 4002 layers of 3 ms (head 27, embedding 0.6): the bottleneck is ceil over 64 stages */
+    CHECK(mx >= (3.0 * 4000 + 27.6) / 64 - 1e-9 && mx <= (3.0 * 4000 + 27.6) / 64 + 27);
+}
+
+/* The peers' own schedulers on our presets (bench/data/peer-vectors.json, --comm none): zbh1
+ * and zbv on exactly the peer's partition.  bench-baselines holds them to "not slower"; here a
+ * looser guard (zbh1 within 1%, zbv within 3.5%: the gaps measured on 2026-12-03) so that a
+ * regression in the heuristics or the polish fails the suite. */
+TEST(peer_vectors_guard) {
+    json_error_t je;
+    json_t *root = json_load_file("bench/data/peer-vectors.json", 0, &je);
+    CHECK_MSG(root != NULL, "peer vectors: %s", je.text);
+    if (!root) return;
+    json_t *cases = json_object_get(root, "cases");
+    CHECK(json_array_size(cases) >= 10);
+    for (size_t c = 0; c < json_array_size(cases) && c < 6; c++) {
+        json_t *j = json_array_get(cases, c);
+        op_model m;
+        op_err e = {0};
+        CHECK(op_model_preset(json_string_value(json_object_get(j, "model")), &m, &e) == OP_OK);
+        op_train_cfg t;
+        op_train_cfg_default(&t);
+        op_device dev;
+        op_device_preset("h100-80gb", &dev, &e);
+        op_layer_cost *lc = calloc((size_t)m.n_layers, sizeof *lc);
+        CHECK(op_cost_layers(&m, &t, &dev, lc, &e) == OP_OK);
+        op_problem pr = {.model = "peer", .layers = lc, .n_layers = m.n_layers};
+        pr.P = (int)json_integer_value(json_object_get(j, "devices"));
+        pr.M = (int)json_integer_value(json_object_get(j, "microbatches"));
+        pr.comm.none = 1;
+        pr.tokens_per_mb = 4096;
+        pr.mem_limit_bytes = json_object_get(j, "mem_limit") ? 0 : 0.9 * dev.mem_GiB * 1073741824.0;
+        const char *key[2] = {"zbh1_stages", "zbv_stages"}, *ref[2] = {"zb_h1_ms", "zbv_auto_ms"};
+        const char *nm[2] = {"zbh1", "zbv"};
+        for (int k = 0; k < 2; k++) {
+            json_t *st = json_object_get(j, key[k]);
+            int S = (int)json_array_size(st), first[64];
+            if (S < 1 || S > 63) continue;
+            for (int s = 0; s < S; s++) {
+                first[s] = (int)json_integer_value(json_array_get(json_array_get(st, (size_t)s), 0));
+                first[s + 1] = (int)json_integer_value(json_array_get(json_array_get(st, (size_t)s), 1));
+            }
+            op_sched_opts o = {.stage_first = first, .S = S};
+            double ms = build_ms(nm[k], &pr, &o), r = json_number_value(json_object_get(j, ref[k]));
+            CHECK_MSG(ms > 0 && ms <= r * (k ? 1.035 : 1.01), "case %zu %s %.2f vs peer %.2f", c,
+                      nm[k], ms, r);
+        }
+        free(lc);
+        op_model_free(&m);
+    }
+    json_decref(root);
 }
 
 int main(int argc, char **argv) {
@@ -454,5 +578,10 @@ int main(int argc, char **argv) {
     RUN(not_applicable_is_einval_with_reason);
     RUN(single_device_and_determinism);
     RUN(names_list);
+    RUN(uniform_closed_forms_p2_to_16);
+    RUN(vhalf_vmin_memory_and_bubble);
+    RUN(zbh2_never_slower_than_zbh1);
+    RUN(balanced_split_large);
+    RUN(peer_vectors_guard);
     return check_report("sched");
 }

@@ -5,22 +5,29 @@
  *   gpipe          all F then all B (fused), Megatron even split (best valid split option)
  *   1f1b           Megatron non-interleaved 1F1B, fused B, warm-up min(P-d-1, M); split = the best
  *                  valid Megatron option: plain even split, account_for_embedding/loss_in_
- *                  pipeline_split, or --decoder-first/last-pipeline-num-layers
+ *                  pipeline_split, --decoder-first/last-pipeline-num-layers, or a cost-balanced
+ *                  --pipeline-model-parallel-layout (gpipe likewise)
  *   i1f1b          Megatron interleaved 1F1B: loop placement (stage c*P+d on device d), v chunks
  *                  per device, warm-up (P-d-1)*2 + (v-1)*G, microbatch groups of G (P <= G <= M,
- *                  M % G == 0 or >= P); v, G and split (the options above, or a
- *                  cost-balanced --pipeline-model-parallel-layout) chosen by simulation: the
- *                  fastest that fits pr->mem_limit_bytes
+ *                  M % G == 0 or >= P); v (every v up to 16, then steps of ~1.5x), G and split
+ *                  (the options above) chosen by simulation: the fastest that fits
+ *                  pr->mem_limit_bytes
  *   zbh1, zbh2     Zero Bubble, I/W split, one stage per device; activation memory capped at P
- *                  (H1, like 1F1B) or 2P (H2) microbatches of the stage; order = best of ZB's
- *                  greedy heuristic variants (and the handcrafted ZB-H1 pattern); split = even,
- *                  ZB's padding (first/last stage one layer fewer) or Megatron's first/last
- *                  counts (ZB runs on Megatron)
+ *                  (H1, like 1F1B) or 2P (H2) microbatches of the stage (the in-flight limit,
+ *                  lowered step by step when nothing fits the memory limit); order = best of
+ *                  ZB's greedy heuristic variants and the handcrafted ZB-H1 pattern (valid for
+ *                  H2 too, so zbh2 <= zbh1), then polished (adjacent moves, re-simulated);
+ *                  split = even, ZB's padding, Megatron's first/last counts, or a layout
  *   zbv            ZB-V: V placement (device d holds stages d and 2P-1-d), I/W split, memory
- *                  capped at 1F1B's (P microbatches of the device's layers), greedy variants
+ *                  capped at 1F1B's (P microbatches of the device's layers): greedy variants
+ *                  (per-chunk accounting, W lookahead) and the V pattern of the ZB-V figure
+ *                  (DualPipeV's steps, steady step backward first) when it holds no more, then
+ *                  polished
  *   dualpipev      DeepSeek DualPipeV's 8-step order, V placement, I/W split; needs M >= 2P
- *   (zbv, dualpipev splits: even, padding, stage 0 / stage 2P-1 counts with the rest even, or
- *    a cost-balanced layout, per stage and per device)
+ *   vhalf, vmin    the controllable-memory V schedules (V-Half, V-Min): ZB-V's search with
+ *                  (P+2)/2 and (P+4)/3 microbatches in flight (about 1/2 and 1/3 of 1F1B's)
+ *   (zbv, dualpipev, vhalf, vmin splits: even, padding, stage 0 / stage 2P-1 counts with the
+ *    rest even, or a cost-balanced layout, per stage and per device)
  *   balanced-1f1b  contiguous split of all layers minimizing the max stage F+I+W (exact), one
  *                  stage per device, Megatron 1F1B order (what Mist/AdaPipe-style tuners give)
  *
@@ -92,8 +99,12 @@ int op_sched_balanced_split(const op_layer_cost *layers, int n_layers, int S, in
  * Layers without activation bytes count one unit per stage and microbatch, freed by W.  If no
  * device can move, the oldest ready F runs over the cap, so the result never deadlocks.
  * flags: OP_ZB_F_FIRST (F before a ready I), OP_ZB_W_EAGER (W whenever nothing else is ready),
- * OP_ZB_F_SHALLOW (among ready F on one device, the lower stage first; default the deeper). */
-enum { OP_ZB_F_FIRST = 1, OP_ZB_W_EAGER = 2, OP_ZB_F_SHALLOW = 4 };
+ * OP_ZB_F_SHALLOW (among ready F on one device, the lower stage first; default the deeper),
+ * OP_ZB_PER_CHUNK (memory per stage: F adds only its own stage's activations, an entering
+ * microbatch still needs room for its whole pass), OP_ZB_W_LOOKAHEAD (a lazy W also waits
+ * for an I whose input chain, run as soon as possible, would arrive before the W ends). */
+enum { OP_ZB_F_FIRST = 1, OP_ZB_W_EAGER = 2, OP_ZB_F_SHALLOW = 4, OP_ZB_PER_CHUNK = 8,
+       OP_ZB_W_LOOKAHEAD = 16 };
 void op_sched_zb_greedy(op_plan *p, const double *cap_mb, double mem_limit_bytes, int flags);
 
 #ifdef __cplusplus

@@ -161,7 +161,9 @@ static void dpv_w(dpv *x) {
     x->qh++;
 }
 
-int sched_order_dualpipev(op_plan *p) {
+int sched_order_dualpipev(op_plan *p) { return sched_order_vpattern(p, 0); }
+
+int sched_order_vpattern(op_plan *p, int variant) {
     int R = p->P, M = p->M;
     OP_ASSERT(p->S == 2 * R, "dualpipev wants 2P stages (S=%d P=%d)", p->S, R);
     if (M < 2 * R) return OP_EINVAL;
@@ -181,10 +183,22 @@ int sched_order_dualpipev(op_plan *p) {
             dpv_f(&x, 1);
         }
         for (int i = 0; i < M - 2 * R + r + 1; i++) {
-            dpv_f(&x, 0);
-            dpv_b(&x, 1, 0);
-            dpv_f(&x, 1);
-            dpv_b(&x, 0, 0);
+            if (variant == 1) { /* backward first: never more than the warm-up's 2P chunks */
+                dpv_b(&x, 1, 0);
+                dpv_f(&x, 0);
+                dpv_b(&x, 0, 0);
+                dpv_f(&x, 1);
+            } else if (variant == 2) {
+                dpv_b(&x, 1, 0);
+                dpv_f(&x, 0);
+                dpv_f(&x, 1);
+                dpv_b(&x, 0, 0);
+            } else {
+                dpv_f(&x, 0);
+                dpv_b(&x, 1, 0);
+                dpv_f(&x, 1);
+                dpv_b(&x, 0, 0);
+            }
         }
         for (int i = 0; i < R - r - 1; i++) {
             dpv_b(&x, 1, 0);

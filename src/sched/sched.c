@@ -1,14 +1,16 @@
 /* sched.c: the baseline registry.  Each baseline enumerates the settings its users would try
  * (split options, v and G for interleaving, ZB heuristic variants), simulates every candidate
  * and keeps the fastest that fits memory, so that OctoPipe is compared with each at its best. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "octopipe/sim.h"
 #include "sched/sched_int.h"
 
-static const char *const names[] = {"gpipe", "1f1b", "i1f1b", "zbh1", "zbh2", "zbv",
-                                    "dualpipev", "balanced-1f1b", NULL};
+static const char *const names[] = {"gpipe", "1f1b",      "i1f1b", "zbh1", "zbh2",
+                                    "zbv",   "dualpipev", "vhalf", "vmin", "balanced-1f1b",
+                                    NULL};
 
 const char *const *op_sched_names(void) { return names; }
 
@@ -84,6 +86,11 @@ static int build_chain(const char *name, const op_problem *pr, const op_sched_op
                        sched_best *best, op_sim_ws *ws, op_err *err) {
     sched_split_list l = {0};
     int rc = splits_for(pr, o, pr->P, SCHED_PLACE_LOOP, 1, 8, &l, err);
+    if (!(o && (o->stage_first || o->classic_splits))) {
+        /* --pipeline-model-parallel-layout: what a user writes when layers do not divide */
+        if (rc != OP_OK && sched_split_add_balanced(pr, pr->P, SCHED_PLACE_LOOP, &l)) rc = OP_OK;
+        else if (rc == OP_OK) sched_split_add_balanced(pr, pr->P, SCHED_PLACE_LOOP, &l);
+    }
     for (int i = 0; rc == OP_OK && i < l.n; i++) {
         op_plan p;
         sched_plan_from_split(&p, name, pr, &l.v[i], SCHED_PLACE_LOOP, 0);
@@ -95,6 +102,14 @@ static int build_chain(const char *name, const op_problem *pr, const op_sched_op
     }
     sched_split_list_free(&l);
     return rc;
+}
+
+/* Interleave degrees tried: every v up to 16, then steps of about 1.5x and the largest, since
+ * thousands of layers would otherwise mean thousands of degrees, each a full split search. */
+static int next_v(int v, int vhi) {
+    if (v < 16 || v >= vhi) return v + 1;
+    int n = v * 3 / 2;
+    return n < vhi ? n : vhi;
 }
 
 /* Megatron: P <= G <= M, and M % G == 0 or M % G >= P. */
@@ -142,7 +157,7 @@ static int build_i1f1b(const op_problem *pr, const op_sched_opts *o, sched_best 
         vlo = vhi = o->S / P;
     }
     char why[1100] = "";
-    for (int v = vlo; v <= vhi; v++) {
+    for (int v = vlo; v <= vhi; v = next_v(v, vhi)) {
         sched_split_list l = {0};
         op_err e2 = {0};
         int rc = splits_for(pr, o, v * P, SCHED_PLACE_LOOP, 1, 4, &l, &e2);
@@ -178,63 +193,143 @@ static int build_i1f1b(const op_problem *pr, const op_sched_opts *o, sched_best 
     return OP_OK;
 }
 
-/* zbh1 / zbh2 / zbv: I/W split, ZB's split options, best of the heuristic variants. */
+/* Squeezes the kept plan's order (sched_polish) within a budget of about OP_POLISH_STEPS
+ * simulated ops, and notes it in the settings. */
+#define OP_POLISH_STEPS 2e6
+static void polish_best(sched_best *best, op_sim_ws *ws) {
+    op_plan *p = &best->plan;
+    long ops = 0;
+    for (int d = 0; d < p->P; d++) ops += p->n_ops[d];
+    double env = getenv("OP_POLISH") ? atof(getenv("OP_POLISH")) : OP_POLISH_STEPS;
+    long sims = (long)(env / (double)(ops > 0 ? ops : 1));
+    if (sims < 1) return;
+    int kept = sched_polish(p, sims, ws);
+    best->candidates++;
+    if (kept) {
+        size_t n = strlen(best->settings);
+        snprintf(best->settings + n, sizeof best->settings - n, " +%d swaps", kept);
+    }
+}
+
+/* Whether simulated plan p holds at most cap microbatches of each device's activations
+ * (static bytes aside). */
+static int within_inflight(const op_plan *p, double cap) {
+    for (int d = 0; d < p->P; d++) {
+        double per_mb = 0, trans = 0; /* I's transient comes on top, as in 1F1B's own peak */
+        for (int s = 0; s < p->S; s++)
+            if (p->stage_dev[s] == d) {
+                double a = (double)op_stage_act_bytes(p, s), aw = (double)op_stage_act_w_bytes(p, s);
+                double ai = (double)op_stage_act_i_bytes(p, s);
+                per_mb += a > aw ? a : aw;
+                trans = ai > trans ? ai : trans;
+            }
+        double act = (double)(p->pred.peak_bytes[d] - p->pred.static_bytes[d]);
+        if (act > (cap * per_mb + trans) * (1 + 1e-9) + 1) return 0;
+    }
+    return 1;
+}
+
+/* One greedy candidate: split sp, heuristic flags, in-flight cap (microbatches of a device's
+ * layers, the --zero-bubble-max-pending-backward knob). */
+static void zb_try(const char *name, const op_problem *pr, const sched_split *sp, sched_place pl,
+                   double cap, int flags, sched_best *best, op_sim_ws *ws) {
+    double *caps = op_xmalloc(sizeof(double) * (size_t)pr->P);
+    for (int d = 0; d < pr->P; d++) caps[d] = cap;
+    op_plan p;
+    sched_plan_from_split(&p, name, pr, sp, pl, 1);
+    op_sched_zb_greedy(&p, caps, pr->mem_limit_bytes, flags);
+    char set[200];
+    snprintf(set, sizeof set, "split=%.60s order=greedy(%s,%s%s%s) inflight=%g", sp->desc,
+             flags & OP_ZB_F_FIRST ? "F first" : "I first",
+             flags & OP_ZB_W_EAGER ? "eager W" : flags & OP_ZB_W_LOOKAHEAD ? "lookahead W" : "lazy W",
+             flags & OP_ZB_F_SHALLOW ? ",shallow F" : "", flags & OP_ZB_PER_CHUNK ? ",per chunk" : "",
+             cap);
+    sched_offer(best, &p, set, ws);
+    free(caps);
+}
+
+/* Heuristic variants worth a run: eager W makes the lookahead moot; on large problems (over
+ * 50k ops) only the I/F-first x lazy/eager x per-chunk variants, keeping the baselines a small
+ * share of the tuner's time. */
+static int flags_worth(int f, const op_problem *pr, int S) {
+    if ((f & OP_ZB_W_EAGER) && (f & OP_ZB_W_LOOKAHEAD)) return 0;
+    if (3.0 * S * pr->M > 5e4 && (f & (OP_ZB_F_SHALLOW | OP_ZB_W_LOOKAHEAD))) return 0;
+    return 1;
+}
+
+/* zbh1 / zbh2 / zbv: I/W split, ZB's split options, best of the heuristic variants.  The
+ * in-flight limit is the schedule's memory definition (P microbatches for H1 and V, 2P for
+ * H2); a user short of memory lowers it, so lower limits are tried when nothing fits. */
 static int build_zb(const char *name, const op_problem *pr, const op_sched_opts *o,
                     sched_best *best, op_sim_ws *ws, op_err *err) {
-    int P = pr->P, v_shape = !strcmp(name, "zbv");
+    int P = pr->P, v_shape = !strcmp(name, "zbv") || !strcmp(name, "vhalf") || !strcmp(name, "vmin");
     int S = v_shape ? 2 * P : P;
     sched_place pl = v_shape ? SCHED_PLACE_V : SCHED_PLACE_LOOP;
-    double cap = !strcmp(name, "zbh2") ? 2.0 * P : (double)P;
-    double *caps = op_xmalloc(sizeof(double) * (size_t)P);
-    for (int d = 0; d < P; d++) caps[d] = cap;
+    /* controllable-memory V: (P+2)/2 (V-Half) or (P+4)/3 (V-Min) microbatches in flight */
+    double cap = !strcmp(name, "zbh2")    ? 2.0 * P
+                 : !strcmp(name, "vhalf") ? (double)((P + 2) / 2)
+                 : !strcmp(name, "vmin")  ? (double)((P + 4) / 3)
+                                          : (double)P;
     sched_split_list l = {0};
     int rc = splits_for(pr, o, S, pl, 1, 4, &l, err);
-    if (v_shape && !(o && (o->stage_first || o->classic_splits))) {
-        /* ZB-V runs on Megatron: a layout is one flag away */
+    if (!(o && (o->stage_first || o->classic_splits))) {
+        /* ZB runs on Megatron: a layout is one flag away */
         if (rc != OP_OK && sched_split_add_balanced(pr, S, pl, &l)) rc = OP_OK;
         else if (rc == OP_OK) sched_split_add_balanced(pr, S, pl, &l);
     }
+    int base = v_shape ? OP_ZB_PER_CHUNK : 0;
     for (int i = 0; rc == OP_OK && i < l.n; i++) {
-        char set[160];
-        if (!strcmp(name, "zbh1")) {
+        if (!v_shape) {
+            /* the handcrafted ZB-H1 pattern holds at most P microbatches: valid for H2 too */
             op_plan p;
+            char set[160];
             sched_plan_from_split(&p, name, pr, &l.v[i], pl, 1);
             sched_order_zbh1(&p);
             snprintf(set, sizeof set, "split=%s order=handcrafted", l.v[i].desc);
             sched_offer(best, &p, set, ws);
         }
+        for (int var = 0; var < 3 && !strcmp(name, "zbv") && pr->M >= 2 * P; var++) {
+            /* the V pattern of the Zero Bubble paper's ZB-V figure, as DualPipeV's steps
+             * write it (and two orders of its steady step): kept when it holds no more than
+             * ZB-V's memory (P microbatches) */
+            op_plan p;
+            sched_plan_from_split(&p, name, pr, &l.v[i], pl, 1);
+            OP_ASSERT(sched_order_vpattern(&p, var) == OP_OK, "V pattern with M >= 2P failed");
+            op_err e2 = {0};
+            if (op_sim_replay(&p, ws, &e2) == OP_OK && within_inflight(&p, cap)) {
+                char set[160];
+                snprintf(set, sizeof set, "split=%s order=V pattern %d", l.v[i].desc, var);
+                sched_offer(best, &p, set, ws);
+            } else {
+                op_plan_free(&p);
+            }
+        }
         /* every split with ZB's default variant (I first, lazy W, deeper F first) */
-        op_plan p;
-        sched_plan_from_split(&p, name, pr, &l.v[i], pl, 1);
-        op_sched_zb_greedy(&p, caps, pr->mem_limit_bytes, 0);
-        snprintf(set, sizeof set, "split=%s order=greedy(I first,lazy W)", l.v[i].desc);
-        sched_offer(best, &p, set, ws);
+        zb_try(name, pr, &l.v[i], pl, cap, base, best, ws);
+        if (cap > P) zb_try(name, pr, &l.v[i], pl, P, base, best, ws);
     }
     /* then all heuristic variants on the best split, as ZB's initial_solution does */
     if (rc == OP_OK && best->have) {
         sched_split sp = {.S = S};
         sp.first = op_xmalloc(sizeof(int) * (size_t)(S + 1));
         memcpy(sp.first, best->plan.stage_first, sizeof(int) * (size_t)(S + 1));
-        char desc[160];
-        snprintf(desc, sizeof desc, "%s", best->settings);
-        char *cut = strstr(desc, " order=");
+        const char *d0 = strstr(best->settings, "split=");
+        snprintf(sp.desc, sizeof sp.desc, "%s", d0 ? d0 + 6 : "?");
+        char *cut = strstr(sp.desc, " order=");
         if (cut) *cut = 0;
-        int nflags = v_shape ? 8 : 4;
-        for (int f = 1; f < nflags; f++) {
-            op_plan p;
-            sched_plan_from_split(&p, name, pr, &sp, pl, 1);
-            op_sched_zb_greedy(&p, caps, pr->mem_limit_bytes, f);
-            char set[200];
-            snprintf(set, sizeof set, "%.100s order=greedy(%s,%s%s)", desc,
-                     f & OP_ZB_F_FIRST ? "F first" : "I first",
-                     f & OP_ZB_W_EAGER ? "eager W" : "lazy W",
-                     f & OP_ZB_F_SHALLOW ? ",shallow F" : "");
-            sched_offer(best, &p, set, ws);
-        }
+        int nflags = v_shape ? 32 : 8;
+        for (int f = 0; f < nflags; f++)
+            if (flags_worth(f, pr, S)) zb_try(name, pr, &sp, pl, cap, f, best, ws);
+        /* short of memory: lower the in-flight limit, as a ZB user would */
+        for (double c = cap - 1; c >= 1 && !(best->have && (pr->mem_limit_bytes <= 0 ||
+                                   (double)best->plan.pred.peak_bytes_max <= pr->mem_limit_bytes));
+             c = c > 4 ? floor(c * 0.75) : c - 1)
+            for (int f = 0; f < nflags; f++)
+                if (flags_worth(f, pr, S)) zb_try(name, pr, &sp, pl, c, f, best, ws);
         free(sp.first);
+        polish_best(best, ws);
     }
     sched_split_list_free(&l);
-    free(caps);
     return rc;
 }
 
@@ -309,14 +404,15 @@ int op_sched_build_opts(const char *name, const op_problem *pr, const op_sched_o
     op_sim_ws *ws = op_sim_ws_new();
     if (!strcmp(name, "gpipe") || !strcmp(name, "1f1b")) rc = build_chain(name, pr, o, &best, ws, err);
     else if (!strcmp(name, "i1f1b")) rc = build_i1f1b(pr, o, &best, ws, err);
-    else if (!strcmp(name, "zbh1") || !strcmp(name, "zbh2") || !strcmp(name, "zbv"))
+    else if (!strcmp(name, "zbh1") || !strcmp(name, "zbh2") || !strcmp(name, "zbv") ||
+             !strcmp(name, "vhalf") || !strcmp(name, "vmin"))
         rc = build_zb(name, pr, o, &best, ws, err);
     else if (!strcmp(name, "dualpipev")) rc = build_dualpipev(pr, o, &best, ws, err);
     else if (!strcmp(name, "balanced-1f1b")) rc = build_balanced(pr, o, &best, ws, err);
     else
         rc = op_errf(err, OP_EINVAL,
                      "unknown schedule '%s' (known: gpipe, 1f1b, i1f1b, zbh1, zbh2, zbv, "
-                     "dualpipev, balanced-1f1b)", name);
+                     "dualpipev, vhalf, vmin, balanced-1f1b)", name);
     op_sim_ws_free(ws);
     if (rc != OP_OK) {
         if (best.have) op_plan_free(&best.plan);

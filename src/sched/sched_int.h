@@ -7,6 +7,7 @@
 #ifndef OCTOPIPE_SCHED_INT_H
 #define OCTOPIPE_SCHED_INT_H
 #include "octopipe/sched.h"
+#include "octopipe/sim.h"
 
 /* Placement families the baselines use. */
 typedef enum sched_place {
@@ -73,9 +74,17 @@ void sched_offer(sched_best *best, op_plan *cand, const char *settings, void *ws
 void sched_plan_from_split(op_plan *p, const char *name, const op_problem *pr,
                            const sched_split *sp, sched_place pl, int split_iw);
 
+/* Adjacent-swap hill climbing on p's simulated orders (polish.c), at most max_sims
+ * simulations; keeps swaps that lower the makespan without raising the peak.  Returns the
+ * number of swaps kept; p is left simulated. */
+int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws);
+
 /* Explicit orders (orders.c). */
 void sched_order_gpipe(op_plan *p);
 void sched_order_zbh1(op_plan *p);      /* handcrafted ZB-H1: 1F1B with W lagging r steps */
 int sched_order_dualpipev(op_plan *p);  /* OP_EINVAL when M < 2P */
+/* DualPipeV's steps with the steady step's order varied: 0 = DualPipeV (F0 B1 F1 B0),
+ * 1 = B1 F0 B0 F1 (never over the warm-up's 2P chunks), 2 = B1 F0 F1 B0 */
+int sched_order_vpattern(op_plan *p, int variant);
 
 #endif

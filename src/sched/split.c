@@ -59,19 +59,23 @@ static sched_split *push(sched_split_list *l, int S) {
     return sp;
 }
 
-/* stage time of layers [a, b) for the proxy: F + I + W */
-static double span_ms(const op_layer_cost *L, int a, int b) {
-    double t = 0;
-    for (int l = a; l < b; l++) t += L[l].f_ms + L[l].i_ms + L[l].w_ms;
-    return t;
+/* Prefix sums of F + I + W over the layers, [n+1]: a stage's time in O(1), so that thousands
+ * of layers and candidates stay fast.  Caller frees. */
+static double *prefix_ms(const op_problem *pr) {
+    double *pre = op_xmalloc(sizeof(double) * (size_t)(pr->n_layers + 1));
+    pre[0] = 0;
+    for (int l = 0; l < pr->n_layers; l++)
+        pre[l + 1] = pre[l] + pr->layers[l].f_ms + pr->layers[l].i_ms + pr->layers[l].w_ms;
+    return pre;
 }
 
 /* (M-1) * busiest device + one pass through the pipeline / chunks: 1F1B-shaped estimate. */
-static double proxy_of(const op_problem *pr, const int *first, int S, sched_place pl) {
+static double proxy_of(const op_problem *pr, const double *pre, const int *first, int S,
+                       sched_place pl) {
     double load[1024] = {0}, *ld = load, total = 0;
     if (pr->P > 1024) ld = op_xcalloc((size_t)pr->P, sizeof *ld);
     for (int s = 0; s < S; s++) {
-        double t = span_ms(pr->layers, first[s], first[s + 1]) + 2 * pr->op_overhead_ms;
+        double t = pre[first[s + 1]] - pre[first[s]] + 2 * pr->op_overhead_ms;
         ld[sched_stage_dev(pl, pr->P, s)] += t;
         total += t;
     }
@@ -82,8 +86,9 @@ static double proxy_of(const op_problem *pr, const int *first, int S, sched_plac
 }
 
 /* Turns per-stage body counts into a split; 0 if some stage would be empty. */
-static int counts_to_split(const op_problem *pr, const sched_layout *lo, const int *cnt, int S,
-                           sched_place pl, const char *desc, sched_split_list *out) {
+static int counts_to_split(const op_problem *pr, const double *pre, const sched_layout *lo,
+                           const int *cnt, int S, sched_place pl, const char *desc,
+                           sched_split_list *out) {
     for (int s = 0; s < S; s++) {
         int n = cnt[s] + (s == 0 ? lo->n_pre : 0) + (s == S - 1 ? lo->n_post : 0);
         if (cnt[s] < 0 || n < 1) return 0;
@@ -96,7 +101,7 @@ static int counts_to_split(const op_problem *pr, const sched_layout *lo, const i
     OP_ASSERT(sp->first[S] == pr->n_layers, "split covers %d of %d layers", sp->first[S],
               pr->n_layers);
     snprintf(sp->desc, sizeof sp->desc, "%s", desc);
-    sp->proxy = proxy_of(pr, sp->first, S, pl);
+    sp->proxy = proxy_of(pr, pre, sp->first, S, pl);
     return 1;
 }
 
@@ -113,6 +118,7 @@ int sched_megatron_splits(const op_problem *pr, int S, sched_place pl, int first
     int N = lo.n_body, P = pr->P, v = S / P;
     OP_ASSERT(S % P == 0 && S >= P, "S=%d not a multiple of P=%d", S, P);
     int *cnt = op_xcalloc((size_t)S, sizeof *cnt);
+    double *pre = prefix_ms(pr);
     int before = out->n;
     /* plain and account_for options; k extra "layers" for embedding and/or loss */
     for (int opt = 0; opt < 4; opt++) {
@@ -130,7 +136,7 @@ int sched_megatron_splits(const op_problem *pr, int S, sched_place pl, int first
                                : (opt == 1 ? "account_for_embedding"
                                   : opt == 2 ? "account_for_loss"
                                              : "account_for_embedding+loss");
-        counts_to_split(pr, &lo, cnt, S, pl, desc, out);
+        counts_to_split(pr, pre, &lo, cnt, S, pl, desc, out);
     }
     if (first_last && S >= 2 && (pl == SCHED_PLACE_V || P >= 2)) {
         /* loop: rank 0 / rank P-1 totals f / l spread over their v chunks, middle ranks k;
@@ -160,7 +166,7 @@ int sched_megatron_splits(const op_problem *pr, int S, sched_place pl, int first
                 }
                 char desc[64];
                 snprintf(desc, sizeof desc, "first/last %d/%d", f, l);
-                counts_to_split(pr, &lo, cnt, S, pl, desc, &fl);
+                counts_to_split(pr, pre, &lo, cnt, S, pl, desc, &fl);
             }
         if (fl.n) qsort(fl.v, (size_t)fl.n, sizeof *fl.v, cmp_proxy);
         for (int i = 0; i < fl.n && i < keep_fl; i++) {
@@ -172,6 +178,7 @@ int sched_megatron_splits(const op_problem *pr, int S, sched_place pl, int first
         sched_split_list_free(&fl);
     }
     free(cnt);
+    free(pre);
     return out->n - before;
 }
 
@@ -193,11 +200,11 @@ int sched_split_add_explicit(const op_problem *pr, const int *first, int S,
 }
 
 /* Device loads (F+I+W) of a split under placement pl: max, and sum of squares. */
-static void dev_loads(const op_problem *pr, const int *first, int S, sched_place pl, double *ld,
-                      double *mx, double *sq) {
+static void dev_loads(const op_problem *pr, const double *pre, const int *first, int S,
+                      sched_place pl, double *ld, double *mx, double *sq) {
     for (int d = 0; d < pr->P; d++) ld[d] = 0;
     for (int s = 0; s < S; s++)
-        ld[sched_stage_dev(pl, pr->P, s)] += span_ms(pr->layers, first[s], first[s + 1]);
+        ld[sched_stage_dev(pl, pr->P, s)] += pre[first[s + 1]] - pre[first[s]];
     *mx = *sq = 0;
     for (int d = 0; d < pr->P; d++) {
         *mx = ld[d] > *mx ? ld[d] : *mx;
@@ -209,8 +216,8 @@ static void dev_loads(const op_problem *pr, const int *first, int S, sched_place
  * squared loads): a stage-balanced split can still stack two heavy stages (say the head and
  * the embedding under V placement) on one device. */
 static void refine_for_devices(const op_problem *pr, int *first, int S, sched_place pl) {
-    double *ld = op_xmalloc(sizeof(double) * (size_t)pr->P), mx, sq;
-    dev_loads(pr, first, S, pl, ld, &mx, &sq);
+    double *ld = op_xmalloc(sizeof(double) * (size_t)pr->P), mx, sq, *pre = prefix_ms(pr);
+    dev_loads(pr, pre, first, S, pl, ld, &mx, &sq);
     for (int iter = 0, moved = 1; moved && iter < 100 * S; iter++) {
         moved = 0;
         for (int b = 1; b < S; b++)
@@ -220,7 +227,7 @@ static void refine_for_devices(const op_problem *pr, int *first, int S, sched_pl
                 int old = first[b];
                 first[b] = nb;
                 double m2, q2;
-                dev_loads(pr, first, S, pl, ld, &m2, &q2);
+                dev_loads(pr, pre, first, S, pl, ld, &m2, &q2);
                 if (m2 < mx * (1 - 1e-12) || (m2 <= mx * (1 + 1e-12) && q2 < sq * (1 - 1e-12))) {
                     mx = m2;
                     sq = q2;
@@ -231,6 +238,7 @@ static void refine_for_devices(const op_problem *pr, int *first, int S, sched_pl
             }
     }
     free(ld);
+    free(pre);
 }
 
 int sched_split_add_balanced(const op_problem *pr, int S, sched_place pl, sched_split_list *out) {
@@ -240,17 +248,23 @@ int sched_split_add_balanced(const op_problem *pr, int S, sched_place pl, sched_
     int rc = op_sched_balanced_split(pr->layers, pr->n_layers, S, sp->first, &e);
     OP_ASSERT(rc == OP_OK, "balanced split of %d layers into %d: %s", pr->n_layers, S, e.msg);
     snprintf(sp->desc, sizeof sp->desc, "layout balanced");
-    sp->proxy = proxy_of(pr, sp->first, S, pl);
-    if (S == pr->P && pl == SCHED_PLACE_LOOP) return 1; /* one stage per device: done */
+    double *pre = prefix_ms(pr);
+    sp->proxy = proxy_of(pr, pre, sp->first, S, pl);
+    if (S == pr->P && pl == SCHED_PLACE_LOOP) { /* one stage per device: done */
+        free(pre);
+        return 1;
+    }
     sched_split *dv = push(out, S);
     sp = &out->v[out->n - 2]; /* push may have moved the array */
     memcpy(dv->first, sp->first, sizeof(int) * (size_t)(S + 1));
     refine_for_devices(pr, dv->first, S, pl);
     if (!memcmp(dv->first, sp->first, sizeof(int) * (size_t)(S + 1))) {
         out->n--;
+        free(pre);
         return 1;
     }
     snprintf(dv->desc, sizeof dv->desc, "layout balanced per device");
-    dv->proxy = proxy_of(pr, dv->first, S, pl);
+    dv->proxy = proxy_of(pr, pre, dv->first, S, pl);
+    free(pre);
     return 2;
 }

@@ -54,12 +54,36 @@ static double ready_w(const zb *z, int s) {
     return m < z->ni[s] ? END(iend, s, m) : DBL_MAX;
 }
 
+/* Optimistic ready time of I(s, m) when its producer has not run yet: the I chain from the
+ * deepest stage already done for m, each I started as soon as its input arrives.  Lets a lazy
+ * W see an I coming through idle devices (the cool-down), not only one already due. */
+static double est_i(const zb *z, int s, int m, double t) {
+    if (m >= z->M || END(fend, s, m) < 0) return DBL_MAX;
+    double e = END(fend, s, m);
+    int k = s + 1;
+    while (k < z->S && END(iend, k, m) < 0 && END(fend, k, m) >= 0) k++;
+    /* k: first stage above s whose I for m is done (or the top, or one whose F is not done) */
+    double r;
+    if (k == z->S) r = t > END(fend, k - 1, m) ? t : END(fend, k - 1, m);
+    else if (END(iend, k, m) >= 0) r = END(iend, k, m);
+    else return DBL_MAX;
+    for (int j = (k == z->S ? k - 1 : k); j > s; j--) {
+        if (j < k) r = (r > t ? r : t) + z->di[j];
+        r += z->cb[j - 1];
+    }
+    return r > e ? r : e;
+}
+
 /* A microbatch that enters a device's lowest stage will come back for the device's other
  * stages (V and looped placements) before any of it can be freed, so its F commits the
  * activations of all of them at once; later stages' F then add nothing.  Otherwise the cap
  * could fill with first-chunk work that can never finish. */
 static int fits(const zb *z, int d, int s) {
-    return z->mem[d] + z->commit[s] <= z->lim[d] * (1 + 1e-12);
+    double need = z->commit[s];
+    /* per chunk: a deeper stage's F needs room for itself only (its microbatch already holds
+     * the device's earlier chunks); an entering microbatch needs room for its whole pass */
+    if (z->flags & OP_ZB_PER_CHUNK) need = z->commit[s] > 0 ? z->commit[s] : z->a[s];
+    return z->mem[d] + need <= z->lim[d] * (1 + 1e-12);
 }
 
 static void run(zb *z, int d, op_kind k, int s, double t) {
@@ -69,7 +93,7 @@ static void run(zb *z, int d, op_kind k, int s, double t) {
         m = z->nf[s]++;
         dur = z->df[s];
         END(fend, s, m) = t + dur;
-        z->mem[d] += z->commit[s];
+        z->mem[d] += z->flags & OP_ZB_PER_CHUNK ? z->a[s] : z->commit[s];
     } else if (k == OP_I) {
         m = z->ni[s]++;
         dur = z->di[s];
@@ -121,6 +145,7 @@ static int pick(zb *z, int d, double t, int force) {
             for (int j = 0; j < n && go; j++) {
                 int s = st[j];
                 if (ready_i(z, s) < until) go = 0;
+                if ((z->flags & OP_ZB_W_LOOKAHEAD) && est_i(z, s, z->ni[s], t) < until) go = 0;
                 if (fits(z, d, s) && ready_f(z, s) < until) go = 0;
             }
         }

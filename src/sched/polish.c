@@ -1,0 +1,68 @@
+/* polish.c: hill climbing on a heuristic order, the "squeeze and reorder" step the Zero Bubble
+ * schedulers run after their greedy pass: move one op of a device up to 4 places (the nearest
+ * first), re-simulate, keep the move when the makespan drops (or stays and the I chain ends
+ * earlier) and the peak memory does not grow.  An order that
+ * would deadlock fails to simulate and is undone.  Bounded by a number of simulations, so the
+ * cost stays within a baseline's budget; deterministic (devices and positions in order). */
+#include <string.h>
+
+#include "octopipe/sim.h"
+#include "sched/sched_int.h"
+
+/* Tie-break among equal makespans: the sum of every I's end (the backward chain, which the
+ * last microbatches wait on, earlier everywhere), so plateaus of the makespan can be crossed. */
+static double second(const op_plan *p) {
+    double t = 0;
+    for (int d = 0; d < p->P; d++)
+        for (int i = 0; i < p->n_ops[d]; i++)
+            if (p->ops[d][i].kind != OP_W) t += p->ops[d][i].end;
+    return t;
+}
+
+int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
+    op_err e = {0};
+    OP_ASSERT(p->pred.valid, "polish wants a simulated plan");
+    double best = p->pred.makespan_ms, best2 = second(p);
+    int64_t peak0 = p->pred.peak_bytes_max;
+    long sims = 0;
+    int kept = 0;
+    /* moves: op i to position i + k (|k| <= 4; k = 1 is the neighbour swap), nearest first */
+    static const int ks[] = {1, 2, -2, 3, -3, 4, -4};
+    for (int improved = 1; improved && sims < max_sims;) {
+        improved = 0;
+        for (int kk = 0; kk < (int)(sizeof ks / sizeof *ks) && sims < max_sims; kk++)
+            for (int d = 0; d < p->P && sims < max_sims; d++)
+                for (int i = 0; i < p->n_ops[d] && sims < max_sims; i++) {
+                    int j = i + ks[kk];
+                    if (j < 0 || j >= p->n_ops[d]) continue;
+                    op_op *o = p->ops[d];
+                    int lo = i < j ? i : j, hi = i < j ? j : i, dep = 0;
+                    for (int x = lo; x <= hi && !dep; x++) /* same stage and mb, or same kind */
+                        if (x != i && o[x].stage == o[i].stage &&
+                            (o[x].mb == o[i].mb || o[x].kind == o[i].kind))
+                            dep = 1;
+                    if (dep) continue;
+                    op_op mv = o[i];
+                    if (j > i) memmove(&o[i], &o[i + 1], sizeof(op_op) * (size_t)(j - i));
+                    else memmove(&o[j + 1], &o[j], sizeof(op_op) * (size_t)(i - j));
+                    o[j] = mv;
+                    sims++;
+                    int ok = op_sim_replay(p, ws, &e) == OP_OK && p->pred.peak_bytes_max <= peak0;
+                    double m = ok ? p->pred.makespan_ms : 0, m2 = ok ? second(p) : 0;
+                    if (ok && (m < best * (1 - 1e-12) ||
+                               (m <= best * (1 + 1e-12) && m2 < best2 * (1 - 1e-12)))) {
+                        best = m;
+                        best2 = m2;
+                        improved = 1;
+                        kept++;
+                    } else { /* undo */
+                        if (j > i) memmove(&o[i + 1], &o[i], sizeof(op_op) * (size_t)(j - i));
+                        else memmove(&o[j], &o[j + 1], sizeof(op_op) * (size_t)(i - j));
+                        o[i] = mv;
+                    }
+                }
+    }
+    int rc = op_sim_replay(p, ws, &e);
+    OP_ASSERT(rc == OP_OK, "polished order does not simulate: %s", e.msg);
+    return kept;
+}
