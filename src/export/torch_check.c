@@ -19,13 +19,20 @@
 
 #include "octopipe/export.h"
 
-enum { A_F, A_I, A_W, A_B, A_SEND_F, A_RECV_F, A_SEND_B, A_RECV_B, A_NTYPES };
-static const char *const type_name[A_NTYPES] = {"F",      "I",      "W",      "B",
-                                                "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+/* A_F..A_RECV_B carry a microbatch and a done flag; the rest appear only in the lowered
+ * (compute_comms) lists: runtime bookkeeping with no data dependency, always ready. */
+enum { A_F, A_I, A_W, A_B, A_SEND_F, A_RECV_F, A_SEND_B, A_RECV_B, A_FLAGGED,
+       A_UNSHARD = A_FLAGGED, A_RESHARD, A_REDUCE_GRAD, A_WAIT_REDUCE_GRAD, A_WAIT_SEND_F,
+       A_WAIT_SEND_B, A_NTYPES };
+static const char *const type_name[A_NTYPES] = {
+    "F",       "I",       "W",           "B",                "SEND_F",      "RECV_F", "SEND_B",
+    "RECV_B",  "UNSHARD", "RESHARD",     "REDUCE_GRAD",      "WAIT_REDUCE_GRAD",
+    "WAIT_SEND_F", "WAIT_SEND_B"};
 
 typedef struct act {
-    int32_t stage, mb;
+    int32_t stage, mb;  /* mb -1: an action of the whole stage (UNSHARD, REDUCE_GRAD, ...) */
     int16_t type, cell; /* cell: 1-based column for messages */
+    int16_t overlap;    /* part of an (a;b)OVERLAP_F_B cell */
 } act;
 
 typedef struct row {
@@ -47,7 +54,8 @@ static void rows_free(row *rows, int n) {
 }
 
 static const char *act_str(const act *a, char *buf, size_t n) {
-    snprintf(buf, n, "%d%s%d", a->stage, type_name[a->type], a->mb);
+    if (a->mb < 0) snprintf(buf, n, "%d%s", a->stage, type_name[a->type]);
+    else snprintf(buf, n, "%d%s%d", a->stage, type_name[a->type], a->mb);
     return buf;
 }
 
@@ -91,6 +99,7 @@ static int parse_simple(const char *s, size_t len, int rownum, int cell, act *ou
     out->mb = (int32_t)mb;
     out->type = (int16_t)type;
     out->cell = (int16_t)(cell > 32767 ? 32767 : cell);
+    out->overlap = 0;
     return OP_OK;
 }
 
@@ -119,6 +128,7 @@ static int parse_cell(const char *s, size_t len, int rownum, int cell, row *r, o
         while (t > p && isspace((unsigned char)t[-1])) t--;
         int rc = parse_simple(p, (size_t)(t - p), rownum, cell, &a, err);
         if (rc) return rc;
+        a.overlap = 1;
         row_push(r, a);
         p = e + 1;
     }
@@ -245,7 +255,7 @@ static int has(const lowering *L, int s, int m, int type) {
     return (L->flag[(size_t)s * L->M + m] >> type) & 1;
 }
 static void set(lowering *L, int s, int m, int type) {
-    L->flag[(size_t)s * L->M + m] |= (uint16_t)(1u << type);
+    if (type < A_FLAGGED && m >= 0) L->flag[(size_t)s * L->M + m] |= (uint16_t)(1u << type);
 }
 
 /* Is a compute action's input available?  (same rule in both torch passes) */
@@ -260,7 +270,7 @@ static int input_ready(const lowering *L, const act *a) {
         return L->rank_of[s + 1] == L->rank_of[s] &&
                (has(L, s + 1, m, A_I) || has(L, s + 1, m, A_B));
     }
-    return 1; /* W: its I ran earlier on the same rank (pass 1) */
+    return 1; /* W: its I ran earlier on the same rank (pass 1); bookkeeping actions */
 }
 
 /* Appends what rank r's head action waits for: "rank 0 waits at 0B0 for 1I0/1B0 on rank 1". */
@@ -382,8 +392,103 @@ static int simulate(lowering *L, row *low, int *steps, op_err *err) {
     return rc;
 }
 
-int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_check_info *info,
-                              op_err *err) {
+/* ---- the compute_comms lowering, as _PipelineScheduleRuntime._prepare_schedule_with_comms
+ * runs it at its defaults (max_active_stages 3, unshard_lookahead "full", no deferred
+ * receives or reduction waits, no send budget) ---- */
+
+enum { MAX_ACTIVE = 3 };
+
+/* The first `count` distinct stages of rows r[i..]: torch's next_stage_indices. */
+static int next_stages(const row *r, int i, int count, int *out) {
+    int n = 0;
+    for (; i < r->n && n < count; i++) {
+        int seen = 0;
+        for (int k = 0; k < n; k++) seen |= out[k] == r->a[i].stage;
+        if (!seen) out[n++] = r->a[i].stage;
+    }
+    return n;
+}
+
+static act mk(int stage, int type, int mb) {
+    act a = {stage, mb, (int16_t)type, 0, 0};
+    return a;
+}
+
+/* _add_unshard_reshard: UNSHARD a stage before the window of the next 3 stages first needs
+ * it, RESHARD it when it leaves the window (no-ops without FSDP, but they take lock-step
+ * slots in the send/recv pass, so the lowered order depends on them). */
+static void add_unshard_reshard(const row *in, row *out) {
+    int active[MAX_ACTIVE * 2], na = 0, res[MAX_ACTIVE];
+    for (int i = 0; i < in->n; i++) {
+        int nr = next_stages(in, i, MAX_ACTIVE, res);
+        int keep = 0;
+        for (int k = 0; k < na; k++) { /* evict, in activation order */
+            int in_res = 0;
+            for (int q = 0; q < nr; q++) in_res |= res[q] == active[k];
+            if (in_res) active[keep++] = active[k];
+            else row_push(out, mk(active[k], A_RESHARD, -1));
+        }
+        na = keep;
+        for (int q = 0; q < nr; q++) { /* fetch, in the order they will run */
+            int on = 0;
+            for (int k = 0; k < na; k++) on |= active[k] == res[q];
+            if (!on) {
+                active[na++] = res[q];
+                row_push(out, mk(res[q], A_UNSHARD, -1));
+            }
+        }
+        row_push(out, in->a[i]);
+    }
+    for (int k = 0; k < na; k++) row_push(out, mk(active[k], A_RESHARD, -1));
+}
+
+/* _add_reduce_grad: REDUCE_GRAD + WAIT_REDUCE_GRAD right after a stage's M-th B or W. */
+static void add_reduce_grad(row *r, int S, int M) {
+    int *cnt = op_xcalloc((size_t)S, sizeof(int));
+    row out = {0};
+    for (int i = 0; i < r->n; i++) {
+        act a = r->a[i];
+        row_push(&out, a);
+        if ((a.type == A_B || a.type == A_W) && ++cnt[a.stage] == M) {
+            row_push(&out, mk(a.stage, A_REDUCE_GRAD, -1));
+            row_push(&out, mk(a.stage, A_WAIT_REDUCE_GRAD, -1));
+        }
+    }
+    free(cnt);
+    free(r->a);
+    *r = out;
+}
+
+/* _add_wait_send: a SEND_F's wait right after the same rank's I/B of that stage and
+ * microbatch (the peer has consumed the activation by then); every other wait at the end,
+ * in send order. */
+static void add_wait_send(row *r) {
+    row out = {0}, pend = {0};
+    for (int i = 0; i < r->n; i++) {
+        act a = r->a[i];
+        row_push(&out, a);
+        if (a.type == A_SEND_F || a.type == A_SEND_B) row_push(&pend, a);
+        if (a.type != A_I && a.type != A_B) continue;
+        for (int k = 0; k < pend.n; k++)
+            if (pend.a[k].type == A_SEND_F && pend.a[k].stage == a.stage && pend.a[k].mb == a.mb) {
+                row_push(&out, mk(a.stage, A_WAIT_SEND_F, a.mb));
+                pend.a[k].type = -1; /* retired */
+                break;
+            }
+    }
+    for (int k = 0; k < pend.n; k++)
+        if (pend.a[k].type >= 0)
+            row_push(&out, mk(pend.a[k].stage,
+                              pend.a[k].type == A_SEND_F ? A_WAIT_SEND_F : A_WAIT_SEND_B,
+                              pend.a[k].mb));
+    free(pend.a);
+    free(r->a);
+    *r = out;
+}
+
+/* The three passes; with `lowered` non-NULL also the compute_comms rows torch would run. */
+static int check_core(const char *csv, int P, int S, int M, op_torch_check_info *info,
+                      op_buf *lowered, op_err *err) {
     row *rows = NULL;
     int nrows = 0;
     int rc = parse_csv(csv, &rows, &nrows, err);
@@ -394,6 +499,13 @@ int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_che
                        "schedule has %d rows but the pipeline has %d ranks (row d = rank d)",
                        nrows, P);
     }
+    for (int r = 0; r < P; r++)
+        if (rows[r].n == 0) {
+            rows_free(rows, nrows);
+            return op_errf(err, OP_EINVAL,
+                           "row %d has no actions: torch's send/recv lowering needs every rank "
+                           "to hold a stage", r);
+        }
     int maxs = -1, maxm = -1, n_compute = 0;
     for (int r = 0; r < P; r++)
         for (int i = 0; i < rows[r].n; i++) {
@@ -412,6 +524,21 @@ int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_che
     lowering L = {P, S, M, rank_of, NULL};
     row *low = op_xcalloc((size_t)P, sizeof(row));
     int steps = 0, n_comms = 0;
+    if (rc == OP_OK && lowered) {
+        for (int r = 0; r < P && rc == OP_OK; r++)
+            for (int i = 0; i < rows[r].n; i++)
+                if (rows[r].a[i].overlap)
+                    rc = op_errf(err, OP_EINVAL,
+                                 "row %d cell %d: OVERLAP_F_B cells are not lowered here (plans "
+                                 "never hold them)", r, rows[r].a[i].cell);
+        for (int r = 0; r < P && rc == OP_OK; r++) {
+            row ur = {0};
+            add_unshard_reshard(&rows[r], &ur);
+            add_reduce_grad(&ur, S, M);
+            free(rows[r].a);
+            rows[r] = ur;
+        }
+    }
     if (rc == OP_OK) {
         L.flag = op_xcalloc((size_t)S * (size_t)M, sizeof(uint16_t));
         rc = add_send_recv(&L, rows, low, err);
@@ -419,8 +546,18 @@ int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_che
             memset(L.flag, 0, sizeof(uint16_t) * (size_t)S * (size_t)M);
             rc = simulate(&L, low, &steps, err);
         }
-        for (int r = 0; r < P; r++) n_comms += low[r].n;
-        n_comms -= n_compute;
+        for (int r = 0; r < P; r++)
+            for (int i = 0; i < low[r].n; i++) n_comms += low[r].a[i].type >= A_SEND_F &&
+                                                          low[r].a[i].type <= A_RECV_B;
+    }
+    if (rc == OP_OK && lowered) {
+        char ab[64];
+        for (int r = 0; r < P; r++) {
+            add_wait_send(&low[r]);
+            for (int i = 0; i < low[r].n; i++)
+                op_buf_printf(lowered, "%s%s", i ? "," : "", act_str(&low[r].a[i], ab, sizeof ab));
+            op_buf_put(lowered, "\n", 1);
+        }
     }
     if (rc == OP_OK && info) {
         info->P = P, info->S = S, info->M = M;
@@ -430,5 +567,18 @@ int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_che
     free(rank_of);
     rows_free(low, P);
     rows_free(rows, nrows);
+    return rc;
+}
+
+int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_check_info *info,
+                              op_err *err) {
+    return check_core(csv, P, S, M, info, NULL, err);
+}
+
+int op_export_torch_csv_lower(const char *csv, int P, int S, int M, op_buf *out, op_err *err) {
+    op_buf b = {0};
+    int rc = check_core(csv, P, S, M, NULL, &b, err);
+    if (rc == OP_OK) op_buf_put(out, b.data, b.len);
+    op_buf_free(&b);
     return rc;
 }
