@@ -191,4 +191,4 @@ def run_step(plan, rank, stages, loss_fn, inputs=None, targets=None, csv_path=No
     has_last = any(st.is_last for st in stages)
     args = (inputs,) if has_first else ()
     sched.step(*args, target=targets if has_last else None, losses=losses if has_last else None)
-    return [float(l) for l in losses], log
+    return [float(l.detach()) for l in losses], log
