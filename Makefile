@@ -90,6 +90,17 @@ bench-plan bench-exec bench-model: all $(BENCH_BIN)
 test-multihost: all
 	@BUILD=$(BUILD) ./tests/multihost.sh
 
+# PyTorch interop: torch in .venv-torch (scripts/setup.sh --torch, once), CPU + gloo; `make test`
+# never touches it.  tests/torch/run.sh: C model vs autograd, plans in torch's runtime.
+.PHONY: test-torch
+test-torch: all $(BUILD)/torch/nn_ref
+	@./scripts/setup.sh --torch
+	@BUILD=$(BUILD) ./tests/torch/run.sh $(T)
+
+$(BUILD)/torch/nn_ref: $(BUILD)/obj/tests/torch/nn_ref.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
 fuzz:
 	@./scripts/setup.sh --dev
 	@./fuzz/run.sh $(FUZZ_SECONDS)

@@ -1,8 +1,11 @@
 #!/bin/sh
 # Installs the Debian packages OctoPipe needs, only those that are missing.
 # Idempotent: a machine that already has everything returns at once.
-# Usage: scripts/setup.sh [--dev]   (--dev adds clang + libFuzzer runtime and chromium for SVG checks)
+# Usage: scripts/setup.sh [--dev|--torch]   (--dev adds clang + libFuzzer runtime and chromium for
+# SVG checks; --torch makes .venv-torch with torch from PyPI: scripts/setup_torch.sh)
 set -eu
+# --torch: the PyTorch interop venv (.venv-torch/), made by its own script
+if [ "${1:-}" = "--torch" ]; then exec "$(dirname "$0")/setup_torch.sh"; fi
 PKGS="build-essential pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libjansson-dev iproute2 util-linux jargon-text jq"
 if [ "${1:-}" = "--dev" ]; then
   PKGS="$PKGS clang libclang-rt-dev chromium"
