@@ -3,7 +3,8 @@
  *  - torch.distributed.pipelining `compute_only` CSV (row d = rank d, cells like 2F0 / 1I3 /
  *    1W3 / 0B7 in execution order), checked by a C port of torch's own rules
  *    (_validate_schedule, then the _add_send_recv lowering and the _simulate_comms_compute dry
- *    run); torchtitan's module_fqns_per_model_part as JSON;
+ *    run), for any placement; the compute_comms CSV torch lowers it into (torch_lower.c); the
+ *    stage -> rank map as JSON; torchtitan's module_fqns_per_model_part as JSON;
  *  - Megatron-LM: --pipeline-model-parallel-layout (transformer models) or
  *    --hybrid-layer-pattern with `|` segment boundaries (hybrid models);
  *  - a Chrome trace (Perfetto) with per-device memory counters and P2P flow arrows;

@@ -17,36 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "export/torch_rows.h"
 #include "octopipe/export.h"
 
-/* A_F..A_RECV_B carry a microbatch and a done flag; the rest appear only in the lowered
- * (compute_comms) lists: runtime bookkeeping with no data dependency, always ready. */
-enum { A_F, A_I, A_W, A_B, A_SEND_F, A_RECV_F, A_SEND_B, A_RECV_B, A_FLAGGED,
-       A_UNSHARD = A_FLAGGED, A_RESHARD, A_REDUCE_GRAD, A_WAIT_REDUCE_GRAD, A_WAIT_SEND_F,
-       A_WAIT_SEND_B, A_NTYPES };
 static const char *const type_name[A_NTYPES] = {
     "F",       "I",       "W",           "B",                "SEND_F",      "RECV_F", "SEND_B",
     "RECV_B",  "UNSHARD", "RESHARD",     "REDUCE_GRAD",      "WAIT_REDUCE_GRAD",
     "WAIT_SEND_F", "WAIT_SEND_B"};
-
-typedef struct act {
-    int32_t stage, mb;  /* mb -1: an action of the whole stage (UNSHARD, REDUCE_GRAD, ...) */
-    int16_t type, cell; /* cell: 1-based column for messages */
-    int16_t overlap;    /* part of an (a;b)OVERLAP_F_B cell */
-} act;
-
-typedef struct row {
-    act *a;
-    int n, cap;
-} row;
-
-static void row_push(row *r, act x) {
-    if (r->n == r->cap) {
-        r->cap = r->cap ? r->cap * 2 : 16;
-        r->a = op_xrealloc(r->a, sizeof(act) * (size_t)r->cap);
-    }
-    r->a[r->n++] = x;
-}
 
 static void rows_free(row *rows, int n) {
     for (int i = 0; i < n; i++) free(rows[i].a);
@@ -392,100 +369,6 @@ static int simulate(lowering *L, row *low, int *steps, op_err *err) {
     return rc;
 }
 
-/* ---- the compute_comms lowering, as _PipelineScheduleRuntime._prepare_schedule_with_comms
- * runs it at its defaults (max_active_stages 3, unshard_lookahead "full", no deferred
- * receives or reduction waits, no send budget) ---- */
-
-enum { MAX_ACTIVE = 3 };
-
-/* The first `count` distinct stages of rows r[i..]: torch's next_stage_indices. */
-static int next_stages(const row *r, int i, int count, int *out) {
-    int n = 0;
-    for (; i < r->n && n < count; i++) {
-        int seen = 0;
-        for (int k = 0; k < n; k++) seen |= out[k] == r->a[i].stage;
-        if (!seen) out[n++] = r->a[i].stage;
-    }
-    return n;
-}
-
-static act mk(int stage, int type, int mb) {
-    act a = {stage, mb, (int16_t)type, 0, 0};
-    return a;
-}
-
-/* _add_unshard_reshard: UNSHARD a stage before the window of the next 3 stages first needs
- * it, RESHARD it when it leaves the window (no-ops without FSDP, but they take lock-step
- * slots in the send/recv pass, so the lowered order depends on them). */
-static void add_unshard_reshard(const row *in, row *out) {
-    int active[MAX_ACTIVE * 2], na = 0, res[MAX_ACTIVE];
-    for (int i = 0; i < in->n; i++) {
-        int nr = next_stages(in, i, MAX_ACTIVE, res);
-        int keep = 0;
-        for (int k = 0; k < na; k++) { /* evict, in activation order */
-            int in_res = 0;
-            for (int q = 0; q < nr; q++) in_res |= res[q] == active[k];
-            if (in_res) active[keep++] = active[k];
-            else row_push(out, mk(active[k], A_RESHARD, -1));
-        }
-        na = keep;
-        for (int q = 0; q < nr; q++) { /* fetch, in the order they will run */
-            int on = 0;
-            for (int k = 0; k < na; k++) on |= active[k] == res[q];
-            if (!on) {
-                active[na++] = res[q];
-                row_push(out, mk(res[q], A_UNSHARD, -1));
-            }
-        }
-        row_push(out, in->a[i]);
-    }
-    for (int k = 0; k < na; k++) row_push(out, mk(active[k], A_RESHARD, -1));
-}
-
-/* _add_reduce_grad: REDUCE_GRAD + WAIT_REDUCE_GRAD right after a stage's M-th B or W. */
-static void add_reduce_grad(row *r, int S, int M) {
-    int *cnt = op_xcalloc((size_t)S, sizeof(int));
-    row out = {0};
-    for (int i = 0; i < r->n; i++) {
-        act a = r->a[i];
-        row_push(&out, a);
-        if ((a.type == A_B || a.type == A_W) && ++cnt[a.stage] == M) {
-            row_push(&out, mk(a.stage, A_REDUCE_GRAD, -1));
-            row_push(&out, mk(a.stage, A_WAIT_REDUCE_GRAD, -1));
-        }
-    }
-    free(cnt);
-    free(r->a);
-    *r = out;
-}
-
-/* _add_wait_send: a SEND_F's wait right after the same rank's I/B of that stage and
- * microbatch (the peer has consumed the activation by then); every other wait at the end,
- * in send order. */
-static void add_wait_send(row *r) {
-    row out = {0}, pend = {0};
-    for (int i = 0; i < r->n; i++) {
-        act a = r->a[i];
-        row_push(&out, a);
-        if (a.type == A_SEND_F || a.type == A_SEND_B) row_push(&pend, a);
-        if (a.type != A_I && a.type != A_B) continue;
-        for (int k = 0; k < pend.n; k++)
-            if (pend.a[k].type == A_SEND_F && pend.a[k].stage == a.stage && pend.a[k].mb == a.mb) {
-                row_push(&out, mk(a.stage, A_WAIT_SEND_F, a.mb));
-                pend.a[k].type = -1; /* retired */
-                break;
-            }
-    }
-    for (int k = 0; k < pend.n; k++)
-        if (pend.a[k].type >= 0)
-            row_push(&out, mk(pend.a[k].stage,
-                              pend.a[k].type == A_SEND_F ? A_WAIT_SEND_F : A_WAIT_SEND_B,
-                              pend.a[k].mb));
-    free(pend.a);
-    free(r->a);
-    *r = out;
-}
-
 /* The three passes; with `lowered` non-NULL also the compute_comms rows torch would run. */
 static int check_core(const char *csv, int P, int S, int M, op_torch_check_info *info,
                       op_buf *lowered, op_err *err) {
@@ -533,8 +416,8 @@ static int check_core(const char *csv, int P, int S, int M, op_torch_check_info 
                                  "never hold them)", r, rows[r].a[i].cell);
         for (int r = 0; r < P && rc == OP_OK; r++) {
             row ur = {0};
-            add_unshard_reshard(&rows[r], &ur);
-            add_reduce_grad(&ur, S, M);
+            op_torch_add_unshard_reshard(&rows[r], &ur);
+            op_torch_add_reduce_grad(&ur, S, M);
             free(rows[r].a);
             rows[r] = ur;
         }
@@ -553,7 +436,7 @@ static int check_core(const char *csv, int P, int S, int M, op_torch_check_info 
     if (rc == OP_OK && lowered) {
         char ab[64];
         for (int r = 0; r < P; r++) {
-            add_wait_send(&low[r]);
+            op_torch_add_wait_send(&low[r]);
             for (int i = 0; i < low[r].n; i++)
                 op_buf_printf(lowered, "%s%s", i ? "," : "", act_str(&low[r].a[i], ab, sizeof ab));
             op_buf_put(lowered, "\n", 1);
