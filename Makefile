@@ -23,7 +23,7 @@ else
   BUILD ?= build
 endif
 
-PUBLIC := all lib run test bench bench-plan bench-exec bench-model bench-baselines test-multihost install tests-build
+PUBLIC := all lib run test bench bench-plan bench-exec bench-model bench-baselines test-multihost test-torch install tests-build
 .PHONY: $(PUBLIC) deps fuzz clean
 
 # Stage 2 only when told on the command line: a test that starts make inherits OP_STAGE in its
@@ -156,6 +156,17 @@ test-multihost: all
 	@BUILD=$(BUILD) ./tests/multihost.sh
 
 PC_REQ := jansson openblas ompi-c
+
+# PyTorch interop: torch in .venv-torch (scripts/setup.sh --torch, once), CPU + gloo; `make test`
+# never touches it.  tests/torch/run.sh: C model vs autograd, plans in torch's runtime.
+test-torch: all $(BUILD)/torch/nn_ref
+	@./scripts/setup.sh --torch
+	@BUILD=$(BUILD) ./tests/torch/run.sh $(T)
+
+$(BUILD)/torch/nn_ref: $(BUILD)/obj/tests/torch/nn_ref.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/octopipe
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/octopipe

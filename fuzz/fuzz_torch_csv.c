@@ -11,6 +11,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *txt = fuzz_cstr(data + 1, size - 1);
     op_err e = {0};
     (void)op_export_torch_csv_check(txt, P, 0, 0, NULL, &e);
+    op_buf low = {0}; /* and the compute_comms lowering of whatever passes */
+    (void)op_export_torch_csv_lower(txt, P, 0, 0, &low, &e);
+    op_buf_free(&low);
     free(txt);
     return 0;
 }

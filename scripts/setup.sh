@@ -6,7 +6,10 @@
 #   --test  also what the tests use (make test): chromium renders the SVG timelines,
 #           python3 re-reads the exported JSON/XML
 #   --dev   also clang + libFuzzer runtime (make fuzz), and what --test adds
+#   --torch the PyTorch interop venv (.venv-torch/, torch from PyPI): scripts/setup_torch.sh
 set -eu
+# --torch: the PyTorch interop venv (.venv-torch/), made by its own script
+if [ "${1:-}" = "--torch" ]; then exec "$(dirname "$0")/setup_torch.sh"; fi
 PKGS="build-essential pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libjansson-dev iproute2 util-linux jargon-text jq"
 TEST_PKGS="chromium python3"
 for a in "$@"; do

@@ -94,6 +94,18 @@ for v in zbv dualpipev; do
   expect 0 "$v torch csv" "$OCTOPIPE" export "$tmp/tf/$v.json" --torch-csv "$d/$v.csv"
 done
 
+# the tuned plan (any placement, unequal stages per device allowed): the CSV, torch's lowering
+# of it and the stage map all export, no force flag
+if [ -s "$tmp/tf/octopipe.json" ]; then
+  expect 0 "tuned torch" "$OCTOPIPE" export "$tmp/tf/octopipe.json" --torch-csv "$d/t.csv" \
+    --torch-comms-csv "$d/tc.csv" --torch-stage-map "$d/tm.json"
+  has "$d/tc.csv" "SEND_F" "tuned comms csv"
+  has "$d/tc.csv" "REDUCE_GRAD" "tuned comms csv"
+  has "$d/tm.json" '"stage_to_rank": \[' "tuned stage map"
+  [ "$(wc -l <"$d/tc.csv")" -eq 4 ] && ok || bad "tuned comms CSV: want 4 rows"
+  expect 2 "no force flag" "$OCTOPIPE" export "$tmp/tf/octopipe.json" --torch-csv "$d/f.csv" --force
+fi
+
 # hybrid model: --hybrid-layer-pattern with | and no E/L symbols for embedding/head
 if mkplans nemotron-h-8b "$tmp/hy" && [ -s "$tmp/hy/1f1b.json" ]; then
   expect 0 "hybrid layout" "$OCTOPIPE" export "$tmp/hy/1f1b.json" --megatron-layout "$d/h.txt"

@@ -3,7 +3,8 @@
  *  - torch.distributed.pipelining `compute_only` CSV (row d = rank d, cells like 2F0 / 1I3 /
  *    1W3 / 0B7 in execution order), checked by a C port of torch's own rules
  *    (_validate_schedule, then the _add_send_recv lowering and the _simulate_comms_compute dry
- *    run); torchtitan's module_fqns_per_model_part as JSON;
+ *    run), for any placement; the compute_comms CSV torch lowers it into (torch_lower.c); the
+ *    stage -> rank map as JSON; torchtitan's module_fqns_per_model_part as JSON;
  *  - Megatron-LM: --pipeline-model-parallel-layout (transformer models) or
  *    --hybrid-layer-pattern with `|` segment boundaries (hybrid models);
  *  - a Chrome trace (Perfetto) with per-device memory counters and P2P flow arrows;
@@ -22,20 +23,33 @@ extern "C" {
 
 /* ---- torch.distributed.pipelining / torchtitan ------------------------------------------ */
 
-/* Placement shapes torchtitan can build a CSV schedule for (stages per rank equal, and the
- * stage -> rank map torchtitan itself generates). */
+/* Placement shapes torchtitan builds itself (stages per rank equal, and the stage -> rank map
+ * torchtitan generates).  Any other placement still runs in torch's _PipelineScheduleRuntime,
+ * which takes the stage -> rank map from the CSV rows: build the stages with the map from
+ * op_export_torch_stage_map (python/octopipe_torch does). */
 typedef enum op_torch_style {
-    OP_TORCH_IRREGULAR = 0, /* anything else: torchtitan cannot build it */
+    OP_TORCH_IRREGULAR = 0, /* any other map: unequal stage counts, sequential, ... */
     OP_TORCH_LOOP = 1,      /* stage s on rank s % P (includes one stage per rank) */
     OP_TORCH_V = 2          /* exactly 2 stages per rank: s and 2P-1-s on rank s */
 } op_torch_style;
 
-/* Classifies p's placement; on OP_TORCH_IRREGULAR, why (when err is non-NULL). */
+/* Classifies p's placement; on OP_TORCH_IRREGULAR, why torchtitan's own maps do not fit
+ * (when err is non-NULL). */
 op_torch_style op_export_torch_style(const op_plan *p, op_err *err);
 
-/* compute_only CSV of p's per-device orders.  Refuses placements torchtitan cannot build
- * unless force; always runs op_export_torch_csv_check on the result and refuses what fails. */
-int op_export_torch_csv(const op_plan *p, int force, op_buf *out, op_err *err);
+/* compute_only CSV of p's per-device orders, any placement.  Runs op_export_torch_csv_check
+ * on the result and refuses, with torch's reason, a plan torch cannot run. */
+int op_export_torch_csv(const op_plan *p, op_buf *out, op_err *err);
+
+/* The same schedule as the compute_comms CSV torch's runtime itself makes from it
+ * (op_export_torch_csv_lower): what `_load_csv(path, format="compute_comms")` runs as is. */
+int op_export_torch_comms_csv(const op_plan *p, op_buf *out, op_err *err);
+
+/* The stage -> rank map and partition as JSON, for runtimes that build the stages first:
+ *   {"format": "octopipe.torch-stages/1", "ranks": P, "stages": S, "microbatches": M,
+ *    "style": "loop"|"v"|"irregular", "stage_to_rank": [S], "stage_layers": [[first, last)...],
+ *    "layer_kinds": ["E", ...], "split_backward": [0|1 per stage]} */
+int op_export_torch_stage_map(const op_plan *p, op_buf *out, op_err *err);
 
 /* One line telling the torchtitan settings that build the stages this CSV expects. */
 void op_export_torch_hint(const op_plan *p, op_buf *out);
@@ -62,6 +76,14 @@ typedef struct op_torch_check_info {
  * Errors name the row, cell and action.  info may be NULL. */
 int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_check_info *info,
                               op_err *err);
+
+/* The compute_comms rows torch's _PipelineScheduleRuntime lowers a compute_only CSV into at
+ * its defaults (torch 2.15: max_active_stages 3, unshard_lookahead "full"): UNSHARD/RESHARD
+ * around each stage's window, REDUCE_GRAD + WAIT_REDUCE_GRAD after a stage's last backward,
+ * the lock-step SEND/RECV insertion, and WAIT_SEND_F after the local I/B that consumes the
+ * gradient (other waits at the row's end).  Checks as op_export_torch_csv_check first;
+ * OVERLAP_F_B cells are refused. */
+int op_export_torch_csv_lower(const char *csv, int P, int S, int M, op_buf *out, op_err *err);
 
 /* ---- Megatron-LM ------------------------------------------------------------------------ */
 

@@ -1,5 +1,6 @@
-/* cmd_export.c: `octopipe export PLAN [--torch-csv FILE] [--torch-fqns FILE]
- * [--megatron-layout [FILE]] [--chrome-trace FILE] [--svg FILE] [--force]`.
+/* cmd_export.c: `octopipe export PLAN [--torch-csv FILE] [--torch-comms-csv FILE]
+ * [--torch-stage-map FILE] [--torch-fqns FILE] [--megatron-layout [FILE]]
+ * [--chrome-trace FILE] [--svg FILE]`.
  *
  * Every requested output is built in memory first; only when all of them succeeded are the
  * files written (octopipe/out.h: regular files atomically, devices/FIFOs/symlink targets in
@@ -15,9 +16,10 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: octopipe export PLAN [--torch-csv FILE] [--torch-fqns FILE]\n"
+            "usage: octopipe export PLAN [--torch-csv FILE] [--torch-comms-csv FILE]\n"
+            "                            [--torch-stage-map FILE] [--torch-fqns FILE]\n"
             "                            [--megatron-layout [FILE]] [--chrome-trace FILE]\n"
-            "                            [--svg FILE] [--check-csv FILE] [--force]\n"
+            "                            [--svg FILE] [--check-csv FILE]\n"
             "\n"
             "Turns a plan file (octopipe plan / compare --plans-dir) into what other tools read.\n"
             "Give any number of outputs; FILE '-' means stdout.  Nothing is written unless every\n"
@@ -29,9 +31,14 @@ static void usage(FILE *f) {
             "  --torch-csv FILE        torch.distributed.pipelining compute_only CSV: row d = rank d,\n"
             "                          cells like 2F0 1I3 1W3 0B7 in execution order.  Checked with a\n"
             "                          port of torch's own rules (_validate_schedule, the send/recv\n"
-            "                          lowering and its dry run) before it is written.  torchtitan\n"
-            "                          builds only loop placement or V with 2 stages per rank, with\n"
-            "                          equal stages per rank: other plans are refused\n"
+            "                          lowering and its dry run) before it is written; a plan torch\n"
+            "                          cannot run is refused with torch's reason.  Any placement:\n"
+            "                          torch's runtime reads the stage-to-rank map from the rows\n"
+            "  --torch-comms-csv FILE  the same schedule as torch lowers it (compute_comms: SEND/RECV,\n"
+            "                          waits, UNSHARD/RESHARD, REDUCE_GRAD), for\n"
+            "                          _load_csv(FILE, format=\"compute_comms\")\n"
+            "  --torch-stage-map FILE  stage-to-rank map and layer ranges (JSON) to build each rank's\n"
+            "                          stages with (python/octopipe_torch reads it or the plan)\n"
             "  --torch-fqns FILE       torchtitan's module_fqns_per_model_part (JSON, one list per\n"
             "                          stage) for the plan's partition (transformer models)\n"
             "  --megatron-layout [FILE]  Megatron-LM flags: --pipeline-model-parallel-layout for\n"
@@ -48,8 +55,6 @@ static void usage(FILE *f) {
             "other options:\n"
             "  --check-csv FILE        check an existing compute_only CSV against the plan's devices,\n"
             "                          stages and microbatches with the same torch rules\n"
-            "  --force                 write the torch CSV even for a placement torchtitan cannot\n"
-            "                          build (for runtimes that read the stage map from the rows)\n"
             "  -h, --help              this help\n"
             "\n"
             "exit status: 0 ok, 1 an export was refused or a file could not be written,\n"
@@ -62,24 +67,21 @@ static void usage(FILE *f) {
             "  octopipe export plan.json --torch-csv sched.csv --torch-fqns parts.json\n");
 }
 
-enum { O_CSV, O_FQNS, O_MEGATRON, O_TRACE, O_SVG, O_N };
+enum { O_CSV, O_FQNS, O_MEGATRON, O_TRACE, O_SVG, O_COMMS, O_MAP, O_N };
 static const char *const out_flag[O_N] = {"--torch-csv", "--torch-fqns", "--megatron-layout",
-                                          "--chrome-trace", "--svg"};
+                                          "--chrome-trace", "--svg", "--torch-comms-csv",
+                                          "--torch-stage-map"};
 static const char *const out_desc[O_N] = {"torch compute_only CSV", "torchtitan FQNs",
-                                          "Megatron flags", "Chrome trace", "SVG timeline"};
+                                          "Megatron flags", "Chrome trace", "SVG timeline",
+                                          "torch compute_comms CSV", "torch stage map"};
 
 int cmd_export(int argc, char **argv) {
     const char *plan_path = NULL, *path[O_N] = {0}, *check_csv = NULL;
-    int force = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
-        }
-        if (!strcmp(a, "--force")) {
-            force = 1;
-            continue;
         }
         if (!strncmp(a, "--megatron-layout", 17) && (a[17] == 0 || a[17] == '=')) {
             /* optional value: "=FILE", "-", or the next word once PLAN is known */
@@ -132,7 +134,7 @@ int cmd_export(int argc, char **argv) {
     }
     if (!n_out && !check_csv) {
         fprintf(stderr, "octopipe export: nothing to export: give at least one of --torch-csv, "
-                        "--torch-fqns, --megatron-layout, --chrome-trace, --svg\n");
+                        "--torch-comms-csv, --torch-stage-map, --torch-fqns, --megatron-layout, --chrome-trace, --svg\n");
         return 2;
     }
     if (n_stdout > 1) {
@@ -164,11 +166,19 @@ int cmd_export(int argc, char **argv) {
         free(text);
     }
     if (rc == OP_OK && path[O_CSV]) {
-        rc = op_export_torch_csv(&p, force, &buf[O_CSV], &e);
+        rc = op_export_torch_csv(&p, &buf[O_CSV], &e);
         if (rc == OP_OK) {
             snprintf(done[O_CSV], sizeof done[O_CSV], "%d rows, passes torch's checks", p.P);
             op_export_torch_hint(&p, &notes);
         }
+    }
+    if (rc == OP_OK && path[O_COMMS]) {
+        rc = op_export_torch_comms_csv(&p, &buf[O_COMMS], &e);
+        snprintf(done[O_COMMS], sizeof done[O_COMMS], "%d rows, torch's own lowering", p.P);
+    }
+    if (rc == OP_OK && path[O_MAP]) {
+        rc = op_export_torch_stage_map(&p, &buf[O_MAP], &e);
+        snprintf(done[O_MAP], sizeof done[O_MAP], "%d stages on %d ranks", p.S, p.P);
     }
     if (rc == OP_OK && path[O_FQNS]) {
         rc = op_export_torch_fqns(&p, &buf[O_FQNS], &e);

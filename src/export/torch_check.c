@@ -17,29 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "export/torch_rows.h"
 #include "octopipe/export.h"
 
-enum { A_F, A_I, A_W, A_B, A_SEND_F, A_RECV_F, A_SEND_B, A_RECV_B, A_NTYPES };
-static const char *const type_name[A_NTYPES] = {"F",      "I",      "W",      "B",
-                                                "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
-
-typedef struct act {
-    int32_t stage, mb;
-    int16_t type, cell; /* cell: 1-based column for messages */
-} act;
-
-typedef struct row {
-    act *a;
-    int n, cap;
-} row;
-
-static void row_push(row *r, act x) {
-    if (r->n == r->cap) {
-        r->cap = r->cap ? r->cap * 2 : 16;
-        r->a = op_xrealloc(r->a, sizeof(act) * (size_t)r->cap);
-    }
-    r->a[r->n++] = x;
-}
+static const char *const type_name[A_NTYPES] = {
+    "F",       "I",       "W",           "B",                "SEND_F",      "RECV_F", "SEND_B",
+    "RECV_B",  "UNSHARD", "RESHARD",     "REDUCE_GRAD",      "WAIT_REDUCE_GRAD",
+    "WAIT_SEND_F", "WAIT_SEND_B"};
 
 static void rows_free(row *rows, int n) {
     for (int i = 0; i < n; i++) free(rows[i].a);
@@ -47,7 +31,8 @@ static void rows_free(row *rows, int n) {
 }
 
 static const char *act_str(const act *a, char *buf, size_t n) {
-    snprintf(buf, n, "%d%s%d", a->stage, type_name[a->type], a->mb);
+    if (a->mb < 0) snprintf(buf, n, "%d%s", a->stage, type_name[a->type]);
+    else snprintf(buf, n, "%d%s%d", a->stage, type_name[a->type], a->mb);
     return buf;
 }
 
@@ -91,6 +76,7 @@ static int parse_simple(const char *s, size_t len, int rownum, int cell, act *ou
     out->mb = (int32_t)mb;
     out->type = (int16_t)type;
     out->cell = (int16_t)(cell > 32767 ? 32767 : cell);
+    out->overlap = 0;
     return OP_OK;
 }
 
@@ -119,6 +105,7 @@ static int parse_cell(const char *s, size_t len, int rownum, int cell, row *r, o
         while (t > p && isspace((unsigned char)t[-1])) t--;
         int rc = parse_simple(p, (size_t)(t - p), rownum, cell, &a, err);
         if (rc) return rc;
+        a.overlap = 1;
         row_push(r, a);
         p = e + 1;
     }
@@ -245,7 +232,7 @@ static int has(const lowering *L, int s, int m, int type) {
     return (L->flag[(size_t)s * L->M + m] >> type) & 1;
 }
 static void set(lowering *L, int s, int m, int type) {
-    L->flag[(size_t)s * L->M + m] |= (uint16_t)(1u << type);
+    if (type < A_FLAGGED && m >= 0) L->flag[(size_t)s * L->M + m] |= (uint16_t)(1u << type);
 }
 
 /* Is a compute action's input available?  (same rule in both torch passes) */
@@ -260,7 +247,7 @@ static int input_ready(const lowering *L, const act *a) {
         return L->rank_of[s + 1] == L->rank_of[s] &&
                (has(L, s + 1, m, A_I) || has(L, s + 1, m, A_B));
     }
-    return 1; /* W: its I ran earlier on the same rank (pass 1) */
+    return 1; /* W: its I ran earlier on the same rank (pass 1); bookkeeping actions */
 }
 
 /* Appends what rank r's head action waits for: "rank 0 waits at 0B0 for 1I0/1B0 on rank 1". */
@@ -382,8 +369,9 @@ static int simulate(lowering *L, row *low, int *steps, op_err *err) {
     return rc;
 }
 
-int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_check_info *info,
-                              op_err *err) {
+/* The three passes; with `lowered` non-NULL also the compute_comms rows torch would run. */
+static int check_core(const char *csv, int P, int S, int M, op_torch_check_info *info,
+                      op_buf *lowered, op_err *err) {
     row *rows = NULL;
     int nrows = 0;
     int rc = parse_csv(csv, &rows, &nrows, err);
@@ -394,6 +382,13 @@ int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_che
                        "schedule has %d rows but the pipeline has %d ranks (row d = rank d)",
                        nrows, P);
     }
+    for (int r = 0; r < P; r++)
+        if (rows[r].n == 0) {
+            rows_free(rows, nrows);
+            return op_errf(err, OP_EINVAL,
+                           "row %d has no actions: torch's send/recv lowering needs every rank "
+                           "to hold a stage", r);
+        }
     int maxs = -1, maxm = -1, n_compute = 0;
     for (int r = 0; r < P; r++)
         for (int i = 0; i < rows[r].n; i++) {
@@ -418,6 +413,21 @@ int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_che
     lowering L = {P, S, M, rank_of, NULL};
     row *low = op_xcalloc((size_t)P, sizeof(row));
     int steps = 0, n_comms = 0;
+    if (rc == OP_OK && lowered) {
+        for (int r = 0; r < P && rc == OP_OK; r++)
+            for (int i = 0; i < rows[r].n; i++)
+                if (rows[r].a[i].overlap)
+                    rc = op_errf(err, OP_EINVAL,
+                                 "row %d cell %d: OVERLAP_F_B cells are not lowered here (plans "
+                                 "never hold them)", r, rows[r].a[i].cell);
+        for (int r = 0; r < P && rc == OP_OK; r++) {
+            row ur = {0};
+            op_torch_add_unshard_reshard(&rows[r], &ur);
+            op_torch_add_reduce_grad(&ur, S, M);
+            free(rows[r].a);
+            rows[r] = ur;
+        }
+    }
     if (rc == OP_OK) {
         L.flag = op_xcalloc((size_t)S * (size_t)M, sizeof(uint16_t));
         rc = add_send_recv(&L, rows, low, err);
@@ -425,8 +435,18 @@ int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_che
             memset(L.flag, 0, sizeof(uint16_t) * (size_t)S * (size_t)M);
             rc = simulate(&L, low, &steps, err);
         }
-        for (int r = 0; r < P; r++) n_comms += low[r].n;
-        n_comms -= n_compute;
+        for (int r = 0; r < P; r++)
+            for (int i = 0; i < low[r].n; i++) n_comms += low[r].a[i].type >= A_SEND_F &&
+                                                          low[r].a[i].type <= A_RECV_B;
+    }
+    if (rc == OP_OK && lowered) {
+        char ab[64];
+        for (int r = 0; r < P; r++) {
+            op_torch_add_wait_send(&low[r]);
+            for (int i = 0; i < low[r].n; i++)
+                op_buf_printf(lowered, "%s%s", i ? "," : "", act_str(&low[r].a[i], ab, sizeof ab));
+            op_buf_put(lowered, "\n", 1);
+        }
     }
     if (rc == OP_OK && info) {
         info->P = P, info->S = S, info->M = M;
@@ -436,5 +456,18 @@ int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_che
     free(rank_of);
     rows_free(low, P);
     rows_free(rows, nrows);
+    return rc;
+}
+
+int op_export_torch_csv_check(const char *csv, int P, int S, int M, op_torch_check_info *info,
+                              op_err *err) {
+    return check_core(csv, P, S, M, info, NULL, err);
+}
+
+int op_export_torch_csv_lower(const char *csv, int P, int S, int M, op_buf *out, op_err *err) {
+    op_buf b = {0};
+    int rc = check_core(csv, P, S, M, NULL, &b, err);
+    if (rc == OP_OK) op_buf_put(out, b.data, b.len);
+    op_buf_free(&b);
     return rc;
 }

@@ -1,10 +1,10 @@
 /* torch_csv.c: a plan as torch.distributed.pipelining's compute_only CSV, and torchtitan's
  * module_fqns_per_model_part for its partition.
  *
- * torchtitan does not read the placement from the CSV: it builds stages from
- * pipeline_parallel_schedule (equal stages per rank; rank map "loop", or "v" for
- * ZBVZeroBubble/DualPipeV), then loads the CSV.  So a CSV is only useful when our placement is
- * exactly one of those two maps (anchors.md §5.4); anything else is refused unless forced. */
+ * torch's _PipelineScheduleRuntime infers the stage -> rank map from the CSV rows
+ * (_validate_schedule), so any placement runs as long as the stages are built on the ranks
+ * the rows say: the stage map JSON tells a launcher which.  torchtitan itself builds stages
+ * only for the loop and V maps (equal stages per rank); the hint says which settings match. */
 #include <string.h>
 
 #include "octopipe/export.h"
@@ -44,29 +44,63 @@ op_torch_style op_export_torch_style(const op_plan *p, op_err *err) {
     return OP_TORCH_IRREGULAR;
 }
 
-int op_export_torch_csv(const op_plan *p, int force, op_buf *out, op_err *err) {
-    int rc = op_plan_validate(p, err);
-    if (rc) return op_err_prefix(err, "torch CSV");
-    op_err why = {0};
-    if (op_export_torch_style(p, &why) == OP_TORCH_IRREGULAR && !force)
-        return op_errf(err, OP_EINVAL, "torch CSV: %s (--force writes it anyway)", why.msg);
-    op_buf b = {0};
+/* compute_only rows of p (no check). */
+static void csv_rows(const op_plan *p, op_buf *b) {
     for (int d = 0; d < p->P; d++) {
         for (int i = 0; i < p->n_ops[d]; i++) {
             const op_op *o = &p->ops[d][i];
-            op_buf_printf(&b, "%s%d%s%d", i ? "," : "", o->stage, op_kind_name((op_kind)o->kind),
+            op_buf_printf(b, "%s%d%s%d", i ? "," : "", o->stage, op_kind_name((op_kind)o->kind),
                           o->mb);
         }
-        op_buf_put(&b, "\n", 1);
+        op_buf_put(b, "\n", 1);
     }
+}
+
+int op_export_torch_csv(const op_plan *p, op_buf *out, op_err *err) {
+    int rc = op_plan_validate(p, err);
+    if (rc) return op_err_prefix(err, "torch CSV");
+    op_buf b = {0};
+    csv_rows(p, &b);
     /* what torch would say about it, before anyone runs it */
     rc = op_export_torch_csv_check(b.data, p->P, p->S, p->M, NULL, err);
-    if (rc) {
-        op_buf_free(&b);
-        return op_err_prefix(err, "torch CSV fails torch's checks");
-    }
-    op_buf_put(out, b.data, b.len);
+    if (rc == OP_OK) op_buf_put(out, b.data, b.len);
+    else op_err_prefix(err, "torch CSV fails torch's checks");
     op_buf_free(&b);
+    return rc;
+}
+
+int op_export_torch_comms_csv(const op_plan *p, op_buf *out, op_err *err) {
+    int rc = op_plan_validate(p, err);
+    if (rc) return op_err_prefix(err, "torch comms CSV");
+    op_buf b = {0};
+    csv_rows(p, &b);
+    rc = op_export_torch_csv_lower(b.data, p->P, p->S, p->M, out, err);
+    if (rc) op_err_prefix(err, "torch comms CSV fails torch's checks");
+    op_buf_free(&b);
+    return rc;
+}
+
+int op_export_torch_stage_map(const op_plan *p, op_buf *out, op_err *err) {
+    int rc = op_export_check_partition(p, err);
+    if (rc) return op_err_prefix(err, "torch stage map");
+    op_torch_style st = op_export_torch_style(p, NULL);
+    op_buf_printf(out,
+                  "{\"format\": \"octopipe.torch-stages/1\", \"ranks\": %d, \"stages\": %d, "
+                  "\"microbatches\": %d, \"style\": \"%s\",\n \"stage_to_rank\": [",
+                  p->P, p->S, p->M,
+                  st == OP_TORCH_LOOP ? "loop" : st == OP_TORCH_V ? "v" : "irregular");
+    for (int s = 0; s < p->S; s++) op_buf_printf(out, "%s%d", s ? ", " : "", p->stage_dev[s]);
+    op_buf_printf(out, "],\n \"stage_layers\": [");
+    for (int s = 0; s < p->S; s++)
+        op_buf_printf(out, "%s[%d, %d]", s ? ", " : "", p->stage_first[s], p->stage_first[s + 1]);
+    op_buf_printf(out, "],\n \"layer_kinds\": [");
+    for (int l = 0; l < p->n_layers; l++) {
+        char k = p->layers[l].sym;
+        op_buf_printf(out, "%s\"%c\"", l ? ", " : "", k >= 32 && k < 127 && k != '"' && k != '\\' ? k : '?');
+    }
+    op_buf_printf(out, "],\n \"split_backward\": [");
+    for (int s = 0; s < p->S; s++) op_buf_printf(out, "%s%d", s ? ", " : "", p->stage_split[s] ? 1 : 0);
+    op_buf_printf(out, "]}\n");
     return OP_OK;
 }
 
@@ -74,8 +108,9 @@ void op_export_torch_hint(const op_plan *p, op_buf *out) {
     op_torch_style st = op_export_torch_style(p, NULL);
     int per = p->S / p->P;
     if (st == OP_TORCH_IRREGULAR) {
-        op_buf_printf(out, "torchtitan cannot build this placement; the CSV only suits a runtime "
-                           "that takes the stage-to-rank map from the rows\n");
+        op_buf_printf(out, "torchtitan builds only loop and V maps; this placement runs in "
+                           "torch's _PipelineScheduleRuntime with the stages built per "
+                           "--torch-stage-map (python/octopipe_torch does this)\n");
         return;
     }
     op_buf_printf(out,
