@@ -381,7 +381,7 @@ static void split_case(char sym) {
     op_nn_mem ai[2] = {{0}}, aw[2] = {{0}};
     op_nn_ctx cx[2];
     for (int m = 0; m < 2; m++) {
-        cx[m] = (op_nn_ctx){&ai[m], &aw[m], {f[m].tok, f[m].tgt, 0.5f}, NULL};
+        cx[m] = (op_nn_ctx){&ai[m], &aw[m], {f[m].tok, f[m].tgt, 0.5f}, NULL, NULL};
         op_nn_layer_forward(&f[0].l, &cx[m], xin[m], yo[m]);
     }
     for (int m = 1; m >= 0; m--) {

@@ -73,6 +73,8 @@ typedef struct op_train_opts {
     int log_every;       /* progress line every N steps (0 = quiet) */
     FILE *log;           /* default stdout */
     double *losses;      /* optional out: [steps] mean CE per step, by global step */
+    int recompute;       /* op_act_policy of every stage (nn.h op_nn_stage_set_policy; 0 keep) */
+    size_t *peak_act;    /* optional out: most activation bytes one stage held at once */
 } op_train_opts;
 
 void op_train_opts_default(op_train_opts *o);

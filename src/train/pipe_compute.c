@@ -63,6 +63,7 @@ op_ptrain *op_ptrain_new(const op_nn_model *m, const op_train_data *d, const op_
         if (rank >= 0 && p->stage_dev[s] != rank) continue;
         t->st[s] = op_xcalloc(1, sizeof(op_nn_stage));
         op_nn_stage_init(t->st[s], m, p->stage_first[s], p->stage_first[s + 1], t->M);
+        op_nn_stage_set_policy(t->st[s], p->stage_act[s]); /* the plan's activation policy */
         if (s != 0 && s != t->S - 1) continue;
         for (int mb = 0; mb < t->M; mb++) {
             t->tok[s * t->M + mb] = op_xcalloc(N, sizeof(int32_t));
