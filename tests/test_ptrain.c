@@ -72,7 +72,8 @@ static int pipelined(const op_nn_model *m, int P, const char *sched, const char 
     op_err e = {0};
     int rc = op_ptrain_make_plan(m, costs, P, MB, &comm, 0, sched, &p, &e);
     if (rc) return rc;
-    for (int s = 0; s < p.S; s++) p.stage_act[s] = (uint8_t)g_policy;
+    if (g_policy) /* a plan file keeps its own */
+        for (int s = 0; s < p.S; s++) p.stage_act[s] = (uint8_t)g_policy;
     op_ptrain_opts o;
     op_ptrain_opts_default(&o);
     o.data = "copy";
@@ -285,6 +286,42 @@ TEST(policies_bitwise_and_memory) {
         }
     g_policy = OP_ACT_KEEP, g_closed_on = 0;
     CHECK_EQ_INT(ran, 15);
+}
+
+/* A plan file with an "activation" key runs as it is: its policies reach the stages (the
+ * ranks' peaks follow them) and training stays bitwise keep's. */
+TEST(plan_file_activation_runs_as_is) {
+    op_nn_model m;
+    tiny_model(&m, "EM*-#L");
+    op_layer_cost costs[64];
+    fake_costs(&m, costs);
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    op_plan p;
+    op_err e = {0};
+    CHECK(op_ptrain_make_plan(&m, costs, 2, MB, &comm, 0, "1f1b", &p, &e) == OP_OK);
+    p.stage_act[0] = OP_ACT_FULL, p.stage_act[p.S - 1] = OP_ACT_OFFLOAD;
+    char path[128], dk[128], dp[128];
+    snprintf(path, sizeof path, "%s/act-plan.json", tmpdir);
+    CHECK(op_plan_write(&p, path, &e) == OP_OK);
+    op_plan q;
+    CHECK(op_ptrain_make_plan(&m, costs, 2, MB, &comm, 0, path, &q, &e) == OP_OK);
+    CHECK(q.stage_act[0] == OP_ACT_FULL && q.stage_act[q.S - 1] == OP_ACT_OFFLOAD);
+    op_plan_free(&q);
+    double lk[STEPS], lp[STEPS];
+    op_ptrain_report rk, rp;
+    snprintf(dk, sizeof dk, "%s/af-keep", tmpdir);
+    snprintf(dp, sizeof dp, "%s/af-file", tmpdir);
+    CHECK(pipelined(&m, 2, "1f1b", dk, lk, &rk, 0, STEPS) == OP_OK);
+    g_closed_on = 1; /* g_policy stays keep: the file's policies are the ones that count */
+    CHECK(pipelined(&m, 2, path, dp, lp, &rp, 0, STEPS) == OP_OK);
+    g_closed_on = 0;
+    CHECK(!memcmp(lk, lp, sizeof lk));
+    /* device 0 holds two stashes (full: two inputs); the last stage runs each microbatch's B
+     * right after its F, so its peak is I's, which offload restores */
+    CHECK(rp.peak_act[0] < rk.peak_act[0] && rp.peak_act[1] == rk.peak_act[1]);
+    op_ptrain_report_free(&rk), op_ptrain_report_free(&rp);
+    op_plan_free(&p);
 }
 
 /* 2 steps, checkpoint, resume to 4 = 4 uninterrupted (losses and file). */
@@ -516,6 +553,7 @@ int main(int argc, char **argv) {
     RUN(equivalence_every_schedule);
     RUN(memory_and_loss);
     RUN(policies_bitwise_and_memory);
+    RUN(plan_file_activation_runs_as_is);
     RUN(resume_bitwise);
     RUN(bad_plans_refused);
     RUN(fit_overhead_round_trip);
