@@ -288,6 +288,44 @@ TEST(policies_bitwise_and_memory) {
     CHECK_EQ_INT(ran, 15);
 }
 
+/* Recomputation costs what the simulator's rule says, measured in thread CPU time per op (a
+ * busy machine stretches wall time, not this): one stage of small's widths (E M * - L), P = 1.
+ * Under full, I costs keep's I + keep's F; under selective, keep's I + the attention core
+ * (small against the rest: only checked not to be negative); F itself is unchanged. */
+TEST(recompute_adds_the_forward_to_i) {
+    op_nn_cfg c;
+    op_nn_cfg_preset("small", &c);
+    op_nn_model m;
+    op_err e = {0};
+    OP_ASSERT(op_nn_model_init(&m, "EM*-L", &c, &e) == OP_OK, "%s", e.msg);
+    op_layer_cost costs[8];
+    fake_costs(&m, costs);
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    double f[4] = {0}, i[4] = {0};
+    for (int pol = 0; pol <= 2; pol++) {
+        op_plan p;
+        CHECK(op_ptrain_make_plan(&m, costs, 1, 4, &comm, 0, "1f1b", &p, &e) == OP_OK);
+        p.stage_act[0] = (uint8_t)pol;
+        op_ptrain_opts o;
+        op_ptrain_opts_default(&o);
+        o.data = "copy", o.steps = 5, o.eo.quiet = 1;
+        op_ptrain_report r;
+        CHECK(op_ptrain_run_threads(&m, &p, &o, &r, &e) == OP_OK);
+        const op_ptrain_opstat *F = &r.ops[OP_F], *B = &r.ops[OP_B];
+        f[pol] = F->n ? F->cpu_ms / (double)F->n : 0, i[pol] = B->n ? B->cpu_ms / (double)B->n : 0;
+        op_ptrain_report_free(&r);
+        op_plan_free(&p);
+    }
+    printf("  CPU ms per op (E M * - L, small widths): keep F %.2f B %.2f | selective F %.2f B %.2f |"
+           " full F %.2f B %.2f (keep B + F = %.2f)\n", f[0], i[0], f[1], i[1], f[2], i[2], i[0] + f[0]);
+    CHECK(f[0] > 0 && i[0] > 0);
+    CHECK_MSG(fabs(i[2] - (i[0] + f[0])) <= 0.3 * f[0] + 0.1 * i[0], "full B %.2f vs keep B + F %.2f",
+              i[2], i[0] + f[0]);
+    CHECK_MSG(i[1] >= 0.9 * i[0], "selective B %.2f below keep's %.2f", i[1], i[0]);
+    CHECK_MSG(fabs(f[2] - f[0]) <= 0.3 * f[0], "full F %.2f vs keep F %.2f", f[2], f[0]);
+}
+
 /* A plan file with an "activation" key runs as it is: its policies reach the stages (the
  * ranks' peaks follow them) and training stays bitwise keep's. */
 TEST(plan_file_activation_runs_as_is) {
@@ -554,6 +592,7 @@ int main(int argc, char **argv) {
     RUN(memory_and_loss);
     RUN(policies_bitwise_and_memory);
     RUN(plan_file_activation_runs_as_is);
+    RUN(recompute_adds_the_forward_to_i);
     RUN(resume_bitwise);
     RUN(bad_plans_refused);
     RUN(fit_overhead_round_trip);

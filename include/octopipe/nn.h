@@ -97,6 +97,11 @@ double op_nn_layer_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x, f
 void op_nn_layer_backward_input(const op_nn_layer *l, op_nn_ctx *c, const float *dy, float *dx);
 /* W: grad (nparams) += dL/dparams.  Needs only `aw`. */
 void op_nn_layer_backward_weight(const op_nn_layer *l, op_nn_ctx *c, float *grad);
+/* The attention core of one microbatch (what selective recomputation drops and redoes):
+ * att (B,H,T,T) = band softmax(Q K^T / sqrt(head_dim)) per (sample, head), from qkv (N,3d) =
+ * [Q | K | V] rows; and its bytes in the activation arenas (B*H*T*T floats, 16-byte rounded). */
+void op_nn_attn_core(const op_nn_cfg *g, const float *qkv, float *att);
+size_t op_nn_attn_core_bytes(const op_nn_cfg *g);
 /* True when the symbol is a layer kind this model knows. */
 int op_nn_sym_valid(char sym);
 

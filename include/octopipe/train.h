@@ -87,6 +87,10 @@ typedef struct op_layer_prof {
     size_t act_bytes;            /* held after F (until I frees its part) */
     size_t act_w_bytes;          /* held after I until W (includes I's stash for W) */
     size_t param_bytes, out_bytes;
+    /* selective recomputation: the attention core's time (median, F's part that I redoes) and
+     * the bytes held after F when it is dropped; 0 and act_bytes for kinds without one */
+    double f_sel_ms;
+    size_t act_sel_bytes;
 } op_layer_prof;
 /* Measures one layer of each distinct kind of m (first appearance order) alone in a stage;
  * returns how many kinds were written to out (at most 8). */

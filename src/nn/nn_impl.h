@@ -96,11 +96,6 @@ float *op_nn_stash(op_nn_mem *a, const float *x, size_t n);
  * elementwise map); everything accumulated into (+=) comes from OP_NN_NEWF. */
 #define OP_NN_NEWF_RAW(a, n) ((float *)op_nn_mem_alloc_raw((a), sizeof(float) * (size_t)(n)))
 
-/* Attention core (attn.c): att (B,H,T,T) = band softmax of the scores, from qkv (N,3d); and
- * its bytes in the activation arenas (what selective recomputation drops per layer). */
-void op_nn_attn_core(const op_nn_cfg *g, const float *qkv, float *att);
-size_t op_nn_attn_core_bytes(const op_nn_cfg *g);
-
 /* ---- per-family entry points (same contract as op_nn_layer_*) ---- */
 #define OP_NN_FAMILY(fam)                                                                  \
     size_t op_nn_##fam##_nparams(const op_nn_cfg *c);                                     \
