@@ -254,7 +254,7 @@ static int corrupt_grad; /* test of the test: perturb one analytic gradient */
 static void check_layer(fixture *f, double *e_fwd, double *e_dx, double *e_dw) {
     size_t nx = (size_t)f->N * f->cfg.d;
     op_nn_mem ai = {0}, aw = {0};
-    op_nn_ctx c = {&ai, &aw, {f->tok, f->tgt, kScale}, NULL};
+    op_nn_ctx c = {&ai, &aw, {f->tok, f->tgt, kScale}, NULL, NULL};
     float *y = calloc(nx, sizeof(float)), *dx = calloc(nx, sizeof(float));
     float *g = calloc(f->np, sizeof(float));
     char s = f->l.sym;
@@ -371,7 +371,7 @@ static void split_case(char sym) {
     /* fused order: F0 I0 W0 F1 I1 W1 */
     for (int m = 0; m < 2; m++) {
         op_nn_mem ai = {0}, aw = {0};
-        op_nn_ctx cx = {&ai, &aw, {f[m].tok, f[m].tgt, 0.5f}, NULL};
+        op_nn_ctx cx = {&ai, &aw, {f[m].tok, f[m].tgt, 0.5f}, NULL, NULL};
         op_nn_layer_forward(&f[0].l, &cx, xin[m], yo[m]);
         op_nn_layer_backward_input(&f[0].l, &cx, sym == 'L' ? NULL : f[m].r, sym == 'E' ? NULL : dxA[m]);
         op_nn_layer_backward_weight(&f[0].l, &cx, gA);
@@ -381,7 +381,7 @@ static void split_case(char sym) {
     op_nn_mem ai[2] = {{0}}, aw[2] = {{0}};
     op_nn_ctx cx[2];
     for (int m = 0; m < 2; m++) {
-        cx[m] = (op_nn_ctx){&ai[m], &aw[m], {f[m].tok, f[m].tgt, 0.5f}, NULL};
+        cx[m] = (op_nn_ctx){&ai[m], &aw[m], {f[m].tok, f[m].tgt, 0.5f}, NULL, NULL};
         op_nn_layer_forward(&f[0].l, &cx[m], xin[m], yo[m]);
     }
     for (int m = 1; m >= 0; m--) {
@@ -407,6 +407,56 @@ TEST(split_iw_equals_fused) {
     for (const char *s = syms; *s; s++) split_case(*s);
 }
 
+/* Selective recomputation at the layer: F with a drop arena leaves the probabilities out of
+ * `ai` (exactly B*H*T*T floats less), I recomputes them, and y, dx and the weight gradient
+ * are bit for bit those of keep; op_nn_attn_core rows are probabilities (sum 1 on the band,
+ * 0 outside). */
+TEST(attn_selective_recompute_bitwise) {
+    op_nn_cfg cfg = tiny_cfg();
+    cfg.window = 5; /* a band narrower than T */
+    fixture f;
+    fx_init(&f, '*', &cfg, 21);
+    size_t nx = (size_t)f.N * cfg.d;
+    float *y[2], *dx[2], *g[2];
+    size_t held[2];
+    for (int k = 0; k < 2; k++) {
+        op_nn_mem ai = {0}, aw = {0}, drop = {0};
+        op_nn_ctx c = {&ai, &aw, {f.tok, f.tgt, kScale}, NULL, k ? &drop : NULL};
+        y[k] = calloc(nx, sizeof(float)), dx[k] = calloc(nx, sizeof(float));
+        g[k] = calloc(f.np, sizeof(float));
+        op_nn_layer_forward(&f.l, &c, f.x, y[k]);
+        op_nn_mem_release(&drop); /* what the stage does after F */
+        held[k] = ai.used_bytes + aw.used_bytes;
+        op_nn_layer_backward_input(&f.l, &c, f.r, dx[k]);
+        op_nn_mem_release(&ai);
+        op_nn_layer_backward_weight(&f.l, &c, g[k]);
+        op_nn_mem_release(&aw);
+    }
+    size_t core = (size_t)cfg.batch * cfg.n_heads * cfg.seq * cfg.seq * sizeof(float);
+    CHECK_EQ_INT(op_nn_attn_core_bytes(&cfg), core);
+    CHECK_EQ_INT(held[0] - held[1], core);
+    CHECK(!memcmp(y[0], y[1], nx * 4) && !memcmp(dx[0], dx[1], nx * 4));
+    CHECK(!memcmp(g[0], g[1], f.np * 4));
+    float *qkv = calloc(3 * nx, sizeof(float)), *att = malloc(core);
+    for (size_t i = 0; i < 3 * nx; i++) qkv[i] = (float)((i * 7) % 11) / 11.0f - 0.5f;
+    op_nn_attn_core(&cfg, qkv, att);
+    int T = cfg.seq, bad = 0;
+    for (int row = 0; row < cfg.batch * cfg.n_heads * T; row++) {
+        int t = row % T;
+        double sum = 0;
+        for (int u = 0; u < T; u++) {
+            float p = att[(size_t)row * T + u];
+            if (u > t || u <= t - cfg.window) bad += p != 0.0f;
+            sum += p;
+        }
+        bad += fabs(sum - 1) > 1e-5;
+    }
+    CHECK_EQ_INT(bad, 0);
+    for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]), free(g[k]);
+    free(qkv), free(att);
+    fx_free(&f);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(embed_grads);
@@ -419,5 +469,6 @@ int main(int argc, char **argv) {
     RUN(moe_noshared_grads);
     RUN(fd_check_detects_errors);
     RUN(split_iw_equals_fused);
+    RUN(attn_selective_recompute_bitwise);
     return check_report("nn");
 }

@@ -3,6 +3,7 @@
  * (the checkpoint file, bit for bit) equal the single-process loop's; measured activation
  * peaks equal the arena-rule prediction; resume is bitwise; bad plans are refused.  The real
  * mpirun case is tests/sh_train.sh. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -57,6 +58,10 @@ static void tiny_model(op_nn_model *m, const char *pattern) {
     snprintf(m->name, sizeof m->name, "%s", pattern);
 }
 
+static int g_policy; /* activation policy given to every stage of the plan pipelined runs */
+static int64_t g_closed[64]; /* when g_closed_on: closed-form peak per device to check */
+static int g_closed_on;
+
 static int pipelined(const op_nn_model *m, int P, const char *sched, const char *dir, double *losses,
                      op_ptrain_report *rep, int resume, int steps) {
     op_layer_cost costs[64];
@@ -67,6 +72,8 @@ static int pipelined(const op_nn_model *m, int P, const char *sched, const char 
     op_err e = {0};
     int rc = op_ptrain_make_plan(m, costs, P, MB, &comm, 0, sched, &p, &e);
     if (rc) return rc;
+    if (g_policy) /* a plan file keeps its own */
+        for (int s = 0; s < p.S; s++) p.stage_act[s] = (uint8_t)g_policy;
     op_ptrain_opts o;
     op_ptrain_opts_default(&o);
     o.data = "copy";
@@ -83,6 +90,15 @@ static int pipelined(const op_nn_model *m, int P, const char *sched, const char 
         OP_ASSERT(op_ptrain_pred_act_peak(m, &p, pk) == OP_OK, "pred peak");
         /* MoE buffers follow the routing (data), so bytes differ by alignment padding only */
         for (int d = 0; d < P; d++) CHECK_NEAR((double)rep->peak_act[d], (double)pk[d], 1e-3);
+        if (g_closed_on) {
+            void closed_form_peak(const op_nn_model *, const op_plan *, int64_t *);
+            closed_form_peak(m, &p, g_closed);
+            for (int d = 0; d < P; d++)
+                CHECK_MSG(fabs((double)rep->peak_act[d] - (double)g_closed[d]) <= 1e-3 * (double)g_closed[d],
+                          "%s P=%d policy %s d%d: measured %lld, closed form %lld", sched, P,
+                          op_act_policy_name(g_policy), d, (long long)rep->peak_act[d],
+                          (long long)g_closed[d]);
+        }
     }
     if (!rep) op_ptrain_report_free(&r);
     op_plan_free(&p);
@@ -176,6 +192,174 @@ TEST(memory_and_loss) {
         CHECK(r.meas_ms_median > 0 && r.pred_ms > 0);
         op_ptrain_report_free(&r);
     }
+}
+
+/* The activation rule of each policy in closed form, from the plan's per-layer costs (act_bytes
+ * held after F, act_w_bytes after I, act_i_bytes I's transient: keep's rule) and the two
+ * quantities the policies change, computed here from the model's dimensions:
+ *   core  = B*H*T*T floats per attention layer: what selective drops (act_sel = act - core);
+ *   input = (N,d) floats, or N int32 token ids on stage 0: all that full keeps.
+ * Per device, walking its ops: F adds the kept bytes (offload: act at F's end, then 0); I (or B)
+ * first makes the stash whole again (full: input + act until the input goes), peaks at
+ * + act_i, then holds act_w (W frees it) or nothing (B). */
+void closed_form_peak(const op_nn_model *m, const op_plan *p, int64_t *peak);
+void closed_form_peak(const op_nn_model *m, const op_plan *p, int64_t *peak) {
+    const op_nn_cfg *c = &m->cfg;
+    int64_t N = (int64_t)c->batch * c->seq, core = N / c->seq * c->n_heads * c->seq * c->seq * 4;
+    for (int d = 0; d < p->P; d++) {
+        int64_t cur = 0, pk = 0;
+        for (int i = 0; i < p->n_ops[d]; i++) {
+            const op_op *o = &p->ops[d][i];
+            int s = o->stage, pol = p->stage_act[s];
+            int64_t act = 0, actw = 0, acti = 0, sel = 0;
+            for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) {
+                const op_layer_cost *lc = &p->layers[l];
+                act += lc->act_bytes, actw += lc->act_w_bytes, acti += lc->act_i_bytes;
+                sel += lc->act_bytes - (lc->sym == '*' ? core : 0);
+            }
+            int64_t in = s == 0 ? (N * 4 + 15) / 16 * 16 : N * c->d * 4;
+            int64_t kept = pol == OP_ACT_SELECTIVE ? sel : pol == OP_ACT_FULL ? in
+                         : pol == OP_ACT_OFFLOAD ? 0 : act;
+            if (o->kind == OP_F) {
+                if (pol == OP_ACT_OFFLOAD && cur + act > pk) pk = cur + act;
+                cur += kept;
+            } else if (o->kind == OP_W) {
+                cur -= actw;
+            } else {
+                if (pol == OP_ACT_FULL && cur + act > pk) pk = cur + act;
+                cur += act - kept;
+                if (cur + acti > pk) pk = cur + acti;
+                cur += o->kind == OP_I ? actw - act : -act;
+            }
+            if (cur > pk) pk = cur;
+        }
+        peak[d] = pk;
+    }
+}
+
+/* Every policy trains bitwise like keep (losses and the checkpointed weights) for P in
+ * {1, 2, 4} and a schedule with and without split backward, and the ranks' measured peaks
+ * equal both op_ptrain_pred_act_peak and the closed form above; selective and full hold less
+ * than keep where a stage has the layers they drop. */
+TEST(policies_bitwise_and_memory) {
+    op_nn_model m;
+    tiny_model(&m, "EM*-#L");
+    const char *sch[] = {"1f1b", "zbh1"};
+    int ran = 0;
+    for (int P = 1; P <= 4; P *= 2)
+        for (int k = 0; k < 2; k++) {
+            if (P == 1 && k) continue;
+            double lk[STEPS], lp[STEPS];
+            int64_t peak_keep[64];
+            char dk[128], dp[128];
+            snprintf(dk, sizeof dk, "%s/pol-keep-%s-%d", tmpdir, sch[k], P);
+            op_ptrain_report r;
+            g_policy = OP_ACT_KEEP, g_closed_on = 1;
+            CHECK(pipelined(&m, P, sch[k], dk, lk, &r, 0, STEPS) == OP_OK);
+            memcpy(peak_keep, r.peak_act, sizeof peak_keep);
+            op_ptrain_report_free(&r);
+            strcat(dk, "/model.ckpt");
+            size_t nk, np;
+            char *ck = slurp(dk, &nk);
+            for (int pol = OP_ACT_SELECTIVE; pol <= OP_ACT_OFFLOAD; pol++) {
+                snprintf(dp, sizeof dp, "%s/pol-%d-%s-%d", tmpdir, pol, sch[k], P);
+                g_policy = pol;
+                memset(lp, 0, sizeof lp);
+                CHECK_MSG(pipelined(&m, P, sch[k], dp, lp, &r, 0, STEPS) == OP_OK, "%s P=%d", sch[k], P);
+                strcat(dp, "/model.ckpt");
+                char *cp = slurp(dp, &np);
+                CHECK_MSG(ck && cp && nk == np && !memcmp(ck, cp, nk), "%s P=%d %s: weights differ from keep",
+                          sch[k], P, op_act_policy_name(pol));
+                CHECK_MSG(!memcmp(lk, lp, sizeof lk), "%s P=%d %s: losses differ from keep", sch[k], P,
+                          op_act_policy_name(pol));
+                /* P = 2: device 0 holds two microbatches' stashes (one at P = 1: only I's peak,
+                 * which every policy restores) with the attention layer and more than its input */
+                if (P == 2)
+                    CHECK_MSG(r.peak_act[0] < peak_keep[0], "%s P=%d %s: peak %lld not below keep's %lld",
+                              sch[k], P, op_act_policy_name(pol), (long long)r.peak_act[0],
+                              (long long)peak_keep[0]);
+                op_ptrain_report_free(&r);
+                free(cp);
+                ran++;
+            }
+            free(ck);
+        }
+    g_policy = OP_ACT_KEEP, g_closed_on = 0;
+    CHECK_EQ_INT(ran, 15);
+}
+
+/* Recomputation costs what the simulator's rule says, measured in thread CPU time per op (a
+ * busy machine stretches wall time, not this): one stage of small's widths (E M * - L), P = 1.
+ * Under full, I costs keep's I + keep's F; under selective, keep's I + the attention core
+ * (small against the rest: only checked not to be negative); F itself is unchanged. */
+TEST(recompute_adds_the_forward_to_i) {
+    op_nn_cfg c;
+    op_nn_cfg_preset("small", &c);
+    op_nn_model m;
+    op_err e = {0};
+    OP_ASSERT(op_nn_model_init(&m, "EM*-L", &c, &e) == OP_OK, "%s", e.msg);
+    op_layer_cost costs[8];
+    fake_costs(&m, costs);
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    double f[4] = {0}, i[4] = {0};
+    for (int pol = 0; pol <= 2; pol++) {
+        op_plan p;
+        CHECK(op_ptrain_make_plan(&m, costs, 1, 4, &comm, 0, "1f1b", &p, &e) == OP_OK);
+        p.stage_act[0] = (uint8_t)pol;
+        op_ptrain_opts o;
+        op_ptrain_opts_default(&o);
+        o.data = "copy", o.steps = 5, o.eo.quiet = 1;
+        op_ptrain_report r;
+        CHECK(op_ptrain_run_threads(&m, &p, &o, &r, &e) == OP_OK);
+        const op_ptrain_opstat *F = &r.ops[OP_F], *B = &r.ops[OP_B];
+        f[pol] = F->n ? F->cpu_ms / (double)F->n : 0, i[pol] = B->n ? B->cpu_ms / (double)B->n : 0;
+        op_ptrain_report_free(&r);
+        op_plan_free(&p);
+    }
+    printf("  CPU ms per op (E M * - L, small widths): keep F %.2f B %.2f | selective F %.2f B %.2f |"
+           " full F %.2f B %.2f (keep B + F = %.2f)\n", f[0], i[0], f[1], i[1], f[2], i[2], i[0] + f[0]);
+    CHECK(f[0] > 0 && i[0] > 0);
+    CHECK_MSG(fabs(i[2] - (i[0] + f[0])) <= 0.3 * f[0] + 0.1 * i[0], "full B %.2f vs keep B + F %.2f",
+              i[2], i[0] + f[0]);
+    CHECK_MSG(i[1] >= 0.9 * i[0], "selective B %.2f below keep's %.2f", i[1], i[0]);
+    CHECK_MSG(fabs(f[2] - f[0]) <= 0.3 * f[0], "full F %.2f vs keep F %.2f", f[2], f[0]);
+}
+
+/* A plan file with an "activation" key runs as it is: its policies reach the stages (the
+ * ranks' peaks follow them) and training stays bitwise keep's. */
+TEST(plan_file_activation_runs_as_is) {
+    op_nn_model m;
+    tiny_model(&m, "EM*-#L");
+    op_layer_cost costs[64];
+    fake_costs(&m, costs);
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    op_plan p;
+    op_err e = {0};
+    CHECK(op_ptrain_make_plan(&m, costs, 2, MB, &comm, 0, "1f1b", &p, &e) == OP_OK);
+    p.stage_act[0] = OP_ACT_FULL, p.stage_act[p.S - 1] = OP_ACT_OFFLOAD;
+    char path[128], dk[128], dp[128];
+    snprintf(path, sizeof path, "%s/act-plan.json", tmpdir);
+    CHECK(op_plan_write(&p, path, &e) == OP_OK);
+    op_plan q;
+    CHECK(op_ptrain_make_plan(&m, costs, 2, MB, &comm, 0, path, &q, &e) == OP_OK);
+    CHECK(q.stage_act[0] == OP_ACT_FULL && q.stage_act[q.S - 1] == OP_ACT_OFFLOAD);
+    op_plan_free(&q);
+    double lk[STEPS], lp[STEPS];
+    op_ptrain_report rk, rp;
+    snprintf(dk, sizeof dk, "%s/af-keep", tmpdir);
+    snprintf(dp, sizeof dp, "%s/af-file", tmpdir);
+    CHECK(pipelined(&m, 2, "1f1b", dk, lk, &rk, 0, STEPS) == OP_OK);
+    g_closed_on = 1; /* g_policy stays keep: the file's policies are the ones that count */
+    CHECK(pipelined(&m, 2, path, dp, lp, &rp, 0, STEPS) == OP_OK);
+    g_closed_on = 0;
+    CHECK(!memcmp(lk, lp, sizeof lk));
+    /* device 0 holds two stashes (full: two inputs); the last stage runs each microbatch's B
+     * right after its F, so its peak is I's, which offload restores */
+    CHECK(rp.peak_act[0] < rk.peak_act[0] && rp.peak_act[1] == rk.peak_act[1]);
+    op_ptrain_report_free(&rk), op_ptrain_report_free(&rp);
+    op_plan_free(&p);
 }
 
 /* 2 steps, checkpoint, resume to 4 = 4 uninterrupted (losses and file). */
@@ -406,6 +590,9 @@ int main(int argc, char **argv) {
     mktmp();
     RUN(equivalence_every_schedule);
     RUN(memory_and_loss);
+    RUN(policies_bitwise_and_memory);
+    RUN(plan_file_activation_runs_as_is);
+    RUN(recompute_adds_the_forward_to_i);
     RUN(resume_bitwise);
     RUN(bad_plans_refused);
     RUN(fit_overhead_round_trip);

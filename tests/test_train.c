@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "octopipe/cost.h"
 #include "octopipe/model.h"
 #include "octopipe/train.h"
 
@@ -165,10 +166,13 @@ TEST(w_order_does_not_change_grads) {
     op_train_data_free(&d);
 }
 
+static int g_recompute; /* activation policy of every stage in run() */
+
 static void run(const char *model, const char *data, int steps, int stages, const char *ckdir,
                 int resume, double *losses) {
     op_train_opts o;
     op_train_opts_default(&o);
+    o.recompute = g_recompute;
     o.model = model, o.data = data, o.steps = steps, o.n_stages = stages;
     o.microbatches = 3, o.ckpt_dir = ckdir, o.resume = resume, o.losses = losses;
     op_err e = {0};
@@ -198,6 +202,98 @@ TEST(stages_bitwise_equal_one_process) {
     CHECK(read_bytes(pa, &da, &na) == 0 && read_bytes(pb, &db, &nb) == 0);
     CHECK(na == nb && na > 0 && !memcmp(da, db, na)); /* same weights and AdamW state */
     free(da), free(db);
+}
+
+/* Hand-computed memory of each policy on one stage (M *, tiny: N = 64 rows, d = 32, B = 4,
+ * H = 2, T = 16) with two microbatches in flight, and the same dx and weight gradients as keep,
+ * bit for bit:
+ *   selective holds keep's bytes minus the attention probabilities, B*H*T*T*4 = 8192;
+ *   full holds the stage input, N*d*4 = 8192;
+ *   offload holds nothing on the device, keep's bytes in host memory;
+ * and after I every policy holds what keep holds (the W part). */
+TEST(policies_hand_computed_memory) {
+    op_nn_model m;
+    op_err e = {0};
+    CHECK(op_nn_model_from_spec(&m, "tiny", &e) == OP_OK);
+    size_t n = op_nn_io_floats(&m);
+    float *x = calloc(n, 4), *y = calloc(n, 4), *dy = calloc(n, 4);
+    float *dxk = calloc(n, 4), *dx = calloc(n, 4);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(i % 13) / 13.0f - 0.4f, dy[i] = 0.01f * (float)(i % 7);
+    op_nn_batch b = {NULL, NULL, 0.5f};
+    op_nn_stage k;
+    op_nn_stage_init(&k, &m, 1, 3, 2);
+    op_nn_stage_zero_grad(&k);
+    op_nn_stage_forward(&k, 0, &b, x, y);
+    size_t keep_f = k.act_bytes;
+    op_nn_stage_forward(&k, 1, &b, x, y);
+    op_nn_stage_backward_input(&k, 0, dy, dxk);
+    size_t keep_i = k.act_bytes - keep_f; /* mb 0's W part */
+    op_nn_stage_backward_weight(&k, 0);
+    op_nn_stage_backward(&k, 1, dy, dxk);
+    CHECK_EQ_INT(n * 4, 8192);
+    CHECK_EQ_INT(m.cfg.batch * m.cfg.n_heads * m.cfg.seq * m.cfg.seq * 4, 8192);
+    const size_t kept[4] = {keep_f, keep_f - 8192, 8192, 0};
+    for (int pol = 1; pol <= 3; pol++) {
+        op_nn_stage s;
+        op_nn_stage_init(&s, &m, 1, 3, 2);
+        op_nn_stage_set_policy(&s, pol);
+        op_nn_stage_zero_grad(&s);
+        op_nn_stage_forward(&s, 0, &b, x, y);
+        CHECK_EQ_INT(s.act_bytes, kept[pol]);
+        CHECK_EQ_INT(s.host_bytes, pol == 3 ? keep_f : 0);
+        op_nn_stage_forward(&s, 1, &b, x, y);
+        CHECK_EQ_INT(s.act_bytes, 2 * kept[pol]);
+        op_nn_stage_backward_input(&s, 0, dy, dx);
+        CHECK_EQ_INT(s.act_bytes, kept[pol] + keep_i);
+        CHECK(!memcmp(dx, dxk, n * 4));
+        op_nn_stage_backward_weight(&s, 0);
+        op_nn_stage_backward(&s, 1, dy, dx);
+        CHECK_EQ_INT(s.act_bytes, 0);
+        CHECK_EQ_INT(s.host_bytes, 0);
+        CHECK_EQ_INT(s.peak_host_bytes, pol == 3 ? 2 * keep_f : 0);
+        CHECK_MSG(!memcmp(s.grads, k.grads, s.n_params * 4), "%s: gradients differ from keep",
+                  op_act_policy_name(pol));
+        op_nn_stage_free(&s);
+    }
+    op_nn_stage_free(&k);
+    free(x), free(y), free(dy), free(dxk), free(dx);
+}
+
+/* The single-process loop under every policy, in one stage and cut in 4 (E | M# | * | -L: the
+ * stage holding E keeps its token ids under full): losses and checkpoint bitwise keep's. */
+TEST(policies_bitwise_single_loop) {
+    mktmp();
+    char a[128], pa[160];
+    char *ref[2] = {NULL, NULL};
+    size_t nref[2] = {0, 0};
+    double lref[2][4];
+    for (int pol = 0; pol <= 3; pol++)
+        for (int cut = 0; cut < 2; cut++) {
+            double l[4];
+            snprintf(a, sizeof a, "%s/pol%d-%d", tmpdir, pol, cut);
+            g_recompute = pol;
+            run("tiny:EM#*-L", "copy", 4, cut ? 4 : 1, a, 0, l);
+            snprintf(pa, sizeof pa, "%s/model.ckpt", a);
+            char *d = NULL;
+            size_t nd = 0;
+            CHECK(read_bytes(pa, &d, &nd) == 0 && nd > 0);
+            if (pol == 0) {
+                ref[cut] = d, nref[cut] = nd;
+                memcpy(lref[cut], l, sizeof l);
+                continue;
+            }
+            CHECK_MSG(nd == nref[cut] && !memcmp(d, ref[cut], nd), "%s, %d stages: weights differ",
+                      op_act_policy_name(pol), cut ? 4 : 1);
+            CHECK_MSG(!memcmp(l, lref[cut], sizeof l), "%s: losses differ", op_act_policy_name(pol));
+            free(d);
+        }
+    g_recompute = 0;
+    free(ref[0]), free(ref[1]);
+    op_train_opts o;
+    op_train_opts_default(&o);
+    o.recompute = 4;
+    op_err e = {0};
+    CHECK(op_train_single(&o, &e) == OP_EINVAL && strstr(e.msg, "policy"));
 }
 
 TEST(loss_goes_down_on_copy) {
@@ -350,6 +446,8 @@ int main(int argc, char **argv) {
     RUN(activation_memory_follows_ops);
     RUN(w_order_does_not_change_grads);
     RUN(stages_bitwise_equal_one_process);
+    RUN(policies_hand_computed_memory);
+    RUN(policies_bitwise_single_loop);
     RUN(loss_goes_down_on_copy);
     RUN(resume_is_bitwise);
     RUN(corrupted_checkpoint_refused);

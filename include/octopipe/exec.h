@@ -209,7 +209,23 @@ typedef struct op_exec_opts {
     double watchdog_s; /* 0 = 30 */
     op_exec_fault fault;
     int quiet;         /* no watchdog report on stderr (tests) */
+    /* emulated offload (stages whose stage_act is offload): the host link of each device's
+     * copy engine; read by op_compute_emulate_opts.  0 = 25 GB/s, 0 ms */
+    double host_bw_GBps, host_lat_ms;
+    struct op_exec_copy_stats *copy_stats; /* optional out [P]: each rank's copy engine */
 } op_exec_opts;
+
+/* What a rank's copy engine did in a run: transfers and ms spent copying. */
+typedef struct op_exec_copy_stats {
+    int n_xfers;
+    double busy_ms;
+} op_exec_copy_stats;
+
+/* The same with the copy engine's link from o (which must outlive the runs): stages whose
+ * stage_act is offload copy op_stage_act_bytes to the host after F, on a thread per rank (FIFO,
+ * host_lat_ms + bytes / host_bw_GBps each, overlapping compute); the reload is queued when the
+ * rank starts the op before the stage's I|B (after the offload), and I|B waits for it. */
+op_compute op_compute_emulate_opts(const op_exec_opts *o);
 
 /* One executed op, in rank 0's clock, ms from the common start. */
 typedef struct op_exec_rec {

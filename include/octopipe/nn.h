@@ -60,6 +60,12 @@ typedef struct op_nn_mem {
 void *op_nn_mem_alloc(op_nn_mem *m, size_t n);     /* zeroed, 16-byte aligned */
 void *op_nn_mem_alloc_raw(op_nn_mem *m, size_t n); /* not zeroed, 16-byte aligned */
 void op_nn_mem_release(op_nn_mem *m);           /* everything, back to the pool */
+/* Offload: copies every block's contents of dev into host (allocated there) and returns the
+ * device pages to the OS (the addresses stay reserved: pointers into dev stay valid); reload
+ * copies them back (host is then released by the caller, after every arena it holds came
+ * back).  Returns the bytes moved (dev->used_bytes). */
+size_t op_nn_mem_offload(op_nn_mem *dev, op_nn_mem *host);
+size_t op_nn_mem_reload(op_nn_mem *dev, op_nn_mem *host);
 void op_nn_pool_free(op_nn_block **pool);
 
 /* One layer, one microbatch: where F saves what I and W need. */
@@ -68,6 +74,9 @@ typedef struct op_nn_ctx {
     op_nn_mem *aw; /* released after W */
     op_nn_batch batch;
     void *saved; /* the layer's record, set by F */
+    /* selective recomputation: F puts the attention core (scores / softmax probabilities) here
+     * instead of `ai`; the stage drops it after F and I recomputes it into `ai`.  NULL = keep. */
+    op_nn_mem *drop;
 } op_nn_ctx;
 
 typedef struct op_nn_layer {
@@ -88,6 +97,11 @@ double op_nn_layer_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x, f
 void op_nn_layer_backward_input(const op_nn_layer *l, op_nn_ctx *c, const float *dy, float *dx);
 /* W: grad (nparams) += dL/dparams.  Needs only `aw`. */
 void op_nn_layer_backward_weight(const op_nn_layer *l, op_nn_ctx *c, float *grad);
+/* The attention core of one microbatch (what selective recomputation drops and redoes):
+ * att (B,H,T,T) = band softmax(Q K^T / sqrt(head_dim)) per (sample, head), from qkv (N,3d) =
+ * [Q | K | V] rows; and its bytes in the activation arenas (B*H*T*T floats, 16-byte rounded). */
+void op_nn_attn_core(const op_nn_cfg *g, const float *qkv, float *att);
+size_t op_nn_attn_core_bytes(const op_nn_cfg *g);
 /* True when the symbol is a layer kind this model knows. */
 int op_nn_sym_valid(char sym);
 
@@ -110,6 +124,10 @@ const char *const *op_nn_preset_names(void);
 
 typedef struct op_nn_mbstate {
     op_nn_mem ai, aw;
+    op_nn_mem ax;   /* full: the stage input F keeps (freed once I has recomputed the forward) */
+    op_nn_mem host; /* offload: the stash while it is away from the device */
+    op_nn_batch batch; /* F's batch, for full's recomputation (tokens point into ax) */
+    const float *x_in; /* full: the stashed stage input (NULL on the stage holding E) */
     op_nn_ctx *ctx; /* [n layers of the stage] */
     int state;      /* 0 idle, 1 after F, 2 after I, (W -> 0) */
     float *pending; /* weight grads of a W that ran ahead of the fixed order, or NULL */
@@ -126,8 +144,13 @@ typedef struct op_nn_stage {
     float *buf[2], *wscratch;                /* ping-pong (N,d) and one microbatch's W grads */
     int next_w;                              /* next microbatch to fold into grads */
     size_t act_bytes, peak_act_bytes;        /* live per-microbatch activation bytes */
+    size_t host_bytes, peak_host_bytes;      /* offload: stash bytes held in host memory */
+    int policy;                              /* op_act_policy (cost.h): 0 keep, 1 selective,
+                                              * 2 full, 3 offload; op_nn_stage_set_policy */
+    op_nn_mem drop;                          /* F's scratch that no microbatch keeps */
     double aux_loss;                         /* MoE balance losses of this step's F calls */
     op_nn_block *pool;                       /* activation blocks not in use */
+    op_nn_block *host_pool;                  /* offload: host blocks not in use */
     op_arena arena;                          /* static: everything above */
 } op_nn_stage;
 
@@ -136,6 +159,21 @@ typedef struct op_nn_stage {
 void op_nn_stage_init(op_nn_stage *s, const op_nn_model *m, int first, int last, int n_mb);
 void op_nn_blas_single_thread(void);
 void op_nn_stage_free(op_nn_stage *s);
+/* Activation policy of the stage (op_act_policy of cost.h; set between steps, with no
+ * microbatch in flight).  Every policy computes bitwise what keep computes; they differ in what
+ * the activation arenas hold between F and I (act_bytes counts device memory only):
+ *   keep       F holds every layer's stash until I (what the planner's memory rule says);
+ *   selective  attention layers drop their scores / softmax probabilities (B*H*T*T floats)
+ *              after F; I recomputes them from the kept Q, K, V before using them;
+ *   full       F runs each layer with a scratch arena released after the layer and keeps only
+ *              the stage input ((N,d) floats, or the N token ids on the stage holding E); I
+ *              first re-runs the stage's forward into the arenas, frees the input, then runs;
+ *   offload    F keeps everything, then copies it to a host arena (host_bytes) and gives the
+ *              device pages back; I copies it back to the same addresses first.
+ * Under full the batch's targets (and tokens) must stay valid until I, as they do for keep. */
+void op_nn_stage_set_policy(op_nn_stage *s, int policy);
+/* Bytes full keeps per microbatch for a stage starting at layer `first`. */
+size_t op_nn_stage_in_bytes(const op_nn_model *m, int first);
 /* Floats in a boundary message: (N, d). */
 size_t op_nn_io_floats(const op_nn_model *m);
 /* F: x_in NULL iff the stage starts with E, x_out NULL iff it ends with L.  Returns the head's

@@ -76,6 +76,8 @@ typedef struct op_train_opts {
     int log_every;       /* progress line every N steps (0 = quiet) */
     FILE *log;           /* default stdout */
     double *losses;      /* optional out: [steps] mean CE per step, by global step */
+    int recompute;       /* op_act_policy of every stage (nn.h op_nn_stage_set_policy; 0 keep) */
+    size_t *peak_act;    /* optional out: most activation bytes one stage held at once */
 } op_train_opts;
 
 void op_train_opts_default(op_train_opts *o);
@@ -88,6 +90,10 @@ typedef struct op_layer_prof {
     size_t act_bytes;            /* held after F (until I frees its part) */
     size_t act_w_bytes;          /* held after I until W (includes I's stash for W) */
     size_t param_bytes, out_bytes;
+    /* selective recomputation: the attention core's time (median, F's part that I redoes) and
+     * the bytes held after F when it is dropped; 0 and act_bytes for kinds without one */
+    double f_sel_ms;
+    size_t act_sel_bytes;
 } op_layer_prof;
 /* Measures one layer of each distinct kind of m (first appearance order) alone in a stage;
  * returns how many kinds were written to out (at most 8). */

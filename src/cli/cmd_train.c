@@ -25,6 +25,7 @@ typedef struct {
     const char *model, *plan, *data, *ckpt, *svg, *trace, *save_plan, *cluster;
     int P, M, steps, resume, threads, log_every, repeats, ckpt_every, progress_thread, wall_clock, pin;
     int calibrate; /* steps per calibration plan (0 = plan from the isolated profile) */
+    int recompute; /* --recompute: op_act_policy of every stage; -1 = as the plan says */
     double overhead_ms, lr, timeout_s;
     long seed;
 } targs;
@@ -57,6 +58,10 @@ static void help(void) {
            "                      here: '-' is stdout, checked before anything starts\n"
            "  --trace FILE        Chrome trace of the last step: measured ranks + predicted devices\n"
            "  --save-plan FILE    write the plan that ran (with its prediction)\n"
+           "  --recompute POLICY  activation policy of every stage: keep, selective (recompute the\n"
+           "                      attention probabilities in I), full (keep the stage input, re-run\n"
+           "                      the forward before I), offload (stash to host memory and back);\n"
+           "                      default: what the plan says (a plan file's \"activation\")\n"
            "  --threads           in-process ranks (no mpirun)\n"
            "  --log-every N       progress line every N steps (default 10)\n"
            "  --repeats N         profile repeats per op, median (default 9)\n"
@@ -87,7 +92,7 @@ static void help(void) {
 static int parse(targs *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->plan = "auto", a->data = "text", a->steps = 100, a->log_every = 10, a->repeats = 9;
-    a->overhead_ms = DEFAULT_OVERHEAD_MS, a->timeout_s = 600, a->seed = 1;
+    a->overhead_ms = DEFAULT_OVERHEAD_MS, a->timeout_s = 600, a->seed = 1, a->recompute = -1;
     const char *C = "octopipe train";
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -127,6 +132,14 @@ static int parse(targs *a, int argc, char **argv) {
                 return 2;
             }
             a->wall_clock = v[0] == 'w', i++;
+        } else if (!strcmp(f, "--recompute")) {
+            op_act_policy pol;
+            op_err pe = {0};
+            if (!v || op_act_policy_parse(v, &pol, &pe)) {
+                fprintf(stderr, "%s: --recompute: %s\n", C, v ? pe.msg : "needs keep, selective, full or offload");
+                return 2;
+            }
+            a->recompute = (int)pol, i++;
         } else if (!strcmp(f, "--threads")) {
             a->threads = 1;
         } else if (!strcmp(f, "--pin")) {
@@ -291,6 +304,11 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
     }
     t0 = op_now_s();
     if (rc == OP_OK) rc = op_ptrain_make_plan(m, costs, a->P, a->M, &comm, ovh, a->plan, p, &e);
+    if (rc == OP_OK && a->recompute >= 0) { /* every stage, whatever the plan chose */
+        for (int s = 0; s < p->S; s++) p->stage_act[s] = (uint8_t)a->recompute;
+        rc = op_sim_replay(p, NULL, &e);
+        if (rc) op_plan_free(p);
+    }
     free(costs);
     if (rc) {
         free(speed);
@@ -298,11 +316,21 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
         return 2;
     }
     *pred_ms = op_ptrain_expected_ms(p, speed, ns);
+    op_plan view; /* recomputation's time on the compute timeline, right before I */
+    if (op_ptrain_recompute_view(p, prof, np, &view, &e) == OP_OK) {
+        *pred_ms = op_ptrain_expected_ms(&view, speed, ns);
+        op_plan_free(&view);
+    }
     free(speed);
     printf("plan: %s (%s), %d stages on %d ranks, %d microbatches, predicted %.2f ms per step",
            p->name, a->plan, p->S, p->P, p->M, *pred_ms);
     if (ns > 0) printf(" (%.2f at every rank's mean speed)", p->pred.makespan_ms);
     printf(", bubble %.1f%% (%.1f s)\n", 100 * p->pred.bubble_ratio, op_now_s() - t0);
+    int any = 0;
+    for (int s = 0; s < p->S; s++) any |= p->stage_act[s] != OP_ACT_KEEP;
+    for (int s = 0; any && s < p->S; s++)
+        printf("%s%s%s", s ? " " : "activation per stage: ", op_act_policy_name(p->stage_act[s]),
+               s == p->S - 1 ? "\n" : "");
     fflush(stdout);
     if (check_memory(m, p)) {
         op_plan_free(p);

@@ -1,20 +1,127 @@
 /* emulate.c: emulated compute (each op sleeps for its modelled duration while progressing
- * messages) and the scaled plan an emulated run is predicted with. */
+ * messages), the copy engine of offloaded stages, and the scaled plan an emulated run is
+ * predicted with.
+ *
+ * Copy engine (stages whose stage_act is offload): one thread per rank, a FIFO of transfers,
+ * each lasting host_lat_ms + bytes / host_bw_GBps (op_exec_opts; 0 = 0 ms and 25 GB/s) with
+ * bytes = op_stage_act_bytes: after F(s,m) the stash goes out; its reload is queued when the
+ * rank starts the op before I|B(s,m) (one op of prefetch; never before the offload), and I|B
+ * waits for the reload to end before its modelled time starts.  Transfers overlap compute. */
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "octopipe/exec.h"
+#include "exec/exec_internal.h"
+
+/* Transfer states per (stage, mb) of this rank. */
+enum { X_NONE, X_OUT, X_WANT, X_BACK, X_DONE };
+
+typedef struct xfer {
+    int sm;        /* stage * M + mb */
+    double dur_s;
+    int back;      /* 0 offload, 1 reload */
+} xfer;
+
+typedef struct copy_engine {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    xfer *q;       /* FIFO: at most 2 per (stage, mb) */
+    int head, tail, cap, stop;
+    int *st;       /* [S*M] X_* */
+    double busy_s; /* time spent copying */
+    int n_xfers;
+} copy_engine;
 
 typedef struct emu {
     const op_plan *p;
+    int rank, op_i;
     double late_s; /* running mean of how late the final wake-up of a sleep comes */
+    double bw_Bps, lat_s;
+    copy_engine *ce; /* NULL when no stage of this rank offloads */
+    op_exec_copy_stats *stats; /* [P] or NULL */
 } emu;
 
 static _Thread_local emu emu_state; /* one per rank thread: ranks may be threads */
 
+static void *copy_main(void *a) {
+    copy_engine *ce = a;
+    pthread_mutex_lock(&ce->mu);
+    for (;;) {
+        while (ce->head == ce->tail && !ce->stop) pthread_cond_wait(&ce->cv, &ce->mu);
+        if (ce->head == ce->tail) break;
+        xfer x = ce->q[ce->head++];
+        pthread_mutex_unlock(&ce->mu);
+        double t = op_now_s(), end = t + x.dur_s;
+        while (op_now_s() < end) op_exec_nap_us((end - op_now_s()) * 1e6);
+        pthread_mutex_lock(&ce->mu);
+        ce->busy_s += op_now_s() - t;
+        ce->n_xfers++;
+        if (x.back) ce->st[x.sm] = X_DONE;
+        pthread_cond_broadcast(&ce->cv);
+    }
+    pthread_mutex_unlock(&ce->mu);
+    return NULL;
+}
+
+static double xfer_s(int s) {
+    return emu_state.lat_s + (double)op_stage_act_bytes(emu_state.p, s) / emu_state.bw_Bps;
+}
+
+static void push_locked(copy_engine *ce, int s, int sm, int back) {
+    OP_ASSERT(ce->tail < ce->cap, "copy engine queue full");
+    ce->q[ce->tail++] = (xfer){sm, xfer_s(s), back};
+    pthread_cond_broadcast(&ce->cv);
+}
+
+/* Asks for the reload of (s, mb): queued now if its offload is, else right after it. */
+static void want_back(int s, int mb) {
+    copy_engine *ce = emu_state.ce;
+    int sm = s * emu_state.p->M + mb;
+    pthread_mutex_lock(&ce->mu);
+    if (ce->st[sm] == X_OUT) ce->st[sm] = X_BACK, push_locked(ce, s, sm, 1);
+    else if (ce->st[sm] == X_NONE) ce->st[sm] = X_WANT;
+    pthread_mutex_unlock(&ce->mu);
+}
+
+static int offloads(const op_plan *p, int s) { return p->stage_act[s] == OP_ACT_OFFLOAD; }
+
 static int emu_setup(void *ctx, const op_plan *p, int rank, op_err *err) {
-    emu_state.p = p;
-    emu_state.late_s = 0;
+    const op_exec_opts *o = ctx;
+    emu_state = (emu){p, rank, 0, 0, 25e9, 0, NULL, o ? o->copy_stats : NULL};
+    if (emu_state.stats) emu_state.stats[rank] = (op_exec_copy_stats){0, 0};
+    if (o && o->host_bw_GBps > 0) emu_state.bw_Bps = o->host_bw_GBps * 1e9;
+    if (o && o->host_lat_ms > 0) emu_state.lat_s = o->host_lat_ms * 1e-3;
+    int any = 0;
+    for (int s = 0; s < p->S; s++) any |= p->stage_dev[s] == rank && offloads(p, s);
+    if (!any) return OP_OK;
+    copy_engine *ce = op_xcalloc(1, sizeof *ce);
+    ce->cap = 2 * p->S * p->M;
+    ce->q = op_xcalloc((size_t)ce->cap, sizeof *ce->q);
+    ce->st = op_xcalloc((size_t)p->S * p->M, sizeof *ce->st);
+    pthread_mutex_init(&ce->mu, NULL);
+    pthread_cond_init(&ce->cv, NULL);
+    if (pthread_create(&ce->th, NULL, copy_main, ce)) {
+        free(ce->q), free(ce->st), free(ce);
+        return op_errf(err, OP_EINVAL, "rank %d: cannot start the copy engine thread", rank);
+    }
+    emu_state.ce = ce;
     return OP_OK;
+}
+
+static void emu_teardown(void *ctx) {
+    copy_engine *ce = emu_state.ce;
+    if (!ce) return;
+    pthread_mutex_lock(&ce->mu);
+    ce->stop = 1;
+    pthread_cond_broadcast(&ce->cv);
+    pthread_mutex_unlock(&ce->mu);
+    pthread_join(ce->th, NULL);
+    if (emu_state.stats) emu_state.stats[emu_state.rank] = (op_exec_copy_stats){ce->n_xfers, 1e3 * ce->busy_s};
+    pthread_mutex_destroy(&ce->mu);
+    pthread_cond_destroy(&ce->cv);
+    free(ce->q), free(ce->st), free(ce);
+    emu_state.ce = NULL;
 }
 
 /* Sleeps for the op's modelled duration, counted from the call (time spent in the runtime is not
@@ -22,12 +129,43 @@ static int emu_setup(void *ctx, const op_plan *p, int rank, op_err *err) {
  * 16 ranks share 2 cores); the emulated kernel aims that much early, by a running mean of the
  * lateness it saw, so that ops last their modelled time on average, as a real kernel would. */
 static int emu_run(void *ctx, const op_compute_call *c, op_err *err) {
-    double dur = op_stage_ms(emu_state.p, c->stage, c->kind) * 1e-3;
+    const op_plan *p = emu_state.p;
+    copy_engine *ce = emu_state.ce;
+    int i = emu_state.op_i++;
+    if (ce) {
+        /* prefetch: the next op's reload; then this op's, and I|B waits for it */
+        if (i + 1 < p->n_ops[emu_state.rank]) {
+            const op_op *nx = &p->ops[emu_state.rank][i + 1];
+            if (nx->kind != OP_F && nx->kind != OP_W && offloads(p, nx->stage)) want_back(nx->stage, nx->mb);
+        }
+        if (c->kind != OP_F && c->kind != OP_W && offloads(p, c->stage)) {
+            want_back(c->stage, c->mb);
+            int sm = c->stage * p->M + c->mb, done;
+            for (;;) {
+                pthread_mutex_lock(&ce->mu);
+                done = ce->st[sm] == X_DONE;
+                pthread_mutex_unlock(&ce->mu);
+                if (done) break;
+                int rc = op_exec_sleep_until(c->rt, op_now_s() + 1e-4);
+                if (rc) return rc;
+            }
+        }
+    }
+    double dur = op_stage_ms(p, c->stage, c->kind) * 1e-3;
     double early = emu_state.late_s < dur / 2 ? emu_state.late_s : dur / 2;
     double aim = op_now_s() + dur - early;
     int rc = op_exec_sleep_until(c->rt, aim);
     double late = op_now_s() - aim;
     if (late > 0) emu_state.late_s = 0.9 * emu_state.late_s + 0.1 * late;
+    if (ce && c->kind == OP_F && offloads(p, c->stage)) { /* the stash leaves after F */
+        int sm = c->stage * p->M + c->mb;
+        pthread_mutex_lock(&ce->mu);
+        int want = ce->st[sm] == X_WANT;
+        ce->st[sm] = want ? X_BACK : X_OUT;
+        push_locked(ce, c->stage, sm, 0);
+        if (want) push_locked(ce, c->stage, sm, 1);
+        pthread_mutex_unlock(&ce->mu);
+    }
     return rc;
 }
 
@@ -36,7 +174,14 @@ op_compute op_compute_emulate(void) {
     memset(&c, 0, sizeof c);
     c.setup = emu_setup;
     c.run = emu_run;
+    c.teardown = emu_teardown;
     c.emulated = 1;
+    return c;
+}
+
+op_compute op_compute_emulate_opts(const op_exec_opts *o) {
+    op_compute c = op_compute_emulate();
+    c.ctx = (void *)o;
     return c;
 }
 

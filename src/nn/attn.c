@@ -4,7 +4,8 @@
  * Query t sees keys u with t - window < u <= t (window 0: all u <= t).  No positional
  * rotation: positions come from the embedding and from Mamba layers.  Scores, P V and their
  * gradients are sgemm calls per (sample, head) over the full T x T block; causality and the
- * window are a mask (P = 0 outside the band), which keeps the layer GEMM-bound. */
+ * window are a mask (P = 0 outside the band), which keeps the layer GEMM-bound.
+ * Selective recomputation (ctx->drop) drops the probabilities after F (op_nn_attn_core). */
 #include <math.h>
 #include <string.h>
 
@@ -32,25 +33,16 @@ static int lo_key(const op_nn_cfg *g, int t) {
     return g->window > 0 && t - g->window + 1 > 0 ? t - g->window + 1 : 0;
 }
 
-double op_nn_attn_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x, float *y) {
-    const op_nn_cfg *g = l->cfg;
-    int B = g->batch, T = g->seq, N = B * T, d = g->d, H = g->n_heads, hd = d / H;
-    const float *gn = l->p, *Wqkv = gn + d, *Wo = Wqkv + 3 * (size_t)d * d;
+/* The attention core of one microbatch: att (B,H,T,T) = band softmax(Q K^T * scale) per
+ * (sample, head), from qkv (N,3d).  F computes it; I recomputes it under selective
+ * recomputation (the same calls on the same inputs: bitwise the same probabilities). */
+void op_nn_attn_core(const op_nn_cfg *g, const float *qkv, float *att) {
+    int B = g->batch, T = g->seq, d = g->d, H = g->n_heads, hd = d / H;
     float scale = 1.0f / sqrtf((float)hd);
-    attn_saved *s = OP_NN_NEW(c->aw, attn_saved, 1);
-    s->xhat = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
-    s->h = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
-    s->rstd = OP_NN_NEWF_RAW(c->ai, N);
-    s->qkv = OP_NN_NEWF_RAW(c->ai, (size_t)N * 3 * d);
-    s->att = OP_NN_NEWF_RAW(c->ai, (size_t)B * H * T * T);
-    s->o = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
-    op_nn_rmsnorm_fwd(s->h, s->xhat, s->rstd, x, gn, N, d, g->norm_eps);
-    op_nn_linear_fwd(s->qkv, 3 * d, s->h, d, Wqkv, N, d, 3 * d);
-    /* per (sample, head): scores = Q K^T (T,T) by sgemm, band softmax, O = P V by sgemm */
     for (int b = 0; b < B; b++)
         for (int j = 0; j < H; j++) {
-            const float *Q = s->qkv + (size_t)b * T * 3 * d + j * hd, *K = Q + d, *V = Q + 2 * d;
-            float *P = s->att + ((size_t)b * H + j) * T * T;
+            const float *Q = qkv + (size_t)b * T * 3 * d + j * hd, *K = Q + d;
+            float *P = att + ((size_t)b * H + j) * T * T;
             op_nn_gemm(0, 1, T, T, hd, scale, Q, 3 * d, K, 3 * d, 0.0f, P, T);
             for (int t = 0; t < T; t++) {
                 float *p = P + (size_t)t * T;
@@ -60,6 +52,34 @@ double op_nn_attn_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x, fl
                 for (int u = lo; u <= t; u++) sum += (p[u] = expf(p[u] - mx));
                 for (int u = 0; u < T; u++) p[u] = u >= lo && u <= t ? p[u] / sum : 0.0f;
             }
+        }
+}
+
+size_t op_nn_attn_core_bytes(const op_nn_cfg *g) {
+    return ((size_t)g->batch * g->n_heads * g->seq * g->seq * sizeof(float) + 15) & ~(size_t)15;
+}
+
+double op_nn_attn_forward(const op_nn_layer *l, op_nn_ctx *c, const float *x, float *y) {
+    const op_nn_cfg *g = l->cfg;
+    int B = g->batch, T = g->seq, N = B * T, d = g->d, H = g->n_heads, hd = d / H;
+    const float *gn = l->p, *Wqkv = gn + d, *Wo = Wqkv + 3 * (size_t)d * d;
+    attn_saved *s = OP_NN_NEW(c->aw, attn_saved, 1);
+    s->xhat = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
+    s->h = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
+    s->rstd = OP_NN_NEWF_RAW(c->ai, N);
+    s->qkv = OP_NN_NEWF_RAW(c->ai, (size_t)N * 3 * d);
+    /* selective: the core goes to the stage's scratch, and I recomputes it (s->att NULL) */
+    float *att = OP_NN_NEWF_RAW(c->drop ? c->drop : c->ai, (size_t)B * H * T * T);
+    s->att = c->drop ? NULL : att;
+    s->o = OP_NN_NEWF_RAW(c->aw, (size_t)N * d);
+    op_nn_rmsnorm_fwd(s->h, s->xhat, s->rstd, x, gn, N, d, g->norm_eps);
+    op_nn_linear_fwd(s->qkv, 3 * d, s->h, d, Wqkv, N, d, 3 * d);
+    op_nn_attn_core(g, s->qkv, att);
+    /* O = P V per (sample, head) by sgemm */
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < H; j++) {
+            const float *V = s->qkv + (size_t)b * T * 3 * d + j * hd + 2 * d;
+            const float *P = att + ((size_t)b * H + j) * T * T;
             op_nn_gemm(0, 0, T, hd, T, 1.0f, P, T, V, 3 * d, 0.0f,
                        s->o + (size_t)b * T * d + j * hd, d);
         }
@@ -75,6 +95,10 @@ void op_nn_attn_backward_input(const op_nn_layer *l, op_nn_ctx *c, const float *
     const float *gn = l->p, *Wqkv = gn + d, *Wo = Wqkv + 3 * (size_t)d * d;
     float scale = 1.0f / sqrtf((float)hd);
     attn_saved *s = c->saved;
+    if (!s->att) { /* selective: F dropped the core; recompute it, held until I ends */
+        s->att = OP_NN_NEWF_RAW(c->ai, (size_t)B * H * T * T);
+        op_nn_attn_core(g, s->qkv, s->att);
+    }
     s->dy = op_nn_stash(c->aw, dy, (size_t)N * d);
     for (size_t i = 0; i < (size_t)N * d; i++) dx[i] += dy[i];
     float *dO = OP_NN_NEWF(c->ai, (size_t)N * d);

@@ -35,8 +35,10 @@ void op_nn_stage_init(op_nn_stage *s, const op_nn_model *m, int first, int last,
     s->mb = OP_ARENA_NEW(&s->arena, op_nn_mbstate, n_mb);
     for (int b = 0; b < n_mb; b++) {
         s->mb[b].ctx = OP_ARENA_NEW(&s->arena, op_nn_ctx, nl);
-        s->mb[b].ai.pool = s->mb[b].aw.pool = &s->pool;
+        s->mb[b].ai.pool = s->mb[b].aw.pool = s->mb[b].ax.pool = &s->pool;
+        s->mb[b].host.pool = &s->host_pool;
     }
+    s->drop.pool = &s->pool;
     for (int k = 0; k < 2; k++) s->buf[k] = OP_ARENA_NEW(&s->arena, float, op_nn_io_floats(m));
 }
 
@@ -44,9 +46,13 @@ void op_nn_stage_free(op_nn_stage *s) {
     for (int b = 0; b < s->n_mb; b++) {
         op_nn_mem_release(&s->mb[b].ai);
         op_nn_mem_release(&s->mb[b].aw);
+        op_nn_mem_release(&s->mb[b].ax);
+        op_nn_mem_release(&s->mb[b].host);
         free(s->mb[b].pending);
     }
+    op_nn_mem_release(&s->drop);
     op_nn_pool_free(&s->pool);
+    op_nn_pool_free(&s->host_pool);
     op_arena_free(&s->arena);
     memset(s, 0, sizeof *s);
 }
@@ -58,6 +64,47 @@ static void track(op_nn_stage *s, size_t before, size_t after) {
     if (s->act_bytes > s->peak_act_bytes) s->peak_act_bytes = s->act_bytes;
 }
 
+void op_nn_stage_set_policy(op_nn_stage *s, int policy) {
+    OP_ASSERT(policy >= 0 && policy <= 3, "activation policy %d", policy);
+    for (int b = 0; b < s->n_mb; b++)
+        OP_ASSERT(s->mb[b].state == 0, "policy change with microbatch %d in flight", b);
+    s->policy = policy;
+}
+
+size_t op_nn_stage_in_bytes(const op_nn_model *m, int first) {
+    size_t n = first == 0 ? (size_t)m->cfg.batch * m->cfg.seq * sizeof(int32_t)
+                          : op_nn_io_floats(m) * sizeof(float);
+    return (n + 15) & ~(size_t)15; /* as the arena rounds it */
+}
+
+static size_t held(const op_nn_mbstate *ms) {
+    return ms->ai.used_bytes + ms->aw.used_bytes + ms->ax.used_bytes;
+}
+
+/* Runs layers [0, nl) forward for microbatch ms from x_in (NULL: E reads the batch); the last
+ * layer writes x_out (NULL: L, or a stage buffer when recomputing).  full_f: each layer saves
+ * into the scratch arena, released after it (F under full).  Returns the head's CE. */
+static double run_forward(op_nn_stage *s, op_nn_mbstate *ms, const float *x_in, float *x_out,
+                          int full_f, int recompute) {
+    int nl = s->last - s->first;
+    double loss = 0;
+    for (int i = 0; i < nl; i++) {
+        op_nn_ctx *c = &ms->ctx[i];
+        *c = (op_nn_ctx){&ms->ai, &ms->aw, ms->batch, NULL, NULL};
+        if (full_f) c->ai = c->aw = &s->drop;
+        if (s->policy == 1 && !recompute) c->drop = &s->drop; /* selective: I recomputes it */
+        const float *in = i == 0 ? x_in : s->buf[(i - 1) & 1];
+        float *out = i == nl - 1 ? x_out : s->buf[i & 1];
+        if (i == nl - 1 && !out && s->layers[i].sym != 'L') out = s->buf[i & 1];
+        double l = op_nn_layer_forward(&s->layers[i], c, in, out);
+        op_nn_mem_release(&s->drop); /* what no microbatch keeps */
+        if (recompute) continue;       /* loss terms were counted by F */
+        if (s->layers[i].sym == 'L') loss = l;
+        else s->aux_loss += l; /* MoE balance terms: reported apart, never mixed into CE */
+    }
+    return loss;
+}
+
 double op_nn_stage_forward(op_nn_stage *s, int mb, const op_nn_batch *b, const float *x_in,
                            float *x_out) {
     OP_ASSERT(mb >= 0 && mb < s->n_mb, "microbatch %d of %d", mb, s->n_mb);
@@ -66,17 +113,26 @@ double op_nn_stage_forward(op_nn_stage *s, int mb, const op_nn_batch *b, const f
     int nl = s->last - s->first;
     OP_ASSERT((x_in == NULL) == (s->layers[0].sym == 'E'), "x_in must be NULL iff stage starts with E");
     OP_ASSERT((x_out == NULL) == (s->layers[nl - 1].sym == 'L'), "x_out must be NULL iff stage ends with L");
-    double loss = 0;
-    for (int i = 0; i < nl; i++) {
-        op_nn_ctx *c = &ms->ctx[i];
-        *c = (op_nn_ctx){&ms->ai, &ms->aw, *b, NULL};
-        const float *in = i == 0 ? x_in : s->buf[(i - 1) & 1];
-        float *out = i == nl - 1 ? x_out : s->buf[i & 1];
-        double l = op_nn_layer_forward(&s->layers[i], c, in, out);
-        if (s->layers[i].sym == 'L') loss = l;
-        else s->aux_loss += l; /* MoE balance terms: reported apart, never mixed into CE */
+    ms->batch = *b;
+    ms->x_in = NULL;
+    if (s->policy == 2) { /* full: keep only the stage input */
+        if (x_in) {
+            ms->x_in = op_nn_stash(&ms->ax, x_in, op_nn_io_floats(s->m));
+        } else {
+            size_t N = (size_t)s->m->cfg.batch * s->m->cfg.seq;
+            int32_t *tok = OP_NN_NEW(&ms->ax, int32_t, N);
+            memcpy(tok, b->tokens, N * sizeof *tok);
+            ms->batch.tokens = tok;
+        }
     }
-    track(s, 0, ms->ai.used_bytes + ms->aw.used_bytes);
+    double loss = run_forward(s, ms, x_in, x_out, s->policy == 2, 0);
+    track(s, 0, held(ms));
+    if (s->policy == 3) { /* offload: the stash moves to host memory, device pages go back */
+        size_t n = op_nn_mem_offload(&ms->ai, &ms->host) + op_nn_mem_offload(&ms->aw, &ms->host);
+        track(s, n, 0);
+        s->host_bytes += n;
+        if (s->host_bytes > s->peak_host_bytes) s->peak_host_bytes = s->host_bytes;
+    }
     ms->state = 1;
     return loss;
 }
@@ -85,6 +141,21 @@ void op_nn_stage_backward_input(op_nn_stage *s, int mb, const float *dy_out, flo
     op_nn_mbstate *ms = &s->mb[mb];
     OP_ASSERT(ms->state == 1, "I(stage %d, mb %d) without F", s->first, mb);
     int nl = s->last - s->first;
+    if (s->policy == 3) { /* offload: the stash comes back first (I waits for its reload) */
+        size_t n = op_nn_mem_reload(&ms->ai, &ms->host) + op_nn_mem_reload(&ms->aw, &ms->host);
+        op_nn_mem_release(&ms->host);
+        s->host_bytes -= n;
+        track(s, 0, n);
+    }
+    if (s->policy == 2) { /* full: re-run the forward from the kept input, then drop it */
+        size_t in = held(ms);
+        run_forward(s, ms, ms->x_in, NULL, 0, 1);
+        track(s, in, held(ms));
+        size_t all = held(ms);
+        op_nn_mem_release(&ms->ax);
+        ms->x_in = NULL;
+        track(s, all, held(ms));
+    }
     size_t before = ms->ai.used_bytes + ms->aw.used_bytes, nio = op_nn_io_floats(s->m);
     /* layer i reads the gradient of its output from buf[(i+1)&1] and writes its input's
      * gradient to buf[i&1] (the caller's buffers at the stage ends) */

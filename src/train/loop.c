@@ -29,7 +29,7 @@ typedef struct {
     float **gio;
 } trainer;
 
-static void trainer_init(trainer *t, int S, int M) {
+static void trainer_init(trainer *t, int S, int M, int policy) {
     t->S = S;
     t->st = op_xcalloc((size_t)S, sizeof *t->st);
     t->sp = op_xcalloc((size_t)S, sizeof *t->sp);
@@ -39,6 +39,7 @@ static void trainer_init(trainer *t, int S, int M) {
     for (int s = 0; s < S; s++) {
         /* even split by layer count; the pipelined path takes stages from the plan */
         op_nn_stage_init(&t->st[s], &t->m, s * L / S, (s + 1) * L / S, M);
+        op_nn_stage_set_policy(&t->st[s], policy);
         t->sp[s] = &t->st[s];
     }
     for (int s = 1; s < S; s++) {
@@ -87,7 +88,12 @@ int op_train_single(const op_train_opts *o, op_err *err) {
     if (rc) return rc;
     op_adamw opt = o->opt;
     if (opt.lr <= 0) op_adamw_default(&opt);
-    trainer_init(&t, S, M);
+    if (o->recompute < 0 || o->recompute > 3) {
+        op_train_data_free(&d);
+        return op_errf(err, OP_EINVAL, "activation policy %d (keep 0, selective 1, full 2, offload 3)",
+                       o->recompute);
+    }
+    trainer_init(&t, S, M, o->recompute);
     char path[512] = "";
     int64_t step = 0;
     if (o->ckpt_dir) {
@@ -122,6 +128,11 @@ int op_train_single(const op_train_opts *o, op_err *err) {
         }
     }
     free(tok), free(tgt);
+    if (o->peak_act) {
+        *o->peak_act = 0;
+        for (int s = 0; s < S; s++)
+            if (t.st[s].peak_act_bytes > *o->peak_act) *o->peak_act = t.st[s].peak_act_bytes;
+    }
 done:
     trainer_free(&t);
     op_train_data_free(&d);

@@ -63,6 +63,8 @@ op_ptrain *op_ptrain_new(const op_nn_model *m, const op_train_data *d, const op_
         if (rank >= 0 && p->stage_dev[s] != rank) continue;
         t->st[s] = op_xcalloc(1, sizeof(op_nn_stage));
         op_nn_stage_init(t->st[s], m, p->stage_first[s], p->stage_first[s + 1], t->M);
+        if (p->stage_act[s] < OP_ACT_N) /* the plan's activation policy (setup refuses others) */
+            op_nn_stage_set_policy(t->st[s], p->stage_act[s]);
         if (s != 0 && s != t->S - 1) continue;
         for (int mb = 0; mb < t->M; mb++) {
             t->tok[s * t->M + mb] = op_xcalloc(N, sizeof(int32_t));
@@ -95,6 +97,10 @@ static int setup(void *ctx, const op_plan *p, int rank, op_err *err) {
     }
     if (p->S != t->S || p->M != t->M || p->P != t->P)
         return op_errf(err, OP_EINVAL, "train: the executor's plan is not the one the stages were built for");
+    for (int s = 0; s < t->S; s++)
+        if (p->stage_act[s] >= OP_ACT_N)
+            return op_errf(err, OP_EINVAL, "train: stage %d has activation policy %d (keep, selective, full, offload)",
+                           s, p->stage_act[s]);
     for (int s = 0; s < t->S; s++)
         if (p->stage_dev[s] == rank && !t->st[s])
             return op_errf(err, OP_EINVAL, "train: rank %d runs stage %d but does not hold it", rank, s);

@@ -15,6 +15,7 @@
 /* Activation bytes of one layer of kind sym, one microbatch, as the stage arenas count them. */
 typedef struct {
     int64_t after_f, peak_i, after_i;
+    int64_t after_f_sel; /* held after F under selective recomputation */
 } mem_probe;
 
 static mem_probe probe(const op_nn_model *m, int li) {
@@ -38,6 +39,11 @@ static mem_probe probe(const op_nn_model *m, int li) {
     r.after_i = (int64_t)s.act_bytes;
     r.peak_i = (int64_t)s.peak_act_bytes;
     op_nn_stage_backward_weight(&s, 0);
+    op_nn_stage_set_policy(&s, OP_ACT_SELECTIVE);
+    op_nn_stage_zero_grad(&s);
+    op_nn_stage_forward(&s, 0, &b, sym == 'E' ? NULL : x, sym == 'L' ? NULL : y);
+    r.after_f_sel = (int64_t)s.act_bytes;
+    op_nn_stage_backward(&s, 0, sym == 'L' ? NULL : dy, sym == 'E' ? NULL : dx);
     op_nn_stage_free(&s);
     free(x), free(y), free(dy), free(dx), free(tok);
     return r;
@@ -77,8 +83,9 @@ int op_ptrain_profile_ranks(const op_nn_model *m, int repeats, int ranks, int cp
             out[k].f_ms += j[r].prof[k].f_ms;
             out[k].i_ms += j[r].prof[k].i_ms;
             out[k].w_ms += j[r].prof[k].w_ms;
+            out[k].f_sel_ms += j[r].prof[k].f_sel_ms;
         }
-        out[k].f_ms /= ranks, out[k].i_ms /= ranks, out[k].w_ms /= ranks;
+        out[k].f_ms /= ranks, out[k].i_ms /= ranks, out[k].w_ms /= ranks, out[k].f_sel_ms /= ranks;
     }
     free(j), free(th);
     return n;
@@ -121,38 +128,53 @@ int op_ptrain_layer_costs(const op_nn_model *m, const op_layer_prof *prof, int n
 
 int op_ptrain_pred_act_peak(const op_nn_model *m, const op_plan *p, int64_t *peak) {
     if (p->n_layers != m->n_layers) return OP_EINVAL;
-    int64_t af[128] = {0}, ai[128] = {0}, ex[128] = {0};
+    mem_probe kinds[128];
     char sy[128];
     int ns = 0;
-    int64_t *AF = op_xcalloc((size_t)p->S, sizeof(int64_t)), *AI = op_xcalloc((size_t)p->S, sizeof(int64_t));
-    int64_t *EX = op_xcalloc((size_t)p->S, sizeof(int64_t));
-    for (int s = 0; s < p->S; s++)
+    /* per stage: AF held after F (keep), SF after F (selective), AI after I, EX I's transient,
+     * IN the input full keeps */
+    int64_t *A = op_xcalloc((size_t)p->S * 5, sizeof(int64_t));
+    for (int s = 0; s < p->S; s++) {
+        int64_t *a = A + 5 * s;
+        a[4] = (int64_t)op_nn_stage_in_bytes(m, p->stage_first[s]);
         for (int li = p->stage_first[s]; li < p->stage_first[s + 1]; li++) {
             int k = 0;
             while (k < ns && sy[k] != m->pattern[li]) k++;
-            if (k == ns) {
-                mem_probe r = probe(m, li);
-                sy[ns] = m->pattern[li], af[ns] = r.after_f, ai[ns] = r.after_i;
-                ex[ns++] = r.peak_i - r.after_f;
-            }
-            AF[s] += af[k], AI[s] += ai[k], EX[s] += ex[k];
+            if (k == ns) sy[ns] = m->pattern[li], kinds[ns++] = probe(m, li);
+            a[0] += kinds[k].after_f, a[1] += kinds[k].after_f_sel, a[2] += kinds[k].after_i;
+            a[3] += kinds[k].peak_i - kinds[k].after_f;
         }
+    }
     for (int d = 0; d < p->P; d++) {
         int64_t cur = 0, pk = 0;
         for (int i = 0; i < p->n_ops[d]; i++) {
             const op_op *o = &p->ops[d][i];
-            int s = o->stage;
+            int s = o->stage, pol = p->stage_act[s];
+            const int64_t *a = A + 5 * s;
+            int64_t AF = a[0], SF = a[1], AI = a[2], EX = a[3], IN = a[4];
+            int64_t kept = pol == OP_ACT_SELECTIVE ? SF : pol == OP_ACT_FULL ? IN
+                         : pol == OP_ACT_OFFLOAD ? 0 : AF;
             switch ((op_kind)o->kind) {
-            case OP_F: cur += AF[s]; break;
-            case OP_I: pk = cur + EX[s] > pk ? cur + EX[s] : pk; cur += AI[s] - AF[s]; break;
-            case OP_W: cur -= AI[s]; break;
-            case OP_B: pk = cur + EX[s] > pk ? cur + EX[s] : pk; cur -= AF[s]; break;
+            case OP_F:
+                pk = cur + AF > pk && pol == OP_ACT_OFFLOAD ? cur + AF : pk; /* before the copy */
+                cur += kept;
+                break;
+            case OP_I:
+            case OP_B:
+                /* the stash is whole again before I: reloaded, recomputed (full holds its input
+                 * until the forward is redone) */
+                if (pol == OP_ACT_FULL && cur + AF > pk) pk = cur + AF;
+                cur += AF - kept;
+                pk = cur + EX > pk ? cur + EX : pk;
+                cur += o->kind == OP_I ? AI - AF : -AF;
+                break;
+            case OP_W: cur -= AI; break;
             }
             pk = cur > pk ? cur : pk;
         }
         peak[d] = pk;
     }
-    free(AF), free(AI), free(EX);
+    free(A);
     return OP_OK;
 }
 
@@ -221,4 +243,27 @@ int op_ptrain_make_plan(const op_nn_model *m, const op_layer_cost *layers, int P
         return rc;
     }
     return OP_OK;
+}
+
+int op_ptrain_recompute_view(const op_plan *p, const op_layer_prof *prof, int n_prof,
+                             op_plan *out, op_err *err) {
+    op_plan_copy(out, p);
+    for (int s = 0; s < out->S; s++) {
+        int pol = out->stage_act[s];
+        if (pol != OP_ACT_SELECTIVE && pol != OP_ACT_FULL) continue;
+        for (int l = out->stage_first[s]; l < out->stage_first[s + 1]; l++) {
+            op_layer_cost *c = &out->layers[l];
+            double redo = c->f_ms; /* full: the whole forward again */
+            if (pol == OP_ACT_SELECTIVE) {
+                redo = 0;
+                for (int k = 0; k < n_prof; k++)
+                    if (prof[k].sym == c->sym) redo = prof[k].f_sel_ms;
+            }
+            c->i_ms += redo;
+        }
+        out->stage_act[s] = OP_ACT_KEEP; /* the time is in the layers now, not counted twice */
+    }
+    int rc = op_sim_replay(out, NULL, err);
+    if (rc) op_plan_free(out);
+    return rc;
 }

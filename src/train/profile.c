@@ -38,8 +38,12 @@ int op_train_profile_clock(const op_nn_model *m, int repeats, int cpu_clock, op_
     for (size_t i = 0; i < nx; i++) x[i] = (float)op_rng_uniform(&r) - 0.5f, dy[i] = 1e-3f * x[i];
     for (int i = 0; i < N; i++) tok[i] = op_rng_int(&r, m->cfg.vocab);
     op_nn_batch b = {tok, tok, 1.0f};
-    double *t[3];
-    for (int o = 0; o < 3; o++) t[o] = op_xcalloc((size_t)repeats, sizeof(double));
+    double *t[4];
+    for (int o = 0; o < 4; o++) t[o] = op_xcalloc((size_t)repeats, sizeof(double));
+    /* the attention core alone, on its own buffers: what selective recomputation adds to I */
+    const op_nn_cfg *g = &m->cfg;
+    float *qkv = op_xcalloc(3 * nx, sizeof(float)), *att = op_xmalloc(op_nn_attn_core_bytes(g));
+    for (size_t i = 0; i < 3 * nx; i++) qkv[i] = (float)op_rng_uniform(&r) - 0.5f;
     /* Warm up for ~0.4 s first: the first profile pass of a fresh process measured the first
      * big layer 25-35% slower than every later pass (Mamba F 4.9 vs 3.6-3.8 ms: clock and cache
      * ramp-up of the core), so the first kinds would be profiled slow. */
@@ -78,21 +82,26 @@ int op_train_profile_clock(const op_nn_model *m, int repeats, int cpu_clock, op_
             size_t after_i = s.act_bytes;
             op_nn_stage_backward_weight(&s, 0);
             double t3 = clk();
+            if (sym == '*') op_nn_attn_core(g, qkv, att);
+            double t4 = clk();
             if (rep < 0) {
                 p->act_bytes = after_f, p->act_w_bytes = after_i;
+                p->act_sel_bytes = after_f - (sym == '*' ? op_nn_attn_core_bytes(g) : 0);
                 continue;
             }
             t[0][rep] = (t1 - t0) * 1e3, t[1][rep] = (t2 - t1) * 1e3, t[2][rep] = (t3 - t2) * 1e3;
+            t[3][rep] = (t4 - t3) * 1e3;
         }
         p->f_ms = median(t[0], repeats);
         p->i_ms = median(t[1], repeats);
         p->w_ms = median(t[2], repeats);
+        p->f_sel_ms = sym == '*' ? median(t[3], repeats) : 0;
         p->param_bytes = s.n_params * sizeof(float);
         p->out_bytes = sym == 'L' ? 0 : nx * sizeof(float);
         op_nn_stage_free(&s);
     }
-    for (int o = 0; o < 3; o++) free(t[o]);
-    free(x), free(y), free(dy), free(dx), free(tok);
+    for (int o = 0; o < 4; o++) free(t[o]);
+    free(x), free(y), free(dy), free(dx), free(tok), free(qkv), free(att);
     return n;
 }
 
