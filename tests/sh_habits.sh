@@ -61,6 +61,8 @@ if [ $rc -eq 0 ] && grep -q "memory not modelled" "$tmp/o" && ! grep -qE " 0\.00
 else bad "compare without memory fields: $(grep -E 'memory|1f1b' "$tmp/o" | head -n 3)"; fi
 "$OP" plan --model "$tmp/nomem.json" --devices 2 --microbatches 4 --out "$tmp/n.json" > "$tmp/o" 2>&1; rc=$?
 [ $rc -eq 0 ] && grep -q "memory not modelled" "$tmp/o" && ! grep -q "peak 0.00" "$tmp/o" && ok || bad "plan without memory fields: $(cat "$tmp/o")"
+"$OP" sim "$tmp/n.json" > "$tmp/o" 2>&1
+grep -q "peak memory   not modelled" "$tmp/o" && ok || bad "sim of a plan without memory figures: $(grep peak "$tmp/o")"
 "$OP" compare --model tests/data/profiles/tiny.json --devices 2 --microbatches 4 > "$tmp/o" 2>&1
 ! grep -q "not modelled" "$tmp/o" && ok || bad "a profile with memory fields said not modelled"
 # --mem-limit none is shown as none

@@ -10,7 +10,7 @@ pass=0; fail=0; skipped=()
 ok() { pass=$((pass+1)); }
 bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-M=(--model nemotron-h-8b --devices 4 --microbatches 8 --quiet)
+M=(--model tests/data/profiles/tiny.json --devices 2 --microbatches 4 --quiet)
 
 # the reference bytes: a plan written to stdout ('-'), summary on stderr
 "$OP" plan "${M[@]}" --out - > "$tmp/ref.json" 2> "$tmp/ref.err"; rc=$?
@@ -82,9 +82,9 @@ fi
 
 # '-' is stdout for every output flag
 "$OP" export "$tmp/loop.json" --megatron-layout - > "$tmp/o" 2> /dev/null
-grep -q -- "--pipeline-model-parallel-size 4" "$tmp/o" && ok || bad "export --megatron-layout -"
+grep -q -- "--pipeline-model-parallel-size 2" "$tmp/o" && ok || bad "export --megatron-layout -"
 "$OP" export "$tmp/loop.json" --torch-csv - > "$tmp/o" 2> /dev/null
-[ "$(wc -l < "$tmp/o")" -eq 4 ] && ok || bad "export --torch-csv -: $(wc -l < "$tmp/o") lines"
+[ "$(wc -l < "$tmp/o")" -eq 2 ] && ok || bad "export --torch-csv -: $(wc -l < "$tmp/o") lines"
 "$OP" run "$tmp/ref.json" --emulate --threads --time-scale 0.01 --bytes-scale 0.001 --trace - > "$tmp/o" 2> "$tmp/e"; rc=$?
 if [ $rc -eq 0 ] && jq -e '.traceEvents | length > 0' "$tmp/o" > /dev/null && grep -q "measured" "$tmp/e"; then ok
 else bad "run --trace -: rc=$rc $(tail -n 2 "$tmp/e")"; fi

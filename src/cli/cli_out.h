@@ -17,7 +17,7 @@ FILE *op_cli_info(const char *out_path);
 int op_cli_progress_wanted(int asked, int quiet);
 /* 0 when no layer carries a memory figure (a profile without memory fields): peaks are then
  * all zero and "fits" says nothing, so commands print "memory not modelled" instead. */
-int op_cli_mem_modelled(const op_problem *pr);
+int op_cli_mem_modelled(const op_layer_cost *layers, int n_layers);
 /* "none" or "%.2f GiB" of a memory limit in bytes (<= 0: none), into buf. */
 const char *op_cli_mem_limit_str(double limit_bytes, char *buf, size_t cap);
 

@@ -174,7 +174,7 @@ int cmd_compare(int argc, char **argv) {
     }
     double ref = i1 >= 0 ? rows[i1].plan.pred.makespan_ms : 0;
     double limit = s.pr.mem_limit_bytes;
-    int mem = op_cli_mem_modelled(&s.pr);
+    int mem = op_cli_mem_modelled(s.pr.layers, s.pr.n_layers);
     char lim[32];
     double best = 0; /* fastest classic schedule that fits memory */
     for (int k = 0; k < nrows; k++) {

@@ -129,7 +129,7 @@ int cmd_plan(int argc, char **argv) {
     FILE *info = op_cli_info(out);
     const op_pred *q = &p.pred;
     double limit = s.pr.mem_limit_bytes;
-    int mem = op_cli_mem_modelled(&s.pr);
+    int mem = op_cli_mem_modelled(s.pr.layers, s.pr.n_layers);
     char lim[32];
     fprintf(info, "model %s: %d layers on %d devices (%s), %d microbatches\n", s.model.name,
            s.model.n_layers, s.P, s.dev.name, s.M);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_out.h"
 #include "octopipe/plan_io.h"
 #include "octopipe/sim.h"
 
@@ -46,7 +47,10 @@ static void print_text(const char *path, const op_plan *p, const op_plan_file_in
     printf("  lower bound   %.6g ms (gap %.2f%%)\n", r->lower_bound_ms, 100 * gap);
     printf("  tokens/s      %.6g\n", r->tokens_per_s);
     printf("  bubble ratio  %.2f%%\n", 100 * r->bubble_ratio);
-    printf("  peak memory   %.3f GiB (max over devices)\n", r->peak_bytes_max / GiB);
+    if (op_cli_mem_modelled(p->layers, p->n_layers))
+        printf("  peak memory   %.3f GiB (max over devices)\n", r->peak_bytes_max / GiB);
+    else
+        printf("  peak memory   not modelled (the plan's layers carry no memory figures)\n");
     printf("\n  %-6s %-20s %10s %10s %10s %10s %10s %10s\n", "device", "stages", "busy_ms",
            "warmup_ms", "resid_ms", "cool_ms", "peak_GiB", "static_GiB");
     for (int d = 0; d < p->P; d++) {
