@@ -200,7 +200,8 @@ static void run_baselines(tn_search *st, tn_pool *pl, const op_problem *pr, op_p
         if (st->mode == OP_TUNE_PLACE_LOOP) layout_ok = !strcmp(shape, "loop") || !strcmp(shape, "seq");
         if (st->mode == OP_TUNE_PLACE_V) layout_ok = !strcmp(shape, "v");
         if (layout_ok) {
-            seed_knobs(st, pl, &c, shape);
+            /* V-Half / V-Min share ZB-V's layouts; their memory caps say nothing new */
+            if (strcmp(*n, "vhalf") && strcmp(*n, "vmin")) seed_knobs(st, pl, &c, shape);
             if (fits && (!*have_bl || bp.pred.makespan_ms < best_bl->pred.makespan_ms)) {
                 if (*have_bl) op_plan_free(best_bl);
                 op_plan_copy(best_bl, &bp);
