@@ -1,5 +1,6 @@
 /* emulate.c: emulated compute (each op sleeps for its modelled duration while progressing
- * messages), the copy engine of offloaded stages, and the scaled plan an emulated run is
+ * messages; I|B of a stage under full recomputation also for the stage's forward, which it
+ * re-runs first), the copy engine of offloaded stages, and the scaled plan an emulated run is
  * predicted with.
  *
  * Copy engine (stages whose stage_act is offload): one thread per rank, a FIFO of transfers,
@@ -160,6 +161,8 @@ static int emu_run(void *ctx, const op_compute_call *c, op_err *err) {
         }
     }
     double dur = op_stage_ms(p, c->stage, c->kind) * 1e-3;
+    if (c->kind != OP_F && c->kind != OP_W && p->stage_act[c->stage] == OP_ACT_FULL)
+        dur += (op_stage_ms(p, c->stage, OP_F) - p->op_overhead_ms) * 1e-3; /* the re-run forward */
     double early = emu_state.late_s < dur / 2 ? emu_state.late_s : dur / 2;
     double aim = op_now_s() + dur - early;
     int rc = op_exec_sleep_until(c->rt, aim);
