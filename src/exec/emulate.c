@@ -1,12 +1,15 @@
 /* emulate.c: emulated compute (each op sleeps for its modelled duration while progressing
- * messages), the copy engine of offloaded stages, and the scaled plan an emulated run is
+ * messages; I|B of a stage under full recomputation also for the stage's forward, which it
+ * re-runs first), the copy engine of offloaded stages, and the scaled plan an emulated run is
  * predicted with.
  *
  * Copy engine (stages whose stage_act is offload): one thread per rank, a FIFO of transfers,
  * each lasting host_lat_ms + bytes / host_bw_GBps (op_exec_opts; 0 = 0 ms and 25 GB/s) with
  * bytes = op_stage_act_bytes: after F(s,m) the stash goes out; its reload is queued when the
  * rank starts the op before I|B(s,m) (one op of prefetch; never before the offload), and I|B
- * waits for the reload to end before its modelled time starts.  Transfers overlap compute. */
+ * waits for the reload to end before its modelled time starts.  Transfers overlap compute.
+ * With a host budget (host_mem_bytes) a stash that would not fit when its offload is queued
+ * stays on the device (no copies, I does not wait). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,7 @@ typedef struct copy_engine {
     int *st;       /* [S*M] X_* */
     double busy_s; /* time spent copying */
     int n_xfers;
+    int64_t host, host_cap; /* bytes offloaded and not yet called back; the host budget (0 = none) */
 } copy_engine;
 
 typedef struct emu {
@@ -79,8 +83,12 @@ static void want_back(int s, int mb) {
     copy_engine *ce = emu_state.ce;
     int sm = s * emu_state.p->M + mb;
     pthread_mutex_lock(&ce->mu);
-    if (ce->st[sm] == X_OUT) ce->st[sm] = X_BACK, push_locked(ce, s, sm, 1);
-    else if (ce->st[sm] == X_NONE) ce->st[sm] = X_WANT;
+    if (ce->st[sm] == X_OUT) {
+        ce->st[sm] = X_BACK, push_locked(ce, s, sm, 1);
+        ce->host -= op_stage_act_bytes(emu_state.p, s);
+    } else if (ce->st[sm] == X_NONE) {
+        ce->st[sm] = X_WANT;
+    }
     pthread_mutex_unlock(&ce->mu);
 }
 
@@ -99,6 +107,7 @@ static int emu_setup(void *ctx, const op_plan *p, int rank, op_err *err) {
     ce->cap = 2 * p->S * p->M;
     ce->q = op_xcalloc((size_t)ce->cap, sizeof *ce->q);
     ce->st = op_xcalloc((size_t)p->S * p->M, sizeof *ce->st);
+    ce->host_cap = o && o->host_mem_bytes > 0 ? (int64_t)o->host_mem_bytes : 0;
     pthread_mutex_init(&ce->mu, NULL);
     pthread_cond_init(&ce->cv, NULL);
     if (pthread_create(&ce->th, NULL, copy_main, ce)) {
@@ -152,6 +161,8 @@ static int emu_run(void *ctx, const op_compute_call *c, op_err *err) {
         }
     }
     double dur = op_stage_ms(p, c->stage, c->kind) * 1e-3;
+    if (c->kind != OP_F && c->kind != OP_W && p->stage_act[c->stage] == OP_ACT_FULL)
+        dur += (op_stage_ms(p, c->stage, OP_F) - p->op_overhead_ms) * 1e-3; /* the re-run forward */
     double early = emu_state.late_s < dur / 2 ? emu_state.late_s : dur / 2;
     double aim = op_now_s() + dur - early;
     int rc = op_exec_sleep_until(c->rt, aim);
@@ -159,11 +170,19 @@ static int emu_run(void *ctx, const op_compute_call *c, op_err *err) {
     if (late > 0) emu_state.late_s = 0.9 * emu_state.late_s + 0.1 * late;
     if (ce && c->kind == OP_F && offloads(p, c->stage)) { /* the stash leaves after F */
         int sm = c->stage * p->M + c->mb;
+        int64_t act = op_stage_act_bytes(p, c->stage);
         pthread_mutex_lock(&ce->mu);
         int want = ce->st[sm] == X_WANT;
-        ce->st[sm] = want ? X_BACK : X_OUT;
-        push_locked(ce, c->stage, sm, 0);
-        if (want) push_locked(ce, c->stage, sm, 1);
+        /* FIFO: every reload queued so far ends before this copy starts, so the host holds
+         * exactly what was offloaded and not yet called back; over budget it stays here */
+        if (ce->host_cap > 0 && ce->host + act > ce->host_cap) {
+            ce->st[sm] = X_DONE;
+        } else {
+            ce->st[sm] = want ? X_BACK : X_OUT;
+            push_locked(ce, c->stage, sm, 0);
+            if (want) push_locked(ce, c->stage, sm, 1);
+            else ce->host += act;
+        }
         pthread_mutex_unlock(&ce->mu);
     }
     return rc;
