@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/cli_common.h"
 #include "octopipe/sched.h"
+#include "octopipe/sched_mem.h"
 #include "octopipe/sim.h"
 #include "octopipe/tune.h"
 
@@ -20,7 +21,9 @@ static void usage(FILE *f) {
             "zbh1, zbh2, zbv, dualpipev, balanced-1f1b) and OctoPipe's tuned plan on the same\n"
             "per-layer costs and links, and prints one row each: makespan, tokens/s, bubble,\n"
             "peak memory per device, whether it fits, speedup over interleaved 1F1B (i1f1b,\n"
-            "Megatron's default for large models) and the gap to the lower bound.\n\n"
+            "Megatron's default for large models) and the gap to the lower bound.  A schedule\n"
+            "that does not fit memory as it is runs with the cheapest uniform recomputation\n"
+            "that fits (selective, else full; the settings block says which).\n\n"
             "%s"
             "output:\n"
             "  --json                print {\"lower_bound_ms\", \"plans\": [...]} instead of a table\n"
@@ -113,7 +116,8 @@ int cmd_compare(int argc, char **argv) {
         r->name = names[k];
         op_err e = {0};
         op_sched_info info = {0};
-        if (op_sched_build_opts(names[k], &s.pr, NULL, &r->plan, &info, &e) != OP_OK) {
+        /* each at its strongest under memory: the cheapest uniform recomputation that fits */
+        if (op_sched_build_fit(names[k], &s.pr, NULL, &r->plan, &info, &e) != OP_OK) {
             snprintf(r->reason, sizeof r->reason, "%s", e.msg);
             continue;
         }
@@ -141,8 +145,9 @@ int cmd_compare(int argc, char **argv) {
             snprintf(r->reason, sizeof r->reason, "%s", e.msg);
         } else {
             r->ok = 1;
-            snprintf(r->settings, sizeof r->settings, "%d stages, %s placement, from %s, %ld simulations in %.1f s",
-                     ts.S, ts.shape, ts.source, ts.evals, ts.seconds);
+            snprintf(r->settings, sizeof r->settings, "%d stages, %s placement, from %s, %ld simulations in %.1f s%s%.48s",
+                     ts.S, ts.shape, ts.source, ts.evals, ts.seconds,
+                     ts.n_recompute ? ", activations: " : "", ts.n_recompute ? ts.policies : "");
         }
     }
     double lb;
