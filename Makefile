@@ -46,7 +46,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OPENBLAS_NUM_THREADS := 1
 
 .SECONDARY:
-.PHONY: all deps lib run test bench bench-plan bench-exec bench-model test-multihost fuzz install clean tests-build
+.PHONY: all deps lib run test bench bench-plan bench-exec bench-model bench-memory test-multihost fuzz install clean tests-build
 all: deps $(BIN) $(LIB)
 
 deps:
@@ -84,7 +84,7 @@ run: all
 bench: all $(BENCH_BIN)
 	@BUILD=$(BUILD) ./bench/run.sh all
 
-bench-plan bench-exec bench-model: all $(BENCH_BIN)
+bench-plan bench-exec bench-model bench-memory: all $(BENCH_BIN)
 	@BUILD=$(BUILD) ./bench/run.sh $(@:bench-%=%)
 
 test-multihost: all
