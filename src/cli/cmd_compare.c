@@ -145,9 +145,11 @@ int cmd_compare(int argc, char **argv) {
             snprintf(r->reason, sizeof r->reason, "%s", e.msg);
         } else {
             r->ok = 1;
-            snprintf(r->settings, sizeof r->settings, "%d stages, %s placement, from %s, %ld simulations in %.1f s%s%.48s",
-                     ts.S, ts.shape, ts.source, ts.evals, ts.seconds,
-                     ts.n_recompute ? ", activations: " : "", ts.n_recompute ? ts.policies : "");
+            snprintf(r->settings, sizeof r->settings, "%d stages, %s placement, from %s, %ld simulations in %.1f s",
+                     ts.S, ts.shape, ts.source, ts.evals, ts.seconds);
+            size_t len = strlen(r->settings);
+            if (ts.n_recompute && len + 16 < sizeof r->settings) /* which stages recompute */
+                snprintf(r->settings + len, sizeof r->settings - len, ", %s", ts.policies);
         }
     }
     double lb;

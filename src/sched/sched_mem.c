@@ -12,8 +12,8 @@
 
 /* The attention core's share of a layer: what selective recomputation drops and redoes. */
 static void sel_part(const op_layer_cost *l, double *f_ms, int64_t *kept) {
-    *f_ms = 0; /* TODO(contract): l->f_sel_ms, l->act_sel_bytes */
-    *kept = l->act_bytes;
+    *f_ms = l->f_sel_ms;
+    *kept = op_layer_sel_bytes(l);
 }
 
 int op_act_layers(const op_layer_cost *in, int n, int policy, op_layer_cost *out) {
