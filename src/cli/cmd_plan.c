@@ -161,6 +161,10 @@ int cmd_plan(int argc, char **argv) {
            100 * q->bubble_ratio);
     printf("lower bound %.2f ms, gap %.2f%%\n", q->lower_bound_ms,
            100 * (q->makespan_ms / q->lower_bound_ms - 1));
+    double lbm = op_plan_lower_bound_mem(&p);
+    if (limit > 0 && lbm > q->lower_bound_ms * (1 + 1e-9)) /* memory binds every plan */
+        printf("memory-aware lower bound %.2f ms (least recomputation any fitting plan needs), "
+               "gap %.2f%%\n", lbm, 100 * (q->makespan_ms / lbm - 1));
     if (st.best_baseline_ms > 0)
         printf("best baseline %s %.2f ms: speedup %.3fx\n", st.best_baseline, st.best_baseline_ms,
                st.best_baseline_ms / q->makespan_ms);

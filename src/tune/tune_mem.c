@@ -9,7 +9,8 @@
  *      that plan is the answer (today's figures, today's speed);
  *   2. where it binds, search again on the layer view of selective recomputation on every
  *      stage (op_act_layers; the partition, placement and depth are chosen knowing the smaller
- *      stash), and of full recomputation if selective does not fit either;
+ *      stash), and of full recomputation if nothing lighter fits or the best so far is still
+ *      more than 5% above the memory-free bound;
  *   3. relax per stage, with the simulator as judge: each stage in turn gets the cheaper
  *      policy (full -> selective -> keep, or offload to host) when the plan still fits and is
  *      no slower, so recomputation stays only on the stages whose device needs it;
@@ -175,7 +176,10 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
         st.mem_binds = 1;
         op_layer_cost *lv = op_xmalloc(sizeof *lv * (size_t)pr->n_layers);
         for (int pol = OP_ACT_SELECTIVE; pol <= OP_ACT_FULL; pol++) {
-            if (pol == OP_ACT_FULL && have) break; /* full only when nothing lighter fits */
+            /* full costs a whole forward per stage: worth a search only when nothing lighter
+             * fits, or what fits is still far (> 5%) from the memory-free bound */
+            if (pol == OP_ACT_FULL && have && out->pred.makespan_ms <= 1.05 * out->pred.lower_bound_ms)
+                break;
             if (!op_act_layers(pr->layers, pr->n_layers, pol, lv)) continue;
             op_plan p;
             op_err e2 = {0};
@@ -183,6 +187,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
             long ev = st.evals;
             if (tune_policy(pr, &o, pol, &p, &tmp, &e2) != OP_OK) continue;
             tmp.evals += ev;
+            if (plan_fits(pr, &p)) relax(pr, &p, &o); /* before comparing: offload may replace it */
             if (plan_fits(pr, &p) && (!have || p.pred.makespan_ms < out->pred.makespan_ms)) {
                 if (have) op_plan_free(out);
                 op_plan_copy(out, &p);
@@ -195,7 +200,6 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
             op_plan_free(&p);
         }
         free(lv);
-        if (have) relax(pr, out, &o);
         if (!o.no_baselines) baseline_bar(pr, out, &have, &st);
     } else if (have && modelled && lim && o.recompute != OP_TUNE_RC_NONE && first != OP_ACT_KEEP) {
         relax(pr, out, &o); /* a forced policy still leaves stages that need nothing */
