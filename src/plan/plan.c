@@ -80,6 +80,13 @@ void op_plan_copy(op_plan *dst, const op_plan *src) {
     memcpy(a->residual_ms, b->residual_ms, nd);
     memcpy(a->peak_bytes, b->peak_bytes, ni);
     memcpy(a->static_bytes, b->static_bytes, ni);
+    if (b->copy_ms) {
+        size_t nx = (size_t)src->S * (size_t)src->M * 4;
+        a->copy_ms = OP_ARENA_NEW(&dst->arena, double, nx);
+        a->host_peak_bytes = OP_ARENA_NEW(&dst->arena, int64_t, src->P);
+        memcpy(a->copy_ms, b->copy_ms, sizeof(double) * nx);
+        memcpy(a->host_peak_bytes, b->host_peak_bytes, ni);
+    }
 }
 
 double op_stage_ms(const op_plan *p, int s, op_kind k) {
