@@ -105,9 +105,19 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
             break;
         }
     }
+    /* the lowest limit on a ladder from the static floor up (x1.1 a step) at which a plan
+     * with recomputation fits; capped by the peak of the best plan without any limit */
     op_problem q = *pr;
     q.mem_limit_bytes = 0;
     double peak = 0, mk = quick(&q, &peak);
+    for (double g = ceil(sf * 1.05 / GIB * 100) / 100; mk > 0 && g * GIB < peak; g = ceil(g * 110) / 100) {
+        q.mem_limit_bytes = g * GIB;
+        double m2 = quick(&q, NULL);
+        if (m2 > 0) {
+            SAY("--mem-limit %.2f: a plan fits (%.1f ms)\n", g, m2);
+            mk = 0;
+        }
+    }
     if (mk > 0 && peak > 0)
         SAY("--mem-limit %.2f: the best plan found without a limit peaks there (%.1f ms)\n",
             ceil(peak / GIB * 100) / 100, mk);

@@ -206,11 +206,13 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
     }
     if (!have) {
         if (rc == OP_OK || !err->msg[0])
-            rc = op_errf(err, OP_ENOMEM, "no plan fits %.2f GiB per device, even with recomputation",
-                         pr->mem_limit_bytes / GIB);
-        else
-            rc = OP_ENOMEM;
-        return rc;
+            return op_errf(err, OP_ENOMEM, "no plan fits %.2f GiB per device%s",
+                           pr->mem_limit_bytes / GIB, auto_mode ? ", even with recomputation" : "");
+        if (auto_mode) { /* the keep search's message names its own smallest peak */
+            size_t k = strlen(err->msg);
+            snprintf(err->msg + k, sizeof err->msg - k, "; recomputation does not fit either");
+        }
+        return OP_ENOMEM;
     }
     snprintf(out->name, sizeof out->name, "octopipe");
     if (modelled) describe(out, &st);
