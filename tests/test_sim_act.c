@@ -1,10 +1,12 @@
 /* test_sim_act.c: activation policies in the simulator, on hand-computed small cases:
  * selective and full (stash at F, recompute inside I, re-materialised bytes during I),
  * offload (copy engine FIFO, I waiting for its reload, host budget), the dynamic mode
- * agreeing with replay under offload, and the memory-aware lower bound. */
+ * agreeing with replay under offload, the memory-aware lower bound, and the exports
+ * (memory curve = simulated peak; recompute and copy engine drawn). */
 #include <math.h>
 
 #include "check.h"
+#include "octopipe/export.h"
 #include "octopipe/sim.h"
 
 static op_op mk(op_kind k, int s, int m) { return (op_op){(uint8_t)k, s, m, 0, 0}; }
@@ -49,6 +51,16 @@ TEST(selective_rules) {
     CHECK_NEAR(o[2].end, 7.5, 1e-12);
     CHECK_NEAR(p.pred.makespan_ms, 13, 1e-12);
     CHECK_EQ_INT(p.pred.peak_bytes_max, 1170);
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), 1170);
+    op_buf b = {0};
+    CHECK_EQ_INT(op_export_svg(&p, &b, &e), OP_OK);
+    CHECK_STR_CONTAINS(b.data, "recompute (selective) s0 mb1: 0.500 ms");
+    CHECK_STR_CONTAINS(b.data, "recompute (inside I)");
+    b.len = 0;
+    CHECK_EQ_INT(op_export_chrome_trace(&p, &b, &e), OP_OK);
+    CHECK_STR_CONTAINS(b.data, "\"name\":\"recompute s0 mb0\",\"cat\":\"recompute\",\"pid\":0,"
+                               "\"tid\":0,\"ts\":4000.000,\"dur\":500.000");
+    op_buf_free(&b);
     p.stage_act[0] = OP_ACT_KEEP;
     CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
     CHECK_NEAR(p.pred.makespan_ms, 12, 1e-12);
@@ -81,6 +93,7 @@ TEST(full_rules) {
     CHECK_NEAR(p.ops[0][2].end, 8, 1e-12);
     CHECK_NEAR(p.pred.makespan_ms, 12, 1e-12);
     CHECK_EQ_INT(p.pred.peak_bytes_max, 180);
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), 180);
     p.stage_act[0] = OP_ACT_KEEP;
     CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
     CHECK_NEAR(p.pred.makespan_ms, 8, 1e-12);
@@ -121,6 +134,25 @@ TEST(offload_waits_for_reload) {
         CHECK_NEAR(x[8 + 2], 9, 1e-12); /* reload2 at B1's start */
         CHECK_EQ_INT(p.pred.host_peak_bytes[0], 30000000);
     }
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), 20000000);
+    op_buf b = {0};
+    CHECK_EQ_INT(op_export_chrome_trace(&p, &b, &e), OP_OK);
+    CHECK_STR_CONTAINS(b.data, "copy engine 0");
+    CHECK_STR_CONTAINS(b.data, "\"name\":\"reload s0 mb0\",\"cat\":\"copy\",\"pid\":0,\"tid\":1,"
+                               "\"ts\":6500.000,\"dur\":500.000");
+    b.len = 0;
+    CHECK_EQ_INT(op_export_svg(&p, &b, &e), OP_OK);
+    CHECK_STR_CONTAINS(b.data, "<title>offload s0 mb2: 6.000-6.500 ms</title>");
+    CHECK_STR_CONTAINS(b.data, "offload to host");
+    op_buf_free(&b);
+    /* a plan without stored copy times (as read from a file) draws the same memory */
+    {
+        op_plan q;
+        op_plan_copy(&q, &p);
+        q.pred.copy_ms = NULL;
+        CHECK_EQ_INT(op_export_peak_bytes(&q, 0), 20000000);
+        op_plan_free(&q);
+    }
     /* the same plan with keep: no waits, three stashes */
     p.stage_act[0] = OP_ACT_KEEP;
     CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
@@ -148,6 +180,7 @@ TEST(offload_host_budget) {
     CHECK_NEAR(p.ops[0][3].start, 6, 1e-12);
     CHECK_NEAR(p.pred.makespan_ms, 12, 1e-12);
     CHECK_EQ_INT(p.pred.peak_bytes_max, 30000000);
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), 30000000);
     if (p.pred.copy_ms) {
         CHECK(p.pred.copy_ms[8 + 0] < 0 && p.pred.copy_ms[8 + 2] < 0); /* mb 2 kept */
         CHECK_NEAR(p.pred.copy_ms[2], 4.5, 1e-12);
@@ -193,6 +226,7 @@ TEST(offload_dynamic_equals_replay) {
             }
         }
     CHECK(checked == 2 * 6);
+    for (int d = 0; d < 2; d++) CHECK_EQ_INT(op_export_peak_bytes(&q, d), q.pred.peak_bytes[d]);
     op_plan_free(&p);
     op_plan_free(&q);
 }
