@@ -170,7 +170,10 @@ int cmd_plan(int argc, char **argv) {
                st.best_baseline_ms / q->makespan_ms);
     printf("activations: %s%s\n", st.policies,
            st.n_recompute ? "" : st.mem_binds ? " (memory binds; no recomputation was faster)" : "");
-    printf("peak memory %.2f GiB per device (limit %s%.2f GiB)\n",
+    if (!strcmp(st.policies, "not modelled"))
+        printf("peak memory: not modelled (the profile gives no act_bytes / param_bytes)\n");
+    else
+        printf("peak memory %.2f GiB per device (limit %s%.2f GiB)\n",
            (double)q->peak_bytes_max / 1073741824.0, limit > 0 ? "" : "none, ",
            limit / 1073741824.0);
     printf("tuned in %.2f s (%ld simulations, seed %d); wrote %s\n", st.seconds, st.evals, seed,
