@@ -55,7 +55,7 @@ TEST(selective_rules) {
     op_buf b = {0};
     CHECK_EQ_INT(op_export_svg(&p, &b, &e), OP_OK);
     CHECK_STR_CONTAINS(b.data, "recompute (selective) s0 mb1: 0.500 ms");
-    CHECK_STR_CONTAINS(b.data, "recompute (inside I)");
+    CHECK_STR_CONTAINS(b.data, "recompute (start of I or B)");
     b.len = 0;
     CHECK_EQ_INT(op_export_chrome_trace(&p, &b, &e), OP_OK);
     CHECK_STR_CONTAINS(b.data, "\"name\":\"recompute s0 mb0\",\"cat\":\"recompute\",\"pid\":0,"

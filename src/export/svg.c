@@ -234,7 +234,7 @@ int op_export_svg(const op_plan *p, op_buf *out, op_err *err) {
         lx += 19 + 7.2 * 34 + 22;
     }
     const char *ext_fill[3] = {"#5b3a29", "#7b4fb0", "#c05a9a"};
-    const char *ext_desc[3] = {"recompute (inside I)", "offload to host", "reload"};
+    const char *ext_desc[3] = {"recompute (start of I or B)", "offload to host", "reload"};
     for (int k = 0; k < 3; k++) {
         if (k == 0 ? !any_rc : !cx) continue;
         op_buf_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\"/>"
