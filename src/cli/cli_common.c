@@ -188,6 +188,9 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
     } else {
         op_comm_default(&pr->comm, s->nodes_of);
     }
+    /* the host link (offload) is the GPU's own, whatever links the devices have between them */
+    if (!(pr->comm.host_bw_GBps > 0)) pr->comm.host_lat_ms = 0.010;
+    op_comm_set_host(&pr->comm, &s->dev);
     if (s->no_mem_limit) pr->mem_limit_bytes = 0;
     else if (s->mem_limit_gib > 0) pr->mem_limit_bytes = s->mem_limit_gib * 1073741824.0;
     else pr->mem_limit_bytes = OP_CLI_MEM_HEADROOM * s->dev.mem_GiB * 1073741824.0;
