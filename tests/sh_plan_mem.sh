@@ -39,7 +39,7 @@ else bad "activation key: $(jq -c .activation "$tmp/f.json" 2>&1)"; fi
 grep -q "^activations: keep" "$tmp/n.out" && ok || bad "none: $(grep activations "$tmp/n.out")"
 
 # --mem-sweep: one row per limit, makespans never rise as the limit grows (a Pareto front)
-"$OP" plan "${base[@]}" --mem-sweep > "$tmp/s.out" 2> "$tmp/s.err"; rc=$?
+"$OP" plan --model llama2-7b --devices 4 --microbatches 4 --quiet --mem-sweep > "$tmp/s.out" 2> "$tmp/s.err"; rc=$?
 rows=$(awk 'NR > 2 && $2 ~ /^[0-9.]+$/' "$tmp/s.out" | wc -l)
 if [ $rc -eq 0 ] && [ "$rows" -ge 5 ] && grep -q "limit_GiB" "$tmp/s.out"; then ok
 else bad "mem-sweep rc=$rc rows=$rows: $(head -n 4 "$tmp/s.out") $(cat "$tmp/s.err")"; fi
