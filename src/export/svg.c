@@ -183,13 +183,14 @@ int op_export_svg(const op_plan *p, op_buf *out, op_err *err) {
                 const double *x = &cx[((size_t)s * p->M + m) * 4];
                 for (int k = 0; k < 2; k++) {
                     if (x[2 * k] < 0) continue;
+                    double w = fmax(0.6, (x[2 * k + 1] - x[2 * k]) * sx);
                     op_buf_printf(&b, "<rect class=\"copy %s\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
-                                      "height=\"%.1f\" fill=\"%s\"><title>%s s%d mb%d: %.3f-%.3f ms"
+                                      "height=\"%.1f\" fill=\"%s\"%s><title>%s s%d mb%d: %.3f-%.3f ms"
                                       "</title></rect>\n",
-                                  k ? "reload" : "offload", LEFT + x[2 * k] * sx, y,
-                                  fmax(0.6, (x[2 * k + 1] - x[2 * k]) * sx), lane,
-                                  k ? "#c05a9a" : "#7b4fb0", k ? "reload" : "offload", s, m,
-                                  x[2 * k], x[2 * k + 1]);
+                                  k ? "reload" : "offload", LEFT + x[2 * k] * sx, y, w, lane,
+                                  k ? "#c05a9a" : "#7b4fb0",
+                                  w >= 4 ? " stroke=\"#ffffff\" stroke-width=\"0.6\"" : "",
+                                  k ? "reload" : "offload", s, m, x[2 * k], x[2 * k + 1]);
                 }
             }
         }
