@@ -9,8 +9,9 @@
  *      that plan is the answer (today's figures, today's speed);
  *   2. where it binds, search again on the layer view of selective recomputation on every
  *      stage (op_act_layers; the partition, placement and depth are chosen knowing the smaller
- *      stash), and of full recomputation if nothing lighter fits or the best so far is still
- *      more than 5% above the memory-free bound;
+ *      stash), and, while nothing lighter fits or the best so far is still more than 5% above
+ *      the memory-free bound, of full recomputation on the first quarter, the first half, and
+ *      all of the layers (early stages hold the most microbatches in flight);
  *   3. relax per stage, with the simulator as judge: each stage in turn gets the cheaper
  *      policy (full -> selective -> keep, or offload to host) when the plan still fits and is
  *      no slower, so recomputation stays only on the stages whose device needs it;
@@ -53,22 +54,28 @@ static int binds(const op_problem *pr, const op_plan *p) {
            p->pred.makespan_ms > 1.02 * p->pred.lower_bound_ms;
 }
 
-/* Searches on the layer view of uniform policy pol, then gives the plan its true layers and
- * stage_act; the simulator re-times it and has the last word on its peak. */
-static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, op_plan *out,
-                       op_tune_stats *st, op_err *err) {
+/* Searches on the layer view of policy pol on layers [0, cut) (keep after them), then gives the
+ * plan its true layers and stage_act (pol on stages starting before cut); the simulator
+ * re-times it and has the last word on its peak.  A prefix because early stages hold the most
+ * microbatches in flight (P - d in a 1F1B-like steady state): they need memory first. */
+static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int cut,
+                       op_plan *out, op_tune_stats *st, op_err *err) {
     op_tune_opts oo = *o;
     oo.stats = st;
-    if (pol == OP_ACT_KEEP) return tn_tune_core(pr, &oo, out, err);
-    op_layer_cost *lv = op_xmalloc(sizeof *lv * (size_t)pr->n_layers);
-    op_act_layers(pr->layers, pr->n_layers, pol, lv);
+    if (pol == OP_ACT_KEEP || cut <= 0) return tn_tune_core(pr, &oo, out, err);
+    int L = pr->n_layers;
+    if (cut > L) cut = L;
+    op_layer_cost *lv = op_xmalloc(sizeof *lv * (size_t)L);
+    op_act_layers(pr->layers, L, pol, lv);
+    memcpy(lv + cut, pr->layers + cut, sizeof *lv * (size_t)(L - cut));
     op_problem q = *pr;
     q.layers = lv;
     int rc = tn_tune_core(&q, &oo, out, err);
     free(lv);
     if (rc != OP_OK) return rc;
-    memcpy(out->layers, pr->layers, sizeof *lv * (size_t)pr->n_layers);
-    for (int s = 0; s < out->S; s++) out->stage_act[s] = (uint8_t)pol;
+    memcpy(out->layers, pr->layers, sizeof *lv * (size_t)L);
+    for (int s = 0; s < out->S; s++)
+        out->stage_act[s] = (uint8_t)(out->stage_first[s] < cut ? pol : OP_ACT_KEEP);
     rc = op_sim_replay(out, NULL, err);
     if (rc != OP_OK) op_plan_free(out);
     return rc;
@@ -171,7 +178,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
               : o.recompute == OP_TUNE_RC_FULL      ? OP_ACT_FULL
                                                     : OP_ACT_KEEP;
     if (!modelled) first = OP_ACT_KEEP;
-    int rc = tune_policy(pr, &o, first, out, &st, err);
+    int rc = tune_policy(pr, &o, first, pr->n_layers, out, &st, err);
     int have = rc == OP_OK && plan_fits(pr, out);
     if (rc == OP_OK && !have) op_plan_free(out);
     if (rc != OP_OK && rc != OP_ENOMEM) return rc;
@@ -179,17 +186,23 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
     if (auto_mode && (!have || binds(pr, out))) {
         st.mem_binds = 1;
         op_layer_cost *lv = op_xmalloc(sizeof *lv * (size_t)pr->n_layers);
-        for (int pol = OP_ACT_SELECTIVE; pol <= OP_ACT_FULL; pol++) {
+        /* trials: selective everywhere; then, while the best is still far from the bound,
+         * full on the first quarter / half of the layers, and full everywhere */
+        int L = pr->n_layers;
+        const int tpol[4] = {OP_ACT_SELECTIVE, OP_ACT_FULL, OP_ACT_FULL, OP_ACT_FULL};
+        const int tcut[4] = {L, L / 4, L / 2, L};
+        for (int k = 0; k < 4; k++) {
+            int pol = tpol[k];
             /* full costs a whole forward per stage: worth a search only when nothing lighter
              * fits, or what fits is still far (> 5%) from the memory-free bound */
             if (pol == OP_ACT_FULL && have && out->pred.makespan_ms <= 1.05 * out->pred.lower_bound_ms)
                 break;
-            if (!op_act_layers(pr->layers, pr->n_layers, pol, lv)) continue;
+            if (!op_act_layers(pr->layers, tcut[k], pol, lv) || tcut[k] < 1) continue;
             op_plan p;
             op_err e2 = {0};
             memset(&tmp, 0, sizeof tmp);
             long ev = st.evals;
-            if (tune_policy(pr, &o, pol, &p, &tmp, &e2) != OP_OK) continue;
+            if (tune_policy(pr, &o, pol, tcut[k], &p, &tmp, &e2) != OP_OK) continue;
             tmp.evals += ev;
             if (plan_fits(pr, &p)) relax(pr, &p, &o); /* before comparing: offload may replace it */
             if (plan_fits(pr, &p) && (!have || p.pred.makespan_ms < out->pred.makespan_ms)) {
