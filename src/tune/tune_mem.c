@@ -5,8 +5,9 @@
  * The search (tune.c) already trades warm-up depth for memory under the limit; a policy changes
  * what one stash costs.  So:
  *   1. search with keep (no recomputation).  Memory binds if nothing fits, or the plan's peak
- *      is at the limit while the plan is still well above the memory-free lower bound; if not,
- *      that plan is the answer (today's figures, today's speed);
+ *      is at the limit while the plan is more than 2% above the memory-free lower bound; unless
+ *      nothing fits or it is more than 5% above, that plan is the answer (today's figures,
+ *      today's speed);
  *   2. where it binds, search again on the layer view of selective recomputation on every
  *      stage (op_act_layers; the partition, placement and depth are chosen knowing the smaller
  *      stash), and, while nothing lighter fits or the best so far is still more than 5% above
@@ -48,10 +49,11 @@ static int plan_fits(const op_problem *pr, const op_plan *p) {
 }
 
 /* Memory binds a keep plan when its peak is at the limit and it is not already within 2% of
- * the memory-free bound (then no policy could gain more than that). */
-static int binds(const op_problem *pr, const op_plan *p) {
+ * the memory-free bound (then no policy could gain more than that).  Policies are searched
+ * only beyond 5%: below it a second search costs more tuner time than it has ever gained. */
+static int binds(const op_problem *pr, const op_plan *p, double margin) {
     return (double)p->pred.peak_bytes_max > 0.9 * pr->mem_limit_bytes &&
-           p->pred.makespan_ms > 1.02 * p->pred.lower_bound_ms;
+           p->pred.makespan_ms > (1 + margin) * p->pred.lower_bound_ms;
 }
 
 /* Searches on the layer view of policy pol on layers [0, cut) (keep after them), then gives the
@@ -183,7 +185,8 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
     if (rc == OP_OK && !have) op_plan_free(out);
     if (rc != OP_OK && rc != OP_ENOMEM) return rc;
     int auto_mode = o.recompute == OP_TUNE_RC_AUTO && modelled && lim;
-    if (auto_mode && (!have || binds(pr, out))) {
+    if (auto_mode && have && binds(pr, out, 0.02)) st.mem_binds = 1;
+    if (auto_mode && (!have || binds(pr, out, 0.05))) {
         st.mem_binds = 1;
         op_layer_cost *lv = op_xmalloc(sizeof *lv * (size_t)pr->n_layers);
         /* trials: selective everywhere; then, while the best is still far from the bound,
