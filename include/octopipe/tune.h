@@ -39,7 +39,8 @@ typedef struct op_tune_stats {
     int S;                   /* stages of the returned plan */
     char shape[32];          /* placement family of the returned plan: seq, loop, v, irregular */
     /* activation policies (tune_mem.c) */
-    int mem_binds;           /* 1: keep (no recomputation) did not fit well, policies were tried */
+    int mem_binds;           /* 0: memory does not bind the plan; 1: it binds, the plan is within
+                              * 5% of the bound (no policy searched); 2: policies were searched */
     int n_recompute;         /* stages of the returned plan with a policy other than keep */
     char policies[64];       /* "keep", "selective on 5 of 16 stages", ... */
 } op_tune_stats;

@@ -169,7 +169,10 @@ int cmd_plan(int argc, char **argv) {
         printf("best baseline %s %.2f ms: speedup %.3fx\n", st.best_baseline, st.best_baseline_ms,
                st.best_baseline_ms / q->makespan_ms);
     printf("activations: %s%s\n", st.policies,
-           st.n_recompute ? "" : st.mem_binds ? " (memory binds; no recomputation was faster)" : "");
+           st.n_recompute         ? ""
+           : st.mem_binds == 2    ? " (memory binds; no recomputation was faster)"
+           : st.mem_binds == 1    ? " (memory binds, but the plan is within 5% of the bound)"
+                                  : "");
     if (!strcmp(st.policies, "not modelled"))
         printf("peak memory: not modelled (the profile gives no act_bytes / param_bytes)\n");
     else

@@ -187,7 +187,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
     int auto_mode = o.recompute == OP_TUNE_RC_AUTO && modelled && lim;
     if (auto_mode && have && binds(pr, out, 0.02)) st.mem_binds = 1;
     if (auto_mode && (!have || binds(pr, out, 0.05))) {
-        st.mem_binds = 1;
+        st.mem_binds = 2;
         op_layer_cost *lv = op_xmalloc(sizeof *lv * (size_t)pr->n_layers);
         /* trials: selective everywhere; then, while the best is still far from the bound,
          * full on the first quarter / half of the layers, and full everywhere */
@@ -212,7 +212,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
                 if (have) op_plan_free(out);
                 op_plan_copy(out, &p);
                 st = tmp;
-                st.mem_binds = 1;
+                st.mem_binds = 2;
                 have = 1;
             } else {
                 st.evals = tmp.evals;
