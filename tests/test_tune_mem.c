@@ -74,6 +74,19 @@ TEST(layer_view_follows_each_policy_rule) {
         CHECK_EQ_INT(out[i].act_w_bytes, 4 * MIB);
         CHECK_EQ_INT(out[i].act_bytes + out[i].act_i_bytes, in[i].act_bytes + in[i].act_i_bytes);
     }
+    /* selective: the stash less the attention core, I grows by the core's F share */
+    for (int i = 0; i < 3; i++) in[i].f_sel_ms = 0.5, in[i].act_sel_bytes = 6 * MIB;
+    in[2].f_sel_ms = 0, in[2].act_sel_bytes = 0; /* no attention core: nothing changes */
+    CHECK(op_act_layers(in, 3, OP_ACT_SELECTIVE, out) == 1);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(out[i].act_bytes, 6 * MIB);
+        CHECK_NEAR(out[i].i_ms, 3.5, 1e-12);
+        CHECK_EQ_INT(out[i].act_i_bytes, 1 * MIB + 4 * MIB);
+    }
+    CHECK_EQ_INT(out[2].act_bytes, 10 * MIB);
+    CHECK_NEAR(out[2].i_ms, 3.0, 1e-12);
+    CHECK_EQ_INT(out[2].act_i_bytes, 1 * MIB);
+    CHECK(op_act_layers(in + 2, 1, OP_ACT_SELECTIVE, out) == 0);
     /* a layer whose input is bigger than its stash keeps the stash (never worse than keep) */
     in[1].out_bytes = 50 * MIB;
     op_act_layers(in, 3, OP_ACT_FULL, out);
