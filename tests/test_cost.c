@@ -5,7 +5,7 @@
 
 /* A toy device with round numbers: 50 TFLOP/s and 500 GB/s achievable, no launch cost. */
 static op_device toy(void) {
-    op_device d = {"toy", 100, 1000, 80, 0.5, 0.5, 0, 100, 0};
+    op_device d = {"toy", 100, 1000, 80, 0.5, 0.5, 0, 100, 0, 0};
     return d;
 }
 /* roofline of one kernel group on the toy device, in ms */
@@ -343,6 +343,61 @@ TEST(hybrid_decoder_vision_mtp) {
     CHECK(cmtp.f_ms > cd.f_ms);
 }
 
+/* Selective recomputation's share (cost.h f_sel_ms, act_sel_bytes): the attention core's F
+ * kernel (flash: QK^T and PV over the causal pairs, reading q, k, v and writing o + lse) and
+ * what only it stashes (o and the softmax statistics), by hand on the toy device; split by
+ * TP like everything else; nothing for a layer without attention. */
+TEST(selective_share_by_hand) {
+    op_train_cfg t = cfg(1024, 1);
+    t.mbs = 2;
+    op_device d = toy();
+    op_layer l = attn_layer(OP_ATTN_FULL, 512, 4, 2, 64, 0);
+    op_layer_cost c = cost1(l, &t, &d);
+    double T = 2048, q = 256, kv = 128;
+    double core = 2.0 * 1024 * 1025 / 2 * 4 * (2 * 64 + 2 * 64);
+    double by = 2 * T * (q + 2 * kv + q) + 4 * T * 4;
+    CHECK_NEAR(c.f_sel_ms, roof(core, by), 1e-12);
+    CHECK(c.f_sel_ms < c.f_ms);
+    CHECK_EQ_INT(c.act_sel_bytes, c.act_bytes - (int64_t)(2 * T * q + 4 * T * 4));
+    CHECK_EQ_INT(op_layer_sel_bytes(&c), c.act_sel_bytes);
+    t.tp = 2;
+    op_layer_cost c2 = cost1(l, &t, &d);
+    CHECK_NEAR(c2.f_sel_ms, c.f_sel_ms / 2, 1e-12);
+    CHECK_EQ_INT(c2.act_bytes - c2.act_sel_bytes, (int64_t)(T * q + 2 * T * 4));
+    t.tp = 1;
+    op_layer_cost m = cost1(mlp_layer(512, 2048, 1), &t, &d);
+    CHECK(m.f_sel_ms == 0);
+    CHECK_EQ_INT(m.act_sel_bytes, m.act_bytes);
+    /* measured layers: the analytic share of the measured F unless the profile gives it */
+    l.has_measured = 1, l.f_ms = 2 * c.f_ms, l.i_ms = 1, l.w_ms = 1;
+    op_layer_cost c3 = cost1(l, &t, &d);
+    CHECK_NEAR(c3.f_sel_ms, 2 * c.f_sel_ms, 1e-9);
+    l.recompute_ms = 0.25, l.act_sel_bytes_measured = 12345;
+    c3 = cost1(l, &t, &d);
+    CHECK(c3.f_sel_ms == 0.25);
+    CHECK_EQ_INT(c3.act_sel_bytes, 12345);
+    /* profiles carry them per symbol */
+    const char *prof = "{\"pattern\": \"*-\", \"forward_ms\": {\"E\": 0.1, \"*\": 2, \"-\": 1, "
+                       "\"L\": 0.2}, \"backward_ms\": {\"E\": 0.1, \"*\": 4, \"-\": 2, \"L\": 0.4}, "
+                       "\"act_bytes\": {\"*\": 1000}, \"recompute_ms\": {\"*\": 0.5}, "
+                       "\"act_sel_bytes\": {\"*\": 600}}";
+    op_model pm;
+    op_err e = {0};
+    CHECK_EQ_INT(op_model_from_profile_json(prof, "p.json", &pm, &e), OP_OK);
+    op_layer_cost pc[8];
+    CHECK(pm.n_layers == 4);
+    if (pm.n_layers == 4) {
+        CHECK_EQ_INT(op_cost_layers(&pm, &t, &d, pc, &e), OP_OK);
+        CHECK(pc[1].f_sel_ms == 0.5 && pc[1].act_sel_bytes == 600);
+        CHECK(pc[2].f_sel_ms == 0);
+    }
+    op_model_free(&pm);
+    CHECK(op_model_from_profile_json("{\"pattern\": \"*\", \"forward_ms\": {\"E\": 1, \"*\": 1, "
+                                     "\"L\": 1}, \"backward_ms\": {\"E\": 1, \"*\": 1, \"L\": 1}, "
+                                     "\"recompute_ms\": {\"*\": -1}}", "bad.json", &pm, &e) != OP_OK);
+    CHECK_STR_CONTAINS(e.msg, "recompute_ms");
+}
+
 TEST(measured_layers_use_measurements) {
     op_layer l = mlp_layer(4096, 14336, 1);
     l.has_measured = 1, l.f_ms = 1.5, l.i_ms = 1.25, l.w_ms = 1.0;
@@ -461,6 +516,7 @@ int main(int argc, char **argv) {
     RUN(fiw_relations);
     RUN(mamba_scan_memory_bound);
     RUN(hybrid_decoder_vision_mtp);
+    RUN(selective_share_by_hand);
     RUN(measured_layers_use_measurements);
     RUN(bad_input_rejected);
     RUN(comm_model);

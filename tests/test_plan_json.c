@@ -112,7 +112,12 @@ TEST(activation_policy_round_trip) {
     op_plan p, q;
     plan_1f1b(&p, 4, 8, 1, 0.013);
     p.stage_act[1] = OP_ACT_SELECTIVE, p.stage_act[2] = OP_ACT_FULL, p.stage_act[3] = OP_ACT_OFFLOAD;
+    p.comm.host_lat_ms = 0.02, p.comm.host_bw_GBps = 50, p.comm.host_mem_bytes = 1e9;
+    for (int l = 0; l < p.n_layers; l++)
+        p.layers[l].f_sel_ms = 0.125, p.layers[l].act_sel_bytes = p.layers[l].act_bytes / 2;
     op_err e = {0};
+    /* policies change I's duration (recompute) and memory: the stored times must follow */
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
     const char *path = tmp_path("act.json");
     CHECK_EQ_INT(op_plan_write(&p, path, &e), OP_OK);
     op_plan_file_info info;
@@ -125,6 +130,8 @@ TEST(activation_policy_round_trip) {
     op_buf b = {0};
     CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
     CHECK_STR_CONTAINS(b.data, "\"activation\": [\"keep\", \"selective\", \"full\", \"offload\"]");
+    CHECK_STR_CONTAINS(b.data, "\"host_bw_GBps\": 50");
+    CHECK_STR_CONTAINS(b.data, "\"F_sel\": 0.125");
     char *bad = strdup(b.data), *at = strstr(bad, "\"offload\"");
     memcpy(at, "\"offlxad\"", 9);
     CHECK(op_plan_from_json(bad, "bad.json", &q, &e) != OP_OK);

@@ -32,7 +32,18 @@ typedef struct op_layer_cost {
     double flops_f, flops_i, flops_w; /* per device (after TP), per microbatch */
     double comm_f_ms, comm_i_ms;      /* TP / EP collectives included in f_ms, i_ms */
     int64_t act_i_bytes;     /* transient: live only while I (or B) runs, on top of what is held */
+    /* activation policies (stage_act in plan.h): */
+    double f_sel_ms;         /* the attention core's share of f_ms (scores, softmax, weighted
+                              * values): what selective recomputation re-runs; 0 = no core */
+    int64_t act_sel_bytes;   /* what F stashes under selective: act_bytes less the attention
+                              * core's activations; <= 0 = act_bytes (nothing to drop) */
 } op_layer_cost;
+
+/* What F stashes for one layer under selective (act_sel_bytes, never above act_bytes). */
+static inline int64_t op_layer_sel_bytes(const op_layer_cost *l) {
+    return l->act_sel_bytes > 0 && l->act_sel_bytes < l->act_bytes ? l->act_sel_bytes
+                                                                    : l->act_bytes;
+}
 
 /* Activation policy of a stage: what happens to the activations F stashes for I.
  *   keep       stash everything until I (the memory rule above)
@@ -48,12 +59,16 @@ const char *op_act_policy_name(int policy); /* "keep", "selective", "full", "off
 int op_act_policy_parse(const char *name, op_act_policy *out, op_err *err);
 
 /* Point-to-point links.  Devices d are grouped into nodes of `nodes_of` consecutive ranks
- * (0 = one node).  A transfer of n bytes takes lat + n / bw.  none = free communication. */
+ * (0 = one node).  A transfer of n bytes takes lat + n / bw.  none = free communication.
+ * The host link (device <-> host memory, what offload uses) is per device and independent of
+ * `none`: a copy of n bytes takes host_lat_ms + n / host_bw_GBps on the device's copy engine. */
 typedef struct op_comm {
     int none;
     int nodes_of;
     double intra_lat_ms, intra_bw_GBps; /* GB/s = 1e9 bytes per second */
     double inter_lat_ms, inter_bw_GBps;
+    double host_lat_ms, host_bw_GBps;   /* host link per device; bw <= 0: no offload possible */
+    double host_mem_bytes;              /* host memory per device for offloaded stashes; 0 = no limit */
 } op_comm;
 
 double op_comm_ms(const op_comm *c, int dev_a, int dev_b, int64_t bytes);
@@ -68,6 +83,7 @@ typedef struct op_device {
     double launch_ms;    /* fixed cost per kernel (launch + tail), added to every kernel group */
     double tp_bw_GBps;   /* achievable collective bus bandwidth inside a node (NVLink), for TP/EP */
     double tp_lat_ms;    /* latency of one collective step inside a node */
+    double host_bw_GBps; /* effective host link (PCIe): Gen5 x16 ~50 (H100/H200), Gen4 ~25 (A100) */
 } op_device;
 
 typedef struct op_train_cfg {
@@ -83,7 +99,12 @@ typedef struct op_train_cfg {
 void op_train_cfg_default(op_train_cfg *t); /* seq 4096, mbs 1, tp 1, bf16, dp 1 */
 int op_device_preset(const char *name, op_device *d, op_err *err); /* a100-80gb h100-80gb h200 */
 const char *const *op_device_preset_names(void);
-void op_comm_default(op_comm *c, int nodes_of); /* NVLink inside a node, IB between nodes */
+void op_comm_default(op_comm *c, int nodes_of); /* NVLink inside a node, IB between nodes;
+                                                  * host link PCIe Gen4 (25 GB/s, 10 us) */
+/* Host link of device d (its host_bw_GBps when > 0); leaves host_mem_bytes alone. */
+void op_comm_set_host(op_comm *c, const op_device *d);
+/* One host copy of n bytes (offload or reload); +inf when there is no host link. */
+double op_comm_host_ms(const op_comm *c, int64_t bytes);
 
 /* Fills out[0..m->n_layers) with per-microbatch costs. */
 int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,

@@ -118,6 +118,11 @@ typedef struct op_mem_point {
 /* Fills *pts (malloc'd, caller frees) and returns the number of points. */
 int op_export_mem_timeline(const op_plan *p, int d, op_mem_point **pts);
 int64_t op_export_peak_bytes(const op_plan *p, int d);
+/* Activation policies are drawn too: stash at F and re-materialised bytes from I's start
+ * (plan.h), offload copies off the device and back (sim.h).  The copy engine's times, read
+ * off the timeline as the simulator does: malloc'd [S * M * 4] as pred.copy_ms (caller
+ * frees), or NULL when no stage offloads. */
+double *op_export_copy_times(const op_plan *p);
 
 /* Partition and placement only (no schedule): stages contiguous, non-empty, covering all
  * layers, each on a device in 0..P-1.  For exports that do not read the orders. */

@@ -86,6 +86,8 @@ typedef struct op_layer {
     double f_ms, i_ms, w_ms;
     int64_t act_bytes_measured, param_bytes_measured; /* 0 = derive */
     int64_t out_bytes_measured;                       /* boundary message, 0 = derive */
+    double recompute_ms;                              /* attention core's F share, 0 = derive */
+    int64_t act_sel_bytes_measured;                   /* stash under selective, 0 = derive */
 
     /* width this layer hands on when it differs from `hidden` (vision merger / projector
      * into the language model): 0 = hidden */

@@ -32,6 +32,11 @@ typedef struct op_pred {
     int64_t *peak_bytes, *static_bytes;                       /* [P] */
     int64_t peak_bytes_max;
     int valid; /* 1 after a successful simulation */
+    /* offload stages only (NULL when the plan has none): per (stage s, microbatch m), at
+     * [(s * M + m) * 4 + k], k = 0 offload start, 1 offload end, 2 reload start, 3 reload end
+     * (ms, on the device's copy engine); -1 when that stash stayed on the device (host budget) */
+    double *copy_ms;
+    int64_t *host_peak_bytes; /* [P] host memory held for offloaded stashes (NULL: no offload) */
 } op_pred;
 
 typedef struct op_plan {
@@ -97,7 +102,9 @@ void op_plan_copy(op_plan *dst, const op_plan *src);
 /* Sets device d's order (copied into the arena). */
 void op_plan_set_ops(op_plan *p, int d, const op_op *ops, int n);
 
-/* Stage aggregates (sums over the stage's layers, plus op_overhead_ms per op). */
+/* Stage aggregates (sums over the stage's layers, plus op_overhead_ms per op).
+ * I and B include the stage's recomputation (op_stage_recompute_ms): it runs on the device's
+ * compute timeline immediately before I, inside the same op, as Megatron runs it. */
 double op_stage_ms(const op_plan *p, int s, op_kind k); /* k = OP_B gives I + W */
 int64_t op_stage_out_bytes(const op_plan *p, int s);     /* message to stage s+1 (and grad back) */
 int64_t op_stage_act_bytes(const op_plan *p, int s);
@@ -105,11 +112,49 @@ int64_t op_stage_act_w_bytes(const op_plan *p, int s);
 int64_t op_stage_act_i_bytes(const op_plan *p, int s);  /* transient during I (or B) */
 int64_t op_stage_static_bytes(const op_plan *p, int s);
 
+/* Activation policies (stage_act[s], cost.h).  Memory of one microbatch of stage s:
+ *   keep       F start: +act                        I end: -> act_w (as cost.h)
+ *   selective  F start: +stash (sum act_sel_bytes)  I start: +remat (act - stash) for the
+ *              recompute and I; I end: -> act_w
+ *   full       F start: +stash (op_stage_in_bytes)  I start: +remat (act - stash)
+ *   offload    F start: +act; copy end: -act (to host); reload start: +act; I waits for the
+ *              reload's end; I end: -> act_w
+ * During I (or B) the peak always includes act + act_i: recomputed activations are live. */
+/* Per layer, for the tuner and the memory bound: bytes F leaves held on the device until I
+ * (or until the offload copy ends) under `policy`.  full: 0 (the stage keeps only its input,
+ * which op_stage_in_bytes adds once per stage); offload: act_bytes (until the copy ends). */
+int64_t op_layer_stash_bytes(const op_layer_cost *l, int policy);
+/* Per layer: compute time the policy adds before I (selective f_sel_ms, full f_ms, else 0). */
+double op_layer_recompute_ms(const op_layer_cost *l, int policy);
+/* The stage's input activation: out_bytes of the layer before it; stage 0 keeps the first
+ * layer's input, taken as its out_bytes (the embedding's output width). */
+int64_t op_stage_in_bytes(const op_plan *p, int s);
+/* What F leaves held on the device until I under the stage's policy (offload: until the
+ * copy to host ends). */
+int64_t op_stage_stash_bytes(const op_plan *p, int s);
+/* Bytes re-materialised from the start of I (its recompute) until I ends: act - stash for
+ * selective and full, 0 otherwise. */
+int64_t op_stage_remat_bytes(const op_plan *p, int s);
+/* Recompute time included in I/B of stage s (0 for keep and offload). */
+double op_stage_recompute_ms(const op_plan *p, int s);
+/* One copy of the stage's stash over the host link (offload stages; 0 otherwise). */
+double op_stage_copy_ms(const op_plan *p, int s);
+
 /* Lower bound on the makespan of any plan of these layers on P devices with M microbatches:
  * the largest of total work / P, one microbatch's F and I chain, the work and chain through
  * each indivisible layer, and the indivisible-jobs bound (plan.c says why each holds). */
 double op_lower_bound(const op_layer_cost *layers, int n_layers, int P, int M);
 double op_plan_lower_bound(const op_plan *p);
+/* Lower bound that knows memory: valid for any plan of these layers whose peak per device
+ * stays within mem_limit_bytes (0 = none: equals op_lower_bound), whatever its policies.
+ * Adds to the work and chain bounds the least recomputation any fitting assignment of
+ * policies must do (plan.c says why it holds).  comm: the host link and budget offload may
+ * use (NULL = no offload; a host link without a budget lets offload save everything, so the
+ * bound is then the memory-free one).  Returns +inf when static memory alone exceeds
+ * P * limit (no plan fits). */
+double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int M,
+                          double mem_limit_bytes, const op_comm *comm);
+double op_plan_lower_bound_mem(const op_plan *p);
 
 /* Shape and layout only: P, M, S >= 1; stages contiguous, non-empty, covering every layer;
  * every stage on a device in 0..P-1. */

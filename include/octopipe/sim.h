@@ -10,6 +10,15 @@
  * becomes act_w_bytes (which MAY be larger than act_bytes: I can leave more than F stored);
  * W frees act_w_bytes at its end; B frees everything at its end.  All sums over the stage.
  *
+ * Activation policies (plan.h, stage_act): selective and full stash less at F and run their
+ * recompute inside I (op_stage_ms includes it; the recomputed bytes are held from I's start).
+ * offload: each device has one copy engine, FIFO, overlapping compute.  After F(s,m) ends, its
+ * stash is copied to host (the device frees it when the copy ends); the reload of I|B(s,m) is
+ * issued when the op before it in the device's order starts (prefetch one op ahead; the stash
+ * is held again from the reload's start) and I|B waits for the reload's end.  If the host
+ * budget (comm.host_mem_bytes) cannot take a stash when its copy would start, that stash stays
+ * on the device (no copy, no reload).  Copy times land in pred.copy_ms.
+ *
  * Two modes:
  *  - replay: runs the plan's given per-device orders (op_sim_replay);
  *  - dynamic list scheduling: builds the orders: whenever a device is free it starts the ready

@@ -40,7 +40,20 @@ typedef struct op_tune_stats {
     char source[48];         /* where the returned plan came from: "search", "baseline:zbv" */
     int S;                   /* stages of the returned plan */
     char shape[32];          /* placement family of the returned plan: seq, loop, v, irregular */
+    /* activation policies (tune_mem.c) */
+    int mem_binds;           /* 0: memory does not bind the plan; 1: it binds, the plan is within
+                              * 5% of the bound (no policy searched); 2: policies were searched */
+    int n_recompute;         /* stages of the returned plan with a policy other than keep */
+    char policies[64];       /* "keep", "selective on 5 of 16 stages", ... */
 } op_tune_stats;
+
+/* What the tuner may do with activations when memory binds (zero = auto everywhere). */
+typedef enum op_tune_recompute {
+    OP_TUNE_RC_AUTO = 0,      /* per stage: none where memory does not bind, the cheapest that fits */
+    OP_TUNE_RC_NONE = 1,      /* keep every stash */
+    OP_TUNE_RC_SELECTIVE = 2, /* selective on every stage */
+    OP_TUNE_RC_FULL = 3       /* full on every stage */
+} op_tune_recompute;
 
 typedef struct op_tune_opts {
     op_tune_placement placement;
@@ -57,6 +70,8 @@ typedef struct op_tune_opts {
      * returns the best plan found so far as usual. */
     volatile sig_atomic_t *cancel;
     const char *label;    /* prefix of the verbose progress lines (default "octopipe plan") */
+    op_tune_recompute recompute; /* default auto */
+    int no_offload;       /* 1: never choose offload (--offload none) */
 } op_tune_opts;
 
 void op_tune_opts_default(op_tune_opts *o);
@@ -78,6 +93,17 @@ int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *e
  * device this is well above work / P.  Communication and memory are ignored (they only raise
  * makespans). */
 double op_tune_lower_bound(const op_problem *pr);
+
+/* Parses "auto" | "none" | "selective" | "full". Returns 0, or -1 if unknown. */
+int op_tune_recompute_parse(const char *s, op_tune_recompute *out);
+
+/* When no plan fits: the smallest change that would, found by re-costing the model and tuning
+ * briefly (tune_mem.c): the lowest tensor-parallel degree, the fewest extra devices, ZeRO-1 over
+ * a data-parallel group of 2, and the memory limit the best plan needs.  Static memory
+ * (weights, gradients, optimizer state) that alone exceeds the limit is named as such.  Writes
+ * one line per suggestion into buf.  Returns the number of suggestions. */
+int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
+                   const op_problem *pr, char *buf, size_t n);
 
 /* Parses "any" | "loop" | "v". Returns 0, or -1 if unknown. */
 int op_tune_placement_parse(const char *s, op_tune_placement *out);

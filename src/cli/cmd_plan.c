@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "cli/cli_common.h"
 #include "cli/cli_out.h"
+#include "cli/plan_sweep.h"
 #include "octopipe/tune.h"
 
 static volatile sig_atomic_t interrupted;
@@ -40,12 +41,23 @@ static void usage(FILE *f) {
             "  --progress            progress lines on stderr (done/total simulations, time\n"
             "                        left) even when stderr is not a terminal\n"
             "  --quiet               no progress lines on stderr\n"
+            "memory:\n"
+            "  --recompute MODE      auto (default) | none | selective | full.  auto: no\n"
+            "                        recomputation where memory does not bind; where it does,\n"
+            "                        per stage the cheapest policy that fits (Megatron's\n"
+            "                        selective, then full); the others force one policy\n"
+            "  --offload MODE        auto (default) | none: whether stages may copy their\n"
+            "                        stashed activations to host memory instead\n"
+            "  --mem-sweep           tune at several memory limits and print makespan against\n"
+            "                        the limit (a Pareto table for sizing a cluster); --out is\n"
+            "                        then optional and gets the plan at the set limit\n"
             "Ctrl-C stops the search: the best plan found so far is written and the exit\n"
             "status is 130.  Flags take `--flag value` or `--flag=value`.\n"
             "\nexample:\n"
             "  octopipe plan --model nemotron-h-8b --devices 8 --microbatches 32 --out plan.json\n"
             "  octopipe plan --model gemma2-9b --devices 4 --microbatches 16 --placement v \\\n"
-            "                --mem-limit 60 --out gemma-v.json\n",
+            "                --mem-limit 60 --out gemma-v.json\n"
+            "  octopipe plan --model jamba-v0.1 --devices 8 --microbatches 16 --mem-sweep\n",
             op_cli_setup_help());
 }
 
@@ -55,7 +67,7 @@ int cmd_plan(int argc, char **argv) {
     op_tune_opts o;
     op_tune_opts_default(&o);
     const char *out = NULL;
-    int seed = 1, progress = 0, quiet = 0;
+    int seed = 1, progress = 0, quiet = 0, sweep = 0;
     for (int i = 1; i < argc; i++) {
         int r = op_cli_setup_flag(&s, argc, argv, &i, "plan");
         if (r < 0) return 2;
@@ -79,6 +91,23 @@ int cmd_plan(int argc, char **argv) {
         } else if (!strcmp(f, "--seed")) {
             const char *v = op_cli_value("plan", argc, argv, &i);
             if (!v || op_cli_int("plan", f, v, 0, 2147483647, &seed)) return 2;
+        } else if (!strcmp(f, "--recompute")) {
+            const char *v = op_cli_value("plan", argc, argv, &i);
+            if (!v) return 2;
+            if (op_tune_recompute_parse(v, &o.recompute)) {
+                fprintf(stderr, "octopipe plan: --recompute must be auto, none, selective or full, got '%s'\n", v);
+                return 2;
+            }
+        } else if (!strcmp(f, "--offload")) {
+            const char *v = op_cli_value("plan", argc, argv, &i);
+            if (!v) return 2;
+            if (strcmp(v, "auto") && strcmp(v, "none")) {
+                fprintf(stderr, "octopipe plan: --offload must be auto or none, got '%s'\n", v);
+                return 2;
+            }
+            o.no_offload = !strcmp(v, "none");
+        } else if (!strcmp(f, "--mem-sweep")) {
+            sweep = 1;
         } else if (!strcmp(f, "--quiet")) {
             quiet = 1;
         } else if (!strcmp(f, "--progress")) {
@@ -88,7 +117,7 @@ int cmd_plan(int argc, char **argv) {
             return 2;
         }
     }
-    if (!out) {
+    if (!out && !sweep) {
         fprintf(stderr, "octopipe plan: --out PLAN.json is required (see octopipe plan --help)\n");
         return 2;
     }
@@ -99,6 +128,14 @@ int cmd_plan(int argc, char **argv) {
         return 2;
     }
     o.seed = (uint64_t)seed;
+    if (sweep) {
+        o.verbose = 0;
+        int rc = op_cli_mem_sweep(&s, &o);
+        if (rc || !out) {
+            op_cli_setup_free(&s);
+            return rc;
+        }
+    }
     op_tune_stats st;
     o.stats = &st;
     op_plan p;
@@ -117,6 +154,11 @@ int cmd_plan(int argc, char **argv) {
     sigaction(SIGINT, &old_sa, NULL);
     if (rc != OP_OK) {
         fprintf(stderr, "octopipe plan: %s\n", e.msg);
+        if (rc == OP_ENOMEM) {
+            char adv[2048];
+            if (op_tune_advise(&s.model, &s.train, &s.dev, &s.pr, adv, sizeof adv) > 0)
+                fprintf(stderr, "what would fit:\n%s", adv);
+        }
         op_cli_setup_free(&s);
         return rc == OP_EINVAL ? 2 : 1;
     }
@@ -139,17 +181,32 @@ int cmd_plan(int argc, char **argv) {
         fprintf(info, "  device %2d:", d);
         for (int k = 0; k < p.S; k++)
             if (p.stage_dev[k] == d)
-                fprintf(info, " s%d[%d,%d)", k, p.stage_first[k], p.stage_first[k + 1]);
-        if (mem) fprintf(info, "   peak %.2f GiB\n", (double)q->peak_bytes[d] / 1073741824.0);
-        else fprintf(info, "\n");
+                fprintf(info, " s%d[%d,%d)%s", k, p.stage_first[k], p.stage_first[k + 1],
+                        p.stage_act[k] == OP_ACT_SELECTIVE ? ":sel"
+                        : p.stage_act[k] == OP_ACT_FULL    ? ":full"
+                        : p.stage_act[k] == OP_ACT_OFFLOAD ? ":offload"
+                                                           : "");
+        if (mem) fprintf(info, "   peak %.2f GiB
+", (double)q->peak_bytes[d] / 1073741824.0);
+        else fprintf(info, "
+");
     }
     fprintf(info, "makespan %.2f ms, %.0f tokens/s, bubble %.2f%%\n", q->makespan_ms, q->tokens_per_s,
            100 * q->bubble_ratio);
     fprintf(info, "lower bound %.2f ms, gap %.2f%%\n", q->lower_bound_ms,
            100 * (q->makespan_ms / q->lower_bound_ms - 1));
+    double lbm = op_plan_lower_bound_mem(&p);
+    if (limit > 0 && lbm > q->lower_bound_ms * (1 + 1e-9)) /* memory binds every plan */
+        fprintf(info, "memory-aware lower bound %.2f ms (least recomputation any fitting plan needs), "
+               "gap %.2f%%\n", lbm, 100 * (q->makespan_ms / lbm - 1));
     if (st.best_baseline_ms > 0)
         fprintf(info, "best baseline %s %.2f ms: speedup %.3fx\n", st.best_baseline, st.best_baseline_ms,
                st.best_baseline_ms / q->makespan_ms);
+    fprintf(info, "activations: %s%s\n", st.policies,
+            st.n_recompute         ? ""
+            : st.mem_binds == 2    ? " (memory binds; no recomputation was faster)"
+            : st.mem_binds == 1    ? " (memory binds, but the plan is within 5% of the bound)"
+                                   : "");
     if (mem)
         fprintf(info, "peak memory %.2f GiB per device (limit %s)\n",
                 (double)q->peak_bytes_max / 1073741824.0, op_cli_mem_limit_str(limit, lim, sizeof lim));

@@ -28,7 +28,13 @@ static void attn_core(op_cost_acc *a, const op_layer *l, double mbs, double s, d
     double T = mbs * s, dt = a->dt;
     double fl = mbs * attn_pairs(l, s) * nq * (2.0 * dqk + 2.0 * dv); /* QK^T and PV */
     double by = dt * T * (nq * dqk + kv_elems + nq * dv) + 4.0 * T * nq; /* q,k,v,o + lse */
+    double before = a->ms[OP_PASS_F];
     op_cost_kernel(a, OP_PASS_F, fl, by);
+    /* selective recomputation re-runs this kernel from the stashed q, k, v and drops what
+     * only it produces: the output o and the softmax statistics (the seq^2 scores are never
+     * stored with flash attention, so that is the whole core's stash) */
+    a->sel_ms += a->ms[OP_PASS_F] - before;
+    a->sel_act += dt * T * nq * dv + 4.0 * T * nq;
     /* backward: 5 matmuls (S recomputed, dV, dP, dQ, dK) vs 2: 2.5x the flops; reads
      * q,k,v,o,dO and writes dq,dk,dv: 2x the bytes */
     op_cost_kernel(a, OP_PASS_I, 2.5 * fl, 2.0 * by);
@@ -101,8 +107,11 @@ static void linear_attn(op_cost_acc *a, const op_layer *l, double T, double h) {
     }
     double fl = T * nv * op_cost_chunked_scan_flops(LIN_CHUNK, dk, dv);
     double by = dt * T * (2 * qk + 2 * vv + gates) + 2 * 4.0 * (T / LIN_CHUNK) * nv * dk * dv;
+    double before = a->ms[OP_PASS_F];
     op_cost_kernel(a, OP_PASS_F, fl, by);
     op_cost_kernel(a, OP_PASS_I, 2.0 * fl, 2.0 * by); /* recompute states + gradients */
+    a->sel_ms += a->ms[OP_PASS_F] - before; /* the scan is this layer's attention core */
+    a->sel_act += dt * T * vv;              /* its output */
     op_cost_eltwise(a, 2 * T * vv, T * vv, 5);          /* gated RMSNorm(o) * silu(z) */
     a->params_rep += gdn ? dv : vv;
     op_cost_gemm(a, T, vv, h);

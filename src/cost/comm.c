@@ -1,6 +1,7 @@
 /* comm.c: point-to-point link model between pipeline devices.  Devices are grouped into
  * nodes of nodes_of consecutive ranks; inside a node they talk over NVLink, between nodes
  * over InfiniBand.  Defaults and their reasons: docs/cost-model.md. */
+#include <math.h>
 #include <string.h>
 
 #include "octopipe/cost.h"
@@ -13,6 +14,18 @@ void op_comm_default(op_comm *c, int nodes_of) {
     c->intra_bw_GBps = 360;  /* NVLink 4: 450 GB/s per direction, ~80% achieved */
     c->inter_lat_ms = 0.025; /* IB NDR through the NIC and a switch: ~20-30 us */
     c->inter_bw_GBps = 40;   /* one 400 Gb/s NDR NIC per GPU: 50 GB/s, ~80% achieved */
+    c->host_lat_ms = 0.010;  /* cudaMemcpyAsync to pinned host memory: ~10 us to start */
+    c->host_bw_GBps = 25;    /* PCIe Gen4 x16: 32 GB/s, ~80% achieved; op_comm_set_host refines */
+    c->host_mem_bytes = 0;
+}
+
+void op_comm_set_host(op_comm *c, const op_device *d) {
+    if (d && d->host_bw_GBps > 0) c->host_bw_GBps = d->host_bw_GBps;
+}
+
+double op_comm_host_ms(const op_comm *c, int64_t bytes) {
+    if (!(c->host_bw_GBps > 0)) return INFINITY;
+    return c->host_lat_ms + (double)(bytes > 0 ? bytes : 0) / (c->host_bw_GBps * 1e9) * 1e3;
 }
 
 double op_comm_ms(const op_comm *c, int dev_a, int dev_b, int64_t bytes) {

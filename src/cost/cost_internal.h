@@ -28,6 +28,9 @@ typedef struct op_cost_acc {
     double coll_bytes[OP_PASS_N]; /* their full (unsharded) tensor bytes */
     int n_a2a[OP_PASS_N]; /* EP all-to-alls of the routed tokens */
     double a2a_bytes;     /* bytes of one all-to-all, whole microbatch */
+    /* the attention core (what selective recomputation drops and re-runs): */
+    double sel_ms;        /* its F kernel time, per device */
+    double sel_act;       /* bytes of act only it needs (its output, softmax stats) */
 } op_cost_acc;
 
 /* One kernel group in pass p: whole-microbatch flops and bytes, divided by tp here. */

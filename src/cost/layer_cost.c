@@ -292,6 +292,10 @@ int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
         c->act_w_bytes = to_i64(act_w / tp);
         c->out_bytes = to_i64(ow);
         if (l->out_bytes_measured > 0) c->out_bytes = l->out_bytes_measured;
+        /* selective: the attention core's kernel time and what only it stashes */
+        double sel = a.sel_act < a.act ? a.sel_act : a.act;
+        c->f_sel_ms = a.sel_ms;
+        c->act_sel_bytes = c->act_bytes - to_i64(sel / tp);
 
         if (l->has_measured) {
             c->f_ms = l->f_ms;
@@ -304,6 +308,13 @@ int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
                 c->act_w_bytes = to_i64(share * (double)l->act_bytes_measured);
             }
             if (!(l->w_ms > 0)) c->act_w_bytes = 0; /* nothing waits for a W without work */
+            /* measured layers: the core keeps its analytic share of F and of the stash */
+            double fa = a.ms[OP_PASS_F] + comm[OP_PASS_F];
+            c->f_sel_ms = fa > 0 && a.sel_ms > 0 ? l->f_ms * a.sel_ms / fa : 0;
+            c->act_sel_bytes = a.act > 0 ? c->act_bytes - to_i64((double)c->act_bytes * sel / a.act)
+                                         : c->act_bytes;
+            if (l->recompute_ms > 0) c->f_sel_ms = l->recompute_ms;
+            if (l->act_sel_bytes_measured > 0) c->act_sel_bytes = l->act_sel_bytes_measured;
             if (l->param_bytes_measured > 0) {
                 c->param_bytes = l->param_bytes_measured;
                 c->static_bytes = to_i64((double)l->param_bytes_measured / dt * per_param);

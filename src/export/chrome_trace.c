@@ -6,7 +6,10 @@
  * cname colours close to torch's visualizer (F blue, I teal, W green, B orange).  Each device
  * has a counter track "memory" (args.bytes) following timeline.c's memory rule, and every
  * cross-device dependency is a flow arrow (ph "s" at the producer's end, ph "f" with
- * binding point "e" just inside the consumer). */
+ * binding point "e" just inside the consumer).
+ * Activation policies: a recompute (selective, full) is a slice "recompute s3 mb5" nested at
+ * the start of its I or B, as it runs there; a device whose stages offload gets a second
+ * thread "copy engine" (tid 1) with "offload s mb" and "reload s mb" slices. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +68,43 @@ int op_export_chrome_trace(const op_plan *p, op_buf *out, op_err *err) {
                           "\"args\":{\"name\":\"device %d\"}}", d, d);
         sep = ",\n";
     }
+    double *cx = op_export_copy_times(p);
+    if (cx) {
+        uint8_t *named = op_xcalloc((size_t)P, 1);
+        for (int s = 0; s < S; s++) {
+            int d = p->stage_dev[s];
+            if (p->stage_act[s] != OP_ACT_OFFLOAD) continue;
+            if (!named[d]++)
+                op_buf_printf(&b, "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,"
+                                  "\"args\":{\"name\":\"copy engine %d\"}}", sep, d, d);
+            for (int m = 0; m < M; m++) {
+                const double *x = &cx[((size_t)s * M + m) * 4];
+                for (int k = 0; k < 2; k++) {
+                    if (x[2 * k] < 0) continue;
+                    op_buf_printf(&b, "%s{\"ph\":\"X\",\"name\":\"%s s%d mb%d\",\"cat\":\"copy\","
+                                      "\"pid\":%d,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"cname\":"
+                                      "\"%s\",\"args\":{\"stage\":%d,\"mb\":%d,\"bytes\":%lld}}",
+                                  sep, k ? "reload" : "offload", s, m, d, x[2 * k] * 1e3,
+                                  (x[2 * k + 1] - x[2 * k]) * 1e3, k ? "cq_build_passed" : "cq_build_running",
+                                  s, m, (long long)op_stage_act_bytes(p, s));
+                }
+            }
+        }
+        free(named);
+        free(cx);
+    }
+    for (int d = 0; d < P; d++)
+        for (int i = 0; i < p->n_ops[d]; i++) {
+            const op_op *o = &p->ops[d][i];
+            double rc_ms = o->kind == OP_I || o->kind == OP_B ? op_stage_recompute_ms(p, o->stage) : 0;
+            if (!(rc_ms > 0)) continue;
+            if (rc_ms > o->end - o->start) rc_ms = o->end - o->start;
+            op_buf_printf(&b, "%s{\"ph\":\"X\",\"name\":\"recompute s%d mb%d\",\"cat\":\"recompute\","
+                              "\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,\"cname\":\"terrible\","
+                              "\"args\":{\"stage\":%d,\"mb\":%d,\"policy\":\"%s\"}}",
+                          sep, o->stage, o->mb, d, o->start * 1e3, rc_ms * 1e3, o->stage, o->mb,
+                          op_act_policy_name(p->stage_act[o->stage]));
+        }
     for (int d = 0; d < P; d++)
         for (int i = 0; i < p->n_ops[d]; i++) {
             const op_op *o = &p->ops[d][i];

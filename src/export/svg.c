@@ -5,7 +5,9 @@
  * ...) stage is drawn in a lighter tint so interleaved and V schedules read apart, and each box
  * carries its microbatch number when it is wide enough, plus a hover tooltip.  Below: a time
  * axis with ms ticks and a legend; above: plan name and makespan, bubble ratio and peak memory;
- * right: each device's peak memory.  The canvas is a fixed 1600 px wide, so thin boxes (large
+ * right: each device's peak memory.  Activation policies: a recompute is a dark band at the
+ * start of its I or B box (it runs there), and a device whose stages offload gets a thin
+ * copy-engine lane under its row with the offload (purple) and reload (pink) copies.  The canvas is a fixed 1600 px wide, so thin boxes (large
  * P x M) simply drop their labels. */
 #include <math.h>
 #include <stdlib.h>
@@ -59,6 +61,11 @@ int op_export_svg(const op_plan *p, op_buf *out, op_err *err) {
     double plot_w = W_PX - LEFT - RIGHT, sx = plot_w / span;
     double rh = P <= 8 ? 40 : fmax(16, fmin(40, 640.0 / P)); /* row pitch, px */
     double bh = rh - (rh >= 24 ? 6 : 3);                     /* box height */
+    double *cx = op_export_copy_times(p);
+    int any_rc = 0;
+    for (int s = 0; s < p->S; s++) any_rc |= op_stage_recompute_ms(p, s) > 0;
+    double lane = cx ? fmax(5, bh * 0.3) : 0; /* copy-engine lane under each row */
+    rh += cx ? lane + 2 : 0;
     double font = fmin(12, bh - 4);
     double plot_h = rh * P, axis_y = TOP + plot_h + 4;
     int H = (int)(axis_y + 64);
@@ -151,6 +158,44 @@ int op_export_svg(const op_plan *p, op_buf *out, op_err *err) {
         }
     }
     op_buf_printf(&b, "</g>\n");
+    if (any_rc) { /* recompute: the first recompute_ms of each I|B of a policy stage */
+        op_buf_printf(&b, "<g class=\"recompute\">\n");
+        for (int d = 0; d < P; d++)
+            for (int i = 0; i < p->n_ops[d]; i++) {
+                const op_op *o = &p->ops[d][i];
+                double r = o->kind == OP_I || o->kind == OP_B ? op_stage_recompute_ms(p, o->stage) : 0;
+                if (!(r > 0)) continue;
+                if (r > o->end - o->start) r = o->end - o->start;
+                op_buf_printf(&b, "<rect class=\"op recompute\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+                                  "height=\"%.1f\" fill=\"#5b3a29\" fill-opacity=\"0.75\"><title>"
+                                  "recompute (%s) s%d mb%d: %.3f ms</title></rect>\n",
+                              LEFT + o->start * sx, TOP + d * rh, fmax(0.6, r * sx), bh,
+                              op_act_policy_name(p->stage_act[o->stage]), o->stage, o->mb, r);
+            }
+        op_buf_printf(&b, "</g>\n");
+    }
+    if (cx) { /* copy engines */
+        op_buf_printf(&b, "<g class=\"copies\">\n");
+        for (int s = 0; s < p->S; s++) {
+            if (p->stage_act[s] != OP_ACT_OFFLOAD) continue;
+            double y = TOP + p->stage_dev[s] * rh + bh + 1;
+            for (int m = 0; m < p->M; m++) {
+                const double *x = &cx[((size_t)s * p->M + m) * 4];
+                for (int k = 0; k < 2; k++) {
+                    if (x[2 * k] < 0) continue;
+                    double w = fmax(0.6, (x[2 * k + 1] - x[2 * k]) * sx);
+                    op_buf_printf(&b, "<rect class=\"copy %s\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+                                      "height=\"%.1f\" fill=\"%s\"%s><title>%s s%d mb%d: %.3f-%.3f ms"
+                                      "</title></rect>\n",
+                                  k ? "reload" : "offload", LEFT + x[2 * k] * sx, y, w, lane,
+                                  k ? "#c05a9a" : "#7b4fb0",
+                                  w >= 4 ? " stroke=\"#ffffff\" stroke-width=\"0.6\"" : "",
+                                  k ? "reload" : "offload", s, m, x[2 * k], x[2 * k + 1]);
+                }
+            }
+        }
+        op_buf_printf(&b, "</g>\n");
+    }
 
     /* time axis */
     op_buf_printf(&b, "<g class=\"axis\" font-size=\"11\" fill=\"#56606e\">\n");
@@ -189,6 +234,15 @@ int op_export_svg(const op_plan *p, op_buf *out, op_err *err) {
                       lx, ly, kind_tint[k0], lx + 7, ly, kind_tint[k1], lx + 19, ly + 7);
         lx += 19 + 7.2 * 34 + 22;
     }
+    const char *ext_fill[3] = {"#5b3a29", "#7b4fb0", "#c05a9a"};
+    const char *ext_desc[3] = {"recompute (start of I or B)", "offload to host", "reload"};
+    for (int k = 0; k < 3; k++) {
+        if (k == 0 ? !any_rc : !cx) continue;
+        op_buf_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\"/>"
+                          "<text x=\"%.1f\" y=\"%.1f\" dominant-baseline=\"central\">%s</text>\n",
+                      lx, ly, ext_fill[k], lx + 19, ly + 7, ext_desc[k]);
+        lx += 19 + 7.2 * (double)strlen(ext_desc[k]) + 22;
+    }
     op_buf_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"#e9ecf1\"/>"
                       "<text x=\"%.1f\" y=\"%.1f\" dominant-baseline=\"central\">idle</text>\n"
                       "<text x=\"%.1f\" y=\"%.1f\" dominant-baseline=\"central\" fill=\"#56606e\">"
@@ -196,6 +250,7 @@ int op_export_svg(const op_plan *p, op_buf *out, op_err *err) {
                   lx, ly, lx + 19, ly + 7, lx + 70, ly + 7);
     free(chunk);
     free(seen);
+    free(cx);
     op_buf_put(out, b.data, b.len);
     op_buf_free(&b);
     return OP_OK;

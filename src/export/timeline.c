@@ -1,15 +1,20 @@
 /* timeline.c: what the time-based exports (Chrome trace, SVG) read off a plan's op times:
  * sanity of the times, the per-device memory curve and the summary numbers.
  *
- * Memory rule (the simulator's, sim.h): static bytes of the device's stages, + act_bytes at F
- * start, + act_i_bytes at I (and B) start, - act_i_bytes - (act_bytes - act_w_bytes) at I end,
- * - act_w_bytes at W end, - act_i_bytes - act_bytes at B end.
+ * Memory rule (the simulator's, sim.h): static bytes of the device's stages, + stash at F
+ * start, + act_i_bytes + remat at I (and B) start, - act_i_bytes - (stash + remat -
+ * act_w_bytes) at I end, - act_w_bytes at W end, - act_i_bytes - stash - remat at B end
+ * (stash and remat per activation policy, plan.h; keep: stash = act_bytes, remat = 0);
+ * offload stages: - stash when the copy to host ends, + stash when the reload starts.
  * A device runs one op at a time, so changes at the same instant are netted: an I ending at t
  * frees before the F that starts at t allocates. */
 #include <math.h>
 #include <stdlib.h>
 
+#include <string.h>
+
 #include "octopipe/export.h"
+#include "octopipe/sim.h"
 
 int op_export_check_partition(const op_plan *p, op_err *err) {
     if (p->S < 1 || p->P < 1)
@@ -64,21 +69,48 @@ static int cmp_delta(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+double *op_export_copy_times(const op_plan *p) {
+    int any = 0;
+    for (int s = 0; s < p->S; s++) any |= p->stage_act && p->stage_act[s] == OP_ACT_OFFLOAD;
+    if (!any) return NULL;
+    size_t n = (size_t)p->S * (size_t)p->M * 4;
+    double *x = op_xmalloc(sizeof(double) * n);
+    if (p->pred.copy_ms) {
+        memcpy(x, p->pred.copy_ms, sizeof(double) * n);
+    } else { /* e.g. a plan read from a file: derive them from its times as the simulator does */
+        op_plan q;
+        op_plan_copy(&q, p);
+        op_sim_fill_pred(&q);
+        memcpy(x, q.pred.copy_ms, sizeof(double) * n);
+        op_plan_free(&q);
+    }
+    return x;
+}
+
 int op_export_mem_timeline(const op_plan *p, int d, op_mem_point **pts) {
     int64_t stat = 0;
     for (int s = 0; s < p->S; s++)
         if (p->stage_dev[s] == d) stat += op_stage_static_bytes(p, s);
     int n = p->n_ops[d], nd = 0;
-    delta *dl = op_xmalloc(sizeof(delta) * (size_t)(2 * n + 1));
+    double *cx = op_export_copy_times(p);
+    delta *dl = op_xmalloc(sizeof(delta) * (size_t)(4 * n + 1));
     for (int i = 0; i < n; i++) {
         const op_op *o = &p->ops[d][i];
-        int64_t act = op_stage_act_bytes(p, o->stage), actw = op_stage_act_w_bytes(p, o->stage);
-        int64_t acti = op_stage_act_i_bytes(p, o->stage);
+        int64_t act = op_stage_stash_bytes(p, o->stage), actw = op_stage_act_w_bytes(p, o->stage);
+        int64_t acti = op_stage_act_i_bytes(p, o->stage) + op_stage_remat_bytes(p, o->stage);
+        int64_t remat = op_stage_remat_bytes(p, o->stage);
         switch ((op_kind)o->kind) {
-        case OP_F: dl[nd++] = (delta){o->start, act}; break;
+        case OP_F:
+            dl[nd++] = (delta){o->start, act};
+            if (cx) { /* offloaded: off the device when the copy ends, back at reload start */
+                const double *x = &cx[((size_t)o->stage * p->M + o->mb) * 4];
+                if (x[1] >= 0) dl[nd++] = (delta){x[1], -act};
+                if (x[2] >= 0) dl[nd++] = (delta){x[2], act};
+            }
+            break;
         case OP_I:
             if (acti) dl[nd++] = (delta){o->start, acti};
-            dl[nd++] = (delta){o->end, -acti - (act - actw)};
+            dl[nd++] = (delta){o->end, -acti - (act + remat - actw) + remat};
             break;
         case OP_W: dl[nd++] = (delta){o->end, -actw}; break;
         case OP_B:
@@ -87,6 +119,7 @@ int op_export_mem_timeline(const op_plan *p, int d, op_mem_point **pts) {
             break;
         }
     }
+    free(cx);
     /* qsort is not stable, but equal times are netted below, so order among them is moot */
     qsort(dl, (size_t)nd, sizeof *dl, cmp_delta);
     op_mem_point *out = op_xmalloc(sizeof(op_mem_point) * (size_t)(nd + 1));

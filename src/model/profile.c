@@ -10,6 +10,9 @@
  *     "act_bytes":   {sym: n},             optional, activations stashed per microbatch
  *     "param_bytes": {sym: n},             optional, weights of one layer
  *     "out_bytes":   n or {sym: n},        optional, boundary message per microbatch
+ *     "recompute_ms":  {sym: ms},          optional, the attention core's share of forward_ms
+ *                                          (what selective recomputation re-runs)
+ *     "act_sel_bytes": {sym: n},           optional, what F stashes under selective
  *     "hidden": n, "vocab": n,             optional, for whatever the cost model derives
  *     "name": "...", "description": "..." }
  *
@@ -22,7 +25,8 @@
 
 static const char *const known_keys[] = {"pattern", "pattern_style", "forward_ms", "backward_ms",
                                          "weight_ms", "act_bytes", "param_bytes", "out_bytes",
-                                         "hidden", "vocab", "name", "description", NULL};
+                                         "hidden", "vocab", "name", "description",
+                                         "recompute_ms", "act_sel_bytes", NULL};
 
 typedef struct {
     const char *file;
@@ -155,6 +159,9 @@ static int fill_layers(pctx *c, json_t *root, op_mbuild *b) {
         (rc = check_dict(c, root, "weight_ms", &ww)) || (rc = check_dict(c, root, "act_bytes", &act)) ||
         (rc = check_dict(c, root, "param_bytes", &par)))
         return rc;
+    json_t *rcd, *asd;
+    if ((rc = check_dict(c, root, "recompute_ms", &rcd)) || (rc = check_dict(c, root, "act_sel_bytes", &asd)))
+        return rc;
     if (!fw) return op_errf(c->err, OP_EINVAL, "%s: missing required field 'forward_ms'", c->file);
     if (!bw) return op_errf(c->err, OP_EINVAL, "%s: missing required field 'backward_ms'", c->file);
     json_t *ov = json_object_get(root, "out_bytes");
@@ -190,6 +197,12 @@ static int fill_layers(pctx *c, json_t *root, op_mbuild *b) {
         v = 0;
         if ((rc = sym_number(c, par, "param_bytes", s, OP_MAX_BYTES, &v, &found))) return rc;
         l->param_bytes_measured = found ? (int64_t)v : 0;
+        v = 0;
+        if ((rc = sym_number(c, rcd, "recompute_ms", s, &v, &found))) return rc;
+        l->recompute_ms = found ? v : 0;
+        v = 0;
+        if ((rc = sym_number(c, asd, "act_sel_bytes", s, &v, &found))) return rc;
+        l->act_sel_bytes_measured = found ? (int64_t)v : 0;
         v = out_all;
         if ((rc = sym_number(c, outd, "out_bytes", s, OP_MAX_BYTES, &v, &found))) return rc;
         l->out_bytes_measured = (int64_t)v;

@@ -80,6 +80,13 @@ void op_plan_copy(op_plan *dst, const op_plan *src) {
     memcpy(a->residual_ms, b->residual_ms, nd);
     memcpy(a->peak_bytes, b->peak_bytes, ni);
     memcpy(a->static_bytes, b->static_bytes, ni);
+    if (b->copy_ms) {
+        size_t nx = (size_t)src->S * (size_t)src->M * 4;
+        a->copy_ms = OP_ARENA_NEW(&dst->arena, double, nx);
+        a->host_peak_bytes = OP_ARENA_NEW(&dst->arena, int64_t, src->P);
+        memcpy(a->copy_ms, b->copy_ms, sizeof(double) * nx);
+        memcpy(a->host_peak_bytes, b->host_peak_bytes, ni);
+    }
 }
 
 double op_stage_ms(const op_plan *p, int s, op_kind k) {
@@ -88,7 +95,61 @@ double op_stage_ms(const op_plan *p, int s, op_kind k) {
         const op_layer_cost *c = &p->layers[l];
         t += k == OP_F ? c->f_ms : k == OP_I ? c->i_ms : k == OP_W ? c->w_ms : c->i_ms + c->w_ms;
     }
+    if (k == OP_I || k == OP_B) t += op_stage_recompute_ms(p, s);
     return t + p->op_overhead_ms;
+}
+
+static int stage_policy(const op_plan *p, int s) {
+    return p->stage_act ? p->stage_act[s] : OP_ACT_KEEP;
+}
+
+int64_t op_layer_stash_bytes(const op_layer_cost *l, int policy) {
+    return policy == OP_ACT_SELECTIVE ? op_layer_sel_bytes(l)
+           : policy == OP_ACT_FULL    ? 0
+                                      : l->act_bytes;
+}
+
+double op_layer_recompute_ms(const op_layer_cost *l, int policy) {
+    double f = policy == OP_ACT_SELECTIVE ? l->f_sel_ms : policy == OP_ACT_FULL ? l->f_ms : 0;
+    return f > 0 ? f : 0;
+}
+
+int64_t op_stage_in_bytes(const op_plan *p, int s) {
+    int l = p->stage_first[s];
+    return l > 0 ? p->layers[l - 1].out_bytes : p->layers[0].out_bytes;
+}
+
+int64_t op_stage_stash_bytes(const op_plan *p, int s) {
+    int pol = stage_policy(p, s);
+    int64_t act = op_stage_act_bytes(p, s);
+    if (pol == OP_ACT_FULL) {
+        int64_t in = op_stage_in_bytes(p, s);
+        return in < act ? in : act; /* never more than keep would hold */
+    }
+    if (pol != OP_ACT_SELECTIVE) return act;
+    int64_t b = 0;
+    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++)
+        b += op_layer_sel_bytes(&p->layers[l]);
+    return b;
+}
+
+int64_t op_stage_remat_bytes(const op_plan *p, int s) {
+    int pol = stage_policy(p, s);
+    if (pol != OP_ACT_SELECTIVE && pol != OP_ACT_FULL) return 0;
+    return op_stage_act_bytes(p, s) - op_stage_stash_bytes(p, s);
+}
+
+double op_stage_recompute_ms(const op_plan *p, int s) {
+    int pol = stage_policy(p, s);
+    double t = 0;
+    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++)
+        t += op_layer_recompute_ms(&p->layers[l], pol);
+    return t;
+}
+
+double op_stage_copy_ms(const op_plan *p, int s) {
+    if (stage_policy(p, s) != OP_ACT_OFFLOAD) return 0;
+    return op_comm_host_ms(&p->comm, op_stage_act_bytes(p, s));
 }
 
 int64_t op_stage_out_bytes(const op_plan *p, int s) {
@@ -155,6 +216,74 @@ double op_lower_bound(const op_layer_cost *layers, int n_layers, int P, int M) {
 
 double op_plan_lower_bound(const op_plan *p) {
     return op_lower_bound(p->layers, p->n_layers, p->P, p->M);
+}
+
+typedef struct { double ratio, bytes; } save_item;
+
+static int cmp_ratio(const void *a, const void *b) {
+    double x = ((const save_item *)a)->ratio, y = ((const save_item *)b)->ratio;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* Why it holds.  Take any plan under the limit and any microbatch m.  When the I (or B) of
+ * the last layer for m starts, every F of m has ended and no other I of m has started, so
+ * every layer's stash for m is held: keep act_bytes, selective act_sel_bytes, full at least 0
+ * (the stage input), offload act_bytes on the device or on the host.  Adding static bytes,
+ *   static + sum_l stash_l <= P * limit + (host bytes offloaded at that moment).
+ * So the recompute policies must save need = static + act - P * limit - host capacity bytes
+ * for m.  Saving x_l bytes of layer l costs at least r_l * x_l ms of extra compute, with r_l
+ * the cheaper rate of selective (f_sel / (act - sel)) and full (f / act); the fractional
+ * greedy by rate gives the least total R over all assignments (a relaxation, so a bound).
+ * Every microbatch pays R, all of it inside I ops: total work grows by M * R (spread over P
+ * devices at best) and microbatch m's own F-I chain by R. */
+double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int M,
+                          double mem_limit_bytes, const op_comm *comm) {
+    double base = op_lower_bound(layers, n_layers, P, M);
+    if (!(mem_limit_bytes > 0)) return base;
+    double stat = 0, act = 0, work = 0, chain = 0;
+    save_item *it = op_xmalloc(sizeof *it * (size_t)n_layers);
+    int n = 0;
+    for (int l = 0; l < n_layers; l++) {
+        const op_layer_cost *c = &layers[l];
+        stat += (double)c->static_bytes;
+        act += (double)c->act_bytes;
+        work += c->f_ms + c->i_ms + c->w_ms;
+        chain += c->f_ms + c->i_ms;
+        if (c->act_bytes <= 0) continue;
+        double r = c->f_ms / (double)c->act_bytes;
+        int64_t sel = op_layer_sel_bytes(c);
+        if (sel < c->act_bytes && c->f_sel_ms >= 0) {
+            double rs = c->f_sel_ms / (double)(c->act_bytes - sel);
+            if (rs < r) r = rs;
+        }
+        it[n++] = (save_item){r, (double)c->act_bytes};
+    }
+    double cap = (double)P * mem_limit_bytes;
+    if (stat > cap) {
+        free(it);
+        return INFINITY;
+    }
+    if (comm && comm->host_bw_GBps > 0) {
+        if (!(comm->host_mem_bytes > 0)) { /* unlimited host memory: offload saves it all */
+            free(it);
+            return base;
+        }
+        cap += (double)P * comm->host_mem_bytes;
+    }
+    double need = stat + act - cap, R = 0;
+    qsort(it, (size_t)n, sizeof *it, cmp_ratio);
+    for (int i = 0; i < n && need > 0; i++) {
+        double x = it[i].bytes < need ? it[i].bytes : need;
+        R += it[i].ratio * x;
+        need -= x;
+    }
+    free(it);
+    if (need > 0) return INFINITY; /* even recomputing everything leaves too much */
+    return fmax(base, fmax((work + R) * M / P, chain + R));
+}
+
+double op_plan_lower_bound_mem(const op_plan *p) {
+    return op_lower_bound_mem(p->layers, p->n_layers, p->P, p->M, p->mem_limit_bytes, &p->comm);
 }
 
 int op_plan_validate_layout(const op_plan *p, op_err *err) {

@@ -77,11 +77,12 @@ static const char *const k_root[] = {"format", "name", "model", "devices", "micr
 static const char *const k_root_req[] = {"format", "devices", "microbatches", "layers",
                                          "stages", "placement", "schedule", NULL};
 static const char *const k_comm[] = {"none", "nodes_of", "intra_lat_ms", "intra_bw_GBps",
-                                     "inter_lat_ms", "inter_bw_GBps", NULL};
+                                     "inter_lat_ms", "inter_bw_GBps", "host_lat_ms",
+                                     "host_bw_GBps", "host_mem_bytes", NULL};
 static const char *const k_none[] = {NULL};
 static const char *const k_layer[] = {"name", "kind", "F", "I", "W", "out_bytes", "act_bytes",
                                       "act_w_bytes", "act_i_bytes", "param_bytes",
-                                      "static_bytes", NULL};
+                                      "static_bytes", "F_sel", "act_sel_bytes", NULL};
 static const char *const k_layer_req[] = {"kind", "F", "I", "W", "out_bytes", "act_bytes",
                                           NULL};
 static const char *const k_op[] = {"op", "stage", "mb", "start", "end", NULL};
@@ -119,15 +120,16 @@ static int read_layers(rd *r, json_t *arr, op_layer_cost **out, int *n_out) {
         c->sym = k[0];
         snprintf(pp, sizeof pp, "%s.", path);
         if ((rc = opt_num(r, o, "F", pp, &c->f_ms)) || (rc = opt_num(r, o, "I", pp, &c->i_ms)) ||
-            (rc = opt_num(r, o, "W", pp, &c->w_ms)))
+            (rc = opt_num(r, o, "W", pp, &c->w_ms)) ||
+            (rc = opt_num(r, o, "F_sel", pp, &c->f_sel_ms))) /* optional: 0 = no core */
             return rc;
         /* act_i_bytes is optional (0: files written before it existed still load);
          * act_w_bytes may exceed act_bytes (I can leave more stored than F did). */
         const char *ik[] = {"out_bytes", "act_bytes", "act_w_bytes", "act_i_bytes",
-                            "param_bytes", "static_bytes"};
+                            "param_bytes", "static_bytes", "act_sel_bytes"};
         int64_t *iv[] = {&c->out_bytes, &c->act_bytes, &c->act_w_bytes, &c->act_i_bytes,
-                         &c->param_bytes, &c->static_bytes};
-        for (int i = 0; i < 6; i++) {
+                         &c->param_bytes, &c->static_bytes, &c->act_sel_bytes};
+        for (int i = 0; i < 7; i++) {
             v = json_object_get(o, ik[i]);
             if (!v) continue;
             snprintf(pp, sizeof pp, "%s.%s", path, ik[i]);
@@ -139,6 +141,9 @@ static int read_layers(rd *r, json_t *arr, op_layer_cost **out, int *n_out) {
 
 static int read_comm(rd *r, json_t *o, op_comm *c) {
     c->none = 1;
+    /* host link: optional keys (files written before offload existed get the default link) */
+    c->host_lat_ms = 0.010;
+    c->host_bw_GBps = 25;
     if (!o) return OP_OK;
     int rc = check_keys(r, o, "comm", k_comm, k_none);
     if (rc) return rc;
@@ -154,6 +159,10 @@ static int read_comm(rd *r, json_t *o, op_comm *c) {
         (rc = opt_num(r, o, "intra_bw_GBps", "comm.", &c->intra_bw_GBps)) ||
         (rc = opt_num(r, o, "inter_lat_ms", "comm.", &c->inter_lat_ms)) ||
         (rc = opt_num(r, o, "inter_bw_GBps", "comm.", &c->inter_bw_GBps)))
+        return rc;
+    if ((rc = opt_num(r, o, "host_lat_ms", "comm.", &c->host_lat_ms)) ||
+        (rc = opt_num(r, o, "host_bw_GBps", "comm.", &c->host_bw_GBps)) ||
+        (rc = opt_num(r, o, "host_mem_bytes", "comm.", &c->host_mem_bytes)))
         return rc;
     if (!c->none && !(c->intra_bw_GBps > 0))
         return fail(r, "comm.intra_bw_GBps", "must be > 0 unless comm.none is true");

@@ -81,6 +81,12 @@ int op_plan_to_json(const op_plan *p, op_buf *out) {
     NUM(c->inter_lat_ms);
     op_buf_printf(b, ", \"inter_bw_GBps\": ");
     NUM(c->inter_bw_GBps);
+    op_buf_printf(b, ", \"host_lat_ms\": ");
+    NUM(c->host_lat_ms);
+    op_buf_printf(b, ", \"host_bw_GBps\": ");
+    NUM(c->host_bw_GBps);
+    op_buf_printf(b, ", \"host_mem_bytes\": ");
+    NUM(c->host_mem_bytes);
     op_buf_printf(b, "},\n  \"layers\": [\n");
     for (int l = 0; l < p->n_layers; l++) {
         const op_layer_cost *x = &p->layers[l];
@@ -99,11 +105,16 @@ int op_plan_to_json(const op_plan *p, op_buf *out) {
         op_buf_printf(b,
                       ", \"out_bytes\": %lld, \"act_bytes\": %lld, \"act_w_bytes\": %lld, "
                       "\"act_i_bytes\": %lld, \"param_bytes\": %lld, "
-                      "\"static_bytes\": %lld}%s\n",
+                      "\"static_bytes\": %lld",
                       (long long)x->out_bytes, (long long)x->act_bytes,
                       (long long)x->act_w_bytes, (long long)x->act_i_bytes,
-                      (long long)x->param_bytes,
-                      (long long)x->static_bytes, l + 1 < p->n_layers ? "," : "");
+                      (long long)x->param_bytes, (long long)x->static_bytes);
+        if (x->f_sel_ms > 0 || x->act_sel_bytes > 0) { /* selective's share, when known */
+            op_buf_printf(b, ", \"F_sel\": ");
+            NUM(x->f_sel_ms);
+            op_buf_printf(b, ", \"act_sel_bytes\": %lld", (long long)x->act_sel_bytes);
+        }
+        op_buf_printf(b, "}%s\n", l + 1 < p->n_layers ? "," : "");
     }
     op_buf_printf(b, "  ],\n  \"stages\": [");
     for (int s = 0; s < p->S; s++)

@@ -44,6 +44,9 @@ int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *de
     } else {
         op_comm_default(&pr->comm, o->nodes_of);
     }
+    /* the host link (offload) is the GPU's own, whatever links the devices have between them */
+    if (!(pr->comm.host_bw_GBps > 0)) pr->comm.host_lat_ms = 0.010;
+    op_comm_set_host(&pr->comm, dev);
     if (o->mem_limit_bytes < 0) pr->mem_limit_bytes = 0;
     else if (o->mem_limit_bytes > 0) pr->mem_limit_bytes = o->mem_limit_bytes;
     else pr->mem_limit_bytes = OP_MEM_HEADROOM * dev->mem_GiB * 1073741824.0;

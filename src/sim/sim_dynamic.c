@@ -320,7 +320,9 @@ static void setup(op_plan *p, const op_sim_policy *pol, op_sim_ws *ws) {
         t->stage = s;
         {
             /* with act_i = 0 and act_w <= act this is act: the rule before act_i existed */
-            int64_t extra = st->act_i > st->act_w - st->act ? st->act_i : st->act_w - st->act;
+            /* recompute re-materialises remat bytes during I on top of the stash */
+            int64_t ai = st->act_i + st->remat;
+            int64_t extra = ai > st->act_w - st->act ? ai : st->act_w - st->act;
             t->f_need = st->act + (extra > 0 ? extra : 0);
         }
         for (int k = 0; k < 3; k++) t->dur[k] = st->dur[k];
@@ -441,8 +443,9 @@ int op_sim_dynamic(op_plan *p, const op_sim_policy *pol_in, op_sim_ws *ws, op_er
     if (pol->prio || pol->prio_ex) run(ws, pol, p->P, total, 1);
     else run(ws, pol, p->P, total, 0);
 
-    /* times from a replay of the orders: what the executor would do with them */
-    if (ws->delayed) {
+    /* times from a replay of the orders: what the executor would do with them (always when
+     * stages offload: list scheduling does not wait for reloads, the replay does) */
+    if (ws->delayed || ws->any_offload) {
         sim_prepare(ws, p, 1);
         double T = sim_replay_core(p, ws, 1);
         OP_ASSERT(T >= 0, "replay of a list-scheduled order deadlocked");

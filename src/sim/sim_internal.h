@@ -20,7 +20,29 @@ typedef struct sim_stage {
     int split;          /* 1 = I+W, 0 = B */
     int64_t act, act_w; /* bytes held from F start to I|B end; from I end to W end */
     int64_t act_i;      /* bytes live only while I|B runs, on top of what is held */
+    /* activation policy (plan.h): act above is what F stashes (op_stage_stash_bytes) */
+    int64_t act_full;   /* the stage's act_bytes (keep's stash; what offload copies) */
+    int64_t remat;      /* re-materialised from I's start (selective, full) */
+    int offload;        /* 1: stash copied to host after F, back before I */
+    double copy_ms;     /* one copy over the host link (offload) */
 } sim_stage;
+
+/* The copy engines of offload stages (sim_copy.c): per (s, m) at xfer[(s*M+m)*4 + k],
+ * k = 0 offload start, 1 offload end, 2 reload start, 3 reload end, -1 = none. */
+typedef struct sim_copy {
+    double *xfer;
+    double *eng;        /* [P] engine free at */
+    int64_t *host;      /* [P] host bytes held */
+    int64_t *host_peak; /* [P] */
+    int M;
+    double cap;         /* host budget per device, 0 = none */
+} sim_copy;
+void sim_copy_reset(sim_copy *c, const op_plan *p, double *xfer, double *eng, int64_t *host,
+                    int64_t *host_peak);
+/* F(s,m) of offload stage t ended at f_end: queue its copy to host (or keep it, budget). */
+void sim_copy_offload(sim_copy *c, const sim_stage *t, int s, int m, double f_end);
+/* The op before I|B(s,m) in its device's order starts at prev_start: queue the reload. */
+void sim_copy_reload(sim_copy *c, const sim_stage *t, int s, int m, double prev_start);
 
 /* Dynamic mode, per stage, two cache lines (64-byte aligned).  At P = 128 an event is a
  * chain of dependent loads over ~128 devices' state, which does not fit in L1: what decides
@@ -99,6 +121,13 @@ struct op_sim_ws {
     sim_dev *dv;     /* [P] */
     int delayed;     /* some op started later than its device and input allowed (a hold) */
     double last_f, first_b; /* dynamic: latest F end, first I|B start (-1: none yet) */
+    /* offload (sim_copy.c); any_offload = 0 leaves these untouched */
+    int any_offload;
+    size_t cap_xfer;
+    double *xfer;       /* [S*M*4] */
+    double *eng;        /* [P] */
+    int64_t *host, *host_peak; /* [P] */
+    sim_copy cp;
 };
 
 /* Grows ws for the plan's shape and fills ws->st (durations, delays); reset_end: sets every

@@ -5,8 +5,13 @@
  * device that owns the activation (alloc at F start, I's transient act_i during I/B, the
  * held amount becoming act_w at I end, release at W/B end), and a device's ops are disjoint
  * in time and run in order.  Walking the order, releases at an op's end come
- * before an allocation at the next op's start, even when both fall at the same instant. */
+ * before an allocation at the next op's start, even when both fall at the same instant.
+ * Offload stages add two events per microbatch off the op boundaries (the copy to host ends:
+ * free; the reload starts: allocate); they are sorted per device and merged into the walk,
+ * frees before allocations at the same instant, and an event inside an I|B counts with its
+ * transient. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "sim/sim_internal.h"
 
@@ -28,6 +33,52 @@ void op_sim_fill_pred(op_plan *p) {
     sim_fill_pred_at(p, T, tb, tf);
 }
 
+typedef struct {
+    double t;
+    int64_t delta;
+} mem_ev;
+
+static int cmp_ev(const void *a, const void *b) {
+    const mem_ev *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    return (x->delta > y->delta) - (x->delta < y->delta); /* frees first */
+}
+
+/* Re-derives the copy engines from the timeline (sim_copy.c, the same calls the replay
+ * makes) into p->pred.copy_ms and host_peak_bytes.  Returns 1 if the plan offloads. */
+static int fill_copies(op_plan *p) {
+    int any = 0;
+    for (int s = 0; s < p->S; s++) any |= p->stage_act && p->stage_act[s] == OP_ACT_OFFLOAD;
+    if (!any) return 0;
+    op_pred *r = &p->pred;
+    if (!r->copy_ms) {
+        r->copy_ms = OP_ARENA_NEW(&p->arena, double, (size_t)p->S * p->M * 4);
+        r->host_peak_bytes = OP_ARENA_NEW(&p->arena, int64_t, p->P);
+    }
+    op_sim_ws *ws = op_sim_ws_new();
+    sim_prepare(ws, p, 0);
+    sim_copy *cp = &ws->cp;
+    for (int d = 0; d < p->P; d++) {
+        const op_op *ops = p->ops[d];
+        for (int i = 0; i < p->n_ops[d]; i++) {
+            const op_op *o = &ops[i];
+            const sim_stage *t = &ws->st[o->stage];
+            if (i == 0 && o->kind != OP_F && o->kind != OP_W && t->offload)
+                sim_copy_reload(cp, t, o->stage, o->mb, 0.0);
+            if (o->kind == OP_F && t->offload) sim_copy_offload(cp, t, o->stage, o->mb, o->end);
+            if (i + 1 < p->n_ops[d]) {
+                const op_op *nx = &ops[i + 1];
+                if (nx->kind != OP_F && nx->kind != OP_W && ws->st[nx->stage].offload)
+                    sim_copy_reload(cp, &ws->st[nx->stage], nx->stage, nx->mb, o->start);
+            }
+        }
+    }
+    memcpy(r->copy_ms, ws->xfer, sizeof(double) * (size_t)p->S * p->M * 4);
+    memcpy(r->host_peak_bytes, ws->host_peak, sizeof(int64_t) * (size_t)p->P);
+    op_sim_ws_free(ws);
+    return 1;
+}
+
 void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
     op_pred *r = &p->pred;
     const int P = p->P;
@@ -36,22 +87,45 @@ void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
     const double a = tb, b = tf > tb ? tf : tb;
     double idle_total = 0.0;
     int64_t peak_max = 0;
-    /* per stage: [0] act (F), [1] act_i (transient during I/B), [2] act_w (held from I end to
-     * W end; 0 for a B stage); then static per device */
-    int64_t *sb = op_xcalloc((size_t)p->S * 3 + (size_t)P, sizeof(int64_t));
-    int64_t *stat_d = sb + (size_t)p->S * 3;
+    /* per stage: [0] stash (F), [1] act_i (transient during I/B), [2] act_w (held from I end
+     * to W end; 0 for a B stage), [3] remat (held again from I start: recompute); then static
+     * per device */
+    int64_t *sb = op_xcalloc((size_t)p->S * 4 + (size_t)P, sizeof(int64_t));
+    int64_t *stat_d = sb + (size_t)p->S * 4;
     for (int s = 0; s < p->S; s++) {
-        sb[3 * s] = op_stage_act_bytes(p, s);
-        sb[3 * s + 1] = op_stage_act_i_bytes(p, s);
-        sb[3 * s + 2] = p->stage_split[s] ? op_stage_act_w_bytes(p, s) : 0;
+        sb[4 * s] = op_stage_stash_bytes(p, s);
+        sb[4 * s + 1] = op_stage_act_i_bytes(p, s);
+        sb[4 * s + 2] = p->stage_split[s] ? op_stage_act_w_bytes(p, s) : 0;
+        sb[4 * s + 3] = op_stage_remat_bytes(p, s);
         stat_d[p->stage_dev[s]] += op_stage_static_bytes(p, s);
     }
+    const int offl = fill_copies(p);
+    mem_ev *ev = NULL;
+    if (offl) ev = op_xmalloc(sizeof *ev * ((size_t)p->S * p->M * 2 + 1));
     for (int d = 0; d < P; d++) {
         const int64_t stat = stat_d[d];
         double busy = 0.0, warm = 0.0, res = 0.0, cool = 0.0, t = 0.0;
         int64_t act = 0, peak = stat;
+        int ne = 0, ie = 0;
+        if (offl) { /* this device's copy-end frees and reload-start allocations, in time order */
+            for (int s = 0; s < p->S; s++) {
+                if (p->stage_dev[s] != d || p->stage_act[s] != OP_ACT_OFFLOAD) continue;
+                for (int m = 0; m < p->M; m++) {
+                    const double *x = &p->pred.copy_ms[((int64_t)s * p->M + m) * 4];
+                    if (x[1] < 0) continue; /* kept on the device */
+                    ev[ne++] = (mem_ev){x[1], -sb[4 * s]};
+                    if (x[2] >= 0) ev[ne++] = (mem_ev){x[2], sb[4 * s]};
+                }
+            }
+            qsort(ev, (size_t)ne, sizeof *ev, cmp_ev);
+        }
         for (int i = 0; i < p->n_ops[d]; i++) {
             const op_op *o = &p->ops[d][i];
+            /* copy events up to this op's start (frees at the same instant come first) */
+            for (; ie < ne && ev[ie].t <= o->start; ie++) {
+                act += ev[ie].delta;
+                if (stat + act > peak) peak = stat + act;
+            }
             /* gap before this op (most ops have none: skipping adds nothing but +0.0) */
             if (o->start > t) {
                 warm += overlap(t, o->start, 0.0, a);
@@ -61,20 +135,36 @@ void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
             busy += o->end - o->start;
             t = o->end;
             int s = o->stage;
+            const int isb = o->kind == OP_I || o->kind == OP_B;
             switch ((op_kind)o->kind) {
             case OP_F:
-                act += sb[3 * s];
+                act += sb[4 * s];
                 if (stat + act > peak) peak = stat + act;
                 break;
             case OP_I:
             case OP_B:
-                /* transient peak while the op runs, then what it leaves held */
-                if (stat + act + sb[3 * s + 1] > peak) peak = stat + act + sb[3 * s + 1];
-                act += (o->kind == OP_I ? sb[3 * s + 2] : 0) - sb[3 * s];
-                if (stat + act > peak) peak = stat + act;
+                /* recompute re-materialises, then the transient peak while the op runs */
+                act += sb[4 * s + 3];
+                if (stat + act + sb[4 * s + 1] > peak) peak = stat + act + sb[4 * s + 1];
                 break;
-            case OP_W: act -= sb[3 * s + 2]; break;
+            case OP_W: break;
             }
+            /* copy events while the op runs (with I|B's transient on top) */
+            for (; ie < ne && ev[ie].t < o->end; ie++) {
+                act += ev[ie].delta;
+                int64_t at = stat + act + (isb ? sb[4 * s + 1] : 0);
+                if (at > peak) peak = at;
+            }
+            if (isb) { /* what it leaves held */
+                act += (o->kind == OP_I ? sb[4 * s + 2] : 0) - sb[4 * s] - sb[4 * s + 3];
+                if (stat + act > peak) peak = stat + act;
+            } else if (o->kind == OP_W) {
+                act -= sb[4 * s + 2];
+            }
+        }
+        for (; ie < ne; ie++) { /* copies after the device's last op */
+            act += ev[ie].delta;
+            if (stat + act > peak) peak = stat + act;
         }
         warm += overlap(t, T, 0.0, a);
         res += overlap(t, T, a, b);
@@ -89,6 +179,7 @@ void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
         idle_total += warm + res + cool;
     }
     free(sb);
+    free(ev);
     r->makespan_ms = T;
     r->peak_bytes_max = peak_max;
     r->bubble_ratio = T > 0 ? idle_total / ((double)P * T) : 0.0;

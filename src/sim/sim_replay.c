@@ -19,6 +19,8 @@ double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write) {
     int *pos = ws->pos, *stack = ws->stack;
     double *fr = ws->free_t;
     uint8_t *inq = ws->inq;
+    const int off = ws->any_offload;
+    sim_copy *cp = &ws->cp;
     const int64_t SM = (int64_t)S * M; /* plane size; the next stage's row is M further */
     int sp = 0;
     for (int d = P - 1; d >= 0; d--) {
@@ -63,9 +65,24 @@ double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write) {
                     ready = e;
                 }
                 if (s > 0) push = st[s - 1].dev;
+                /* offload: I|B waits for its reload (issued one op ahead, below) */
+                if (off && t->offload) {
+                    if (i == 0) sim_copy_reload(cp, t, s, m, 0.0);
+                    double r = cp->xfer[row * 4 + 3];
+                    if (r > ready) ready = r;
+                }
             }
             const double start = f > ready ? f : ready;
             f = start + t->dur[slot];
+            if (off) {
+                if (k == OP_F && t->offload) sim_copy_offload(cp, t, s, m, f);
+                if (i + 1 < n) {
+                    const op_op *nx = &ops[i + 1];
+                    if (nx->kind != OP_F && nx->kind != OP_W && (unsigned)nx->stage < (unsigned)S &&
+                        (unsigned)nx->mb < (unsigned)M && st[nx->stage].offload)
+                        sim_copy_reload(cp, &st[nx->stage], nx->stage, nx->mb, start);
+                }
+            }
             end[slot * SM + row] = f;
             if (write) {
                 o->start = start;

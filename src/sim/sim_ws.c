@@ -24,6 +24,10 @@ void op_sim_ws_free(op_sim_ws *ws) {
     free(ws->tk);
     free(ws->td);
     free(ws->ds);
+    free(ws->xfer);
+    free(ws->eng);
+    free(ws->host);
+    free(ws->host_peak);
     free(ws);
 }
 
@@ -60,6 +64,9 @@ static void ensure(op_sim_ws *ws, int P, int S, int M) {
         GROW(ws->static_b, P);
         GROW(ws->ops_base, P);
         GROW(ws->wake_at, P);
+        GROW(ws->eng, P);
+        GROW(ws->host, P);
+        GROW(ws->host_peak, P);
         ws->cap_P = (size_t)P;
     }
     size_t leaves = 1;
@@ -70,6 +77,10 @@ static void ensure(op_sim_ws *ws, int P, int S, int M) {
         ws->cap_tw = 2 * leaves;
     }
     ws->tw_leaves = (int)leaves;
+    if (nops / 3 * 4 > ws->cap_xfer) {
+        GROW(ws->xfer, nops / 3 * 4);
+        ws->cap_xfer = nops / 3 * 4;
+    }
 }
 
 static double link_ms(const op_plan *p, int a, int b, int64_t bytes) {
@@ -80,6 +91,7 @@ static double link_ms(const op_plan *p, int a, int b, int64_t bytes) {
 void sim_prepare(op_sim_ws *ws, const op_plan *p, int reset_end) {
     int S = p->S;
     ensure(ws, p->P, S, p->M);
+    ws->any_offload = 0;
     for (int s = 0; s < S; s++) {
         sim_stage *t = &ws->st[s];
         t->dev = p->stage_dev[s];
@@ -87,9 +99,14 @@ void sim_prepare(op_sim_ws *ws, const op_plan *p, int reset_end) {
         t->dur[0] = op_stage_ms(p, s, OP_F);
         t->dur[1] = op_stage_ms(p, s, t->split ? OP_I : OP_B);
         t->dur[2] = t->split ? op_stage_ms(p, s, OP_W) : 0.0;
-        t->act = op_stage_act_bytes(p, s);
+        t->act_full = op_stage_act_bytes(p, s);
+        t->act = op_stage_stash_bytes(p, s);
+        t->remat = op_stage_remat_bytes(p, s);
         t->act_w = t->split ? op_stage_act_w_bytes(p, s) : 0;
         t->act_i = op_stage_act_i_bytes(p, s);
+        t->offload = p->stage_act && p->stage_act[s] == OP_ACT_OFFLOAD;
+        t->copy_ms = t->offload ? op_stage_copy_ms(p, s) : 0.0;
+        if (t->offload) ws->any_offload = 1;
     }
     /* The gradient going back from s+1 to s has the size of the activation going forward
      * from s to s+1: both cross the same boundary. */
@@ -101,6 +118,8 @@ void sim_prepare(op_sim_ws *ws, const op_plan *p, int reset_end) {
                                           op_stage_out_bytes(p, s))
                                 : 0;
     }
+    if (ws->any_offload)
+        sim_copy_reset(&ws->cp, p, ws->xfer, ws->eng, ws->host, ws->host_peak);
     if (!reset_end) return;
     size_t nops = (size_t)S * (size_t)p->M * 3;
     double *e = ws->end;
@@ -114,6 +133,16 @@ int sim_check_layout(const op_plan *p, op_err *err) {
         const op_layer_cost *c = &p->layers[l];
         if (!(c->f_ms >= 0 && c->i_ms >= 0 && c->w_ms >= 0))
             return op_errf(err, OP_EINVAL, "layers[%d] (%s): negative or NaN cost", l, c->name);
+    }
+    for (int s = 0; s < p->S; s++) {
+        if (p->stage_act && p->stage_act[s] >= OP_ACT_N)
+            return op_errf(err, OP_EINVAL, "stage %d: unknown activation policy %d", s,
+                           p->stage_act[s]);
+        if (p->stage_act && p->stage_act[s] == OP_ACT_OFFLOAD &&
+            !(p->comm.host_bw_GBps > 0 && p->comm.host_lat_ms >= 0))
+            return op_errf(err, OP_EINVAL,
+                           "stage %d offloads its activations but the plan has no host link "
+                           "(comm.host_bw_GBps = %g)", s, p->comm.host_bw_GBps);
     }
     if (!(p->op_overhead_ms >= 0))
         return op_errf(err, OP_EINVAL, "op_overhead_ms must be >= 0 (got %g)", p->op_overhead_ms);

@@ -13,6 +13,7 @@
 #include "octopipe/sched.h"
 #include "octopipe/sim.h"
 #include "tune/tune_int.h"
+#include "tune/tune_mem.h"
 
 #ifndef TN_EVAL_UNITS
 #define TN_EVAL_UNITS 5e6
@@ -253,7 +254,7 @@ static long auto_evals(const tn_prob *pb) {
     return n < 300 ? 300 : n > 20000 ? 20000 : (long)n;
 }
 
-int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
+int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
     op_tune_opts o;
     if (oin) o = *oin;
     else op_tune_opts_default(&o);

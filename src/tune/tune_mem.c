@@ -1,0 +1,243 @@
+/* tune_mem.c: the tuner's activation policies.  op_tune = the search of tune.c wrapped in the
+ * choice of what to do with activations when memory binds.
+ *
+ * Why this shape: recomputation trades time for memory per stage, and memory binds per device.
+ * The search (tune.c) already trades warm-up depth for memory under the limit; a policy changes
+ * what one stash costs.  So:
+ *   1. search with keep (no recomputation).  Memory binds if nothing fits, or the plan's peak
+ *      is at the limit while the plan is more than 2% above the memory-free lower bound; unless
+ *      nothing fits or it is more than 5% above, that plan is the answer (today's figures,
+ *      today's speed);
+ *   2. where it binds, search again on the layer view of selective recomputation on every
+ *      stage (op_act_layers; the partition, placement and depth are chosen knowing the smaller
+ *      stash), and, while nothing lighter fits or the best so far is still more than 5% above
+ *      the memory-free bound, of full recomputation on the first quarter, the first half, and
+ *      all of the layers (early stages hold the most microbatches in flight);
+ *   3. relax per stage, with the simulator as judge: each stage in turn gets the cheaper
+ *      policy (full -> selective -> keep, or offload to host) when the plan still fits and is
+ *      no slower, so recomputation stays only on the stages whose device needs it;
+ *   4. every classic schedule with its own best uniform recomputation (op_sched_build_fit) is
+ *      the bar: the tuner never returns a plan slower than one of them that fits. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/sched_mem.h"
+#include "octopipe/sim.h"
+#include "tune/tune_mem.h"
+
+#define GIB 1073741824.0
+
+int op_tune_recompute_parse(const char *s, op_tune_recompute *out) {
+    if (!strcmp(s, "auto")) *out = OP_TUNE_RC_AUTO;
+    else if (!strcmp(s, "none")) *out = OP_TUNE_RC_NONE;
+    else if (!strcmp(s, "selective")) *out = OP_TUNE_RC_SELECTIVE;
+    else if (!strcmp(s, "full")) *out = OP_TUNE_RC_FULL;
+    else return -1;
+    return 0;
+}
+
+/* Profiles without memory fields give zero bytes everywhere: no policy can mean anything. */
+static int mem_modelled(const op_problem *pr) {
+    for (int l = 0; l < pr->n_layers; l++)
+        if (pr->layers[l].act_bytes > 0) return 1;
+    return 0;
+}
+
+static int plan_fits(const op_problem *pr, const op_plan *p) {
+    return pr->mem_limit_bytes <= 0 || (double)p->pred.peak_bytes_max <= pr->mem_limit_bytes;
+}
+
+/* Memory binds a keep plan when its peak is at the limit and it is not already within 2% of
+ * the memory-free bound (then no policy could gain more than that).  Policies are searched
+ * only beyond 5%: below it a second search costs more tuner time than it has ever gained. */
+static int binds(const op_problem *pr, const op_plan *p, double margin) {
+    return (double)p->pred.peak_bytes_max > 0.9 * pr->mem_limit_bytes &&
+           p->pred.makespan_ms > (1 + margin) * p->pred.lower_bound_ms;
+}
+
+/* Searches on the layer view of policy pol on layers [0, cut) (keep after them), then gives the
+ * plan its true layers and stage_act (pol on stages starting before cut); the simulator
+ * re-times it and has the last word on its peak.  A prefix because early stages hold the most
+ * microbatches in flight (P - d in a 1F1B-like steady state): they need memory first. */
+static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int cut,
+                       op_plan *out, op_tune_stats *st, op_err *err) {
+    op_tune_opts oo = *o;
+    oo.stats = st;
+    if (pol == OP_ACT_KEEP || cut <= 0) return tn_tune_core(pr, &oo, out, err);
+    int L = pr->n_layers;
+    if (cut > L) cut = L;
+    op_layer_cost *lv = op_xmalloc(sizeof *lv * (size_t)L);
+    op_act_layers(pr->layers, L, pol, lv);
+    memcpy(lv + cut, pr->layers + cut, sizeof *lv * (size_t)(L - cut));
+    op_problem q = *pr;
+    q.layers = lv;
+    int rc = tn_tune_core(&q, &oo, out, err);
+    free(lv);
+    if (rc != OP_OK) return rc;
+    memcpy(out->layers, pr->layers, sizeof *lv * (size_t)L);
+    for (int s = 0; s < out->S; s++)
+        out->stage_act[s] = (uint8_t)(out->stage_first[s] < cut ? pol : OP_ACT_KEEP);
+    rc = op_sim_replay(out, NULL, err);
+    if (rc != OP_OK) op_plan_free(out);
+    return rc;
+}
+
+/* Sets stage s to policy pol if the plan still fits and is no slower; else restores it. */
+static int try_stage(const op_problem *pr, op_plan *p, int s, int pol) {
+    int old = p->stage_act[s];
+    double before = p->pred.makespan_ms;
+    op_err e = {0};
+    p->stage_act[s] = (uint8_t)pol;
+    if (op_sim_replay(p, NULL, &e) == OP_OK && plan_fits(pr, p) &&
+        p->pred.makespan_ms <= before * (1 + 1e-9))
+        return 1;
+    p->stage_act[s] = (uint8_t)old;
+    OP_ASSERT(op_sim_replay(p, NULL, &e) == OP_OK, "re-simulating a plan that ran: %s", e.msg);
+    return 0;
+}
+
+/* Step 3: cheaper policies stage by stage, the stage with the most recompute time first. */
+static void relax(const op_problem *pr, op_plan *p, const op_tune_opts *o) {
+    int S = p->S;
+    int *ord = op_xmalloc(sizeof(int) * (size_t)S);
+    double *redo = op_xmalloc(sizeof(double) * (size_t)S);
+    for (int s = 0; s < S; s++) {
+        ord[s] = s;
+        redo[s] = 0;
+        for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) redo[s] += p->layers[l].f_ms;
+    }
+    for (int i = 1; i < S; i++) /* insertion sort, most recompute first */
+        for (int j = i; j > 0 && redo[ord[j]] > redo[ord[j - 1]]; j--) {
+            int t = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = t;
+        }
+    for (int i = 0; i < S; i++)
+        if (p->stage_act[ord[i]] == OP_ACT_FULL) try_stage(pr, p, ord[i], OP_ACT_SELECTIVE);
+    for (int i = 0; i < S; i++)
+        if (p->stage_act[ord[i]] != OP_ACT_KEEP) try_stage(pr, p, ord[i], OP_ACT_KEEP);
+    if (!o->no_offload)
+        for (int i = 0; i < S; i++)
+            if (p->stage_act[ord[i]] != OP_ACT_KEEP) try_stage(pr, p, ord[i], OP_ACT_OFFLOAD);
+    free(ord);
+    free(redo);
+}
+
+/* Step 4: the classic schedules with their own best uniform recomputation. */
+static void baseline_bar(const op_problem *pr, op_plan *best, int *have, op_tune_stats *st) {
+    st->best_baseline_ms = 0; /* the bar is now each baseline with its recomputation */
+    st->best_baseline[0] = 0;
+    for (const char *const *n = op_sched_names(); *n; n++) {
+        op_plan b;
+        op_err e = {0};
+        op_sched_info info = {0};
+        if (op_sched_build_fit(*n, pr, NULL, &b, &info, &e) != OP_OK) continue;
+        int better = plan_fits(pr, &b) && (!*have || b.pred.makespan_ms < best->pred.makespan_ms * (1 - 1e-9));
+        if (plan_fits(pr, &b) && (st->best_baseline_ms <= 0 || b.pred.makespan_ms < st->best_baseline_ms)) {
+            const char *rc = strstr(info.settings, "recompute=");
+            st->best_baseline_ms = b.pred.makespan_ms;
+            snprintf(st->best_baseline, sizeof st->best_baseline, "%s%s%.12s", *n, rc ? "+" : "",
+                     rc ? rc + 10 : "");
+        }
+        if (better) {
+            if (*have) op_plan_free(best);
+            op_plan_copy(best, &b);
+            snprintf(best->name, sizeof best->name, "octopipe");
+            snprintf(st->source, sizeof st->source, "baseline:%s", *n);
+            st->S = b.S;
+            snprintf(st->shape, sizeof st->shape, "%s", strstr(info.settings, "layout") ? "layout" : "baseline");
+            *have = 1;
+        }
+        op_plan_free(&b);
+    }
+}
+
+static void describe(const op_plan *p, op_tune_stats *st) {
+    int cnt[OP_ACT_N] = {0};
+    for (int s = 0; s < p->S; s++) cnt[p->stage_act[s] < OP_ACT_N ? p->stage_act[s] : 0]++;
+    st->n_recompute = p->S - cnt[OP_ACT_KEEP];
+    if (!st->n_recompute) {
+        snprintf(st->policies, sizeof st->policies, "keep");
+        return;
+    }
+    size_t k = 0;
+    for (int a = 1; a < OP_ACT_N; a++)
+        if (cnt[a] && k < sizeof st->policies)
+            k += (size_t)snprintf(st->policies + k, sizeof st->policies - k, "%s%s on %d of %d stages",
+                                  k ? ", " : "", op_act_policy_name(a), cnt[a], p->S);
+}
+
+int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
+    op_tune_opts o;
+    if (oin) o = *oin;
+    else op_tune_opts_default(&o);
+    op_tune_stats st, tmp;
+    memset(&st, 0, sizeof st);
+    double t0 = op_now_s();
+    int modelled = mem_modelled(pr), lim = pr->mem_limit_bytes > 0;
+    int first = o.recompute == OP_TUNE_RC_SELECTIVE ? OP_ACT_SELECTIVE
+              : o.recompute == OP_TUNE_RC_FULL      ? OP_ACT_FULL
+                                                    : OP_ACT_KEEP;
+    if (!modelled) first = OP_ACT_KEEP;
+    int rc = tune_policy(pr, &o, first, pr->n_layers, out, &st, err);
+    int have = rc == OP_OK && plan_fits(pr, out);
+    if (rc == OP_OK && !have) op_plan_free(out);
+    if (rc != OP_OK && rc != OP_ENOMEM) return rc;
+    int auto_mode = o.recompute == OP_TUNE_RC_AUTO && modelled && lim;
+    if (auto_mode && have && binds(pr, out, 0.02)) st.mem_binds = 1;
+    if (auto_mode && (!have || binds(pr, out, 0.05))) {
+        st.mem_binds = 2;
+        op_layer_cost *lv = op_xmalloc(sizeof *lv * (size_t)pr->n_layers);
+        /* trials: selective everywhere; then, while the best is still far from the bound,
+         * full on the first quarter / half of the layers, and full everywhere */
+        int L = pr->n_layers;
+        const int tpol[4] = {OP_ACT_SELECTIVE, OP_ACT_FULL, OP_ACT_FULL, OP_ACT_FULL};
+        const int tcut[4] = {L, L / 4, L / 2, L};
+        for (int k = 0; k < 4; k++) {
+            int pol = tpol[k];
+            /* full costs a whole forward per stage: worth a search only when nothing lighter
+             * fits, or what fits is still far (> 5%) from the memory-free bound */
+            if (pol == OP_ACT_FULL && have && out->pred.makespan_ms <= 1.05 * out->pred.lower_bound_ms)
+                break;
+            if (!op_act_layers(pr->layers, tcut[k], pol, lv) || tcut[k] < 1) continue;
+            op_plan p;
+            op_err e2 = {0};
+            memset(&tmp, 0, sizeof tmp);
+            long ev = st.evals;
+            if (tune_policy(pr, &o, pol, tcut[k], &p, &tmp, &e2) != OP_OK) continue;
+            tmp.evals += ev;
+            if (plan_fits(pr, &p)) relax(pr, &p, &o); /* before comparing: offload may replace it */
+            if (plan_fits(pr, &p) && (!have || p.pred.makespan_ms < out->pred.makespan_ms)) {
+                if (have) op_plan_free(out);
+                op_plan_copy(out, &p);
+                st = tmp;
+                st.mem_binds = 2;
+                have = 1;
+            } else {
+                st.evals = tmp.evals;
+            }
+            op_plan_free(&p);
+        }
+        free(lv);
+        if (!o.no_baselines) baseline_bar(pr, out, &have, &st);
+    } else if (have && modelled && lim && o.recompute != OP_TUNE_RC_NONE && first != OP_ACT_KEEP) {
+        relax(pr, out, &o); /* a forced policy still leaves stages that need nothing */
+    }
+    if (!have) {
+        if (rc == OP_OK || !err->msg[0])
+            return op_errf(err, OP_ENOMEM, "no plan fits %.2f GiB per device%s",
+                           pr->mem_limit_bytes / GIB, auto_mode ? ", even with recomputation" : "");
+        if (auto_mode) { /* the keep search's message names its own smallest peak */
+            size_t k = strlen(err->msg);
+            snprintf(err->msg + k, sizeof err->msg - k, "; recomputation does not fit either");
+        }
+        return OP_ENOMEM;
+    }
+    snprintf(out->name, sizeof out->name, "octopipe");
+    if (modelled) describe(out, &st);
+    else snprintf(st.policies, sizeof st.policies, "not modelled");
+    st.seconds = op_now_s() - t0;
+    if (o.stats) *o.stats = st;
+    return OP_OK;
+}

@@ -1,0 +1,9 @@
+/* tune_mem.h: the tuner's activation-policy layer (tune_mem.c) around the search (tune.c). */
+#ifndef OCTOPIPE_TUNE_MEM_H
+#define OCTOPIPE_TUNE_MEM_H
+#include "octopipe/tune.h"
+
+/* The partition x placement x schedule search on pr's layers as given (tune.c). */
+int tn_tune_core(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
+
+#endif

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# CLI tests of the memory flags of `octopipe plan`: --recompute / --offload values, the advice
+# when nothing fits, --mem-sweep's table, and policies recorded in the plan file.
+set -u
+OP=${OCTOPIPE:-build/octopipe}
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+expect_err() { # expected-substring args...
+  local want=$1; shift
+  "$OP" "$@" > "$tmp/out" 2> "$tmp/err"; local rc=$?
+  if [ $rc -eq 2 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err"; then ok
+  else bad "octopipe $* -> rc=$rc stderr: $(cat "$tmp/err")"; fi
+}
+base=(--model llama2-7b --devices 4 --microbatches 8 --quiet)
+expect_err "--recompute must be auto, none, selective or full" plan "${base[@]}" --recompute keep --out "$tmp/a.json"
+expect_err "--offload must be auto or none" plan "${base[@]}" --offload yes --out "$tmp/a.json"
+expect_err "needs a value" plan "${base[@]}" --recompute
+
+# nothing fits 2 GiB: exit 1, no file, static memory named, a computed limit that fits
+"$OP" plan "${base[@]}" --mem-limit 2 --out "$tmp/x.json" > /dev/null 2> "$tmp/err"; rc=$?
+if [ $rc -eq 1 ] && grep -q "static memory (weights, gradients, optimizer state) alone" "$tmp/err" \
+   && grep -q "^--mem-limit [0-9.]*: a plan fits" "$tmp/err"; then ok
+else bad "advice: rc=$rc $(cat "$tmp/err")"; fi
+[ ! -e "$tmp/x.json" ] && ok || bad "refused plan left a file"
+# the limit it names really fits
+lim=$(sed -n 's/^--mem-limit \([0-9.]*\): a plan fits.*/\1/p' "$tmp/err" | head -n 1)
+if [ -n "$lim" ] && "$OP" plan "${base[@]}" --mem-limit "$lim" --out "$tmp/y.json" > "$tmp/y.out" 2>&1; then ok
+else bad "advised --mem-limit $lim does not fit: $(tail -n 2 "$tmp/y.out")"; fi
+
+# forced full recomputation: recorded per stage in the plan file, and no slower than none is
+# never claimed: full re-runs every forward
+"$OP" plan "${base[@]}" --recompute full --mem-limit none --out "$tmp/f.json" > "$tmp/f.out" 2>&1 &&
+"$OP" plan "${base[@]}" --recompute none --mem-limit none --out "$tmp/n.json" > "$tmp/n.out" 2>&1 || bad "plan runs failed"
+if jq -e '.activation | length > 0' "$tmp/f.json" > /dev/null 2>&1 || ! jq -e 'has("activation")' "$tmp/n.json" > /dev/null 2>&1; then ok
+else bad "activation key: $(jq -c .activation "$tmp/f.json" 2>&1)"; fi
+grep -q "^activations: keep" "$tmp/n.out" && ok || bad "none: $(grep activations "$tmp/n.out")"
+
+# --mem-sweep: one row per limit, makespans never rise as the limit grows (a Pareto front)
+"$OP" plan --model llama2-7b --devices 4 --microbatches 4 --quiet --mem-sweep > "$tmp/s.out" 2> "$tmp/s.err"; rc=$?
+rows=$(awk 'NR > 2 && $2 ~ /^[0-9.]+$/' "$tmp/s.out" | wc -l)
+if [ $rc -eq 0 ] && [ "$rows" -ge 5 ] && grep -q "limit_GiB" "$tmp/s.out"; then ok
+else bad "mem-sweep rc=$rc rows=$rows: $(head -n 4 "$tmp/s.out") $(cat "$tmp/s.err")"; fi
+if awk 'NR > 2 && $1 != "none" && $2 ~ /^[0-9.]+$/ { if (seen && $2 > last * 1.0001) exit 1; last = $2; seen = 1 }' "$tmp/s.out"; then ok
+else bad "mem-sweep makespan rises with the limit: $(cat "$tmp/s.out")"; fi
+
+echo "plan_mem: $pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,273 @@
+/* test_sim_act.c: activation policies in the simulator, on hand-computed small cases:
+ * selective and full (stash at F, recompute inside I, re-materialised bytes during I),
+ * offload (copy engine FIFO, I waiting for its reload, host budget), the dynamic mode
+ * agreeing with replay under offload, the memory-aware lower bound, and the exports
+ * (memory curve = simulated peak; recompute and copy engine drawn). */
+#include <math.h>
+
+#include "check.h"
+#include "octopipe/export.h"
+#include "octopipe/sim.h"
+
+static op_op mk(op_kind k, int s, int m) { return (op_op){(uint8_t)k, s, m, 0, 0}; }
+
+/* One device, one stage over n layers, GPipe order (all F, then each backward). */
+static void one_stage(op_plan *p, const op_layer_cost *L, int n, int M, int split, int policy) {
+    op_comm c = {0};
+    c.none = 1;
+    op_plan_init(p, "act", L, n, 1, M, 1, &c);
+    p->stage_first[0] = 0, p->stage_first[1] = n;
+    p->stage_dev[0] = 0;
+    p->stage_split[0] = (uint8_t)split;
+    p->stage_act[0] = (uint8_t)policy;
+    op_op o[32];
+    int k = 0;
+    for (int m = 0; m < M; m++) o[k++] = mk(OP_F, 0, m);
+    for (int m = 0; m < M; m++) {
+        o[k++] = mk(split ? OP_I : OP_B, 0, m);
+        if (split) o[k++] = mk(OP_W, 0, m);
+    }
+    op_plan_set_ops(p, 0, o, k);
+}
+
+/* F 2, I 3 (+0.5 recompute), W 1; act 100, selective keeps 60; act_w 40, act_i 10, static
+ * 1000.  Order F0 F1 I0 W0 I1 W1:
+ *   F0 [0,2] F1 [2,4] I0 [4,7.5] W0 [7.5,8.5] I1 [8.5,12] W1 [12,13]
+ *   memory: after F1 1000+120; I0 re-materialises 40 -> 1160, + act_i 10 = 1170 (the peak;
+ *   keep: 1000 + 200 + 10 = 1210). */
+TEST(selective_rules) {
+    op_layer_cost l = {.f_ms = 2, .i_ms = 3, .w_ms = 1, .act_bytes = 100, .act_sel_bytes = 60,
+                       .f_sel_ms = 0.5, .act_w_bytes = 40, .act_i_bytes = 10,
+                       .static_bytes = 1000, .out_bytes = 8};
+    op_plan p;
+    op_err e = {0};
+    one_stage(&p, &l, 1, 2, 1, OP_ACT_SELECTIVE);
+    CHECK_EQ_INT(op_stage_stash_bytes(&p, 0), 60);
+    CHECK_EQ_INT(op_stage_remat_bytes(&p, 0), 40);
+    CHECK_NEAR(op_stage_recompute_ms(&p, 0), 0.5, 1e-12);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    const op_op *o = p.ops[0];
+    CHECK_NEAR(o[2].start, 4, 1e-12);
+    CHECK_NEAR(o[2].end, 7.5, 1e-12);
+    CHECK_NEAR(p.pred.makespan_ms, 13, 1e-12);
+    CHECK_EQ_INT(p.pred.peak_bytes_max, 1170);
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), 1170);
+    op_buf b = {0};
+    CHECK_EQ_INT(op_export_svg(&p, &b, &e), OP_OK);
+    CHECK_STR_CONTAINS(b.data, "recompute (selective) s0 mb1: 0.500 ms");
+    CHECK_STR_CONTAINS(b.data, "recompute (start of I or B)");
+    b.len = 0;
+    CHECK_EQ_INT(op_export_chrome_trace(&p, &b, &e), OP_OK);
+    CHECK_STR_CONTAINS(b.data, "\"name\":\"recompute s0 mb0\",\"cat\":\"recompute\",\"pid\":0,"
+                               "\"tid\":0,\"ts\":4000.000,\"dur\":500.000");
+    op_buf_free(&b);
+    p.stage_act[0] = OP_ACT_KEEP;
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.pred.makespan_ms, 12, 1e-12);
+    CHECK_EQ_INT(p.pred.peak_bytes_max, 1210);
+    op_plan_free(&p);
+    /* a layer without an attention core: selective changes nothing */
+    l.f_sel_ms = 0, l.act_sel_bytes = 0;
+    one_stage(&p, &l, 1, 2, 1, OP_ACT_SELECTIVE);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.pred.makespan_ms, 12, 1e-12);
+    CHECK_EQ_INT(p.pred.peak_bytes_max, 1210);
+    op_plan_free(&p);
+}
+
+/* Two layers (f 1, i 1; act 100 and 50; outputs 30 and 20) in one fused stage, M = 2:
+ * full keeps the stage input (30: the first layer's output stands for the embedding input)
+ * and re-runs F (2 ms) inside B.  F0 [0,2] F1 [2,4] B0 [4,8] B1 [8,12]; memory 60 after the
+ * F's, B0 re-materialises 120 -> 180 (keep: 300). */
+TEST(full_rules) {
+    op_layer_cost L[2] = {{.f_ms = 1, .i_ms = 1, .act_bytes = 100, .out_bytes = 30},
+                          {.f_ms = 1, .i_ms = 1, .act_bytes = 50, .out_bytes = 20}};
+    op_plan p;
+    op_err e = {0};
+    one_stage(&p, L, 2, 2, 0, OP_ACT_FULL);
+    CHECK_EQ_INT(op_stage_in_bytes(&p, 0), 30);
+    CHECK_EQ_INT(op_stage_stash_bytes(&p, 0), 30);
+    CHECK_EQ_INT(op_stage_remat_bytes(&p, 0), 120);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.ops[0][2].start, 4, 1e-12);
+    CHECK_NEAR(p.ops[0][2].end, 8, 1e-12);
+    CHECK_NEAR(p.pred.makespan_ms, 12, 1e-12);
+    CHECK_EQ_INT(p.pred.peak_bytes_max, 180);
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), 180);
+    p.stage_act[0] = OP_ACT_KEEP;
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.pred.makespan_ms, 8, 1e-12);
+    CHECK_EQ_INT(p.pred.peak_bytes_max, 300);
+    op_plan_free(&p);
+    /* per layer, for the tuner: full keeps nothing per layer, selective its sel bytes */
+    CHECK_EQ_INT(op_layer_stash_bytes(&L[0], OP_ACT_FULL), 0);
+    CHECK_EQ_INT(op_layer_stash_bytes(&L[0], OP_ACT_SELECTIVE), 100);
+    CHECK_NEAR(op_layer_recompute_ms(&L[1], OP_ACT_FULL), 1, 1e-12);
+}
+
+/* Offload: f 2, B 2, act 1e7 bytes, host link 20 GB/s, no latency: a copy takes 0.5 ms.
+ * GPipe order F0 F1 F2 B0 B1 B2 (the engine is FIFO):
+ *   F0 [0,2] out0 [2,2.5]; F1 [2,4] out1 [4,4.5]; F2 [4,6] out2 [6,6.5];
+ *   reload0 issued when F2 starts (4), behind out2: [6.5,7]; B0 waits: [7,9] (device free
+ *   at 6); reload1 at B0's start: [7,7.5]; B1 [9,11]; reload2 [9,9.5]; B2 [11,13].
+ *   Memory: never more than two stashes (keep: three).  Host: three stashes. */
+TEST(offload_waits_for_reload) {
+    op_layer_cost l = {.f_ms = 2, .i_ms = 2, .act_bytes = 10000000, .out_bytes = 8};
+    op_plan p;
+    op_err e = {0};
+    one_stage(&p, &l, 1, 3, 0, OP_ACT_OFFLOAD);
+    p.comm.host_bw_GBps = 20, p.comm.host_lat_ms = 0;
+    CHECK_NEAR(op_stage_copy_ms(&p, 0), 0.5, 1e-12);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    const op_op *o = p.ops[0];
+    CHECK_NEAR(o[3].start, 7, 1e-12); /* B0 waits for its reload */
+    CHECK_NEAR(o[4].start, 9, 1e-12);
+    CHECK_NEAR(p.pred.makespan_ms, 13, 1e-12);
+    CHECK_EQ_INT(p.pred.peak_bytes_max, 20000000);
+    const double *x = p.pred.copy_ms;
+    CHECK(x != NULL);
+    if (x) {
+        CHECK_NEAR(x[0], 2, 1e-12);
+        CHECK_NEAR(x[1], 2.5, 1e-12);
+        CHECK_NEAR(x[2], 6.5, 1e-12);
+        CHECK_NEAR(x[3], 7, 1e-12);
+        CHECK_NEAR(x[8 + 2], 9, 1e-12); /* reload2 at B1's start */
+        CHECK_EQ_INT(p.pred.host_peak_bytes[0], 30000000);
+    }
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), 20000000);
+    op_buf b = {0};
+    CHECK_EQ_INT(op_export_chrome_trace(&p, &b, &e), OP_OK);
+    CHECK_STR_CONTAINS(b.data, "copy engine 0");
+    CHECK_STR_CONTAINS(b.data, "\"name\":\"reload s0 mb0\",\"cat\":\"copy\",\"pid\":0,\"tid\":1,"
+                               "\"ts\":6500.000,\"dur\":500.000");
+    b.len = 0;
+    CHECK_EQ_INT(op_export_svg(&p, &b, &e), OP_OK);
+    CHECK_STR_CONTAINS(b.data, "<title>offload s0 mb2: 6.000-6.500 ms</title>");
+    CHECK_STR_CONTAINS(b.data, "offload to host");
+    op_buf_free(&b);
+    /* a plan without stored copy times (as read from a file) draws the same memory */
+    {
+        op_plan q;
+        op_plan_copy(&q, &p);
+        q.pred.copy_ms = NULL;
+        CHECK_EQ_INT(op_export_peak_bytes(&q, 0), 20000000);
+        op_plan_free(&q);
+    }
+    /* the same plan with keep: no waits, three stashes */
+    p.stage_act[0] = OP_ACT_KEEP;
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.pred.makespan_ms, 12, 1e-12);
+    CHECK_EQ_INT(p.pred.peak_bytes_max, 30000000);
+    /* no host link: refused, not aborted */
+    p.stage_act[0] = OP_ACT_OFFLOAD;
+    p.comm.host_bw_GBps = 0;
+    CHECK(op_sim_replay(&p, NULL, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "host link");
+    op_plan_free(&p);
+}
+
+/* Host budget 2.5e7: the third stash does not fit on the host when its copy would start
+ * (two are there), so it stays on the device and B2 waits for nothing:
+ *   reload0 issued at F2's start behind out1: [4.5,5]; B0 [6,8]; reload1 [6,6.5]; B1 [8,10];
+ *   B2 [10,12].  Device memory: F2's stash + reload0 + reload1 at B0's start = 3e7. */
+TEST(offload_host_budget) {
+    op_layer_cost l = {.f_ms = 2, .i_ms = 2, .act_bytes = 10000000, .out_bytes = 8};
+    op_plan p;
+    op_err e = {0};
+    one_stage(&p, &l, 1, 3, 0, OP_ACT_OFFLOAD);
+    p.comm.host_bw_GBps = 20, p.comm.host_lat_ms = 0, p.comm.host_mem_bytes = 25000000;
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.ops[0][3].start, 6, 1e-12);
+    CHECK_NEAR(p.pred.makespan_ms, 12, 1e-12);
+    CHECK_EQ_INT(p.pred.peak_bytes_max, 30000000);
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), 30000000);
+    if (p.pred.copy_ms) {
+        CHECK(p.pred.copy_ms[8 + 0] < 0 && p.pred.copy_ms[8 + 2] < 0); /* mb 2 kept */
+        CHECK_NEAR(p.pred.copy_ms[2], 4.5, 1e-12);
+        CHECK_EQ_INT(p.pred.host_peak_bytes[0], 20000000);
+    } else {
+        CHECK(0);
+    }
+    op_plan_free(&p);
+}
+
+/* Dynamic mode on an offload plan: its times are a replay of its order (I waits there). */
+TEST(offload_dynamic_equals_replay) {
+    op_layer_cost L[4];
+    for (int i = 0; i < 4; i++)
+        L[i] = (op_layer_cost){.f_ms = 1, .i_ms = 1, .w_ms = 0.5, .act_bytes = 40000000,
+                               .act_w_bytes = 1000, .out_bytes = 1000};
+    op_comm c;
+    op_comm_default(&c, 0);
+    op_plan p, q;
+    op_plan_init(&p, "dyn", L, 4, 2, 6, 4, &c);
+    for (int s = 0; s <= 4; s++) p.stage_first[s] = s;
+    for (int s = 0; s < 4; s++) {
+        p.stage_dev[s] = s % 2;
+        p.stage_split[s] = 1;
+        p.stage_act[s] = s < 2 ? OP_ACT_OFFLOAD : OP_ACT_KEEP;
+    }
+    op_err e = {0};
+    CHECK_EQ_INT(op_sim_dynamic(&p, NULL, NULL, &e), OP_OK);
+    op_plan_copy(&q, &p);
+    CHECK_EQ_INT(op_sim_replay(&q, NULL, &e), OP_OK);
+    CHECK_NEAR(q.pred.makespan_ms, p.pred.makespan_ms, 1e-9);
+    CHECK_EQ_INT(q.pred.peak_bytes_max, p.pred.peak_bytes_max);
+    /* every I of an offloaded stash starts after its reload ends */
+    int checked = 0;
+    for (int d = 0; d < 2; d++)
+        for (int i = 0; i < q.n_ops[d]; i++) {
+            const op_op *o = &q.ops[d][i];
+            if (o->kind != OP_I || q.stage_act[o->stage] != OP_ACT_OFFLOAD) continue;
+            const double *x = &q.pred.copy_ms[((int64_t)o->stage * q.M + o->mb) * 4];
+            if (x[3] >= 0) {
+                CHECK(o->start >= x[3] - 1e-12);
+                checked++;
+            }
+        }
+    CHECK(checked == 2 * 6);
+    for (int d = 0; d < 2; d++) CHECK_EQ_INT(op_export_peak_bytes(&q, d), q.pred.peak_bytes[d]);
+    op_plan_free(&p);
+    op_plan_free(&q);
+}
+
+/* Memory-aware bound, by hand: two layers (f 1, i 1), act 100 each, limit 150 on one device:
+ * 50 bytes must go.  Layer 0's attention core saves 40 for 0.2 ms (0.005 ms/B), better than
+ * full (0.01 ms/B): R >= 50 * 0.005 = 0.25, bound = 4 + 0.25. */
+TEST(lower_bound_mem_by_hand) {
+    op_layer_cost L[2] = {{.f_ms = 1, .i_ms = 1, .act_bytes = 100, .act_sel_bytes = 60,
+                           .f_sel_ms = 0.2},
+                          {.f_ms = 1, .i_ms = 1, .act_bytes = 100}};
+    CHECK_NEAR(op_lower_bound(L, 2, 1, 1), 4, 1e-12);
+    CHECK_NEAR(op_lower_bound_mem(L, 2, 1, 1, 0, NULL), 4, 1e-12);   /* no limit */
+    CHECK_NEAR(op_lower_bound_mem(L, 2, 1, 1, 150, NULL), 4.25, 1e-12);
+    CHECK_NEAR(op_lower_bound_mem(L, 2, 1, 1, 1000, NULL), 4, 1e-12); /* fits as is */
+    op_comm c;
+    op_comm_default(&c, 0); /* host link, unlimited host memory: offload could save it all */
+    CHECK_NEAR(op_lower_bound_mem(L, 2, 1, 1, 150, &c), 4, 1e-12);
+    c.host_mem_bytes = 30; /* 30 of the 50 can go to host: 20 * 0.005 */
+    CHECK_NEAR(op_lower_bound_mem(L, 2, 1, 1, 150, &c), 4.1, 1e-12);
+    L[0].static_bytes = 200;
+    CHECK(isinf(op_lower_bound_mem(L, 2, 1, 1, 150, NULL))); /* static alone exceeds */
+    /* valid: the cheapest plan that fits (full on one stage holding both layers keeps only
+     * its input) is never below the bound */
+    L[0].static_bytes = 0;
+    L[0].out_bytes = 10, L[1].out_bytes = 10;
+    op_plan p;
+    one_stage(&p, L, 2, 1, 0, OP_ACT_FULL);
+    op_err e = {0};
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK(p.pred.makespan_ms >= op_lower_bound_mem(L, 2, 1, 1, 150, NULL) - 1e-12);
+    op_plan_free(&p);
+}
+
+int main(int argc, char **argv) {
+    CHECK_INIT(argc, argv);
+    RUN(selective_rules);
+    RUN(full_rules);
+    RUN(offload_waits_for_reload);
+    RUN(offload_host_budget);
+    RUN(offload_dynamic_equals_replay);
+    RUN(lower_bound_mem_by_hand);
+    return check_report("sim_act");
+}
