@@ -19,21 +19,13 @@ static void usage(FILE *f) {
             "usage: octopipe compare --model FILE|PRESET --devices P --microbatches M [options]\n"
             "\n"
             "Simulates every classic schedule at its strongest settings (gpipe, 1f1b, i1f1b,\n"
-            "zbh1, zbh2, zbv, dualpipev, vhalf, vmin, balanced-1f1b) and OctoPipe's tuned
-"
-            "plan on the same per-layer costs and links, and prints one row each: makespan,
-"
-            "tokens/s, bubble, peak memory per device, whether it fits, speedup over
-"
-            "interleaved 1F1B (i1f1b, Megatron's default for large models) and the gap to
-"
-            "the lower bound.  A schedule that does not fit memory as it is runs with the
-"
-            "cheapest uniform recomputation that fits (selective, else full; the settings
-"
-            "block says which).
-
-"
+            "zbh1, zbh2, zbv, dualpipev, vhalf, vmin, balanced-1f1b) and OctoPipe's tuned\n"
+            "plan on the same per-layer costs and links, and prints one row each: makespan,\n"
+            "tokens/s, bubble, peak memory per device, whether it fits, speedup over\n"
+            "interleaved 1F1B (i1f1b, Megatron's default for large models) and the gap to\n"
+            "the lower bound.  A schedule that does not fit memory as it is runs with the\n"
+            "cheapest uniform recomputation that fits (selective, else full; the settings\n"
+            "block says which).\n\n"
             "%s"
             "output:\n"
             "  --json                print {\"lower_bound_ms\", \"plans\": [...]} instead of a table\n"

@@ -186,10 +186,8 @@ int cmd_plan(int argc, char **argv) {
                         : p.stage_act[k] == OP_ACT_FULL    ? ":full"
                         : p.stage_act[k] == OP_ACT_OFFLOAD ? ":offload"
                                                            : "");
-        if (mem) fprintf(info, "   peak %.2f GiB
-", (double)q->peak_bytes[d] / 1073741824.0);
-        else fprintf(info, "
-");
+        if (mem) fprintf(info, "   peak %.2f GiB\n", (double)q->peak_bytes[d] / 1073741824.0);
+        else fprintf(info, "\n");
     }
     fprintf(info, "makespan %.2f ms, %.0f tokens/s, bubble %.2f%%\n", q->makespan_ms, q->tokens_per_s,
            100 * q->bubble_ratio);

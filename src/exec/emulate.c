@@ -1,10 +1,9 @@
 /* emulate.c: emulated compute (each op sleeps for its modelled duration while progressing
- * messages; I|B of a stage under full recomputation also for the stage's forward, which it
- * re-runs first), the copy engine of offloaded stages, and the scaled plan an emulated run is
+ * messages; op_stage_ms of I|B includes the stage's recomputation), the copy engine of offloaded stages, and the scaled plan an emulated run is
  * predicted with.
  *
  * Copy engine (stages whose stage_act is offload): one thread per rank, a FIFO of transfers,
- * each lasting host_lat_ms + bytes / host_bw_GBps (op_exec_opts; 0 = 0 ms and 25 GB/s) with
+ * each lasting host_lat_ms + bytes / host_bw_GBps (op_exec_opts, else the plan's op_comm host link) with
  * bytes = op_stage_act_bytes: after F(s,m) the stash goes out; its reload is queued when the
  * rank starts the op before I|B(s,m) (one op of prefetch; never before the offload), and I|B
  * waits for the reload to end before its modelled time starts.  Transfers overlap compute.
@@ -98,6 +97,9 @@ static int emu_setup(void *ctx, const op_plan *p, int rank, op_err *err) {
     const op_exec_opts *o = ctx;
     emu_state = (emu){p, rank, 0, 0, 25e9, 0, NULL, o ? o->copy_stats : NULL};
     if (emu_state.stats) emu_state.stats[rank] = (op_exec_copy_stats){0, 0};
+    /* the plan's host link unless the caller sets one */
+    if (p->comm.host_bw_GBps > 0) emu_state.bw_Bps = p->comm.host_bw_GBps * 1e9;
+    if (p->comm.host_lat_ms > 0) emu_state.lat_s = p->comm.host_lat_ms * 1e-3;
     if (o && o->host_bw_GBps > 0) emu_state.bw_Bps = o->host_bw_GBps * 1e9;
     if (o && o->host_lat_ms > 0) emu_state.lat_s = o->host_lat_ms * 1e-3;
     int any = 0;
@@ -107,7 +109,8 @@ static int emu_setup(void *ctx, const op_plan *p, int rank, op_err *err) {
     ce->cap = 2 * p->S * p->M;
     ce->q = op_xcalloc((size_t)ce->cap, sizeof *ce->q);
     ce->st = op_xcalloc((size_t)p->S * p->M, sizeof *ce->st);
-    ce->host_cap = o && o->host_mem_bytes > 0 ? (int64_t)o->host_mem_bytes : 0;
+    ce->host_cap = o && o->host_mem_bytes > 0 ? (int64_t)o->host_mem_bytes
+                  : p->comm.host_mem_bytes > 0 ? (int64_t)p->comm.host_mem_bytes : 0;
     pthread_mutex_init(&ce->mu, NULL);
     pthread_cond_init(&ce->cv, NULL);
     if (pthread_create(&ce->th, NULL, copy_main, ce)) {
@@ -160,9 +163,7 @@ static int emu_run(void *ctx, const op_compute_call *c, op_err *err) {
             }
         }
     }
-    double dur = op_stage_ms(p, c->stage, c->kind) * 1e-3;
-    if (c->kind != OP_F && c->kind != OP_W && p->stage_act[c->stage] == OP_ACT_FULL)
-        dur += (op_stage_ms(p, c->stage, OP_F) - p->op_overhead_ms) * 1e-3; /* the re-run forward */
+    double dur = op_stage_ms(p, c->stage, c->kind) * 1e-3; /* I and B include the recompute */
     double early = emu_state.late_s < dur / 2 ? emu_state.late_s : dur / 2;
     double aim = op_now_s() + dur - early;
     int rc = op_exec_sleep_until(c->rt, aim);

@@ -198,10 +198,10 @@ static int fill_layers(pctx *c, json_t *root, op_mbuild *b) {
         if ((rc = sym_number(c, par, "param_bytes", s, OP_MAX_BYTES, &v, &found))) return rc;
         l->param_bytes_measured = found ? (int64_t)v : 0;
         v = 0;
-        if ((rc = sym_number(c, rcd, "recompute_ms", s, &v, &found))) return rc;
+        if ((rc = sym_number(c, rcd, "recompute_ms", s, OP_MAX_MS, &v, &found))) return rc;
         l->recompute_ms = found ? v : 0;
         v = 0;
-        if ((rc = sym_number(c, asd, "act_sel_bytes", s, &v, &found))) return rc;
+        if ((rc = sym_number(c, asd, "act_sel_bytes", s, OP_MAX_BYTES, &v, &found))) return rc;
         l->act_sel_bytes_measured = found ? (int64_t)v : 0;
         v = out_all;
         if ((rc = sym_number(c, outd, "out_bytes", s, OP_MAX_BYTES, &v, &found))) return rc;

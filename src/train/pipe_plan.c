@@ -119,6 +119,8 @@ int op_ptrain_layer_costs(const op_nn_model *m, const op_layer_prof *prof, int n
         c->act_bytes = seen[k].after_f;
         c->act_w_bytes = seen[k].after_i;
         c->act_i_bytes = seen[k].peak_i - seen[k].after_f;
+        c->act_sel_bytes = seen[k].after_f_sel; /* selective: what stays after F */
+        c->f_sel_ms = p->f_sel_ms;              /* and the attention core redone in I */
         c->param_bytes = (int64_t)(op_nn_layer_nparams(sym, &m->cfg) * sizeof(float));
         c->static_bytes = 4 * c->param_bytes;
         c->params = (int64_t)op_nn_layer_nparams(sym, &m->cfg);
@@ -184,6 +186,7 @@ void op_ptrain_default_comm(op_comm *c) {
      * latency (polling) and memcpy bandwidth; `octopipe profile comm` measures the MPI link */
     c->intra_lat_ms = c->inter_lat_ms = 0.01;
     c->intra_bw_GBps = c->inter_bw_GBps = 5.0;
+    c->host_lat_ms = 0.01, c->host_bw_GBps = 5.0; /* offload: a copy into another arena */
 }
 
 static int check_file_plan(const op_nn_model *m, const op_plan *p, int P, int M, const char *spec,
