@@ -12,6 +12,7 @@
 #include "check.h"
 #include "octopipe/ptrain.h"
 #include "octopipe/sched.h"
+#include "octopipe/sim.h"
 
 #define STEPS 3
 #define MB 8 /* dualpipev needs M >= 2P */
@@ -346,11 +347,14 @@ TEST(plan_file_activation_runs_as_is) {
     op_err e = {0};
     CHECK(op_ptrain_make_plan(&m, costs, 2, MB, &comm, 0, "1f1b", &p, &e) == OP_OK);
     p.stage_act[0] = OP_ACT_FULL, p.stage_act[p.S - 1] = OP_ACT_OFFLOAD;
+    CHECK_MSG(op_sim_replay(&p, NULL, &e) == OP_OK, "%s", e.msg); /* times under the policies */
     char path[128], dk[128], dp[128];
     snprintf(path, sizeof path, "%s/act-plan.json", tmpdir);
     CHECK(op_plan_write(&p, path, &e) == OP_OK);
     op_plan q;
-    CHECK(op_ptrain_make_plan(&m, costs, 2, MB, &comm, 0, path, &q, &e) == OP_OK);
+    int rq = op_ptrain_make_plan(&m, costs, 2, MB, &comm, 0, path, &q, &e);
+    CHECK_MSG(rq == OP_OK, "%s", e.msg);
+    if (rq != OP_OK) return;
     CHECK(q.stage_act[0] == OP_ACT_FULL && q.stage_act[q.S - 1] == OP_ACT_OFFLOAD);
     op_plan_free(&q);
     double lk[STEPS], lp[STEPS];
