@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The PyTorch interop suite (`make test-torch`), in .venv-torch.  Each part prints its own
 # `tests: N passed, N failed`; the last line sums them.  Usage: tests/torch/run.sh [filter]
+# (OCTOPIPE_TORCH_VERBOSE=1 prints every check, not just each part's summary)
 #   nn_vs_torch   the C reference model vs torch autograd, layer by layer
 #   check_vs_torch  the C port of torch's CSV rules vs torch's loader on random schedules
 #   pipeline      plans run in torch.distributed.pipelining (gloo, 2 and 4 processes)
@@ -28,6 +29,8 @@ run() { # name timeout_s cmd...
     grep -E 'FAIL|Error|error' "$out" | head -20
     tail -5 "$out"
   fi
+  [ -n "${OCTOPIPE_TORCH_VERBOSE:-}" ] && grep -vE '^tests: ' "$out"
+  grep -E '^(verdicts|placements): ' "$out"
   printf '%-14s %4d passed %3d failed %6ds\n' "$name" "$p" "$f" $((SECONDS - s))
   pass=$((pass + p)) fail=$((fail + f))
 }
