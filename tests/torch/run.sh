@@ -29,8 +29,8 @@ run() { # name timeout_s cmd...
     grep -E 'FAIL|Error|error' "$out" | head -20
     tail -5 "$out"
   fi
-  [ -n "${OCTOPIPE_TORCH_VERBOSE:-}" ] && grep -vE '^tests: ' "$out"
-  grep -E '^(verdicts|placements): ' "$out"
+  if [ -n "${OCTOPIPE_TORCH_VERBOSE:-}" ]; then grep -vE '^tests: ' "$out"
+  else grep -E '^(verdicts|placements): ' "$out"; fi
   printf '%-14s %4d passed %3d failed %6ds\n' "$name" "$p" "$f" $((SECONDS - s))
   pass=$((pass + p)) fail=$((fail + f))
 }

@@ -63,7 +63,7 @@ def reference(M):
             x = l(x)
         loss = R.ce_loss(x, y)
         (loss / M).backward()
-        losses.append(float(loss))
+        losses.append(loss.item())
     return losses, [l.p.grad.clone() for l in layers]
 
 
@@ -164,7 +164,7 @@ def main():
     r = subprocess.run([octopipe, "export", os.path.join(work, "1f1b.json"), "--check-csv", bad],
                        capture_output=True, text=True)
     check(r.returncode != 0 and "Malformed compute schedule" in r.stderr,
-          f"deadlock refused by octopipe: {r.stderr.strip()[-120:]}")
+          f"deadlock refused by octopipe: {r.stderr.strip().split(': ', 2)[-1][:150]}")
     try:
         ot.check_plan(2, plan.S, 2, bad)
         check(False, "deadlock refused by torch's loader")
