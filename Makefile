@@ -158,12 +158,13 @@ test-multihost: all
 PC_REQ := jansson openblas ompi-c
 
 # PyTorch interop: torch in .venv-torch (scripts/setup.sh --torch, once), CPU + gloo; `make test`
-# never touches it.  tests/torch/run.sh: C model vs autograd, plans in torch's runtime.
-test-torch: all $(BUILD)/torch/nn_ref
+# never touches it.  tests/torch/run.sh: C model vs autograd, the CSV rules vs torch's, plans
+# in torch's runtime.
+test-torch: all $(BUILD)/torch/nn_ref $(BUILD)/torch/csv_check
 	@./scripts/setup.sh --torch
 	@BUILD=$(BUILD) ./tests/torch/run.sh $(T)
 
-$(BUILD)/torch/nn_ref: $(BUILD)/obj/tests/torch/nn_ref.o $(LIB)
+$(BUILD)/torch/%: $(BUILD)/obj/tests/torch/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
