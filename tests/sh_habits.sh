@@ -48,7 +48,7 @@ if [ $rc -eq 130 ] && grep -q "interrupted: wrote the best plan" "$tmp/int.err" 
 else bad "Ctrl-C during plan: rc=$rc, $(tail -n 2 "$tmp/int.err")"; fi
 "$OP" plan --model nemotron-h-8b --devices 8 --microbatches 64 --out "$tmp/q.json" > /dev/null 2> "$tmp/err"; rc=$?
 [ $rc -eq 0 ] && ! grep -q "sims" "$tmp/err" && ok || bad "progress lines without --progress on a non-terminal: $(head -n 2 "$tmp/err")"
-"$OP" compare --model nemotron-h-8b --devices 8 --microbatches 64 --progress > /dev/null 2> "$tmp/err"; rc=$?
+"$OP" compare --model jamba-v0.1 --devices 16 --microbatches 64 --progress > /dev/null 2> "$tmp/err"; rc=$?
 if [ $rc -eq 0 ] && grep -q "sims" "$tmp/err" && ! grep "sims" "$tmp/err" | grep -qv "^octopipe compare: tuning"; then ok
 else bad "compare progress not labelled: $(head -n 2 "$tmp/err")"; fi
 "$OP" train --model tiny --devices 2 --microbatches 2 --steps 1 --threads --repeats 1 --calibrate 1 > /dev/null 2> "$tmp/err"; rc=$?
