@@ -34,15 +34,6 @@ typedef struct acc {
 
 static double cpu_s(void) { return (double)clock() / CLOCKS_PER_SEC; }
 
-static double static_floor(const op_layer_cost *l, int n, int P) {
-    double tot = 0, mx = 0;
-    for (int i = 0; i < n; i++) {
-        tot += (double)l[i].static_bytes;
-        if ((double)l[i].static_bytes > mx) mx = (double)l[i].static_bytes;
-    }
-    return tot / P > mx ? tot / P : mx;
-}
-
 /* Costs `name` at the smallest tp whose static memory can fit; *tp 0 if none does. */
 static op_layer_cost *cost_fit(const op_model *m, int P, double lim, int *tp) {
     op_device dev;
@@ -54,7 +45,7 @@ static op_layer_cost *cost_fit(const op_model *m, int P, double lim, int *tp) {
         op_train_cfg_default(&tc);
         tc.tp = t;
         if (op_cost_layers(m, &tc, &dev, lc, &e) != OP_OK) continue;
-        if (static_floor(lc, m->n_layers, P) <= lim) {
+        if (op_tune_static_floor(lc, m->n_layers, P) <= lim) {
             *tp = t;
             return lc;
         }

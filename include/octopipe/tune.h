@@ -97,6 +97,10 @@ double op_tune_lower_bound(const op_problem *pr);
 /* Parses "auto" | "none" | "selective" | "full". Returns 0, or -1 if unknown. */
 int op_tune_recompute_parse(const char *s, op_tune_recompute *out);
 
+/* Smallest per-device static bytes (weights, gradients, optimizer state) any plan of these
+ * layers on P devices must hold: max(total / P, the heaviest layer). */
+double op_tune_static_floor(const op_layer_cost *layers, int n_layers, int P);
+
 /* When no plan fits: the smallest change that would, found by re-costing the model and tuning
  * briefly (tune_mem.c): the lowest tensor-parallel degree, the fewest extra devices, ZeRO-1 over
  * a data-parallel group of 2, and the memory limit the best plan needs.  Static memory

@@ -14,8 +14,7 @@
 
 #define GIB 1073741824.0
 
-/* Smallest per-device static bytes any plan of these layers on P devices must reach. */
-static double static_floor(const op_layer_cost *l, int n, int P) {
+double op_tune_static_floor(const op_layer_cost *l, int n, int P) {
     double tot = 0, mx = 0;
     for (int i = 0; i < n; i++) {
         tot += (double)l[i].static_bytes;
@@ -46,7 +45,7 @@ static double with_cfg(const op_model *m, const op_train_cfg *t, const op_device
     op_err e = {0};
     double mk = 0;
     if (op_cost_layers(m, t, d, lc, &e) == OP_OK &&
-        static_floor(lc, m->n_layers, pr->P) <= pr->mem_limit_bytes) {
+        op_tune_static_floor(lc, m->n_layers, pr->P) <= pr->mem_limit_bytes) {
         op_problem q = *pr;
         q.layers = lc;
         q.n_layers = m->n_layers;
@@ -68,7 +67,7 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
     } while (0)
     double lim = pr->mem_limit_bytes;
     if (lim <= 0) return 0;
-    double sf = static_floor(pr->layers, pr->n_layers, pr->P);
+    double sf = op_tune_static_floor(pr->layers, pr->n_layers, pr->P);
     if (sf > lim)
         SAY("static memory (weights, gradients, optimizer state) alone needs at least %.2f GiB "
             "on some device of %d, over the %.2f GiB limit: no recomputation or schedule helps\n",
@@ -98,7 +97,7 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
         if (P2 > pr->n_layers) break;
         op_problem q = *pr;
         q.P = P2;
-        if (static_floor(pr->layers, pr->n_layers, P2) > lim) continue;
+        if (op_tune_static_floor(pr->layers, pr->n_layers, P2) > lim) continue;
         double mk = quick(&q, NULL);
         if (mk > 0) {
             SAY("--devices %d: a plan fits (%.1f ms)\n", P2, mk);
