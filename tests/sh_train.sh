@@ -47,6 +47,8 @@ cp "$tmp/c.ckpt" "$tmp/corrupt/model.ckpt"
 if grep -q "^calibration: 1f1b and zbv, 3 steps each in turns" "$tmp/cal.out" &&
    grep -qE "predicted [0-9.]+ ms per step" "$tmp/cal.out" &&
    grep -q "trained 3 steps" "$tmp/cal.out"; then ok; else bad "calibrated run: $(cat "$tmp/cal.out")"; fi
+# step lines say done/total and the time left
+grep -qE "^step +3/3  loss .* [0-9]+ s left$" "$tmp/cal.out" && ok || bad "step line without done/total and time left: $(grep '^step' "$tmp/cal.out")"
 
 # bad input: one line on stderr, exit 2
 expect_err() { # expected-substring args...

@@ -67,9 +67,12 @@ void op_pstats_log(const op_pstats *st, const op_nn_model *m, const op_plan *p,
     double dt = op_now_s() - st->t0;
     double tok = (double)(step + 1 - st->first) * p->M * m->cfg.batch * m->cfg.seq;
     double pred = st->pred > 0 ? st->pred : p->pred.makespan_ms;
-    fprintf(log, "step %5lld  loss %.4f  tokens/s %7.0f  iteration %7.2f ms (predicted %7.2f, %+5.1f%%)\n",
-            (long long)step + 1, loss, dt > 0 ? tok / dt : 0.0, ms, pred,
-            pred > 0 ? 100 * (ms - pred) / pred : 0.0);
+    /* done/total and the time left at the rate so far, so a long run says when it ends */
+    double left = dt / (double)(step + 1 - st->first) * (double)(o->steps - step - 1);
+    fprintf(log, "step %5lld/%lld  loss %.4f  tokens/s %7.0f  iteration %7.2f ms (predicted %7.2f, "
+            "%+5.1f%%)  %.0f s left\n",
+            (long long)step + 1, (long long)o->steps, loss, dt > 0 ? tok / dt : 0.0, ms, pred,
+            pred > 0 ? 100 * (ms - pred) / pred : 0.0, left > 0 ? left : 0.0);
     fflush(log);
 }
 
