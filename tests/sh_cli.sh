@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # CLI-level tests: compare on every bench config, JSON shape, bad input handling.
 set -u
-OP=${OCTOPIPE:-build/octopipe}
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 
 # every bench config (as preset and as file) for P in {4,8,16}
 # the configs in the repository (data/hf-configs) and the built-in presets made from them

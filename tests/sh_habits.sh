@@ -4,11 +4,7 @@
 # memory wording for profiles without memory fields and for --mem-limit none, and --help texts
 # that match what the commands do.
 set -u
-OP=${OCTOPIPE:-build/octopipe}
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 
 # --flag=value is --flag value, for every command (split once before dispatch)
 C=(compare --no-tune --json)

@@ -5,11 +5,8 @@
 # starts (one line, exit 2).  Everything happens in a temporary directory; /dev is never touched
 # (device nodes are made here with mknod).
 set -u
-OP=${OCTOPIPE:-build/octopipe}
-pass=0; fail=0; skipped=()
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+skipped=()
 M=(--model tests/data/profiles/tiny.json --devices 2 --microbatches 4 --quiet)
 
 # the reference bytes: a plan written to stdout ('-'), summary on stderr

@@ -2,11 +2,7 @@
 # CLI tests of the memory flags of `octopipe plan`: --recompute / --offload values, the advice
 # when nothing fits, --mem-sweep's table, and policies recorded in the plan file.
 set -u
-OP=${OCTOPIPE:-build/octopipe}
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 
 expect_err() { # expected-substring args...
   local want=$1; shift

@@ -3,12 +3,8 @@
 # one-stage run, resume over mpirun is bitwise, outputs (SVG, trace, plan) are written, bad
 # flags and corrupted checkpoints are refused with one clear line.
 set -u
-OP=${OCTOPIPE:-build/octopipe}
+. "$(dirname "$0")/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 T="--model tiny --microbatches 4 --data copy --log-every 0 --repeats 1"
 
 # reference: one stage, in-process
