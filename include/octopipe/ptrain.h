@@ -66,14 +66,6 @@ int op_ptrain_make_plan(const op_nn_model *m, const op_layer_cost *layers, int P
                         const op_comm *comm, double overhead_ms, const char *spec, op_plan *out,
                         op_err *err);
 
-/* The plan's time with its recomputation folded into the layers, simulated: out = p with every
- * layer of a selective stage taking f_sel_ms of its kind (prof) more in I and every layer of a
- * full stage f_ms more, the stages set to keep.  The policies' time rule of the simulator
- * (recompute on the compute timeline right before I), so the makespan equals what a
- * simulator applying stage_act itself predicts; offload stages are left as they are. */
-int op_ptrain_recompute_view(const op_plan *p, const op_layer_prof *prof, int n_prof,
-                             op_plan *out, op_err *err);
-
 /* ---- the compute ---- */
 
 typedef struct op_ptrain op_ptrain; /* the stages of one rank (or all ranks: threads) */

@@ -315,12 +315,9 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
         fprintf(stderr, "octopipe train: %s\n", e.msg);
         return 2;
     }
+    /* the simulator puts each stage's recomputation before its I (the profiled costs carry
+     * f_sel_ms), so the plan's own prediction includes it */
     *pred_ms = op_ptrain_expected_ms(p, speed, ns);
-    op_plan view; /* recomputation's time on the compute timeline, right before I */
-    if (op_ptrain_recompute_view(p, prof, np, &view, &e) == OP_OK) {
-        *pred_ms = op_ptrain_expected_ms(&view, speed, ns);
-        op_plan_free(&view);
-    }
     free(speed);
     printf("plan: %s (%s), %d stages on %d ranks, %d microbatches, predicted %.2f ms per step",
            p->name, a->plan, p->S, p->P, p->M, *pred_ms);

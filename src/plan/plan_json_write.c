@@ -75,18 +75,14 @@ int op_plan_to_json(const op_plan *p, op_buf *out) {
     op_buf_printf(b, ",\n  \"comm\": {\"none\": %s, \"nodes_of\": %d, \"intra_lat_ms\": ",
                   c->none ? "true" : "false", c->nodes_of);
     NUM(c->intra_lat_ms);
-    op_buf_printf(b, ", \"intra_bw_GBps\": ");
-    NUM(c->intra_bw_GBps);
-    op_buf_printf(b, ", \"inter_lat_ms\": ");
-    NUM(c->inter_lat_ms);
-    op_buf_printf(b, ", \"inter_bw_GBps\": ");
-    NUM(c->inter_bw_GBps);
-    op_buf_printf(b, ", \"host_lat_ms\": ");
-    NUM(c->host_lat_ms);
-    op_buf_printf(b, ", \"host_bw_GBps\": ");
-    NUM(c->host_bw_GBps);
-    op_buf_printf(b, ", \"host_mem_bytes\": ");
-    NUM(c->host_mem_bytes);
+    const struct { const char *key; double v; } links[] = {
+        {"intra_bw_GBps", c->intra_bw_GBps}, {"inter_lat_ms", c->inter_lat_ms},
+        {"inter_bw_GBps", c->inter_bw_GBps}, {"host_lat_ms", c->host_lat_ms},
+        {"host_bw_GBps", c->host_bw_GBps},   {"host_mem_bytes", c->host_mem_bytes}};
+    for (size_t k = 0; k < sizeof links / sizeof links[0]; k++) {
+        op_buf_printf(b, ", \"%s\": ", links[k].key);
+        NUM(links[k].v);
+    }
     op_buf_printf(b, "},\n  \"layers\": [\n");
     for (int l = 0; l < p->n_layers; l++) {
         const op_layer_cost *x = &p->layers[l];

@@ -248,25 +248,3 @@ int op_ptrain_make_plan(const op_nn_model *m, const op_layer_cost *layers, int P
     return OP_OK;
 }
 
-int op_ptrain_recompute_view(const op_plan *p, const op_layer_prof *prof, int n_prof,
-                             op_plan *out, op_err *err) {
-    op_plan_copy(out, p);
-    for (int s = 0; s < out->S; s++) {
-        int pol = out->stage_act[s];
-        if (pol != OP_ACT_SELECTIVE && pol != OP_ACT_FULL) continue;
-        for (int l = out->stage_first[s]; l < out->stage_first[s + 1]; l++) {
-            op_layer_cost *c = &out->layers[l];
-            double redo = c->f_ms; /* full: the whole forward again */
-            if (pol == OP_ACT_SELECTIVE) {
-                redo = 0;
-                for (int k = 0; k < n_prof; k++)
-                    if (prof[k].sym == c->sym) redo = prof[k].f_sel_ms;
-            }
-            c->i_ms += redo;
-        }
-        out->stage_act[s] = OP_ACT_KEEP; /* the time is in the layers now, not counted twice */
-    }
-    int rc = op_sim_replay(out, NULL, err);
-    if (rc) op_plan_free(out);
-    return rc;
-}
