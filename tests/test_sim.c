@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "check.h"
+#include <string.h>
 #include "octopipe/export.h"
 #include "octopipe/sim.h"
 
@@ -68,6 +69,38 @@ static void onef1b_orders(op_plan *p, int split) {
         op_plan_set_ops(p, d, o, n);
     }
     free(o);
+}
+
+/* Mixed cluster: device 1 is of a type twice as slow.  GPipe, P = 2, M = 4, F = 1, B = 2 on
+ * device 0 and F = 2, B = 4 on device 1: device 1's F chain ends at 1 + 4*2 = 9, its four B
+ * at 25, device 0's last B (2 ms) at 27.  A copy keeps the types. */
+TEST(mixed_types_follow_device) {
+    op_plan p;
+    uniform_plan(&p, 2, 4, 0, NULL);
+    gpipe_orders(&p, 0);
+    op_layer_cost rows[4];
+    memcpy(rows, p.layers, sizeof(op_layer_cost) * 2);
+    memcpy(rows + 2, p.layers, sizeof(op_layer_cost) * 2);
+    for (int l = 2; l < 4; l++) rows[l].f_ms = rows[l].i_ms = rows[l].w_ms = 2.0;
+    const char names[2][32] = {"fast", "slow"};
+    int types[2] = {0, 1};
+    op_plan_set_types(&p, 2, names, rows, types, NULL);
+    CHECK(op_plan_is_mixed(&p));
+    CHECK_NEAR(op_stage_ms(&p, 0, OP_B), 2.0, 1e-12);
+    CHECK_NEAR(op_stage_ms(&p, 1, OP_B), 4.0, 1e-12);
+    op_err e = {0};
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.pred.makespan_ms, 27.0, 1e-12);
+    CHECK_NEAR(p.pred.busy_ms[0], 12.0, 1e-12);
+    CHECK_NEAR(p.pred.busy_ms[1], 24.0, 1e-12);
+    op_plan q;
+    op_plan_copy(&q, &p);
+    CHECK_EQ_INT(q.n_types, 2);
+    CHECK(strcmp(q.type_name[1], "slow") == 0);
+    CHECK_EQ_INT(op_sim_replay(&q, NULL, &e), OP_OK);
+    CHECK_NEAR(q.pred.makespan_ms, 27.0, 1e-12);
+    op_plan_free(&q);
+    op_plan_free(&p);
 }
 
 TEST(gpipe_uniform) {
@@ -699,6 +732,7 @@ TEST(speed_samples_scale_devices) {
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(gpipe_uniform);
+    RUN(mixed_types_follow_device);
     RUN(onef1b_uniform);
     RUN(comm_adds_exactly);
     RUN(gradient_message_is_boundary_size);

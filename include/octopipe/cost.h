@@ -69,6 +69,12 @@ typedef struct op_comm {
     double inter_lat_ms, inter_bw_GBps;
     double host_lat_ms, host_bw_GBps;   /* host link per device; bw <= 0: no offload possible */
     double host_mem_bytes;              /* host memory per device for offloaded stashes; 0 = no limit */
+    /* Optional measured links per device pair (mixed clusters, `octopipe profile comm`):
+     * pair_n devices, row-major [pair_n * pair_n] latency and bandwidth of a -> b; where set
+     * they replace the intra/inter model for pairs a, b < pair_n.  The arrays belong to whoever
+     * filled the struct (a plan copies them into its arena).  pair_n = 0: none. */
+    int pair_n;
+    const double *pair_lat_ms, *pair_bw_GBps;
 } op_comm;
 
 double op_comm_ms(const op_comm *c, int dev_a, int dev_b, int64_t bytes);

@@ -55,6 +55,15 @@ typedef struct op_plan {
     int *stage_dev;       /* [S] placement */
     uint8_t *stage_split; /* [S] 1 = I+W, 0 = B */
     uint8_t *stage_act;   /* [S] op_act_policy; OP_ACT_KEEP (0) unless a policy was chosen */
+    /* Mixed clusters: device d is of type dev_type[d]; type t's per-layer costs are row t of
+     * type_layers ([n_types * n_layers]; row 0 is a copy of `layers`), its GPU preset name
+     * type_name[t].  A uniform cluster has n_types = 1, type_layers = layers, dev_type all 0,
+     * type_name[0] "" (unknown) and dev_mem_limit NULL (every device has mem_limit_bytes). */
+    int n_types;
+    char (*type_name)[32];      /* [n_types] */
+    op_layer_cost *type_layers; /* [n_types * n_layers] */
+    int *dev_type;              /* [P] */
+    double *dev_mem_limit;      /* [P] per-device limit (0 = none), or NULL */
 
     int *n_ops;   /* [P] */
     op_op **ops;  /* [P][n_ops[d]] per-device order */
@@ -73,6 +82,14 @@ typedef struct op_problem {
     double tokens_per_mb;          /* tokens in one microbatch (seq * mbs), for tokens/s */
     double mem_limit_bytes;        /* per device; 0 = no limit */
     double op_overhead_ms;         /* per-op dispatch cost the executor adds */
+    /* Mixed clusters (all zero/NULL: every device alike, costs `layers`, limit mem_limit_bytes):
+     * device d is of type dev_type[d], whose per-layer costs are row dev_type[d] of type_layers
+     * ([n_types * n_layers], row 0 equal to `layers`) and GPU preset name type_name[t]. */
+    int n_types;                  /* 0 or 1: uniform */
+    const op_layer_cost *type_layers;
+    const int *dev_type;          /* [P] */
+    const char (*type_name)[32];  /* [n_types] (NULL: unnamed) */
+    const double *dev_mem_limit;  /* [P] per-device limit (0 = none); NULL: mem_limit_bytes */
 } op_problem;
 
 /* Whether a problem is one every scheduler, the tuner and the simulator can take: P, M >= 1,
@@ -102,7 +119,24 @@ void op_plan_copy(op_plan *dst, const op_plan *src);
 /* Sets device d's order (copied into the arena). */
 void op_plan_set_ops(op_plan *p, int d, const op_op *ops, int n);
 
-/* Stage aggregates (sums over the stage's layers, plus op_overhead_ms per op).
+/* Mixed clusters: sets the device types of p (copied into its arena; `layers` becomes a copy
+ * of row 0).  names may be NULL; dev_mem_limit may be NULL (every device mem_limit_bytes). */
+void op_plan_set_types(op_plan *p, int n_types, const char (*names)[32],
+                       const op_layer_cost *type_layers, const int *dev_type,
+                       const double *dev_mem_limit);
+/* 1 when p's devices are of more than one type or have their own memory limits. */
+int op_plan_is_mixed(const op_plan *p);
+/* Per-layer costs on device d (row dev_type[d] of type_layers), and on stage s's device. */
+const op_layer_cost *op_plan_dev_layers(const op_plan *p, int d);
+const op_layer_cost *op_stage_layers(const op_plan *p, int s);
+/* Memory limit of device d (0 = none). */
+double op_plan_dev_mem_limit(const op_plan *p, int d);
+/* The same for a problem: costs on device d, d's limit. */
+const op_layer_cost *op_problem_dev_layers(const op_problem *pr, int d);
+double op_problem_dev_mem_limit(const op_problem *pr, int d);
+
+/* Stage aggregates (sums over the stage's layers as costed on the stage's device,
+ * op_stage_layers, plus op_overhead_ms per op).
  * I and B include the stage's recomputation (op_stage_recompute_ms): it runs on the device's
  * compute timeline immediately before I, inside the same op, as Megatron runs it. */
 double op_stage_ms(const op_plan *p, int s, op_kind k); /* k = OP_B gives I + W */

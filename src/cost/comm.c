@@ -30,6 +30,12 @@ double op_comm_host_ms(const op_comm *c, int64_t bytes) {
 
 double op_comm_ms(const op_comm *c, int dev_a, int dev_b, int64_t bytes) {
     if (c->none || dev_a == dev_b) return 0.0;
+    if (c->pair_n > 0 && dev_a < c->pair_n && dev_b < c->pair_n && c->pair_bw_GBps) {
+        size_t k = (size_t)dev_a * (size_t)c->pair_n + (size_t)dev_b;
+        double bw = c->pair_bw_GBps[k];
+        OP_ASSERT(bw > 0, "op_comm with zero bandwidth from device %d to %d", dev_a, dev_b);
+        return c->pair_lat_ms[k] + (double)(bytes > 0 ? bytes : 0) / (bw * 1e9) * 1e3;
+    }
     int same_node = c->nodes_of <= 0 || dev_a / c->nodes_of == dev_b / c->nodes_of;
     double lat = same_node ? c->intra_lat_ms : c->inter_lat_ms;
     double bw = same_node ? c->intra_bw_GBps : c->inter_bw_GBps;

@@ -208,15 +208,20 @@ op_compute op_compute_emulate_opts(const op_exec_opts *o) {
 void op_exec_emulated_plan(op_plan *dst, const op_plan *src, double time_scale,
                            double bytes_scale, const op_comm *measured, double extra_overhead_ms) {
     op_plan_copy(dst, src);
-    for (int l = 0; l < dst->n_layers; l++) {
-        op_layer_cost *c = &dst->layers[l];
+    /* every device type's row (row 0 is `layers` itself on a uniform plan, a copy otherwise) */
+    size_t nrow = (size_t)dst->n_types * (size_t)dst->n_layers;
+    for (size_t l = 0; l < nrow; l++) {
+        op_layer_cost *c = &dst->type_layers[l];
         c->f_ms *= time_scale;
         c->i_ms *= time_scale;
         c->w_ms *= time_scale;
+        c->f_sel_ms *= time_scale;
         double x = (double)c->out_bytes * bytes_scale + 0.5; /* capped: the cast stays defined, */
         int64_t b = x < OP_MAX_BYTES ? (int64_t)x : (int64_t)OP_MAX_BYTES; /* lowering refuses it */
         c->out_bytes = b < 1 ? 1 : b;
     }
+    if (dst->type_layers != dst->layers)
+        memcpy(dst->layers, dst->type_layers, sizeof *dst->layers * (size_t)dst->n_layers);
     dst->op_overhead_ms = src->op_overhead_ms * time_scale + extra_overhead_ms;
     if (measured) dst->comm = *measured;
 }

@@ -17,9 +17,25 @@ void op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int
     p->S = S;
     if (comm) p->comm = *comm;
     else p->comm.none = 1;
+    if (p->comm.pair_n > 0 && p->comm.pair_lat_ms && p->comm.pair_bw_GBps) {
+        size_t nn = (size_t)p->comm.pair_n * (size_t)p->comm.pair_n;
+        double *lat = OP_ARENA_NEW(&p->arena, double, nn), *bw = OP_ARENA_NEW(&p->arena, double, nn);
+        memcpy(lat, comm->pair_lat_ms, sizeof(double) * nn);
+        memcpy(bw, comm->pair_bw_GBps, sizeof(double) * nn);
+        p->comm.pair_lat_ms = lat;
+        p->comm.pair_bw_GBps = bw;
+    } else {
+        p->comm.pair_n = 0;
+        p->comm.pair_lat_ms = p->comm.pair_bw_GBps = NULL;
+    }
     p->tokens_per_mb = 0;
     p->layers = OP_ARENA_NEW(&p->arena, op_layer_cost, n_layers);
     memcpy(p->layers, layers, sizeof(op_layer_cost) * (size_t)n_layers);
+    p->n_types = 1;
+    p->type_layers = p->layers;
+    p->type_name = op_arena_alloc(&p->arena, 32);
+    p->dev_type = OP_ARENA_NEW(&p->arena, int, P);
+    p->dev_mem_limit = NULL;
     p->stage_first = OP_ARENA_NEW(&p->arena, int, S + 1);
     p->stage_dev = OP_ARENA_NEW(&p->arena, int, S);
     p->stage_split = OP_ARENA_NEW(&p->arena, uint8_t, S);
@@ -40,6 +56,62 @@ void op_plan_init_problem(op_plan *p, const char *name, const op_problem *pr, in
     p->tokens_per_mb = pr->tokens_per_mb;
     p->op_overhead_ms = pr->op_overhead_ms;
     p->mem_limit_bytes = pr->mem_limit_bytes;
+    if (pr->n_types > 1 || pr->dev_mem_limit)
+        op_plan_set_types(p, pr->n_types > 1 ? pr->n_types : 1, pr->type_name,
+                          pr->n_types > 1 ? pr->type_layers : pr->layers,
+                          pr->n_types > 1 ? pr->dev_type : NULL, pr->dev_mem_limit);
+    else if (pr->type_name)
+        snprintf(p->type_name[0], sizeof p->type_name[0], "%s", pr->type_name[0]);
+}
+
+void op_plan_set_types(op_plan *p, int n_types, const char (*names)[32],
+                       const op_layer_cost *type_layers, const int *dev_type,
+                       const double *dev_mem_limit) {
+    OP_ASSERT(n_types >= 1, "n_types %d", n_types);
+    size_t L = (size_t)p->n_layers;
+    p->n_types = n_types;
+    p->type_layers = OP_ARENA_NEW(&p->arena, op_layer_cost, (size_t)n_types * L);
+    memcpy(p->type_layers, type_layers, sizeof(op_layer_cost) * (size_t)n_types * L);
+    memcpy(p->layers, type_layers, sizeof(op_layer_cost) * L);
+    p->type_name = op_arena_alloc(&p->arena, (size_t)32 * (size_t)n_types);
+    for (int t = 0; names && t < n_types; t++)
+        snprintf(p->type_name[t], sizeof p->type_name[t], "%s", names[t]);
+    for (int d = 0; d < p->P; d++) {
+        p->dev_type[d] = dev_type ? dev_type[d] : 0;
+        OP_ASSERT(p->dev_type[d] >= 0 && p->dev_type[d] < n_types, "device %d type %d", d,
+                  p->dev_type[d]);
+    }
+    p->dev_mem_limit = NULL;
+    if (dev_mem_limit) {
+        p->dev_mem_limit = OP_ARENA_NEW(&p->arena, double, p->P);
+        memcpy(p->dev_mem_limit, dev_mem_limit, sizeof(double) * (size_t)p->P);
+    }
+}
+
+int op_plan_is_mixed(const op_plan *p) {
+    return p->n_types > 1 || p->dev_mem_limit != NULL;
+}
+
+const op_layer_cost *op_plan_dev_layers(const op_plan *p, int d) {
+    if (p->n_types <= 1 || !p->dev_type) return p->layers;
+    return p->type_layers + (size_t)p->dev_type[d] * (size_t)p->n_layers;
+}
+
+const op_layer_cost *op_stage_layers(const op_plan *p, int s) {
+    return op_plan_dev_layers(p, p->stage_dev[s]);
+}
+
+double op_plan_dev_mem_limit(const op_plan *p, int d) {
+    return p->dev_mem_limit ? p->dev_mem_limit[d] : p->mem_limit_bytes;
+}
+
+const op_layer_cost *op_problem_dev_layers(const op_problem *pr, int d) {
+    if (pr->n_types <= 1 || !pr->dev_type || !pr->type_layers) return pr->layers;
+    return pr->type_layers + (size_t)pr->dev_type[d] * (size_t)pr->n_layers;
+}
+
+double op_problem_dev_mem_limit(const op_problem *pr, int d) {
+    return pr->dev_mem_limit ? pr->dev_mem_limit[d] : pr->mem_limit_bytes;
 }
 
 void op_plan_free(op_plan *p) {
@@ -64,6 +136,11 @@ void op_plan_copy(op_plan *dst, const op_plan *src) {
     memcpy(dst->stage_dev, src->stage_dev, sizeof(int) * (size_t)src->S);
     memcpy(dst->stage_split, src->stage_split, (size_t)src->S);
     memcpy(dst->stage_act, src->stage_act, (size_t)src->S);
+    if (op_plan_is_mixed(src))
+        op_plan_set_types(dst, src->n_types, (const char(*)[32])src->type_name, src->type_layers,
+                          src->dev_type, src->dev_mem_limit);
+    else
+        memcpy(dst->type_name[0], src->type_name[0], sizeof dst->type_name[0]);
     for (int d = 0; d < src->P; d++) op_plan_set_ops(dst, d, src->ops[d], src->n_ops[d]);
     op_pred *a = &dst->pred;
     const op_pred *b = &src->pred;
@@ -91,8 +168,9 @@ void op_plan_copy(op_plan *dst, const op_plan *src) {
 
 double op_stage_ms(const op_plan *p, int s, op_kind k) {
     double t = 0;
+    const op_layer_cost *ly = op_stage_layers(p, s);
     for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) {
-        const op_layer_cost *c = &p->layers[l];
+        const op_layer_cost *c = &ly[l];
         t += k == OP_F ? c->f_ms : k == OP_I ? c->i_ms : k == OP_W ? c->w_ms : c->i_ms + c->w_ms;
     }
     if (k == OP_I || k == OP_B) t += op_stage_recompute_ms(p, s);
@@ -116,7 +194,8 @@ double op_layer_recompute_ms(const op_layer_cost *l, int policy) {
 
 int64_t op_stage_in_bytes(const op_plan *p, int s) {
     int l = p->stage_first[s];
-    return l > 0 ? p->layers[l - 1].out_bytes : p->layers[0].out_bytes;
+    const op_layer_cost *ly = op_stage_layers(p, s);
+    return l > 0 ? ly[l - 1].out_bytes : ly[0].out_bytes;
 }
 
 int64_t op_stage_stash_bytes(const op_plan *p, int s) {
@@ -128,8 +207,9 @@ int64_t op_stage_stash_bytes(const op_plan *p, int s) {
     }
     if (pol != OP_ACT_SELECTIVE) return act;
     int64_t b = 0;
+    const op_layer_cost *ly = op_stage_layers(p, s);
     for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++)
-        b += op_layer_sel_bytes(&p->layers[l]);
+        b += op_layer_sel_bytes(&ly[l]);
     return b;
 }
 
@@ -142,8 +222,9 @@ int64_t op_stage_remat_bytes(const op_plan *p, int s) {
 double op_stage_recompute_ms(const op_plan *p, int s) {
     int pol = stage_policy(p, s);
     double t = 0;
+    const op_layer_cost *ly = op_stage_layers(p, s);
     for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++)
-        t += op_layer_recompute_ms(&p->layers[l], pol);
+        t += op_layer_recompute_ms(&ly[l], pol);
     return t;
 }
 
@@ -153,30 +234,34 @@ double op_stage_copy_ms(const op_plan *p, int s) {
 }
 
 int64_t op_stage_out_bytes(const op_plan *p, int s) {
-    return p->layers[p->stage_first[s + 1] - 1].out_bytes;
+    return op_stage_layers(p, s)[p->stage_first[s + 1] - 1].out_bytes;
 }
 
 int64_t op_stage_act_bytes(const op_plan *p, int s) {
     int64_t b = 0;
-    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) b += p->layers[l].act_bytes;
+    const op_layer_cost *ly = op_stage_layers(p, s);
+    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) b += ly[l].act_bytes;
     return b;
 }
 
 int64_t op_stage_act_w_bytes(const op_plan *p, int s) {
     int64_t b = 0;
-    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) b += p->layers[l].act_w_bytes;
+    const op_layer_cost *ly = op_stage_layers(p, s);
+    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) b += ly[l].act_w_bytes;
     return b;
 }
 
 int64_t op_stage_act_i_bytes(const op_plan *p, int s) {
     int64_t b = 0;
-    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) b += p->layers[l].act_i_bytes;
+    const op_layer_cost *ly = op_stage_layers(p, s);
+    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) b += ly[l].act_i_bytes;
     return b;
 }
 
 int64_t op_stage_static_bytes(const op_plan *p, int s) {
     int64_t b = 0;
-    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) b += p->layers[l].static_bytes;
+    const op_layer_cost *ly = op_stage_layers(p, s);
+    for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) b += ly[l].static_bytes;
     return b;
 }
 
