@@ -15,6 +15,7 @@ typedef struct op_cli_setup {
     int P, M;                 /* --devices, --microbatches */
     op_train_cfg train;       /* --seq --mbs --tp --dp --zero1 */
     const char *gpu;          /* --gpu NAME */
+    const char *gpus;         /* --gpus NAME:COUNT,... (mixed clusters, in rank order) */
     int nodes_of;             /* --nodes-of N (devices per node) */
     int comm_none;            /* --comm none */
     const char *cluster_file; /* --cluster FILE (from `octopipe profile comm`) */
@@ -23,7 +24,8 @@ typedef struct op_cli_setup {
     double op_overhead_ms;    /* --op-overhead MS */
     /* results of op_cli_setup_finish */
     op_model model;
-    op_device dev;
+    op_device dev;            /* the GPU (mixed clusters: device 0's) */
+    op_cluster cluster;       /* device types, per-type costs and limits (mixed clusters) */
     op_layer_cost *costs;
     op_problem pr;
 } op_cli_setup;
