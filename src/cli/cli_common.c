@@ -149,10 +149,11 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
         fprintf(stderr, "octopipe %s: --model is required (a preset from `octopipe models`, or a file)\n", cmd);
         return -1;
     }
-    if (!s->P && s->gpus) { /* --gpus alone says how many devices */
+    if (!s->P && (s->gpus || (s->cluster_file && !s->comm_none))) { /* the devices listed say how many */
         op_cluster c = {0};
-        if (op_cluster_parse_gpus(s->gpus, &c, &e) != OP_OK) {
-            fprintf(stderr, "octopipe %s: --gpus: %s\n", cmd, e.msg);
+        int rc = s->gpus ? op_cluster_parse_gpus(s->gpus, &c, &e) : op_cluster_load(s->cluster_file, &c, &e);
+        if (rc != OP_OK) {
+            fprintf(stderr, "octopipe %s: %s%s\n", cmd, s->gpus ? "--gpus: " : "", e.msg);
             return -1;
         }
         s->P = c.P;
@@ -200,4 +201,38 @@ void op_cli_setup_free(op_cli_setup *s) {
     s->costs = NULL;
     op_model_free(&s->model);
     op_cluster_free(&s->cluster);
+}
+
+int op_cli_mixed(const op_cli_setup *s) { return s->pr.n_types > 1 || s->pr.dev_mem_limit != NULL; }
+
+const char *op_cli_dev_type(const op_cli_setup *s, int d) {
+    return op_cli_mixed(s) && s->cluster.P > 0 ? s->cluster.type_dev[s->cluster.dev_type[d]].name : NULL;
+}
+
+void op_cli_print_types(FILE *f, const op_cli_setup *s) {
+    const op_cluster *c = &s->cluster;
+    if (!op_cli_mixed(s) || c->P == 0) return;
+    for (int t = 0; t < c->n_types; t++) {
+        int n = 0, first = -1, last = -1, runs = 0;
+        double mlo = INFINITY, mhi = 0, llo = INFINITY, lhi = 0;
+        for (int d = 0; d < c->P; d++) {
+            if (c->dev_type[d] != t) continue;
+            if (last != d - 1 || first < 0) runs++;
+            if (first < 0) first = d;
+            last = d;
+            n++;
+            mlo = fmin(mlo, c->dev_mem_GiB[d]), mhi = fmax(mhi, c->dev_mem_GiB[d]);
+            double l = op_problem_dev_mem_limit(&s->pr, d) / 1073741824.0;
+            llo = fmin(llo, l), lhi = fmax(lhi, l);
+        }
+        char where[48], mem[48], lim[48];
+        if (runs == 1) snprintf(where, sizeof where, n > 1 ? "devices %d-%d" : "device %d", first, last);
+        else snprintf(where, sizeof where, "devices %d..%d, not contiguous", first, last);
+        if (mlo == mhi) snprintf(mem, sizeof mem, "%.0f GiB", mlo);
+        else snprintf(mem, sizeof mem, "%.0f-%.0f GiB", mlo, mhi);
+        if (!(lhi > 0)) snprintf(lim, sizeof lim, "no limit");
+        else if (llo == lhi) snprintf(lim, sizeof lim, "limit %.2f GiB", llo);
+        else snprintf(lim, sizeof lim, "limits %.2f-%.2f GiB", llo, lhi);
+        fprintf(f, "  %d x %s (%s): %s, %s\n", n, c->type_dev[t].name, where, mem, lim);
+    }
 }
