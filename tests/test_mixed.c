@@ -378,6 +378,43 @@ TEST(problem_from_gpus) {
     op_model_free(&m);
 }
 
+/* A profile measured on the --gpu (H100): H100 devices get its times as measured, A100 devices
+ * those times scaled per layer kind by the analytic A100 / H100 ratio (> 1: an A100 is slower). */
+TEST(profile_on_mixed_cluster) {
+    op_device h, a;
+    CHECK_EQ_INT(op_device_preset("h100-80gb", &h, &e), OP_OK);
+    CHECK_EQ_INT(op_device_preset("a100-80gb", &a, &e), OP_OK);
+    op_train_cfg t;
+    op_train_cfg_default(&t);
+    double r[3];
+    CHECK_EQ_INT(op_cost_kind_ratio(OP_LAYER_MAMBA, &t, &h, &h, r), 1);
+    CHECK(r[0] == 1 && r[1] == 1 && r[2] == 1);
+    CHECK_EQ_INT(op_cost_kind_ratio(OP_LAYER_MAMBA, &t, &a, &h, r), 1);
+    CHECK(r[0] > 1.2 && r[0] < 3.5);
+    double rm[3];
+    CHECK_EQ_INT(op_cost_kind_ratio(OP_LAYER_MLP, &t, &a, &h, rm), 1);
+    CHECK(rm[0] > 1.2 && rm[0] != r[0]); /* GEMMs follow FLOPs, Mamba more the bandwidth */
+    op_model m;
+    CHECK_EQ_INT(op_model_load("nemotron-h-8b-profile", &m, &e), OP_OK);
+    int lm = -1;
+    for (int l = 0; l < m.n_layers && lm < 0; l++)
+        if (m.layers[l].kind == OP_LAYER_MAMBA) lm = l;
+    CHECK(lm >= 0 && m.layers[lm].has_measured);
+    op_problem_opts o;
+    op_problem_opts_default(&o);
+    o.gpus = "h100-80gb:2,a100-80gb:2";
+    op_problem_built b;
+    CHECK_EQ_INT(op_problem_build(&b, "nemotron-h-8b-profile", NULL, 4, 8, &o, &e), OP_OK);
+    CHECK(op_problem_profile_scaled(&b.pr, &b.model));
+    if (lm >= 0) {
+        CHECK_NEAR(op_problem_dev_layers(&b.pr, 0)[lm].f_ms, m.layers[lm].f_ms, 1e-12);
+        CHECK_NEAR(op_problem_dev_layers(&b.pr, 3)[lm].f_ms, m.layers[lm].f_ms * r[0], 1e-12);
+        CHECK_NEAR(op_problem_dev_layers(&b.pr, 3)[lm].i_ms, m.layers[lm].i_ms * r[1], 1e-12);
+    }
+    op_problem_built_free(&b);
+    op_model_free(&m);
+}
+
 TEST(validate_types) {
     op_layer_cost rows[4];
     for (int l = 0; l < 4; l++) layer(&rows[l], "x", 1 + (l >= 2), 10);
@@ -498,6 +535,7 @@ int main(int argc, char **argv) {
     RUN(gpus_list);
     RUN(cluster_file);
     RUN(problem_from_gpus);
+    RUN(profile_on_mixed_cluster);
     RUN(validate_types);
     RUN(plan_file_round_trip);
     return check_report("mixed");

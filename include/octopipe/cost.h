@@ -112,6 +112,13 @@ void op_comm_set_host(op_comm *c, const op_device *d);
 /* One host copy of n bytes (offload or reload); +inf when there is no host link. */
 double op_comm_host_ms(const op_comm *c, int64_t bytes);
 
+/* Ratio, per pass (F, I, W), of a layer of `kind` (op_layer_kind) on preset `to` to the same
+ * layer on `from`, by the analytic model over the layers of that kind in a built-in model (all
+ * of a built-in model's layers when none has the kind).  r = {1, 1, 1} for the same preset.
+ * Returns 1 when a ratio was computed, 0 when none could be (r then all 1). */
+int op_cost_kind_ratio(int kind, const op_train_cfg *t, const op_device *to, const op_device *from,
+                       double r[3]);
+
 /* Fills out[0..m->n_layers) with per-microbatch costs. */
 int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
                    op_layer_cost *out, op_err *err);

@@ -235,4 +235,7 @@ void op_cli_print_types(FILE *f, const op_cli_setup *s) {
         else snprintf(lim, sizeof lim, "limits %.2f-%.2f GiB", llo, lhi);
         fprintf(f, "  %d x %s (%s): %s, %s\n", n, c->type_dev[t].name, where, mem, lim);
     }
+    if (op_problem_profile_scaled(&s->pr, &s->model))
+        fprintf(f, "  note: the profile's times are taken as measured on %s (--gpu); on other types they "
+                "are scaled per layer kind by the analytic model's ratio\n", s->gpu);
 }

@@ -28,15 +28,41 @@ static int describe(const op_problem_opts *o, op_cluster *cl, op_err *err) {
     return OP_OK;
 }
 
+/* A profile's measured times are for one GPU, `measured_on` (--gpu): on type `to` they become
+ * the measured times scaled per layer kind by the analytic ratio of the two presets
+ * (op_cost_kind_ratio).  Layers the cost model derived are left alone. */
+static void scale_measured(const op_model *m, const op_train_cfg *t, const op_device *to,
+                           const op_device *measured_on, op_layer_cost *row) {
+    double r[OP_LAYER_KIND_COUNT][3];
+    int have[OP_LAYER_KIND_COUNT] = {0};
+    for (int l = 0; l < m->n_layers; l++) {
+        const op_layer *ly = &m->layers[l];
+        if (!ly->has_measured) continue;
+        int k = (int)ly->kind;
+        if (!have[k]) op_cost_kind_ratio(k, t, to, measured_on, r[k]), have[k] = 1;
+        row[l].f_ms *= r[k][0], row[l].i_ms *= r[k][1], row[l].w_ms *= r[k][2];
+        row[l].f_sel_ms *= r[k][0];
+    }
+}
+
+int op_problem_profile_scaled(const op_problem *pr, const op_model *m) {
+    if (pr->n_types <= 1) return 0;
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].has_measured) return 1;
+    return 0;
+}
+
 /* Per-type costs, names and per-device limits of a described cluster (stored in cl). */
-static int fill_types(op_problem *pr, const op_model *m, const op_problem_opts *o, op_cluster *cl,
-                      op_layer_cost *costs, op_err *err) {
+static int fill_types(op_problem *pr, const op_model *m, const op_device *measured_on,
+                      const op_problem_opts *o, op_cluster *cl, op_layer_cost *costs, op_err *err) {
     const int L = m->n_layers, T = cl->n_types, P = pr->P;
     cl->type_layers = OP_ARENA_NEW(&cl->arena, op_layer_cost, (size_t)T * (size_t)L);
     cl->type_name = op_arena_alloc(&cl->arena, (size_t)T * 32);
     for (int t = 0; t < T; t++) {
-        int rc = op_cost_layers(m, &o->train, &cl->type_dev[t], cl->type_layers + (size_t)t * L, err);
+        op_layer_cost *row = cl->type_layers + (size_t)t * L;
+        int rc = op_cost_layers(m, &o->train, &cl->type_dev[t], row, err);
         if (rc) return rc;
+        scale_measured(m, &o->train, &cl->type_dev[t], measured_on, row);
         snprintf(cl->type_name[t], 32, "%s", cl->type_dev[t].name);
     }
     memcpy(costs, cl->type_layers, sizeof *costs * (size_t)L); /* row 0 = device 0's type */
@@ -89,7 +115,7 @@ int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *de
         return rc;
     }
     /* the host link is per device in reality but one in op_comm: take the slowest type's */
-    const op_device *host = dev;
+    const op_device *host = dev, *measured_on = dev;
     if (cl->P > 0) {
         dev = host = &cl->type_dev[0];
         for (int t = 1; t < cl->n_types; t++)
@@ -115,7 +141,7 @@ int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *de
     if (o->mem_limit_bytes < 0) pr->mem_limit_bytes = 0;
     else if (o->mem_limit_bytes > 0) pr->mem_limit_bytes = o->mem_limit_bytes;
     else pr->mem_limit_bytes = OP_MEM_HEADROOM * dev->mem_GiB * 1073741824.0;
-    if (cl->P > 0 && (rc = fill_types(pr, m, o, cl, costs, err))) return rc;
+    if (cl->P > 0 && (rc = fill_types(pr, m, measured_on, o, cl, costs, err))) return rc;
     if (cl == &tmp) op_cluster_free(&tmp); /* links only: copied into pr->comm */
     return op_problem_validate(pr, err);
 }
