@@ -16,8 +16,12 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o) {
     for (int l = 0; l < pr->n_layers; l++) stat += (double)pr->layers[l].static_bytes;
     double lo = floor(stat / pr->P / GIB) + 1, hi = s->dev.mem_GiB;
     if (lo > hi) lo = hi;
-    printf("model %s on %d x %s, %d microbatches: makespan against the memory limit\n",
-           s->model.name, pr->P, s->dev.name, pr->M);
+    if (op_cli_mixed(s)) /* the swept limit holds for every device, whatever its memory */
+        printf("model %s on %d mixed devices, %d microbatches: makespan against one memory limit for all\n",
+               s->model.name, pr->P, pr->M);
+    else
+        printf("model %s on %d x %s, %d microbatches: makespan against the memory limit\n",
+               s->model.name, pr->P, s->dev.name, pr->M);
     printf("%10s %12s %8s %10s  %s\n", "limit_GiB", "makespan_ms", "gap%", "peak_GiB", "activations");
     /* a plan that fits a limit fits every higher one: each row is the best plan found at or
      * below its limit, so the table is a Pareto front even where the search is not monotone */
