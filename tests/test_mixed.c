@@ -148,6 +148,53 @@ TEST(bound_by_hand) {
     CHECK_NEAR(op_lower_bound_mixed(rows, 2, 6, dt, 2, 1), 3.5, 1e-12);
 }
 
+/* The fractional assignment LP for two types solved directly: binary search on T, giving the
+ * fast type the layers in order of w0 / w1 (fractionally, up to its capacity c0 T / M) and
+ * checking what is left fits the other type.  The bound must equal the larger of it and the
+ * uniform bound over the fastest layers, on random layers and device counts. */
+static int cmp_ratio_asc(const void *a, const void *b) {
+    const double *x = a, *y = b;
+    return x[0] * y[1] < y[0] * x[1] ? -1 : x[0] * y[1] > y[0] * x[1] ? 1 : 0;
+}
+
+TEST(bound_lp_two_types) {
+    uint64_t seed = 3;
+    for (int trial = 0; trial < 200; trial++) {
+        enum { L = 10 };
+        int P = 2 + trial % 5, c0 = 1 + trial % (P - 1), M = 1 + trial % 3;
+        op_layer_cost rows[2 * L], fast[L];
+        double pair[L][2];
+        for (int l = 0; l < L; l++) {
+            for (int t = 0; t < 2; t++) {
+                seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                layer(&rows[t * L + l], "x", 0, 0);
+                rows[t * L + l].f_ms = 0.1 + (double)(seed >> 44) / (1 << 20);
+                rows[t * L + l].w_ms = 0.1 + (double)((seed >> 20) & 0xfffff) / (1 << 19);
+                pair[l][t] = rows[t * L + l].f_ms + rows[t * L + l].w_ms;
+            }
+            fast[l] = rows[l];
+            fast[l].f_ms = fmin(rows[l].f_ms, rows[L + l].f_ms);
+            fast[l].w_ms = fmin(rows[l].w_ms, rows[L + l].w_ms);
+        }
+        int dt[6];
+        for (int d = 0; d < P; d++) dt[d] = d >= c0;
+        qsort(pair, L, sizeof pair[0], cmp_ratio_asc);
+        double lo = 0, hi = 1e6;
+        for (int it = 0; it < 200; it++) {
+            double T = (lo + hi) / 2, cap0 = c0 * T / M, need1 = 0;
+            for (int l = 0; l < L; l++) {
+                double take = cap0 >= pair[l][0] ? 1 : cap0 / pair[l][0];
+                cap0 -= take * pair[l][0];
+                need1 += (1 - take) * pair[l][1];
+            }
+            if (need1 <= (P - c0) * T / M) hi = T;
+            else lo = T;
+        }
+        double want = fmax(hi, op_lower_bound(fast, L, P, M));
+        CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), want, 1e-9);
+    }
+}
+
 /* Random layers: with identical rows for every type, the mixed bound equals the uniform one. */
 TEST(bound_uniform_equal) {
     uint64_t seed = 7;
@@ -530,6 +577,7 @@ int main(int argc, char **argv) {
     RUN(slow_link_by_hand);
     RUN(limit_per_device);
     RUN(bound_by_hand);
+    RUN(bound_lp_two_types);
     RUN(bound_uniform_equal);
     RUN(bound_below_every_plan);
     RUN(gpus_list);

@@ -49,6 +49,48 @@ static double dual_bound(const double *w, const int *cnt, const double *y, int T
     return (double)M * num / den;
 }
 
+typedef struct { double b, o, w; } brk; /* breakpoint y = o / w of one layer */
+
+static int cmp_brk(const void *x, const void *y) {
+    double a = ((const brk *)x)->b, b = ((const brk *)y)->b;
+    return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/* The best y[t] for (*) with the other weights fixed, in O(L log L).  With o_l the least
+ * weighted time of layer l on the other types, layer l adds min(o_l, y w[t][l]): o_l once
+ * y >= b_l = o_l / w[t][l], else y w[t][l].  Sorted by b, the numerator at y = b_k is the o of
+ * the breakpoints up to k plus b_k times the w of those after; the maximum of (*) over y is at
+ * one of them (see the top).  Sets y[t] when that beats `cur`; returns the new best. */
+static double coord_best(const double *w, const int *cnt, double *y, int T, int L, int M, int t,
+                         double cur, brk *buf) {
+    double den = 0, w_after = 0;
+    int n = 0;
+    for (int u = 0; u < T; u++)
+        if (u != t) den += y[u] * cnt[u];
+    for (int l = 0; l < L; l++) {
+        double o = INFINITY, wt = w[(size_t)t * L + l];
+        for (int u = 0; u < T; u++)
+            if (u != t && cnt[u]) o = fmin(o, y[u] * w[(size_t)u * L + l]);
+        if (!isfinite(o)) return cur; /* no other type: (*) does not depend on y[t] */
+        buf[n++] = (brk){wt > 0 ? o / wt : INFINITY, o, wt};
+        w_after += wt;
+    }
+    qsort(buf, (size_t)n, sizeof *buf, cmp_brk);
+    double o_before = 0;
+    for (int k = 0; k < n && isfinite(buf[k].b); k++) {
+        o_before += buf[k].o;
+        w_after -= buf[k].w;
+        double yt = buf[k].b, d = den + yt * cnt[t];
+        if (!(yt > 0) || !(d > 0)) continue;
+        double v = (double)M * (o_before + yt * fmax(w_after, 0)) / d;
+        if (v > cur) {
+            cur = v;
+            y[t] = yt;
+        }
+    }
+    return cur;
+}
+
 double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n_layers,
                             const int *dev_type, int P, int M) {
     if (n_types <= 1 || !dev_type) return op_lower_bound(type_layers, n_layers, P, M);
@@ -77,35 +119,20 @@ double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n
         OP_ASSERT(!first, "no device of any type");
     }
     double best = op_lower_bound(fast, L, P, M);
-    /* part 2: coordinate search over y, starting from y[t] = 1 (the fastest-everywhere work / P) */
+    /* part 2: coordinate search over y from y = 1 (the fastest-everywhere work / P); y[0] stays
+     * 1 ((*) is homogeneous in y), so with two types one pass over y[1] is the LP optimum */
     double *y = op_xmalloc(sizeof(double) * (size_t)T);
+    brk *buf = op_xmalloc(sizeof *buf * (size_t)L);
     for (int t = 0; t < T; t++) y[t] = 1;
     double cur = dual_bound(w, cnt, y, T, L, M);
-    for (int round = 0; round < 8; round++) {
+    for (int round = 0; round < (T > 2 ? 8 : 1); round++) {
         double before = cur;
-        for (int t = 1; t < T; t++) {
-            if (!cnt[t]) continue;
-            double keep = y[t], arg = keep;
-            /* breakpoints: where y[t] w[t][l] meets the least other weighted time of layer l */
-            for (int l = 0; l < L; l++) {
-                double wt = w[(size_t)t * L + l];
-                if (!(wt > 0)) continue;
-                double other = INFINITY;
-                for (int u = 0; u < T; u++)
-                    if (u != t && cnt[u]) other = fmin(other, y[u] * w[(size_t)u * L + l]);
-                if (!(other > 0) || !isfinite(other)) continue;
-                y[t] = other / wt;
-                double v = dual_bound(w, cnt, y, T, L, M);
-                if (v > cur) {
-                    cur = v;
-                    arg = y[t];
-                }
-            }
-            y[t] = arg;
-        }
+        for (int t = 1; t < T; t++)
+            if (cnt[t]) cur = coord_best(w, cnt, y, T, L, M, t, cur, buf);
         if (!(cur > before * (1 + 1e-12))) break;
     }
     best = fmax(best, cur);
+    free(buf);
     free(y);
     free(w);
     free(fast);
