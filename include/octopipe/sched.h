@@ -88,6 +88,13 @@ void op_sched_order_interleaved(op_plan *p, int v, int G);
 int op_sched_balanced_split(const op_layer_cost *layers, int n_layers, int S, int *stage_first,
                             op_err *err);
 
+/* Mixed clusters: contiguous split into S non-empty stages, stage s on device stage_dev[s],
+ * minimizing the busiest stage's F+I+W time as costed on its own device
+ * (op_problem_dev_layers): a faster device gets more layers (what Metis-style planners give).
+ * On a uniform cluster it is a plain cost-balanced split.  OP_EINVAL when L < S. */
+int op_sched_speed_split(const op_problem *pr, int S, const int *stage_dev, int *first,
+                         op_err *err);
+
 /* Zero-bubble greedy list scheduler (the kind of ZB's heuristic): fills p->ops for a plan whose
  * stages, placement and stage_split (all 1 = I+W) are set.  Whenever a device is free it runs
  * a ready I, else a ready F that fits memory, else a pending W (lazily: only if no I or F it

@@ -26,7 +26,11 @@ void sched_plan_from_split(op_plan *p, const char *name, const op_problem *pr,
 
 static int fits(const sched_best *b, const op_plan *p) {
     (void)b;
-    return p->mem_limit_bytes <= 0 || (double)p->pred.peak_bytes_max <= p->mem_limit_bytes;
+    for (int d = 0; d < p->P; d++) { /* each device against its own limit (mixed clusters) */
+        double lim = op_plan_dev_mem_limit(p, d);
+        if (lim > 0 && (double)p->pred.peak_bytes[d] > lim) return 0;
+    }
+    return 1;
 }
 
 void sched_offer(sched_best *best, op_plan *cand, const char *settings, void *ws) {
@@ -70,6 +74,7 @@ static int splits_for(const op_problem *pr, const op_sched_opts *o, int S, sched
         return sched_split_add_explicit(pr, o->stage_first, S, l, err);
     }
     sched_megatron_splits(pr, S, pl, first_last, keep_fl, l);
+    sched_split_add_speed(pr, S, pl, l); /* mixed clusters: Metis-style speed-proportional */
     if (l->n == 0) {
         sched_layout lo;
         sched_layout_of(pr->layers, pr->n_layers, &lo);

@@ -24,6 +24,7 @@
 
 #include "octopipe/sched_mem.h"
 #include "octopipe/sim.h"
+#include "tune/tune_int.h" /* tn_plan_fits */
 #include "tune/tune_mem.h"
 
 #define GIB 1073741824.0
@@ -45,7 +46,7 @@ static int mem_modelled(const op_problem *pr) {
 }
 
 static int plan_fits(const op_problem *pr, const op_plan *p) {
-    return pr->mem_limit_bytes <= 0 || (double)p->pred.peak_bytes_max <= pr->mem_limit_bytes;
+    return tn_plan_fits(pr, p); /* each device against its own limit */
 }
 
 /* Memory binds a keep plan when its peak is at the limit and it is not already within 2% of

@@ -1,0 +1,224 @@
+/* bench_mixed.c: the tuner against the baselines on mixed clusters (`make bench-mixed`).
+ *
+ * Clusters (devices in this order, nodes of 8 joined by the inter-node fabric):
+ *   h100+a100 1x8   4 x H100-80GB + 4 x A100-80GB in one node            (P = 8)
+ *   h100+a100 2x8   8 x H100-80GB + 8 x A100-80GB, one node of each      (P = 16)
+ *   h200+h100 2x8   8 x H200 + 8 x H100-80GB, one node of each           (P = 16)
+ * Models: the bench-plan models (the presets of data/hf-configs), seq 4096, mbs 1, tp 1,
+ * M = 2P, each device limited to its own memory.  Baselines: every schedule of sched.h as its
+ * users run it on such a cluster: Megatron's even split (and its other split options) or the
+ * speed-proportional split (Metis-style), the best that fits per baseline; the best of all
+ * baselines is the bar.  Per case: tuned makespan, best baseline and its split, lower bound,
+ * and the bytes per step each plan sends over the slow inter-node link.
+ * Exit 1 if the tuned plan is ever slower than a baseline that fits.
+ *
+ * Usage: bench_mixed [--quick]   (--quick: three models) */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/cost.h"
+#include "octopipe/sched.h"
+#include "octopipe/tune.h"
+
+static const char *MODELS[] = {"deepseek-v2-lite", "gemma2-9b",  "jamba-v0.1", "llama2-7b",
+                               "mixtral-8x7b",     "nemotron-h-8b", "qwen2-vl-7b", NULL};
+
+typedef struct cluster {
+    const char *name;
+    const char *type[2];
+    int count[2];
+    int nodes_of;
+} cluster;
+
+static const cluster CLUSTERS[] = {
+    {"h100+a100 1x8", {"h100-80gb", "a100-80gb"}, {4, 4}, 8},
+    {"h100+a100 2x8", {"h100-80gb", "a100-80gb"}, {8, 8}, 8},
+    {"h200+h100 2x8", {"h200", "h100-80gb"}, {8, 8}, 8},
+};
+
+/* One mixed problem and the arrays it points to. */
+typedef struct mixed {
+    op_problem pr;
+    op_layer_cost *rows; /* [2 * L] */
+    int *dev_type;       /* [P] */
+    double *lim;         /* [P] */
+    char names[2][32];
+} mixed;
+
+static int mixed_build(const op_model *m, const cluster *c, mixed *x, op_err *e) {
+    memset(x, 0, sizeof *x);
+    int L = m->n_layers, P = c->count[0] + c->count[1];
+    op_train_cfg t;
+    op_train_cfg_default(&t);
+    x->rows = calloc((size_t)2 * (size_t)L, sizeof *x->rows);
+    x->dev_type = calloc((size_t)P, sizeof *x->dev_type);
+    x->lim = calloc((size_t)P, sizeof *x->lim);
+    double lim[2];
+    for (int k = 0; k < 2; k++) {
+        op_device dev;
+        if (op_device_preset(c->type[k], &dev, e) != OP_OK ||
+            op_cost_layers(m, &t, &dev, x->rows + (size_t)k * (size_t)L, e) != OP_OK)
+            return -1;
+        lim[k] = dev.mem_GiB * 1073741824.0;
+        snprintf(x->names[k], sizeof x->names[k], "%s", c->type[k]);
+    }
+    for (int d = 0; d < P; d++) {
+        x->dev_type[d] = d < c->count[0] ? 0 : 1;
+        x->lim[d] = lim[x->dev_type[d]];
+    }
+    op_problem *pr = &x->pr;
+    pr->model = m->name;
+    pr->layers = x->rows;
+    pr->n_layers = L;
+    pr->P = P;
+    pr->M = 2 * P;
+    pr->tokens_per_mb = t.seq * t.mbs;
+    op_comm_default(&pr->comm, c->nodes_of);
+    pr->mem_limit_bytes = lim[0] > lim[1] ? lim[0] : lim[1];
+    pr->n_types = 2;
+    pr->type_layers = x->rows;
+    pr->dev_type = x->dev_type;
+    pr->type_name = (const char(*)[32])x->names;
+    pr->dev_mem_limit = x->lim;
+    return 0;
+}
+
+static void mixed_free(mixed *x) {
+    free(x->rows);
+    free(x->dev_type);
+    free(x->lim);
+}
+
+static int plan_fits(const op_plan *p) {
+    for (int d = 0; d < p->P; d++) {
+        double lim = op_plan_dev_mem_limit(p, d);
+        if (lim > 0 && (double)p->pred.peak_bytes[d] > lim) return 0;
+    }
+    return 1;
+}
+
+/* Bytes one step sends over the inter-node link: each stage boundary whose two stages sit in
+ * different nodes carries the activation forward and its gradient back, per microbatch.  -1
+ * when the cluster is a single node. */
+static double slow_bytes(const op_plan *p) {
+    int n = p->comm.nodes_of;
+    if (n <= 0 || p->P <= n) return -1;
+    double b = 0;
+    for (int s = 0; s + 1 < p->S; s++)
+        if (p->stage_dev[s] / n != p->stage_dev[s + 1] / n)
+            b += 2.0 * p->M * (double)op_stage_out_bytes(p, s);
+    return b;
+}
+
+/* Lower bound valid for every plan on this cluster: the uniform bound of a cluster whose every
+ * device runs each layer as fast as the fastest type does (no device is faster than that). */
+static double bound_fastest(const op_problem *pr) {
+    int L = pr->n_layers;
+    op_layer_cost *best = calloc((size_t)L, sizeof *best);
+    for (int l = 0; l < L; l++) {
+        best[l] = pr->type_layers[l];
+        for (int t = 1; t < pr->n_types; t++) {
+            const op_layer_cost *r = pr->type_layers + (size_t)t * (size_t)L + l;
+            best[l].f_ms = fmin(best[l].f_ms, r->f_ms);
+            best[l].i_ms = fmin(best[l].i_ms, r->i_ms);
+            best[l].w_ms = fmin(best[l].w_ms, r->w_ms);
+        }
+    }
+    double lb = op_lower_bound(best, L, pr->P, pr->M);
+    free(best);
+    return lb;
+}
+
+typedef struct acc {
+    double log_best, log_gap;
+    int n, slower, fewer, links;
+} acc;
+
+static void run_case(const cluster *c, const mixed *x, acc *a) {
+    const op_problem *pr = &x->pr;
+    double best = 0, best_slow = -1;
+    char best_name[32] = "-", best_set[64] = "";
+    for (const char *const *n = op_sched_names(); *n; n++) {
+        op_plan b;
+        op_err e = {0};
+        op_sched_info info;
+        if (op_sched_build_opts(*n, pr, NULL, &b, &info, &e) != OP_OK) continue;
+        if (plan_fits(&b) && (best == 0 || b.pred.makespan_ms < best)) {
+            best = b.pred.makespan_ms;
+            best_slow = slow_bytes(&b);
+            snprintf(best_name, sizeof best_name, "%s", *n);
+            const char *sp = strstr(info.settings, "split=");
+            snprintf(best_set, sizeof best_set, "%.40s", sp ? sp + 6 : info.settings);
+            char *sp_end = strpbrk(best_set, " ,;");
+            if (sp_end) *sp_end = 0;
+        }
+        op_plan_free(&b);
+    }
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    op_tune_stats st;
+    o.stats = &st;
+    op_plan p;
+    op_err e = {0};
+    if (op_tune(pr, &o, &p, &e) != OP_OK) {
+        printf("%-14s %-17s tune failed: %s\n", c->name, pr->model, e.msg);
+        a->slower += best > 0;
+        return;
+    }
+    double t = p.pred.makespan_ms, lb = bound_fastest(pr), sp = best > 0 ? best / t : 0;
+    double gap = t / lb - 1, sb = slow_bytes(&p);
+    char link[16] = "-";
+    if (sb >= 0 && best_slow >= 0) {
+        int fewer = sb < best_slow;
+        snprintf(link, sizeof link, "%s", fewer ? "fewer" : sb == best_slow ? "same" : "more");
+        a->links++;
+        a->fewer += fewer;
+    }
+    printf("%-14s %-17s %3d %4d %9.1f %9.1f %-13s %-18s %7.3f %9.1f %6.2f %-9s %3d %7.2f %7.2f %-5s\n",
+           c->name, pr->model, pr->P, pr->M, t, best, best_name, best_set, sp, lb, 100 * gap,
+           st.shape, p.S, sb >= 0 ? sb / 1e9 : 0, best_slow >= 0 ? best_slow / 1e9 : 0, link);
+    if (sp > 0) {
+        a->log_best += log(sp);
+        a->n++;
+        if (sp < 1 - 1e-9) a->slower++;
+    }
+    a->log_gap += log(1 + gap);
+    op_plan_free(&p);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    printf("tuned plan vs baselines on mixed clusters: seq 4096, mbs 1, tp 1, M = 2P, each device "
+           "limited to its own memory (80 GiB, H200 141 GB); makespans in ms; best_bl = the "
+           "fastest baseline that fits, split = its partition (speed-proportional = Metis-style); "
+           "bound = op_lower_bound with every layer at its fastest type's speed; slowGB = GB per "
+           "step over the inter-node link (tuned, best baseline)\n");
+    printf("%-14s %-17s %3s %4s %9s %9s %-13s %-18s %7s %9s %6s %-9s %3s %7s %7s %-5s\n", "cluster",
+           "model", "P", "M", "octopipe", "best_bl", "baseline", "split", "speedup", "bound",
+           "gap%", "shape", "S", "slowGB", "bl_GB", "link");
+    acc a = {0};
+    int nm = 0;
+    for (int ci = 0; ci < (int)(sizeof CLUSTERS / sizeof *CLUSTERS); ci++)
+        for (int mi = 0; MODELS[mi] && (!quick || mi < 3); mi++) {
+            op_model m;
+            op_err e = {0};
+            if (op_model_preset(MODELS[mi], &m, &e) != OP_OK) {
+                printf("%-17s skipped: %s\n", MODELS[mi], e.msg);
+                continue;
+            }
+            mixed x;
+            if (mixed_build(&m, &CLUSTERS[ci], &x, &e) != 0) printf("%s: %s\n", MODELS[mi], e.msg);
+            else run_case(&CLUSTERS[ci], &x, &a), nm++;
+            mixed_free(&x);
+            op_model_free(&m);
+        }
+    int n = a.n ? a.n : 1;
+    printf("\ngeomean over %d cases: speedup vs best baseline %.3fx (target >= 1.15x), gap to "
+           "bound %.2f%% (target <= 5%%); fewer slow-link bytes than the best baseline in %d of "
+           "%d multi-node cases; slower than a baseline: %d\n",
+           nm, exp(a.log_best / n), 100 * (exp(a.log_gap / (nm ? nm : 1)) - 1), a.fewer, a.links,
+           a.slower);
+    return a.slower ? 1 : 0;
+}
