@@ -8,7 +8,8 @@
  * Seeds: the device order of the pipeline decides which stages (the head, the embedding, the
  * middle) land on fast devices and which boundaries cross the slow inter-node link, so the
  * seeds try a few orders (as given; nodes reversed; fast devices first or last inside each
- * node) with sequential, looped and V placements over them, each cut by the speed-proportional
+ * node) with sequential, looped and V placements over them, and the chain whose first device
+ * also takes a last stage (embedding and head on the fastest device), each cut by the speed-proportional
  * split (op_sched_speed_split: every stage about equally long on its own device).  The local
  * search then moves stages and layers as usual, the engine scoring every move with per-device
  * costs. */
@@ -141,17 +142,21 @@ void tn_mixed_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_cand *,
         memcpy(prev + (size_t)kind * P, ord, sizeof(int) * (size_t)P);
         if (dup) continue;
         for (int v = 1; v <= vmax; v++) {
-            int S = v * P;
-            for (int shape = 0; shape < 2; shape++) {
-                if (shape == 1 && v != 2) continue; /* V: two stages per device */
+            for (int shape = 0; shape < 3; shape++) {
+                /* 0: sequential / looped; 1: V (two stages per device); 2: the chain with the
+                 * order's first device also holding a last stage (the embedding and the head
+                 * both on the fastest device) */
+                int S = shape == 2 ? P + 1 : v * P;
+                if (shape == 1 && v != 2) continue;
+                if (shape == 2 && (v != 1 || L < P + 1 || st->mode != OP_TUNE_PLACE_ANY)) continue;
                 if (shape == 0 && st->mode == OP_TUNE_PLACE_V) continue;
                 if (shape == 1 && st->mode == OP_TUNE_PLACE_LOOP) continue;
                 c.S = S;
                 for (int s = 0; s < S; s++)
-                    c.dev[s] = ord[shape == 0 ? s % P : (s < P ? s : 2 * P - 1 - s)];
+                    c.dev[s] = ord[shape != 1 ? s % P : (s < P ? s : 2 * P - 1 - s)];
                 op_err e = {0};
                 if (op_sched_speed_split(pb->pr, S, c.dev, c.first, &e) != OP_OK) continue;
-                offer(st, ctx, &c, shape == 1 ? "v" : v == 1 ? "seq" : "loop");
+                offer(st, ctx, &c, shape == 1 ? "v" : shape == 2 ? "irregular" : v == 1 ? "seq" : "loop");
             }
         }
     }
