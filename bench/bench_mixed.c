@@ -155,6 +155,17 @@ static void run_case(const cluster *c, const mixed *x, acc *a) {
         }
         op_plan_free(&b);
     }
+    if (best == 0 && pr->mem_limit_bytes > 0) {
+        /* nothing fits (Jamba-52B on 8 devices of 80 GiB): compare without limits, marked '*' */
+        mixed nl = *x;
+        nl.pr.mem_limit_bytes = 0;
+        nl.pr.dev_mem_limit = NULL;
+        char nm[40];
+        snprintf(nm, sizeof nm, "%s*", pr->model);
+        nl.pr.model = nm;
+        run_case(c, &nl, a);
+        return;
+    }
     op_tune_opts o;
     op_tune_opts_default(&o);
     op_tune_stats st;
@@ -191,7 +202,7 @@ static void run_case(const cluster *c, const mixed *x, acc *a) {
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     printf("tuned plan vs baselines on mixed clusters: seq 4096, mbs 1, tp 1, M = 2P, each device "
-           "limited to its own memory (80 GiB, H200 141 GB); makespans in ms; best_bl = the "
+           "limited to its own memory (80 GiB, H200 141 GB); makespans in ms; model* = nothing fits, run without limits; best_bl = the "
            "fastest baseline that fits, split = its partition (speed-proportional = Metis-style); "
            "bound = op_lower_bound with every layer at its fastest type's speed; slowGB = GB per "
            "step over the inter-node link (tuned, best baseline)\n");
