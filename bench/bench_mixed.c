@@ -7,7 +7,8 @@
  * Models: the bench-plan models (the presets of data/hf-configs), seq 4096, mbs 1, tp 1,
  * M = 2P, each device limited to its own memory.  Baselines: every schedule of sched.h as its
  * users run it on such a cluster: Megatron's even split (and its other split options) or the
- * speed-proportional split (Metis-style), the best that fits per baseline; the best of all
+ * speed-proportional split (Metis-style), with the cheapest uniform recomputation that fits
+ * (op_sched_build_fit), the best that fits per baseline; the best of all
  * baselines is the bar.  Per case: tuned makespan, best baseline and its split, lower bound,
  * and the bytes per step each plan sends over the slow inter-node link.
  * Exit 1 if the tuned plan is ever slower than a baseline that fits.
@@ -19,6 +20,7 @@
 
 #include "octopipe/cost.h"
 #include "octopipe/sched.h"
+#include "octopipe/sched_mem.h"
 #include "octopipe/tune.h"
 
 static const char *MODELS[] = {"deepseek-v2-lite", "gemma2-9b",  "jamba-v0.1", "llama2-7b",
@@ -88,14 +90,6 @@ static void mixed_free(mixed *x) {
     free(x->rows);
     free(x->dev_type);
     free(x->lim);
-}
-
-static int plan_fits(const op_plan *p) {
-    for (int d = 0; d < p->P; d++) {
-        double lim = op_plan_dev_mem_limit(p, d);
-        if (lim > 0 && (double)p->pred.peak_bytes[d] > lim) return 0;
-    }
-    return 1;
 }
 
 /* Bytes one step sends over the inter-node link: each stage boundary whose two stages sit in
@@ -182,11 +176,12 @@ static void run_case(const cluster *c, const mixed *x, acc *a) {
         op_plan b;
         op_err e = {0};
         op_sched_info info;
-        if (op_sched_build_opts(*n, pr, NULL, &b, &info, &e) != OP_OK) continue;
-        if (plan_fits(&b) && (best == 0 || b.pred.makespan_ms < best)) {
+        if (op_sched_build_fit(*n, pr, NULL, &b, &info, &e) != OP_OK) continue;
+        if (op_plan_fits_devices(&b) && (best == 0 || b.pred.makespan_ms < best)) {
             best = b.pred.makespan_ms;
             best_slow = slow_bytes(&b);
-            snprintf(best_name, sizeof best_name, "%s", *n);
+            const char *rc = strstr(info.settings, "recompute=");
+            snprintf(best_name, sizeof best_name, "%s%s%s", *n, rc ? "+" : "", rc ? rc + 10 : "");
             const char *sp = strstr(info.settings, "split=");
             snprintf(best_set, sizeof best_set, "%.40s", sp ? sp + 6 : info.settings);
             char *sp_end = strpbrk(best_set, " ,;");
@@ -242,7 +237,7 @@ int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     printf("tuned plan vs baselines on mixed clusters: seq 4096, mbs 1, tp 1, M = 2P, each device "
            "limited to its own memory (80 GiB, H200 141 GB); makespans in ms; model* = nothing fits, run without limits; best_bl = the "
-           "fastest baseline that fits, split = its partition (speed-proportional = Metis-style); "
+           "fastest baseline that fits, split = its partition (speed-proportional = Metis-style), +full/+selective = its recomputation; "
            "bound = the larger of op_lower_bound with every layer at its fastest type's speed and the two-type work LP; slowGB = GB per "
            "step over the inter-node link (tuned, best baseline)\n");
     printf("%-14s %-17s %3s %4s %9s %9s %-13s %-18s %7s %9s %6s %-9s %3s %7s %7s %-5s\n", "cluster",

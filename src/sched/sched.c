@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "octopipe/sched_mem.h"
 #include "octopipe/sim.h"
 #include "sched/sched_int.h"
 
@@ -26,11 +27,7 @@ void sched_plan_from_split(op_plan *p, const char *name, const op_problem *pr,
 
 static int fits(const sched_best *b, const op_plan *p) {
     (void)b;
-    for (int d = 0; d < p->P; d++) { /* each device against its own limit (mixed clusters) */
-        double lim = op_plan_dev_mem_limit(p, d);
-        if (lim > 0 && (double)p->pred.peak_bytes[d] > lim) return 0;
-    }
-    return 1;
+    return op_plan_fits_devices(p); /* each device against its own limit (mixed clusters) */
 }
 
 void sched_offer(sched_best *best, op_plan *cand, const char *settings, void *ws) {

@@ -48,10 +48,14 @@ static int build_with(const char *name, const op_problem *pr, const op_sched_opt
     op_act_layers(pr->layers, pr->n_layers, policy, lv);
     op_problem q = *pr;
     q.layers = lv;
+    op_layer_cost *tv = op_act_type_layers(pr, policy, pr->n_layers); /* mixed: every type */
+    if (tv) q.type_layers = tv;
     int rc = op_sched_build_opts(name, &q, opts, out, info, err);
     free(lv);
+    free(tv);
     if (rc != OP_OK) return rc;
     memcpy(out->layers, pr->layers, sizeof *lv * (size_t)pr->n_layers);
+    op_plan_restore_types(out, pr);
     for (int s = 0; s < out->S; s++) out->stage_act[s] = (uint8_t)policy;
     rc = op_sim_replay(out, NULL, err);
     if (rc != OP_OK) op_plan_free(out);
@@ -63,7 +67,7 @@ int op_sched_build_fit(const char *name, const op_problem *pr, const op_sched_op
     op_sched_info inf0 = {0}, bi = {0};
     int rc = build_with(name, pr, opts, OP_ACT_KEEP, out, &inf0, err);
     double lim = pr->mem_limit_bytes;
-    if (rc != OP_OK || lim <= 0 || (double)out->pred.peak_bytes_max <= lim) {
+    if (rc != OP_OK || lim <= 0 || op_plan_fits_devices(out)) {
         if (info) *info = inf0;
         return rc;
     }
@@ -77,7 +81,7 @@ int op_sched_build_fit(const char *name, const op_problem *pr, const op_sched_op
         op_sched_info pi = {0};
         op_err e2 = {0};
         if (build_with(name, pr, opts, pol, &p, &pi, &e2) != OP_OK) continue;
-        if ((double)p.pred.peak_bytes_max <= lim &&
+        if (op_plan_fits_devices(&p) &&
             (!have || p.pred.makespan_ms < best.pred.makespan_ms)) {
             if (have) op_plan_free(&best);
             op_plan_copy(&best, &p);

@@ -73,10 +73,14 @@ static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int
     memcpy(lv + cut, pr->layers + cut, sizeof *lv * (size_t)(L - cut));
     op_problem q = *pr;
     q.layers = lv;
+    op_layer_cost *tv = op_act_type_layers(pr, pol, cut); /* mixed: every type's view */
+    if (tv) q.type_layers = tv;
     int rc = tn_tune_core(&q, &oo, out, err);
     free(lv);
+    free(tv);
     if (rc != OP_OK) return rc;
     memcpy(out->layers, pr->layers, sizeof *lv * (size_t)L);
+    op_plan_restore_types(out, pr);
     for (int s = 0; s < out->S; s++)
         out->stage_act[s] = (uint8_t)(out->stage_first[s] < cut ? pol : OP_ACT_KEEP);
     rc = op_sim_replay(out, NULL, err);
