@@ -21,6 +21,7 @@
 #include "octopipe/cost.h"
 #include "octopipe/sched.h"
 #include "octopipe/sched_mem.h"
+#include "octopipe/sim.h"
 #include "octopipe/tune.h"
 
 static const char *MODELS[] = {"deepseek-v2-lite", "gemma2-9b",  "jamba-v0.1", "llama2-7b",
@@ -105,64 +106,6 @@ static double slow_bytes(const op_plan *p) {
     return b;
 }
 
-/* Lower bound valid for every plan on this cluster: the uniform bound of a cluster whose every
- * device runs each layer as fast as the fastest type does (no device is faster than that). */
-static double bound_fastest(const op_problem *pr) {
-    int L = pr->n_layers;
-    op_layer_cost *best = calloc((size_t)L, sizeof *best);
-    for (int l = 0; l < L; l++) {
-        best[l] = pr->type_layers[l];
-        for (int t = 1; t < pr->n_types; t++) {
-            const op_layer_cost *r = pr->type_layers + (size_t)t * (size_t)L + l;
-            best[l].f_ms = fmin(best[l].f_ms, r->f_ms);
-            best[l].i_ms = fmin(best[l].i_ms, r->i_ms);
-            best[l].w_ms = fmin(best[l].w_ms, r->w_ms);
-        }
-    }
-    double lb = op_lower_bound(best, L, pr->P, pr->M);
-    free(best);
-    return lb;
-}
-
-/* Work bound of a two-type cluster (an LP relaxation, valid for every plan): each layer's M
- * microbatches of F+I+W run, in fractions, on devices of either type, and type t's n_t devices
- * have n_t * T of time.  The fractional optimum gives type 1 the layers it is relatively best
- * at (ascending w1/w0) up to its capacity; T is the smallest makespan for which type 0's share
- * then fits, found by bisection. */
-static int cmp_ratio(const void *a, const void *b) {
-    double x = ((const double *)a)[0], y = ((const double *)b)[0];
-    return x < y ? -1 : x > y;
-}
-
-static double bound_work_lp(const op_problem *pr) {
-    int L = pr->n_layers, n[2] = {0, 0};
-    for (int d = 0; d < pr->P; d++) n[pr->dev_type[d] ? 1 : 0]++;
-    double *r = calloc((size_t)L * 3, sizeof *r); /* (ratio, w0, w1) per layer */
-    double hi = 0;
-    for (int l = 0; l < L; l++) {
-        const op_layer_cost *a = pr->type_layers + l, *b = pr->type_layers + L + l;
-        double w0 = pr->M * (a->f_ms + a->i_ms + a->w_ms), w1 = pr->M * (b->f_ms + b->i_ms + b->w_ms);
-        r[3 * l] = w0 > 0 ? w1 / w0 : 1e300;
-        r[3 * l + 1] = w0, r[3 * l + 2] = w1;
-        hi += w0 > w1 ? w0 : w1;
-    }
-    qsort(r, (size_t)L, 3 * sizeof *r, cmp_ratio);
-    double lo = 0;
-    for (int it = 0; it < 200 && hi - lo > 1e-9 * hi; it++) {
-        double T = 0.5 * (lo + hi), cap1 = n[1] * T, load0 = 0;
-        for (int l = 0; l < L; l++) {
-            double w1 = r[3 * l + 2], w0 = r[3 * l + 1];
-            double f = w1 <= cap1 ? 1 : (w1 > 0 ? cap1 / w1 : 1); /* fraction on type 1 */
-            cap1 -= f * w1;
-            load0 += (1 - f) * w0;
-        }
-        if (load0 <= n[0] * T) hi = T;
-        else lo = T;
-    }
-    free(r);
-    return hi;
-}
-
 typedef struct acc {
     double log_best, log_gap;
     int n, slower, fewer, links;
@@ -177,7 +120,7 @@ static void run_case(const cluster *c, const mixed *x, acc *a) {
         op_err e = {0};
         op_sched_info info;
         if (op_sched_build_fit(*n, pr, NULL, &b, &info, &e) != OP_OK) continue;
-        if (op_plan_fits_devices(&b) && (best == 0 || b.pred.makespan_ms < best)) {
+        if (op_plan_fits(&b) && (best == 0 || b.pred.makespan_ms < best)) {
             best = b.pred.makespan_ms;
             best_slow = slow_bytes(&b);
             const char *rc = strstr(info.settings, "recompute=");
@@ -211,7 +154,7 @@ static void run_case(const cluster *c, const mixed *x, acc *a) {
         a->slower += best > 0;
         return;
     }
-    double t = p.pred.makespan_ms, lb = fmax(bound_fastest(pr), bound_work_lp(pr)), sp = best > 0 ? best / t : 0;
+    double t = p.pred.makespan_ms, lb = op_problem_lower_bound(pr), sp = best > 0 ? best / t : 0;
     double gap = t / lb - 1, sb = slow_bytes(&p);
     char link[16] = "-";
     if (sb >= 0 && best_slow >= 0) {
@@ -238,7 +181,7 @@ int main(int argc, char **argv) {
     printf("tuned plan vs baselines on mixed clusters: seq 4096, mbs 1, tp 1, M = 2P, each device "
            "limited to its own memory (80 GiB, H200 141 GB); makespans in ms; model* = nothing fits, run without limits; best_bl = the "
            "fastest baseline that fits, split = its partition (speed-proportional = Metis-style), +full/+selective = its recomputation; "
-           "bound = the larger of op_lower_bound with every layer at its fastest type's speed and the two-type work LP; slowGB = GB per "
+           "bound = op_lower_bound_mixed (each layer at its fastest type's speed; work over unequal speeds); slowGB = GB per "
            "step over the inter-node link (tuned, best baseline)\n");
     printf("%-14s %-17s %3s %4s %9s %9s %-13s %-18s %7s %9s %6s %-9s %3s %7s %7s %-5s\n", "cluster",
            "model", "P", "M", "octopipe", "best_bl", "baseline", "split", "speedup", "bound",

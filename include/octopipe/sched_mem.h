@@ -30,8 +30,6 @@ int op_act_layers(const op_layer_cost *in, int n, int policy, op_layer_cost *out
  * type's true costs put back (no-op when uniform). */
 op_layer_cost *op_act_type_layers(const op_problem *pr, int policy, int cut);
 void op_plan_restore_types(op_plan *p, const op_problem *pr);
-/* Whether every device's simulated peak is within its own limit (op_plan_dev_mem_limit). */
-int op_plan_fits_devices(const op_plan *p);
 
 /* Builds baseline `name` with the cheapest uniform recomputation that fits pr->mem_limit_bytes:
  * keep, else selective, else full; among those that fit, the fastest (recomputation can let a

@@ -1,7 +1,6 @@
 /* mixed_view.c: activation-policy layer views on mixed clusters.  A schedule searched under a
  * policy sees every device type's costs through op_act_layers, not only row 0; the plan built
- * that way then gets every type's true costs back before it is simulated with stage_act.  And
- * each device's peak is held to its own limit. */
+ * that way then gets every type's true costs back before it is simulated with stage_act. */
 #include <string.h>
 
 #include "octopipe/sched_mem.h"
@@ -21,12 +20,4 @@ void op_plan_restore_types(op_plan *p, const op_problem *pr) {
     if (pr->n_types <= 1 || !pr->type_layers || p->n_types != pr->n_types) return;
     memcpy(p->type_layers, pr->type_layers,
            sizeof(op_layer_cost) * (size_t)pr->n_layers * (size_t)pr->n_types);
-}
-
-int op_plan_fits_devices(const op_plan *p) {
-    for (int d = 0; d < p->P; d++) {
-        double lim = op_plan_dev_mem_limit(p, d);
-        if (lim > 0 && (double)p->pred.peak_bytes[d] > lim) return 0;
-    }
-    return 1;
 }

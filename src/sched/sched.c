@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "octopipe/sched_mem.h"
 #include "octopipe/sim.h"
 #include "sched/sched_int.h"
 
@@ -27,7 +26,7 @@ void sched_plan_from_split(op_plan *p, const char *name, const op_problem *pr,
 
 static int fits(const sched_best *b, const op_plan *p) {
     (void)b;
-    return op_plan_fits_devices(p); /* each device against its own limit (mixed clusters) */
+    return op_plan_fits(p); /* each device against its own limit */
 }
 
 void sched_offer(sched_best *best, op_plan *cand, const char *settings, void *ws) {

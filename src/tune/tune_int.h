@@ -83,8 +83,6 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
 void tn_mixed_init(tn_prob *pb);
 void tn_mixed_free(tn_prob *pb);
 void tn_mixed_stage_times(const tn_prob *pb, const tn_cand *c, double *tf, double *ti, double *tw);
-/* Whether plan p fits every device's own limit of pr (op_problem_dev_mem_limit). */
-int tn_plan_fits(const op_problem *pr, const op_plan *p);
 
 /* Seeds (tune_seed.c). */
 void tn_place_loop(tn_cand *c, int P, int S);

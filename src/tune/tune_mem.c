@@ -24,7 +24,6 @@
 
 #include "octopipe/sched_mem.h"
 #include "octopipe/sim.h"
-#include "tune/tune_int.h" /* tn_plan_fits */
 #include "tune/tune_mem.h"
 
 #define GIB 1073741824.0
@@ -46,15 +45,18 @@ static int mem_modelled(const op_problem *pr) {
 }
 
 static int plan_fits(const op_problem *pr, const op_plan *p) {
-    return tn_plan_fits(pr, p); /* each device against its own limit */
+    (void)pr;
+    return op_plan_fits(p); /* each device against its own limit */
 }
 
 /* Memory binds a keep plan when its peak is at the limit and it is not already within 2% of
  * the memory-free bound (then no policy could gain more than that).  Policies are searched
  * only beyond 5%: below it a second search costs more tuner time than it has ever gained. */
 static int binds(const op_problem *pr, const op_plan *p, double margin) {
-    return (double)p->pred.peak_bytes_max > 0.9 * pr->mem_limit_bytes &&
-           p->pred.makespan_ms > (1 + margin) * p->pred.lower_bound_ms;
+    int at = 0; /* some device at its own limit (mixed clusters: limits differ) */
+    for (int d = 0; d < p->P; d++)
+        at |= (double)p->pred.peak_bytes[d] > 0.9 * op_problem_dev_mem_limit(pr, d);
+    return at && p->pred.makespan_ms > (1 + margin) * p->pred.lower_bound_ms;
 }
 
 /* Searches on the layer view of policy pol on layers [0, cut) (keep after them), then gives the

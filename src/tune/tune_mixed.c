@@ -33,6 +33,7 @@ void tn_mixed_init(tn_prob *pb) {
         for (int d = 0; d < P; d++) pb->dev_lim[d] = op_problem_dev_mem_limit(pr, d);
     }
     if (pr->n_types <= 1 || !pr->type_layers || !pr->dev_type) return;
+    pb->lb = op_problem_lower_bound(pr); /* over unequal speeds (progress lines' gap) */
     tn_mixed *mx = op_xcalloc(1, sizeof *mx);
     mx->T = pr->n_types;
     mx->dev_type = pr->dev_type;
@@ -80,14 +81,6 @@ void tn_mixed_stage_times(const tn_prob *pb, const tn_cand *c, double *tf, doubl
             tw[s] = 0;
         }
     }
-}
-
-int tn_plan_fits(const op_problem *pr, const op_plan *p) {
-    for (int d = 0; d < p->P; d++) {
-        double lim = op_problem_dev_mem_limit(pr, d);
-        if (lim > 0 && (double)p->pred.peak_bytes[d] > lim) return 0;
-    }
-    return 1;
 }
 
 /* Relative time of device d: its type's total F+I+W over row 0's (smaller = faster). */
