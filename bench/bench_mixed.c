@@ -5,7 +5,9 @@
  *   h100+a100 2x8   8 x H100-80GB + 8 x A100-80GB, one node of each      (P = 16)
  *   h200+h100 2x8   8 x H200 + 8 x H100-80GB, one node of each           (P = 16)
  * Models: the bench-plan models (the presets of data/hf-configs), seq 4096, mbs 1, tp 1,
- * M = 2P, each device limited to its own memory.  Baselines: every schedule of sched.h as its
+ * M = 2P; problems built as `octopipe compare --gpus` builds them (op_problem_build: each
+ * device limited to 90% of its own memory; a case nothing fits runs without limits, marked
+ * model*).  Baselines: every schedule of sched.h as its
  * users run it on such a cluster: Megatron's even split (and its other split options) or the
  * speed-proportional split (Metis-style), with the cheapest uniform recomputation that fits
  * (op_sched_build_fit), the best that fits per baseline; the best of all
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "octopipe/cost.h"
+#include "octopipe/problem.h"
 #include "octopipe/sched.h"
 #include "octopipe/sched_mem.h"
 #include "octopipe/sim.h"
@@ -28,70 +31,15 @@ static const char *MODELS[] = {"deepseek-v2-lite", "gemma2-9b",  "jamba-v0.1", "
                                "mixtral-8x7b",     "nemotron-h-8b", "qwen2-vl-7b", NULL};
 
 typedef struct cluster {
-    const char *name;
-    const char *type[2];
-    int count[2];
-    int nodes_of;
+    const char *name, *gpus; /* --gpus */
+    int P;
 } cluster;
 
 static const cluster CLUSTERS[] = {
-    {"h100+a100 1x8", {"h100-80gb", "a100-80gb"}, {4, 4}, 8},
-    {"h100+a100 2x8", {"h100-80gb", "a100-80gb"}, {8, 8}, 8},
-    {"h200+h100 2x8", {"h200", "h100-80gb"}, {8, 8}, 8},
+    {"h100+a100 1x8", "h100-80gb:4,a100-80gb:4", 8},
+    {"h100+a100 2x8", "h100-80gb:8,a100-80gb:8", 16},
+    {"h200+h100 2x8", "h200:8,h100-80gb:8", 16},
 };
-
-/* One mixed problem and the arrays it points to. */
-typedef struct mixed {
-    op_problem pr;
-    op_layer_cost *rows; /* [2 * L] */
-    int *dev_type;       /* [P] */
-    double *lim;         /* [P] */
-    char names[2][32];
-} mixed;
-
-static int mixed_build(const op_model *m, const cluster *c, mixed *x, op_err *e) {
-    memset(x, 0, sizeof *x);
-    int L = m->n_layers, P = c->count[0] + c->count[1];
-    op_train_cfg t;
-    op_train_cfg_default(&t);
-    x->rows = calloc((size_t)2 * (size_t)L, sizeof *x->rows);
-    x->dev_type = calloc((size_t)P, sizeof *x->dev_type);
-    x->lim = calloc((size_t)P, sizeof *x->lim);
-    double lim[2];
-    for (int k = 0; k < 2; k++) {
-        op_device dev;
-        if (op_device_preset(c->type[k], &dev, e) != OP_OK ||
-            op_cost_layers(m, &t, &dev, x->rows + (size_t)k * (size_t)L, e) != OP_OK)
-            return -1;
-        lim[k] = dev.mem_GiB * 1073741824.0;
-        snprintf(x->names[k], sizeof x->names[k], "%s", c->type[k]);
-    }
-    for (int d = 0; d < P; d++) {
-        x->dev_type[d] = d < c->count[0] ? 0 : 1;
-        x->lim[d] = lim[x->dev_type[d]];
-    }
-    op_problem *pr = &x->pr;
-    pr->model = m->name;
-    pr->layers = x->rows;
-    pr->n_layers = L;
-    pr->P = P;
-    pr->M = 2 * P;
-    pr->tokens_per_mb = t.seq * t.mbs;
-    op_comm_default(&pr->comm, c->nodes_of);
-    pr->mem_limit_bytes = lim[0] > lim[1] ? lim[0] : lim[1];
-    pr->n_types = 2;
-    pr->type_layers = x->rows;
-    pr->dev_type = x->dev_type;
-    pr->type_name = (const char(*)[32])x->names;
-    pr->dev_mem_limit = x->lim;
-    return 0;
-}
-
-static void mixed_free(mixed *x) {
-    free(x->rows);
-    free(x->dev_type);
-    free(x->lim);
-}
 
 /* Bytes one step sends over the inter-node link: each stage boundary whose two stages sit in
  * different nodes carries the activation forward and its gradient back, per microbatch.  -1
@@ -108,16 +56,30 @@ static double slow_bytes(const op_plan *p) {
 
 typedef struct acc {
     double log_best, log_gap;
-    int n, slower, fewer, links;
+    int cases, n, slower, fewer, links;
 } acc;
 
-static void run_case(const cluster *c, const mixed *x, acc *a) {
-    const op_problem *pr = &x->pr;
+/* One case: the problem as `octopipe compare --gpus` builds it (nodes of 8, default links,
+ * each device limited to OP_MEM_HEADROOM of its own memory; no_limit: none). */
+static void run_case(const cluster *c, const char *model, int no_limit, acc *a) {
+    op_problem_opts po;
+    op_problem_opts_default(&po);
+    po.gpus = c->gpus;
+    po.nodes_of = 8;
+    if (no_limit) po.mem_limit_bytes = -1;
+    op_problem_built bp;
+    op_err e = {0};
+    if (op_problem_build(&bp, model, NULL, c->P, 2 * c->P, &po, &e) != OP_OK) {
+        printf("%-14s %-17s skipped: %s\n", c->name, model, e.msg);
+        return;
+    }
+    const op_problem *pr = &bp.pr;
+    char nm[40];
+    snprintf(nm, sizeof nm, "%s%s", model, no_limit ? "*" : "");
     double best = 0, best_slow = -1;
     char best_name[32] = "-", best_set[64] = "";
     for (const char *const *n = op_sched_names(); *n; n++) {
         op_plan b;
-        op_err e = {0};
         op_sched_info info;
         if (op_sched_build_fit(*n, pr, NULL, &b, &info, &e) != OP_OK) continue;
         if (op_plan_fits(&b) && (best == 0 || b.pred.makespan_ms < best)) {
@@ -132,15 +94,9 @@ static void run_case(const cluster *c, const mixed *x, acc *a) {
         }
         op_plan_free(&b);
     }
-    if (best == 0 && pr->mem_limit_bytes > 0) {
-        /* nothing fits (Jamba-52B on 8 devices of 80 GiB): compare without limits, marked '*' */
-        mixed nl = *x;
-        nl.pr.mem_limit_bytes = 0;
-        nl.pr.dev_mem_limit = NULL;
-        char nm[40];
-        snprintf(nm, sizeof nm, "%s*", pr->model);
-        nl.pr.model = nm;
-        run_case(c, &nl, a);
+    if (best == 0 && !no_limit) { /* nothing fits (Jamba-52B on 8 devices): run without limits */
+        op_problem_built_free(&bp);
+        run_case(c, model, 1, a);
         return;
     }
     op_tune_opts o;
@@ -148,10 +104,10 @@ static void run_case(const cluster *c, const mixed *x, acc *a) {
     op_tune_stats st;
     o.stats = &st;
     op_plan p;
-    op_err e = {0};
     if (op_tune(pr, &o, &p, &e) != OP_OK) {
-        printf("%-14s %-17s tune failed: %s\n", c->name, pr->model, e.msg);
+        printf("%-14s %-17s tune failed: %s\n", c->name, nm, e.msg);
         a->slower += best > 0;
+        op_problem_built_free(&bp);
         return;
     }
     double t = p.pred.makespan_ms, lb = op_problem_lower_bound(pr), sp = best > 0 ? best / t : 0;
@@ -163,8 +119,8 @@ static void run_case(const cluster *c, const mixed *x, acc *a) {
         a->links++;
         a->fewer += fewer;
     }
-    printf("%-14s %-17s %3d %4d %9.1f %9.1f %-13s %-18s %7.3f %9.1f %6.2f %-9s %3d %7.2f %7.2f %-5s\n",
-           c->name, pr->model, pr->P, pr->M, t, best, best_name, best_set, sp, lb, 100 * gap,
+    printf("%-14s %-17s %3d %4d %9.1f %9.1f %-13s %-25s %7.3f %9.1f %6.2f %-9s %3d %7.2f %7.2f %-5s\n",
+           c->name, nm, pr->P, pr->M, t, best, best_name, best_set, sp, lb, 100 * gap,
            st.shape, p.S, sb >= 0 ? sb / 1e9 : 0, best_slow >= 0 ? best_slow / 1e9 : 0, link);
     if (sp > 0) {
         a->log_best += log(sp);
@@ -172,36 +128,26 @@ static void run_case(const cluster *c, const mixed *x, acc *a) {
         if (sp < 1 - 1e-9) a->slower++;
     }
     a->log_gap += log(1 + gap);
+    a->cases++;
     op_plan_free(&p);
+    op_problem_built_free(&bp);
     fflush(stdout);
 }
 
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     printf("tuned plan vs baselines on mixed clusters: seq 4096, mbs 1, tp 1, M = 2P, each device "
-           "limited to its own memory (80 GiB, H200 141 GB); makespans in ms; model* = nothing fits, run without limits; best_bl = the "
+           "limited to 90%% of its own memory (as octopipe compare --gpus); makespans in ms; model* = nothing fits, run without limits; best_bl = the "
            "fastest baseline that fits, split = its partition (speed-proportional = Metis-style), +full/+selective = its recomputation; "
            "bound = op_lower_bound_mixed (each layer at its fastest type's speed; work over unequal speeds); slowGB = GB per "
            "step over the inter-node link (tuned, best baseline)\n");
-    printf("%-14s %-17s %3s %4s %9s %9s %-13s %-18s %7s %9s %6s %-9s %3s %7s %7s %-5s\n", "cluster",
+    printf("%-14s %-17s %3s %4s %9s %9s %-13s %-25s %7s %9s %6s %-9s %3s %7s %7s %-5s\n", "cluster",
            "model", "P", "M", "octopipe", "best_bl", "baseline", "split", "speedup", "bound",
            "gap%", "shape", "S", "slowGB", "bl_GB", "link");
     acc a = {0};
-    int nm = 0;
     for (int ci = 0; ci < (int)(sizeof CLUSTERS / sizeof *CLUSTERS); ci++)
-        for (int mi = 0; MODELS[mi] && (!quick || mi < 3); mi++) {
-            op_model m;
-            op_err e = {0};
-            if (op_model_preset(MODELS[mi], &m, &e) != OP_OK) {
-                printf("%-17s skipped: %s\n", MODELS[mi], e.msg);
-                continue;
-            }
-            mixed x;
-            if (mixed_build(&m, &CLUSTERS[ci], &x, &e) != 0) printf("%s: %s\n", MODELS[mi], e.msg);
-            else run_case(&CLUSTERS[ci], &x, &a), nm++;
-            mixed_free(&x);
-            op_model_free(&m);
-        }
+        for (int mi = 0; MODELS[mi] && (!quick || mi < 3); mi++) run_case(&CLUSTERS[ci], MODELS[mi], 0, &a);
+    int nm = a.cases;
     int n = a.n ? a.n : 1;
     printf("\ngeomean over %d cases: speedup vs best baseline %.3fx (target >= 1.15x), gap to "
            "bound %.2f%% (target <= 5%%); fewer slow-link bytes than the best baseline in %d of "
