@@ -322,7 +322,6 @@ int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op
         miss = st.best_score < before * (1 - 1e-12) ? 0 : miss + 1;
     }
     tn_cand_free(&cur);
-    tn_mixed_relink(&st); /* mixed clusters: fewer slow-link bytes at no cost in time */
 
     int rc = OP_OK;
     const char *source = "search";

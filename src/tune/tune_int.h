@@ -130,8 +130,5 @@ void tn_local_search(tn_search *st, tn_cand *cur, long budget);
  * time on its own device; each is handed to offer(st, ctx, c, shape).  No-op when uniform. */
 void tn_mixed_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_cand *, const char *),
                     void *ctx);
-/* Mixed clusters over several nodes: moves stages of st->best across node-crossing boundaries
- * while that lowers the bytes sent over the inter-node link and the makespan does not grow. */
-void tn_mixed_relink(tn_search *st);
 /* Up to iters rounds of idle-aware re-partitioning of c (placement kept); *score updated. */
 void tn_rebalance(tn_search *st, tn_cand *c, double *score, int iters);

@@ -12,8 +12,7 @@
  * also takes a last stage (embedding and head on the fastest device), each cut by the speed-proportional
  * split (op_sched_speed_split: every stage about equally long on its own device).  The local
  * search then moves stages and layers as usual, the engine scoring every move with per-device
- * costs.  Last, a relink pass moves stages across the ends of node-crossing boundaries
- * wherever that sends fewer bytes over the slow link without a longer makespan. */
+ * costs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,59 +156,4 @@ void tn_mixed_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_cand *,
     tn_cand_free(&c);
     free(ord);
     free(prev);
-}
-
-/* Bytes per microbatch that cross nodes (forward activation and its gradient). */
-static double cross_bytes(const tn_prob *pb, const tn_cand *c) {
-    double b = 0;
-    for (int s = 0; s + 1 < c->S; s++)
-        if (node_of(pb, c->dev[s]) != node_of(pb, c->dev[s + 1]))
-            b += 2.0 * (double)pb->pr->layers[c->first[s + 1] - 1].out_bytes;
-    return b;
-}
-
-void tn_mixed_relink(tn_search *st) {
-    const tn_prob *pb = st->pb;
-    int P = pb->P, n = pb->pr->comm.nodes_of;
-    if (!pb->mx || n <= 0 || P <= n || st->best_score >= TN_NOFIT) return;
-    tn_cand cur, c;
-    tn_cand_alloc(&cur, pb);
-    tn_cand_alloc(&c, pb);
-    tn_cand_copy(&cur, &st->best, pb);
-    double score = st->best_score, bytes = cross_bytes(pb, &cur);
-    /* its own small budget: the search has usually spent max_evals by now */
-    long stop = st->evals + 32L * P;
-#define RELINK_STOP (st->evals >= stop || (st->o->cancel && *st->o->cancel))
-    for (int round = 0, moved = 1; moved && round < 4 && !RELINK_STOP; round++) {
-        moved = 0;
-        for (int s = 0; s + 1 < cur.S && !RELINK_STOP; s++) {
-            if (node_of(pb, cur.dev[s]) == node_of(pb, cur.dev[s + 1])) continue;
-            /* move either end of the crossing boundary into the other end's node */
-            for (int end = 0; end < 2; end++) {
-                int mv = end ? s : s + 1, to_node = node_of(pb, cur.dev[end ? s + 1 : s]);
-                for (int d = to_node * n; d < (to_node + 1) * n && d < P; d++) {
-                    tn_cand_copy(&c, &cur, pb);
-                    c.dev[mv] = d;
-                    double b = cross_bytes(pb, &c);
-                    if (b >= bytes) continue;
-                    double sc = tn_score(st, &c);
-                    if (sc <= score * (1 + 1e-12)) {
-                        tn_cand_copy(&cur, &c, pb);
-                        score = sc < score ? sc : score;
-                        bytes = b;
-                        moved = 1;
-                        break;
-                    }
-                }
-                if (node_of(pb, cur.dev[s]) == node_of(pb, cur.dev[s + 1])) break;
-            }
-        }
-    }
-#undef RELINK_STOP
-    if (score <= st->best_score * (1 + 1e-12)) { /* no slower, fewer slow-link bytes */
-        tn_cand_copy(&st->best, &cur, pb);
-        st->best_score = score;
-    }
-    tn_cand_free(&cur);
-    tn_cand_free(&c);
 }
