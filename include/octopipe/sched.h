@@ -28,6 +28,9 @@
  *                  (P+2)/2 and (P+4)/3 microbatches in flight (about 1/2 and 1/3 of 1F1B's)
  *   (zbv, dualpipev, vhalf, vmin splits: even, padding, stage 0 / stage 2P-1 counts with the
  *    rest even, or a cost-balanced layout, per stage and per device)
+ *   On a mixed cluster (device types) every split list above also holds the speed-proportional
+ *   split (op_sched_speed_split, what Metis-style planners give), and for one stage per device
+ *   its variant that keeps each stage within its device's memory; settings say which won.
  *   balanced-1f1b  contiguous split of all layers minimizing the max stage F+I+W (exact), one
  *                  stage per device, Megatron 1F1B order (what Mist/AdaPipe-style tuners give)
  *
