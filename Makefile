@@ -23,7 +23,7 @@ else
   BUILD ?= build
 endif
 
-PUBLIC := all lib run test bench bench-plan bench-exec bench-model bench-baselines bench-memory test-multihost test-torch install tests-build
+PUBLIC := all lib run test bench bench-plan bench-exec bench-model bench-baselines bench-memory bench-mixed test-multihost test-torch install tests-build
 .PHONY: $(PUBLIC) deps fuzz clean
 
 # Stage 2 only when told on the command line: a test that starts make inherits OP_STAGE in its
@@ -149,7 +149,7 @@ run: all
 bench: all $(BENCH_BIN)
 	@BUILD=$(BUILD) ./bench/run.sh all
 
-bench-plan bench-exec bench-model bench-baselines bench-memory: all $(BENCH_BIN)
+bench-plan bench-exec bench-model bench-baselines bench-memory bench-mixed: all $(BENCH_BIN)
 	@BUILD=$(BUILD) ./bench/run.sh $(@:bench-%=%)
 
 test-multihost: all

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs benchmark groups and prints their tables.  Usage: bench/run.sh all|sim|baselines|plan|memory|exec|model
+# Runs benchmark groups and prints their tables.  Usage: bench/run.sh all|sim|baselines|plan|memory|mixed|exec|model
 # Each group is bench/bench_<group>*.c (built as $BUILD/bench/...) and/or bench/<group>*.sh.
 # Results are also written to $BUILD/bench-results/<name>.txt.  Machine facts go on top so
 # the numbers can be compared with the machine they came from.
@@ -13,7 +13,7 @@ out=$BUILD/bench-results; mkdir -p "$out"
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ), commit $(git describe --always --dirty 2>/dev/null || echo "?")"
 rc=0
-groups=(sim baselines plan memory exec model)
+groups=(sim baselines plan memory mixed exec model)
 [ "$group" != all ] && groups=("$group")
 for g in "${groups[@]}"; do
   for b in "$BUILD"/bench/bench_"$g"* bench/"$g"*.sh; do

@@ -28,6 +28,9 @@
  *                  (P+2)/2 and (P+4)/3 microbatches in flight (about 1/2 and 1/3 of 1F1B's)
  *   (zbv, dualpipev, vhalf, vmin splits: even, padding, stage 0 / stage 2P-1 counts with the
  *    rest even, or a cost-balanced layout, per stage and per device)
+ *   On a mixed cluster (device types) every split list above also holds the speed-proportional
+ *   split (op_sched_speed_split, what Metis-style planners give), and for one stage per device
+ *   its variant that keeps each stage within its device's memory; settings say which won.
  *   balanced-1f1b  contiguous split of all layers minimizing the max stage F+I+W (exact), one
  *                  stage per device, Megatron 1F1B order (what Mist/AdaPipe-style tuners give)
  *
@@ -87,6 +90,13 @@ void op_sched_order_interleaved(op_plan *p, int v, int G);
  * when there are fewer layers than stages. */
 int op_sched_balanced_split(const op_layer_cost *layers, int n_layers, int S, int *stage_first,
                             op_err *err);
+
+/* Mixed clusters: contiguous split into S non-empty stages, stage s on device stage_dev[s],
+ * minimizing the busiest stage's F+I+W time as costed on its own device
+ * (op_problem_dev_layers): a faster device gets more layers (what Metis-style planners give).
+ * On a uniform cluster it is a plain cost-balanced split.  OP_EINVAL when L < S. */
+int op_sched_speed_split(const op_problem *pr, int S, const int *stage_dev, int *first,
+                         op_err *err);
 
 /* Zero-bubble greedy list scheduler (the kind of ZB's heuristic): fills p->ops for a plan whose
  * stages, placement and stage_split (all 1 = I+W) are set.  Whenever a device is free it runs

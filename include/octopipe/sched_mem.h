@@ -24,6 +24,13 @@ extern "C" {
  * changes any layer's memory, 0 if it saves nothing (so trying it is pointless). */
 int op_act_layers(const op_layer_cost *in, int n, int policy, op_layer_cost *out);
 
+/* Mixed clusters (sched/mixed_view.c): the view of `policy` on layers [0, cut) of every device
+ * type's row (a malloc'd [n_types * n_layers] copy of pr->type_layers; NULL when pr is
+ * uniform), for a problem searched under the policy; and, for the plan built from it, every
+ * type's true costs put back (no-op when uniform). */
+op_layer_cost *op_act_type_layers(const op_problem *pr, int policy, int cut);
+void op_plan_restore_types(op_plan *p, const op_problem *pr);
+
 /* Builds baseline `name` with the cheapest uniform recomputation that fits pr->mem_limit_bytes:
  * keep, else selective, else full; among those that fit, the fastest (recomputation can let a
  * memory-capped schedule go deeper, so a heavier policy is occasionally faster).  The plan

@@ -70,6 +70,7 @@ static int splits_for(const op_problem *pr, const op_sched_opts *o, int S, sched
         return sched_split_add_explicit(pr, o->stage_first, S, l, err);
     }
     sched_megatron_splits(pr, S, pl, first_last, keep_fl, l);
+    sched_split_add_speed(pr, S, pl, l); /* mixed clusters: Metis-style speed-proportional */
     if (l->n == 0) {
         sched_layout lo;
         sched_layout_of(pr->layers, pr->n_layers, &lo);

@@ -53,6 +53,11 @@ int sched_megatron_splits(const op_problem *pr, int S, sched_place pl, int first
  * Returns the number added (0 when there are fewer layers than stages). */
 int sched_split_add_balanced(const op_problem *pr, int S, sched_place pl, sched_split_list *out);
 
+/* Mixed clusters: adds the speed-proportional split (op_sched_speed_split, split_speed.c) for
+ * placement pl, described "speed-proportional"; 0 on a uniform cluster.  Returns the number
+ * added. */
+int sched_split_add_speed(const op_problem *pr, int S, sched_place pl, sched_split_list *out);
+
 /* Adds an explicit split (copied) after checking it; OP_EINVAL if it is malformed. */
 int sched_split_add_explicit(const op_problem *pr, const int *first, int S,
                              sched_split_list *out, op_err *err);

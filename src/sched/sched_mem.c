@@ -48,10 +48,14 @@ static int build_with(const char *name, const op_problem *pr, const op_sched_opt
     op_act_layers(pr->layers, pr->n_layers, policy, lv);
     op_problem q = *pr;
     q.layers = lv;
+    op_layer_cost *tv = op_act_type_layers(pr, policy, pr->n_layers); /* mixed: every type */
+    if (tv) q.type_layers = tv;
     int rc = op_sched_build_opts(name, &q, opts, out, info, err);
     free(lv);
+    free(tv);
     if (rc != OP_OK) return rc;
     memcpy(out->layers, pr->layers, sizeof *lv * (size_t)pr->n_layers);
+    op_plan_restore_types(out, pr);
     for (int s = 0; s < out->S; s++) out->stage_act[s] = (uint8_t)policy;
     rc = op_sim_replay(out, NULL, err);
     if (rc != OP_OK) op_plan_free(out);

@@ -155,6 +155,10 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
     tn_cand_free(&best);
 }
 
+static void seed_offer(tn_search *st, void *pl, tn_cand *c, const char *shape) {
+    seed_knobs(st, pl, c, shape);
+}
+
 static void seed_all(tn_search *st, tn_pool *pl) {
     const tn_prob *pb = st->pb;
     int P = pb->P, L = pb->L;
@@ -296,6 +300,7 @@ int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op
     run_baselines(&st, &pl, pr, &bl, &have_bl, bl_name, sizeof bl_name, &bl_min_peak);
     st.phase = "seeds";
     seed_all(&st, &pl);
+    tn_mixed_seeds(&st, seed_offer, &pl); /* mixed clusters: speed- and node-aware seeds */
 
     /* refine the distinct seeds, then keep polishing the best */
     long left = st.max_evals - st.evals;

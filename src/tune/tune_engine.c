@@ -245,6 +245,7 @@ static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
         }
         e->nF[s] = e->nI[s] = e->nW[s] = 0;
     }
+    if (pb->mx) tn_mixed_stage_times(pb, c, e->tf, e->ti, e->tw); /* each stage on its device */
     memset(e->dstart, 0, sizeof(int) * (size_t)(P + 1));
     for (int s = 0; s < S; s++) e->dstart[c->dev[s] + 1]++;
     for (int d = 0; d < P; d++) e->dstart[d + 1] += e->dstart[d];
@@ -263,7 +264,6 @@ static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
 double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op **ops,
                int *n_ops, double cutoff) {
     int P = pb->P, M = pb->M, S = c->S;
-    double lim = pb->mem_limit;
     setup(e, pb, c);
     for (int d = 0; d < P; d++) {
         r->busy[d] = 0;
@@ -283,7 +283,7 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
         double bt = TN_INF;
         for (int d = 0; d < P; d++) {
             if (e->dirty[d]) {
-                pick(e, c, d, lim);
+                pick(e, c, d, tn_dev_lim(pb, d));
                 e->dirty[d] = 0;
             }
             if (e->ct[d] < bt) bt = e->ct[d], bd = d;
@@ -352,7 +352,7 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
         r->peak[d] = e->stat[d] + e->amax[d];
         r->max_inflight[d] = e->maxinf[d];
         if (r->peak[d] > r->peak_max) r->peak_max = r->peak[d];
-        if (lim > 0 && (double)r->peak[d] > lim) r->fits = 0;
+        if (tn_dev_lim(pb, d) > 0 && (double)r->peak[d] > tn_dev_lim(pb, d)) r->fits = 0;
     }
     return mk;
 }

@@ -7,6 +7,8 @@
 #define OCTOPIPE_TUNE_INT_H
 #include "octopipe/tune.h"
 
+typedef struct tn_mixed tn_mixed; /* mixed clusters: per-type costs (tune_mixed.c) */
+
 /* Problem with prefix sums over layers so a stage's cost is O(1). */
 typedef struct tn_prob {
     const op_problem *pr;
@@ -18,7 +20,14 @@ typedef struct tn_prob {
     double lb;                      /* lower bound ms */
     double mem_limit;               /* bytes, 0 = none */
     double t_layer;                 /* smallest layer F+I+W: the partition-imbalance threshold */
+    tn_mixed *mx;                   /* NULL: every device alike (pf/pi/pw are every device's) */
+    double *dev_lim;                /* [P] per-device memory limit, or NULL: mem_limit */
 } tn_prob;
+
+/* Memory limit of device d (0 = none). */
+static inline double tn_dev_lim(const tn_prob *pb, int d) {
+    return pb->dev_lim ? pb->dev_lim[d] : pb->mem_limit;
+}
 
 void tn_prob_init(tn_prob *pb, const op_problem *pr);
 void tn_prob_free(tn_prob *pb);
@@ -67,6 +76,14 @@ void tn_res_copy(tn_res *dst, const tn_res *src, int P);
 double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op **ops,
                int *n_ops, double cutoff);
 
+/* Mixed clusters (tune_mixed.c).  tn_mixed_init: per-type prefix sums and per-device limits
+ * when pr is mixed (called by tn_prob_init); tn_mixed_free undoes it.  tn_mixed_stage_times
+ * overwrites the engine's per-stage durations tf/ti/tw [S] with the costs on each stage's own
+ * device (the engine calls it after its uniform setup). */
+void tn_mixed_init(tn_prob *pb);
+void tn_mixed_free(tn_prob *pb);
+void tn_mixed_stage_times(const tn_prob *pb, const tn_cand *c, double *tf, double *ti, double *tw);
+
 /* Seeds (tune_seed.c). */
 void tn_place_loop(tn_cand *c, int P, int S);
 void tn_place_v(tn_cand *c, int P, int S);
@@ -108,5 +125,10 @@ int tn_out_of_budget(const tn_search *st);
 /* Bubble-guided first-improvement local search from *cur (updated in place) for at most
  * `budget` evaluations, with seeded perturbations when it stalls. */
 void tn_local_search(tn_search *st, tn_cand *cur, long budget);
+/* Mixed clusters: seeds whose placements order devices by speed and node (heavy stages on
+ * fast devices, large boundaries inside a node) and whose partitions balance each stage's
+ * time on its own device; each is handed to offer(st, ctx, c, shape).  No-op when uniform. */
+void tn_mixed_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_cand *, const char *),
+                    void *ctx);
 /* Up to iters rounds of idle-aware re-partitioning of c (placement kept); *score updated. */
 void tn_rebalance(tn_search *st, tn_cand *c, double *score, int iters);

@@ -53,8 +53,10 @@ static int plan_fits(const op_problem *pr, const op_plan *p) {
  * the memory-free bound (then no policy could gain more than that).  Policies are searched
  * only beyond 5%: below it a second search costs more tuner time than it has ever gained. */
 static int binds(const op_problem *pr, const op_plan *p, double margin) {
-    return (double)p->pred.peak_bytes_max > 0.9 * pr->mem_limit_bytes &&
-           p->pred.makespan_ms > (1 + margin) * p->pred.lower_bound_ms;
+    int at = 0; /* some device at its own limit (mixed clusters: limits differ) */
+    for (int d = 0; d < p->P; d++)
+        at |= (double)p->pred.peak_bytes[d] > 0.9 * op_problem_dev_mem_limit(pr, d);
+    return at && p->pred.makespan_ms > (1 + margin) * p->pred.lower_bound_ms;
 }
 
 /* Searches on the layer view of policy pol on layers [0, cut) (keep after them), then gives the
@@ -73,10 +75,14 @@ static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int
     memcpy(lv + cut, pr->layers + cut, sizeof *lv * (size_t)(L - cut));
     op_problem q = *pr;
     q.layers = lv;
+    op_layer_cost *tv = op_act_type_layers(pr, pol, cut); /* mixed: every type's view */
+    if (tv) q.type_layers = tv;
     int rc = tn_tune_core(&q, &oo, out, err);
     free(lv);
+    free(tv);
     if (rc != OP_OK) return rc;
     memcpy(out->layers, pr->layers, sizeof *lv * (size_t)L);
+    op_plan_restore_types(out, pr);
     for (int s = 0; s < out->S; s++)
         out->stage_act[s] = (uint8_t)(out->stage_first[s] < cut ? pol : OP_ACT_KEEP);
     rc = op_sim_replay(out, NULL, err);

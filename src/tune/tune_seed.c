@@ -37,9 +37,11 @@ void tn_prob_init(tn_prob *pb, const op_problem *pr) {
     pb->ovh = pr->op_overhead_ms;
     pb->mem_limit = pr->mem_limit_bytes;
     pb->t_layer = tl;
+    tn_mixed_init(pb); /* mixed clusters: per-type costs, per-device limits */
 }
 
 void tn_prob_free(tn_prob *pb) {
+    tn_mixed_free(pb);
     free(pb->pf);
     free(pb->pi);
     free(pb->pw);

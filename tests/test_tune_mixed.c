@@ -1,0 +1,207 @@
+/* test_tune_mixed.c: the tuner and the baselines on mixed clusters, against makespans worked
+ * out by hand.
+ *
+ * Two devices, one twice as fast as the other, three equal layers (fast: F 1, B 1 ms; slow:
+ * F 2, B 2 ms), M = 4, free links.  In a chain the only balanced partition gives the slow
+ * device one layer and the fast one two (both stages F 2 + B 2 ms); 1F1B then takes
+ * (M + P - 1)(F + B) = 5 x 4 = 20 ms, which is optimal for a chain: the second device starts
+ * no earlier than 2 ms (one stage's F), works 16 ms, and the first device's last B (2 ms)
+ * follows.  The other partition leaves 2 layers (8 ms a microbatch, 32 ms in all) on the
+ * slow device.  With any placement the fast device holding layers 0 and 2 around the slow one
+ * reaches 18 (the slow device works 16 ms from t = 1 to 17, the last B of layer 0 follows),
+ * which is optimal: no layout gives the slow device less than 16 ms, and each start/end adds
+ * at least a layer's 1 ms.
+ *
+ * A link to avoid: four equal devices in two nodes of two, four layers (F 1, B 2 ms), the
+ * boundary after layer 1 carrying 1 GB over an inter-node link of 1 GB/s (1000 ms), every
+ * other boundary nothing.  Device order 0 1 | 2 3 puts that boundary across the nodes (each
+ * microbatch pays 2 x 1000 ms); placing the pipeline so that layers 1 and 2 share a node
+ * costs nothing, and 1F1B on four equal stages takes (M + P - 1)(F + B) = 11 x 3 = 33 ms. */
+#include "check.h"
+#include "octopipe/sched.h"
+#include "octopipe/sim.h"
+#include "octopipe/tune.h"
+
+static void layer(op_layer_cost *l, int i, double f, double b, int64_t out) {
+    memset(l, 0, sizeof *l);
+    snprintf(l->name, sizeof l->name, "l%d", i);
+    l->sym = 'T';
+    l->f_ms = f;
+    l->i_ms = b;
+    l->out_bytes = out;
+}
+
+/* Two device types over n equal layers: type 0 F=B=fast, type 1 F=B=slow. */
+typedef struct two_speed {
+    op_layer_cost rows[2 * 16];
+    int dev_type[8];
+    op_problem pr;
+} two_speed;
+
+static void two_speed_init(two_speed *x, int n, int P, const int *types, int M) {
+    memset(x, 0, sizeof *x);
+    for (int l = 0; l < n; l++) {
+        layer(&x->rows[l], l, 1, 1, 1 << 20);
+        layer(&x->rows[n + l], l, 2, 2, 1 << 20);
+    }
+    for (int d = 0; d < P; d++) x->dev_type[d] = types[d];
+    x->pr.model = "two-speed";
+    x->pr.layers = x->rows;
+    x->pr.n_layers = n;
+    x->pr.P = P;
+    x->pr.M = M;
+    x->pr.tokens_per_mb = 1;
+    x->pr.comm.none = 1;
+    x->pr.n_types = 2;
+    x->pr.type_layers = x->rows;
+    x->pr.dev_type = x->dev_type;
+}
+
+/* Layers held by devices of type t in plan p. */
+static int layers_on_type(const op_plan *p, int t) {
+    int n = 0;
+    for (int s = 0; s < p->S; s++)
+        if (p->dev_type[p->stage_dev[s]] == t) n += p->stage_first[s + 1] - p->stage_first[s];
+    return n;
+}
+
+TEST(speed_split_gives_the_fast_device_more_layers) {
+    two_speed x;
+    int types[2] = {1, 0}; /* device 0 slow, device 1 fast */
+    two_speed_init(&x, 6, 2, types, 4);
+    int dev[2] = {0, 1}, first[3];
+    op_err e = {0};
+    CHECK_EQ_INT(op_sched_speed_split(&x.pr, 2, dev, first, &e), OP_OK);
+    /* slow: 2 layers x 4 ms = 8; fast: 4 layers x 2 ms = 8 */
+    CHECK_EQ_INT(first[0], 0);
+    CHECK_EQ_INT(first[1], 2);
+    CHECK_EQ_INT(first[2], 6);
+    CHECK_EQ_INT(op_sched_speed_split(&x.pr, 7, (int[7]){0}, first, &e), OP_EINVAL);
+}
+
+TEST(baseline_1f1b_takes_the_speed_proportional_split) {
+    /* fast, slow, fast, slow over 12 layers: Megatron's splits keep the middle ranks even (at
+     * best 3 layers = 12 ms on slow device 1); the speed-proportional split 4/2/4/2 gives
+     * every stage 8 ms, and 1F1B takes (M + P - 1) x 8 = 11 x 8 = 88 ms */
+    two_speed x;
+    int types[4] = {0, 1, 0, 1};
+    two_speed_init(&x, 12, 4, types, 8);
+    op_plan p;
+    op_sched_info info;
+    op_err e = {0};
+    CHECK_EQ_INT(op_sched_build_opts("1f1b", &x.pr, NULL, &p, &info, &e), OP_OK);
+    CHECK_STR_CONTAINS(info.settings, "speed-proportional");
+    CHECK_NEAR(p.pred.makespan_ms, 88.0, 1e-9);
+    CHECK_EQ_INT(layers_on_type(&p, 0), 8);
+    op_plan_free(&p);
+    /* the same cluster, uniform: the speed split is not offered */
+    x.pr.n_types = 1;
+    CHECK_EQ_INT(op_sched_build_opts("1f1b", &x.pr, NULL, &p, &info, &e), OP_OK);
+    CHECK(!strstr(info.settings, "speed-proportional"));
+    op_plan_free(&p);
+}
+
+TEST(tuner_balances_by_device_speed_in_a_chain) {
+    two_speed x;
+    int types[2] = {1, 0};
+    two_speed_init(&x, 3, 2, types, 4);
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    o.placement = OP_TUNE_PLACE_LOOP; /* 3 layers on 2 devices: the chain 0 -> 1 only */
+    o.no_baselines = 1;               /* the search alone must find it */
+    op_plan p;
+    op_err e = {0};
+    CHECK_EQ_INT(op_tune(&x.pr, &o, &p, &e), OP_OK);
+    CHECK_EQ_INT(p.S, 2);
+    CHECK_EQ_INT(p.stage_first[1], 1); /* slow device 0: one layer */
+    CHECK_EQ_INT(layers_on_type(&p, 0), 2);
+    CHECK_NEAR(p.pred.makespan_ms, 20.0, 1e-9);
+    op_plan_free(&p);
+}
+
+TEST(tuner_any_placement_reaches_the_hand_optimum) {
+    two_speed x;
+    int types[2] = {1, 0};
+    two_speed_init(&x, 3, 2, types, 4);
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    o.no_baselines = 1;
+    op_plan p;
+    op_err e = {0};
+    CHECK_EQ_INT(op_tune(&x.pr, &o, &p, &e), OP_OK);
+    CHECK_EQ_INT(layers_on_type(&p, 0), 2);
+    CHECK_NEAR(p.pred.makespan_ms, 18.0, 1e-9);
+    op_plan_free(&p);
+}
+
+TEST(each_device_keeps_to_its_own_memory_limit) {
+    /* equal speeds, 4 layers of 10 static bytes; device 0 holds 15 bytes (one layer), device
+     * 1 has room for all: every fitting plan leaves device 0 at most one layer */
+    two_speed x;
+    int types[2] = {0, 0};
+    two_speed_init(&x, 4, 2, types, 4);
+    for (int l = 0; l < 8; l++) x.rows[l].param_bytes = 10, x.rows[l].static_bytes = 10;
+    x.pr.n_types = 1;
+    double lim[2] = {15, 1000};
+    x.pr.dev_mem_limit = lim;
+    x.pr.mem_limit_bytes = 1000;
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    op_plan p;
+    op_err e = {0};
+    CHECK_EQ_INT(op_tune(&x.pr, &o, &p, &e), OP_OK);
+    int on0 = 0;
+    for (int s = 0; s < p.S; s++)
+        if (p.stage_dev[s] == 0) on0 += p.stage_first[s + 1] - p.stage_first[s];
+    CHECK_MSG(on0 <= 1, "device 0 holds %d layers over its 15-byte limit", on0);
+    CHECK(p.pred.peak_bytes[0] <= 15);
+    /* device 1 does 3 layers x 2 ms x 4 microbatches at least */
+    CHECK(p.pred.makespan_ms >= 24.0 - 1e-9);
+    op_plan_free(&p);
+    /* no device has room for the model over two: a clear error, not a plan */
+    lim[1] = 15;
+    CHECK_EQ_INT(op_tune(&x.pr, &o, &p, &e), OP_ENOMEM);
+}
+
+TEST(tuner_keeps_the_big_boundary_off_the_slow_link) {
+    op_layer_cost l[4];
+    for (int i = 0; i < 4; i++) layer(&l[i], i, 1, 2, i == 1 ? 1000000000 : 0);
+    op_problem pr = {0};
+    pr.model = "link";
+    pr.layers = l;
+    pr.n_layers = 4;
+    pr.P = 4;
+    pr.M = 8;
+    pr.tokens_per_mb = 1;
+    op_comm_default(&pr.comm, 2);
+    pr.comm.intra_lat_ms = pr.comm.inter_lat_ms = 0;
+    pr.comm.intra_bw_GBps = 1e9; /* 1 GB in 1e-6 ms */
+    pr.comm.inter_bw_GBps = 1;   /* 1 GB in 1000 ms */
+    op_plan b;
+    op_err e = {0};
+    CHECK_EQ_INT(op_sched_build("1f1b", &pr, &b, &e), OP_OK);
+    CHECK(b.pred.makespan_ms > 2000); /* the chain 0 1 | 2 3 crosses with the 1 GB boundary */
+    op_plan_free(&b);
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    op_plan p;
+    CHECK_EQ_INT(op_tune(&pr, &o, &p, &e), OP_OK);
+    for (int s = 0; s + 1 < p.S; s++)
+        if (op_stage_out_bytes(&p, s) > 0)
+            CHECK_MSG(p.stage_dev[s] / 2 == p.stage_dev[s + 1] / 2,
+                      "1 GB boundary after stage %d crosses nodes (%d -> %d)", s, p.stage_dev[s],
+                      p.stage_dev[s + 1]);
+    CHECK_MSG(p.pred.makespan_ms <= 33.0 + 1e-3, "%.6f over 1F1B's 33 ms", p.pred.makespan_ms);
+    op_plan_free(&p);
+}
+
+int main(int argc, char **argv) {
+    CHECK_INIT(argc, argv);
+    RUN(speed_split_gives_the_fast_device_more_layers);
+    RUN(baseline_1f1b_takes_the_speed_proportional_split);
+    RUN(tuner_balances_by_device_speed_in_a_chain);
+    RUN(tuner_any_placement_reaches_the_hand_optimum);
+    RUN(each_device_keeps_to_its_own_memory_limit);
+    RUN(tuner_keeps_the_big_boundary_off_the_slow_link);
+    return check_report("tune_mixed");
+}
