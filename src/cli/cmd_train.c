@@ -490,7 +490,16 @@ static int train_rank(const targs *a, int argc, char **argv) {
     double pred = 0, slow[64];
     for (int d = 0; d < 64; d++) slow[d] = 1;
     if (x.rank == 0 && rc == 0 && (rc = make_plan(a, &m, &p, &pred, slow)) == 0) {
-        op_plan_to_json(&p, &js);
+        /* the other ranks need the structure only (their slow-down comes with slow[]): a
+         * slowed plan goes as its first device type's costs, re-simulated to stay valid */
+        op_plan q;
+        op_plan_copy(&q, &p);
+        if (q.n_types > 1) {
+            op_plan_set_types(&q, 1, NULL, q.layers, NULL, q.dev_mem_limit);
+            OP_ASSERT(op_sim_replay(&q, NULL, &e) == OP_OK, "%s", e.msg);
+        }
+        op_plan_to_json(&q, &js);
+        op_plan_free(&q);
         len = (int64_t)js.len;
     }
     x.bcast(&x, &len, sizeof len);

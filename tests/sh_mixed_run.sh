@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# A mixed cluster measured on this machine: `octopipe train --slowdown` (rank 1 half as fast)
+# trains bitwise the weights of the uniform run, in-process and over real mpirun ranks, says
+# the slow-down it applied, and predicts a longer step; bad --slowdown lists are refused.
+set -u
+. "$(dirname "$0")/lib.sh"
+export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+T="--model tiny --devices 2 --microbatches 4 --data copy --log-every 0 --repeats 1 --steps 3"
+
+"$OP" train $T --plan 1f1b --threads --checkpoint "$tmp/u" > "$tmp/u.out" 2>&1 && ok || bad "uniform run: $(tail -n 3 "$tmp/u.out")"
+if "$OP" train $T --plan 1f1b --threads --slowdown 1,2 --checkpoint "$tmp/s" > "$tmp/s.out" 2>&1 \
+   && cmp -s "$tmp/u/model.ckpt" "$tmp/s/model.ckpt"; then ok
+else bad "--slowdown 1,2 (threads) changed the weights: $(tail -n 3 "$tmp/s.out")"; fi
+grep -q "^slow-down per rank (each op then waits k-1 times its time): 1,2$" "$tmp/s.out" && ok \
+  || bad "no slow-down line: $(cat "$tmp/s.out")"
+# the prediction sees rank 1 at half speed: longer than the uniform one
+pu=$(sed -n 's/^plan: .* predicted \([0-9.]*\) ms per step.*/\1/p' "$tmp/u.out")
+ps=$(sed -n 's/^plan: .* predicted \([0-9.]*\) ms per step.*/\1/p' "$tmp/s.out")
+awk -v a="$pu" -v b="$ps" 'BEGIN { exit !(a > 0 && b > 1.2 * a) }' && ok || bad "prediction not slowed: $pu vs $ps"
+
+if timeout -k 5 120 "$OP" train $T --plan zbv --slowdown 1,2 --checkpoint "$tmp/m" --timeout 100 > "$tmp/m.out" 2>&1 \
+   && cmp -s "$tmp/u/model.ckpt" "$tmp/m/model.ckpt"; then ok
+else bad "--slowdown 1,2 over mpirun changed the weights: $(tail -n 5 "$tmp/m.out")"; fi
+
+for s in 1 1,2,3 1,0.5 a,b 1,2x; do
+  "$OP" train $T --plan 1f1b --threads --slowdown "$s" > "$tmp/o" 2> "$tmp/e"; rc=$?
+  if [ $rc -eq 2 ] && [ "$(wc -l < "$tmp/e")" -eq 1 ] && grep -q -- "--slowdown" "$tmp/e"; then ok
+  else bad "--slowdown $s -> rc=$rc: $(cat "$tmp/e")"; fi
+done
+"$OP" train --help | grep -q -- "--slowdown" && ok || bad "train --help has no --slowdown"
+
+echo "sh_mixed_run: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
