@@ -178,7 +178,18 @@ double op_stage_copy_ms(const op_plan *p, int s);
  * the largest of total work / P, one microbatch's F and I chain, the work and chain through
  * each indivisible layer, and the indivisible-jobs bound (plan.c says why each holds). */
 double op_lower_bound(const op_layer_cost *layers, int n_layers, int P, int M);
+/* op_plan_lower_bound: op_plan_lower_bound_mixed on a plan with device types. */
 double op_plan_lower_bound(const op_plan *p);
+/* Mixed clusters (plan/bound_mixed.c says why it holds): valid for any partition, placement,
+ * policies and order of these layers on devices of types dev_type[P] (costs: row t of
+ * type_layers [n_types * n_layers]).  The uniform bound over each layer's fastest type, and the
+ * work bound over unequal speeds (the dual of the fractional layer-to-type assignment; exact
+ * for two types).  n_types <= 1 or dev_type NULL: op_lower_bound of row 0. */
+double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n_layers,
+                            const int *dev_type, int P, int M);
+double op_plan_lower_bound_mixed(const op_plan *p);
+/* The bound of a problem: op_lower_bound_mixed when it has device types, else op_lower_bound. */
+double op_problem_lower_bound(const op_problem *pr);
 /* Lower bound that knows memory: valid for any plan of these layers whose peak per device
  * stays within mem_limit_bytes (0 = none: equals op_lower_bound), whatever its policies.
  * Adds to the work and chain bounds the least recomputation any fitting assignment of
@@ -188,6 +199,7 @@ double op_plan_lower_bound(const op_plan *p);
  * P * limit (no plan fits). */
 double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int M,
                           double mem_limit_bytes, const op_comm *comm);
+/* On a plan with device types or per-device limits: op_plan_lower_bound (memory-free). */
 double op_plan_lower_bound_mem(const op_plan *p);
 
 /* Shape and layout only: P, M, S >= 1; stages contiguous, non-empty, covering every layer;

@@ -12,10 +12,16 @@
  *     "schedule": [[{"op": "F|I|W|B", "stage", "mb", "start", "end"}, ...] per device],
  *     "predicted": {"makespan_ms", "bubble_ratio", "lower_bound_ms", "tokens_per_s",
  *                   "peak_bytes_max", "peak_bytes": [P], "static_bytes": [P], "busy_ms": [P],
- *                   "warmup_ms": [P], "cooldown_ms": [P], "residual_ms": [P]} }
+ *                   "warmup_ms": [P], "cooldown_ms": [P], "residual_ms": [P]},
+ *     mixed clusters only (docs/cluster.md):
+ *     "device_types": [{"name"}, {"name", "layers": [as "layers"]}, ...] (type 0's costs are
+ *                     "layers"; every later type gives its own), "device_type": [P] type index
+ *                     per device, "device_mem_limit_bytes": [P] (when limits differ),
+ *     and in "comm": "pair_lat_ms", "pair_bw_GBps" ([P][P], a -> b) for measured pair links }
  * Required: format, devices, microbatches, layers, stages, placement, schedule.  Optional:
  * name, model, tokens_per_mb, op_overhead_ms, mem_limit_bytes (0), comm (none), split
- * (inferred from the op kinds), start/end (all ops or none), predicted (makespan_ms,
+ * (inferred from the op kinds), the mixed-cluster keys (absent: uniform; device_types and
+ * device_type together, pair_lat_ms and pair_bw_GBps together), start/end (all ops or none), predicted (makespan_ms,
  * bubble_ratio, lower_bound_ms and peak_bytes required inside it); per layer name,
  * out_bytes, act_w_bytes, act_i_bytes, param_bytes, static_bytes (0).  Byte counts are
  * integers >= 0; act_w_bytes may exceed act_bytes (sim.h gives the memory rule).  Unknown

@@ -12,6 +12,7 @@
  */
 #ifndef OCTOPIPE_PROBLEM_H
 #define OCTOPIPE_PROBLEM_H
+#include "octopipe/cluster.h"
 #include "octopipe/plan.h"
 
 #ifdef __cplusplus
@@ -25,7 +26,14 @@ typedef struct op_problem_opts {
     op_train_cfg train;       /* seq, mbs, tp, dp, zero1 (op_train_cfg_default) */
     int nodes_of;             /* devices per node for the default links (8) */
     int comm_none;            /* 1: free communication (analytic comparisons) */
-    const char *cluster_file; /* links measured by `octopipe profile comm`; NULL: defaults */
+    const char *cluster_file; /* cluster file (cluster.h): links, and devices when it lists
+                                 them; NULL: default links */
+    const char *gpus;         /* "h100-80gb:4,a100-80gb:4": each device's GPU in rank order
+                                 (counts must add up to P); NULL: every device `dev` */
+    op_cluster *cluster;      /* storage a cluster of several types needs (its per-type costs
+                                 and limits live there): zeroed and filled by
+                                 op_problem_from_model, op_cluster_free after the problem;
+                                 NULL: gpus and files with devices are refused */
     double mem_limit_bytes;   /* > 0: this limit; 0: OP_MEM_HEADROOM x the GPU's memory;
                                  < 0: no limit */
     double op_overhead_ms;    /* per-op dispatch cost added to every op (0) */
@@ -34,8 +42,13 @@ typedef struct op_problem_opts {
 void op_problem_opts_default(op_problem_opts *o);
 
 /* Fills *pr for model m on device dev, P devices, M microbatches.  costs is the caller's
- * array of m->n_layers entries, filled here; *pr points into m (name) and costs, which must
- * outlive it.  o NULL: defaults.  Returns OP_OK, or OP_EINVAL / OP_EIO with err set. */
+ * array of m->n_layers entries, filled here; *pr points into m (name), costs and o->cluster,
+ * which must outlive it.  o NULL: defaults.  Returns OP_OK, or OP_EINVAL / OP_EIO with err set.
+ * With o->gpus (or a cluster file listing devices) the devices' GPUs replace dev: costs is
+ * the first device's type (row 0), each type's costs are the analytic model on its preset,
+ * and each device's limit is OP_MEM_HEADROOM x its own memory (unless o->mem_limit_bytes says
+ * otherwise; pr->mem_limit_bytes is then the smallest, dev_mem_limit NULL when all are equal).
+ * The host link (offload) is the slowest type's: op_comm has one for all devices. */
 int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *dev, int P, int M,
                           const op_problem_opts *o, op_layer_cost *costs, op_err *err);
 
@@ -46,6 +59,7 @@ typedef struct op_problem_built {
     op_device dev;
     op_layer_cost *costs; /* [model.n_layers] */
     op_problem pr;
+    op_cluster cluster; /* device types and their costs (mixed clusters) */
 } op_problem_built;
 
 /* Loads model (HF config.json, profile JSON or preset name, as op_model_load), looks up gpu

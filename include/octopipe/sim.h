@@ -57,6 +57,8 @@ typedef struct op_sim_policy {
     const int *warmup;  /* [P] or NULL: defaults to the number of stages after the device's first */
     const int *w_limit; /* [P] or NULL */
     double mem_limit_bytes;
+    const double *dev_mem_limit_bytes; /* [P] per-device caps (mixed clusters; 0 = none) or
+                                        * NULL: mem_limit_bytes on every device */
     /* Custom rule: key of running op (kind, stage, mb) on device d now.  NULL = built-in.
      * A key of +INFINITY (or NaN) holds the op back for now (see "holds" below). */
     double (*prio)(void *ctx, int d, op_kind kind, int stage, int mb, double now);
@@ -110,6 +112,10 @@ double op_sim_makespan(const op_plan *p, op_sim_ws *ws);
 /* Fills p->pred from the start/end times already in p->ops (memory walk, idle split, bubble
  * ratio, lower bound, tokens/s).  op_sim_replay and op_sim_dynamic call it. */
 void op_sim_fill_pred(op_plan *p);
+/* 1 when every device's predicted peak (p->pred.peak_bytes, from a simulation) is within its
+ * own limit, op_plan_dev_mem_limit (0 = none): on a mixed cluster a small device can refuse a
+ * plan that a larger one would hold. */
+int op_plan_fits(const op_plan *p);
 
 /* Iteration time under device speed variation.  Devices are not always as fast as their
  * profile: a shared or virtual machine's cores, a throttling GPU, a straggler node.  Sample k

@@ -70,8 +70,12 @@ const char *op_cli_setup_help(void) {
            "  --dp N                data-parallel degree, for --zero1 (default 1)\n"
            "  --zero1               shard optimizer state over the DP group (ZeRO-1)\n"
            "  --gpu NAME            a100-80gb | h100-80gb | h200 (default h100-80gb)\n"
+           "  --gpus NAME:N,...     mixed cluster: each device's GPU in rank order, e.g.\n"
+           "                        h100-80gb:4,a100-80gb:4 (counts add up to --devices, which\n"
+           "                        may then be left out); docs/cluster.md\n"
            "  --nodes-of N          devices per node; links between nodes are slower (default 8)\n"
-           "  --cluster FILE        measured links from `octopipe profile comm`\n"
+           "  --cluster FILE        cluster file: measured links (`octopipe profile comm`),\n"
+           "                        and optionally devices and per-pair links (docs/cluster.md)\n"
            "  --comm none           free communication (for analytic comparisons)\n"
            "  --mem-limit GiB|none  per-device memory limit (default: 90% of the GPU's memory,\n"
            "                        leaving room for the CUDA context, NCCL buffers and\n"
@@ -109,6 +113,9 @@ int op_cli_setup_flag(op_cli_setup *s, int argc, char **argv, int *i, const char
     } else if (!strcmp(f, "--gpu")) {
         VALUE();
         s->gpu = v;
+    } else if (!strcmp(f, "--gpus")) {
+        VALUE();
+        s->gpus = v;
     } else if (!strcmp(f, "--nodes-of")) {
         VALUE();
         if (op_cli_int(cmd, f, v, 1, 1 << 20, &s->nodes_of)) return -1;
@@ -142,6 +149,16 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
         fprintf(stderr, "octopipe %s: --model is required (a preset from `octopipe models`, or a file)\n", cmd);
         return -1;
     }
+    if (!s->P && (s->gpus || (s->cluster_file && !s->comm_none))) { /* the devices listed say how many */
+        op_cluster c = {0};
+        int rc = s->gpus ? op_cluster_parse_gpus(s->gpus, &c, &e) : op_cluster_load(s->cluster_file, &c, &e);
+        if (rc != OP_OK) {
+            fprintf(stderr, "octopipe %s: %s%s\n", cmd, s->gpus ? "--gpus: " : "", e.msg);
+            return -1;
+        }
+        s->P = c.P;
+        op_cluster_free(&c);
+    }
     if (!s->P) {
         fprintf(stderr, "octopipe %s: --devices is required\n", cmd);
         return -1;
@@ -165,6 +182,8 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
     o.nodes_of = s->nodes_of;
     o.comm_none = s->comm_none;
     o.cluster_file = s->cluster_file;
+    o.gpus = s->gpus;
+    o.cluster = &s->cluster;
     o.op_overhead_ms = s->op_overhead_ms;
     if (s->no_mem_limit) o.mem_limit_bytes = -1;
     else if (s->mem_limit_gib > 0) o.mem_limit_bytes = s->mem_limit_gib * 1073741824.0;
@@ -173,6 +192,7 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
         fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
         return -1;
     }
+    if (s->cluster.P > 0) s->dev = s->cluster.type_dev[0];
     return 0;
 }
 
@@ -180,4 +200,39 @@ void op_cli_setup_free(op_cli_setup *s) {
     free(s->costs);
     s->costs = NULL;
     op_model_free(&s->model);
+    op_cluster_free(&s->cluster);
+}
+
+int op_cli_mixed(const op_cli_setup *s) { return s->pr.n_types > 1 || s->pr.dev_mem_limit != NULL; }
+
+const char *op_cli_dev_type(const op_cli_setup *s, int d) {
+    return op_cli_mixed(s) && s->cluster.P > 0 ? s->cluster.type_dev[s->cluster.dev_type[d]].name : NULL;
+}
+
+void op_cli_print_types(FILE *f, const op_cli_setup *s) {
+    const op_cluster *c = &s->cluster;
+    if (!op_cli_mixed(s) || c->P == 0) return;
+    for (int t = 0; t < c->n_types; t++) {
+        int n = 0, first = -1, last = -1, runs = 0;
+        double mlo = INFINITY, mhi = 0, llo = INFINITY, lhi = 0;
+        for (int d = 0; d < c->P; d++) {
+            if (c->dev_type[d] != t) continue;
+            if (last != d - 1 || first < 0) runs++;
+            if (first < 0) first = d;
+            last = d;
+            n++;
+            mlo = fmin(mlo, c->dev_mem_GiB[d]), mhi = fmax(mhi, c->dev_mem_GiB[d]);
+            double l = op_problem_dev_mem_limit(&s->pr, d) / 1073741824.0;
+            llo = fmin(llo, l), lhi = fmax(lhi, l);
+        }
+        char where[48], mem[48], lim[48];
+        if (runs == 1) snprintf(where, sizeof where, n > 1 ? "devices %d-%d" : "device %d", first, last);
+        else snprintf(where, sizeof where, "devices %d..%d, not contiguous", first, last);
+        if (mlo == mhi) snprintf(mem, sizeof mem, "%.0f GiB", mlo);
+        else snprintf(mem, sizeof mem, "%.0f-%.0f GiB", mlo, mhi);
+        if (!(lhi > 0)) snprintf(lim, sizeof lim, "no limit");
+        else if (llo == lhi) snprintf(lim, sizeof lim, "limit %.2f GiB", llo);
+        else snprintf(lim, sizeof lim, "limits %.2f-%.2f GiB", llo, lhi);
+        fprintf(f, "  %d x %s (%s): %s, %s\n", n, c->type_dev[t].name, where, mem, lim);
+    }
 }

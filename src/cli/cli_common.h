@@ -2,6 +2,8 @@
  * into an op_problem (per-layer costs on a device, devices, microbatches, links, memory). */
 #ifndef OCTOPIPE_CLI_COMMON_H
 #define OCTOPIPE_CLI_COMMON_H
+#include <stdio.h>
+
 #include "octopipe/cost.h"
 #include "octopipe/plan.h"
 #include "octopipe/problem.h"
@@ -15,6 +17,7 @@ typedef struct op_cli_setup {
     int P, M;                 /* --devices, --microbatches */
     op_train_cfg train;       /* --seq --mbs --tp --dp --zero1 */
     const char *gpu;          /* --gpu NAME */
+    const char *gpus;         /* --gpus NAME:COUNT,... (mixed clusters, in rank order) */
     int nodes_of;             /* --nodes-of N (devices per node) */
     int comm_none;            /* --comm none */
     const char *cluster_file; /* --cluster FILE (from `octopipe profile comm`) */
@@ -23,7 +26,8 @@ typedef struct op_cli_setup {
     double op_overhead_ms;    /* --op-overhead MS */
     /* results of op_cli_setup_finish */
     op_model model;
-    op_device dev;
+    op_device dev;            /* the GPU (mixed clusters: device 0's) */
+    op_cluster cluster;       /* device types, per-type costs and limits (mixed clusters) */
     op_layer_cost *costs;
     op_problem pr;
 } op_cli_setup;
@@ -35,6 +39,12 @@ int op_cli_setup_flag(op_cli_setup *s, int argc, char **argv, int *i, const char
 /* Loads the model, computes costs and fills s->pr.  Returns 0, or -1 after printing. */
 int op_cli_setup_finish(op_cli_setup *s, const char *cmd);
 void op_cli_setup_free(op_cli_setup *s);
+/* Mixed clusters: 1 when the devices are of more than one GPU type or have their own limits;
+ * then one line per device type to f ("  4 x h100-80gb (devices 0-3): 80 GiB, limit 72.00 GiB"),
+ * and the label of device d's type for stage tables (NULL on a uniform cluster). */
+int op_cli_mixed(const op_cli_setup *s);
+void op_cli_print_types(FILE *f, const op_cli_setup *s);
+const char *op_cli_dev_type(const op_cli_setup *s, int d);
 /* Help text for the shared flags (for each command's --help). */
 const char *op_cli_setup_help(void);
 

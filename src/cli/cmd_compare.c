@@ -188,9 +188,11 @@ int cmd_compare(int argc, char **argv) {
     for (int k = 0; k < nrows; k++) {
         const op_plan *pl = &rows[k].plan;
         if (!rows[k].ok || !strcmp(rows[k].name, "octopipe")) continue;
-        if (limit > 0 && (double)pl->pred.peak_bytes_max > limit) continue;
+        if (!op_plan_fits(pl)) continue; /* each device against its own limit */
         if (best == 0 || pl->pred.makespan_ms < best) best = pl->pred.makespan_ms;
     }
+    /* the memory-aware bound assumes one limit and one cost row: mixed clusters use lb */
+    double lbm = op_cli_mixed(&s) ? lb : op_lower_bound_mem(s.pr.layers, s.pr.n_layers, s.P, s.M, limit, &s.pr.comm);
     int rc = 0;
     if (json) {
         json_t *root = json_object(), *arr = json_array(), *skipped = json_array();
@@ -199,7 +201,7 @@ int cmd_compare(int argc, char **argv) {
         json_object_set_new(root, "microbatches", json_integer(s.M));
         json_object_set_new(root, "lower_bound_ms", json_real(lb));
         json_object_set_new(root, "lower_bound_mem_ms",
-                            json_real(op_lower_bound_mem(s.pr.layers, s.pr.n_layers, s.P, s.M, limit, &s.pr.comm)));
+                            json_real(lbm));
         json_object_set_new(root, "mem_limit_bytes", json_real(limit));
         json_object_set_new(root, "memory_modelled", json_boolean(mem));
         for (int k = 0; k < nrows; k++) {
@@ -213,7 +215,7 @@ int cmd_compare(int argc, char **argv) {
                                   "makespan_ms", p->makespan_ms, "tokens_per_s", p->tokens_per_s,
                                   "bubble_ratio", p->bubble_ratio, "peak_bytes_max",
                                   (json_int_t)p->peak_bytes_max, "fits",
-                                  limit <= 0 || (double)p->peak_bytes_max <= limit, "gap_to_lower_bound",
+                                  op_plan_fits(&r->plan), "gap_to_lower_bound",
                                   p->makespan_ms / lb - 1.0);
             if (ref > 0) json_object_set_new(o, "speedup_vs_i1f1b", json_real(ref / p->makespan_ms));
             else json_object_set_new(o, "speedup_vs_i1f1b", json_null());
@@ -233,10 +235,10 @@ int cmd_compare(int argc, char **argv) {
         printf("model %s: %d layers (%s)\n", s.model.name, s.model.n_layers,
                strlen(s.model.pattern) > 72 ? "pattern: octopipe models NAME" : s.model.pattern);
         printf("%d devices (%s, nodes of %d), %d microbatches, seq %d, mbs %d, tp %d, %s%s\n",
-               s.P, s.dev.name, s.nodes_of, s.M, s.train.seq, s.train.mbs, s.train.tp,
+               s.P, op_cli_mixed(&s) ? "mixed" : s.dev.name, s.pr.comm.none ? s.nodes_of : s.pr.comm.nodes_of, s.M, s.train.seq, s.train.mbs, s.train.tp,
                mem ? "memory limit " : "memory not modelled (the profile has no memory fields)",
                mem ? (limit > 0 ? (snprintf(lim, sizeof lim, "%.1f GiB", limit / 1073741824.0), lim) : "none") : "");
-        double lbm = op_lower_bound_mem(s.pr.layers, s.pr.n_layers, s.P, s.M, limit, &s.pr.comm);
+        op_cli_print_types(stdout, &s);
         if (mem && limit > 0 && lbm > lb * (1 + 1e-9)) /* memory binds every plan: the bound that knows it */
             printf("lower bound %.2f ms; memory-aware %.2f ms (gap%% below is to the first)\n\n", lb, lbm);
         else
@@ -257,7 +259,7 @@ int cmd_compare(int argc, char **argv) {
             if (mem) snprintf(pk, sizeof pk, "%.2f", (double)p->peak_bytes_max / 1073741824.0);
             printf("%-14s %6d %12.2f %11.0f %8.2f %10s %5s %9s %8s %7.2f\n", r->name, r->plan.S,
                    p->makespan_ms, p->tokens_per_s, 100 * p->bubble_ratio, pk,
-                   !mem ? "-" : limit <= 0 || (double)p->peak_bytes_max <= limit ? "yes" : "NO", sp, sb,
+                   !mem ? "-" : op_plan_fits(&r->plan) ? "yes" : "NO", sp, sb,
                    100 * (p->makespan_ms / lb - 1.0));
         }
     }

@@ -174,11 +174,13 @@ int cmd_plan(int argc, char **argv) {
     int mem = op_cli_mem_modelled(s.pr.layers, s.pr.n_layers);
     char lim[32];
     fprintf(info, "model %s: %d layers on %d devices (%s), %d microbatches\n", s.model.name,
-           s.model.n_layers, s.P, s.dev.name, s.M);
+           s.model.n_layers, s.P, op_cli_mixed(&s) ? "mixed" : s.dev.name, s.M);
+    op_cli_print_types(info, &s);
     fprintf(info, "plan: %d stages, placement %s, %s\n", p.S, st.shape,
            p.stage_split[0] ? "split backward (I + W)" : "fused backward (B)");
     for (int d = 0; d < p.P; d++) {
         fprintf(info, "  device %2d:", d);
+        if (op_cli_dev_type(&s, d)) fprintf(info, " %-9s", op_cli_dev_type(&s, d));
         for (int k = 0; k < p.S; k++)
             if (p.stage_dev[k] == d)
                 fprintf(info, " s%d[%d,%d)%s", k, p.stage_first[k], p.stage_first[k + 1],
@@ -207,7 +209,8 @@ int cmd_plan(int argc, char **argv) {
                                    : "");
     if (mem)
         fprintf(info, "peak memory %.2f GiB per device (limit %s)\n",
-                (double)q->peak_bytes_max / 1073741824.0, op_cli_mem_limit_str(limit, lim, sizeof lim));
+                (double)q->peak_bytes_max / 1073741824.0,
+                s.pr.dev_mem_limit ? "per device, above" : op_cli_mem_limit_str(limit, lim, sizeof lim));
     else
         fprintf(info, "memory not modelled (the profile has no memory fields; limit %s unchecked)\n",
                 op_cli_mem_limit_str(limit, lim, sizeof lim));

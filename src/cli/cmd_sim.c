@@ -36,6 +36,18 @@ static const char *verdict(const op_plan_file_info *in) {
                      : "matches the file's prediction within rounding (hand-edited numbers?)";
 }
 
+/* " 3 5" for the devices whose peak is above their own limit. */
+static const char *over_list(const op_plan *p) {
+    static char buf[256];
+    size_t n = 0;
+    buf[0] = 0;
+    for (int d = 0; d < p->P && n + 16 < sizeof buf; d++) {
+        double lim = op_plan_dev_mem_limit(p, d);
+        if (lim > 0 && (double)p->pred.peak_bytes[d] > lim) n += (size_t)snprintf(buf + n, sizeof buf - n, " %d", d);
+    }
+    return buf;
+}
+
 static void print_text(const char *path, const op_plan *p, const op_plan_file_info *in) {
     const op_pred *r = &p->pred;
     const double GiB = 1024.0 * 1024 * 1024;
@@ -51,7 +63,10 @@ static void print_text(const char *path, const op_plan *p, const op_plan_file_in
         printf("  peak memory   %.3f GiB (max over devices)\n", r->peak_bytes_max / GiB);
     else
         printf("  peak memory   not modelled (the plan's layers carry no memory figures)\n");
-    printf("\n  %-6s %-20s %10s %10s %10s %10s %10s %10s\n", "device", "stages", "busy_ms",
+    const int mixed = op_plan_is_mixed(p);
+    if (mixed && !op_plan_fits(p))
+        printf("  memory        over the limit of device(s):%s\n", over_list(p));
+    printf("\n  %-6s %s%-20s %10s %10s %10s %10s %10s %10s\n", "device", mixed ? "type       " : "", "stages", "busy_ms",
            "warmup_ms", "resid_ms", "cool_ms", "peak_GiB", "static_GiB");
     for (int d = 0; d < p->P; d++) {
         char st[24] = "";
@@ -68,7 +83,9 @@ static void print_text(const char *path, const op_plan *p, const op_plan_file_in
             memcpy(st + n, one, (size_t)w + 1);
             n += (size_t)w;
         }
-        printf("  %-6d %-20s %10.4g %10.4g %10.4g %10.4g %10.3f %10.3f\n", d, k ? st : "-",
+        if (mixed) printf("  %-6d %-10.10s %-20s", d, p->type_name[p->dev_type[d]][0] ? p->type_name[p->dev_type[d]] : "?", k ? st : "-");
+        else printf("  %-6d %-20s", d, k ? st : "-");
+        printf(" %10.4g %10.4g %10.4g %10.4g %10.3f %10.3f\n",
                r->busy_ms[d], r->warmup_ms[d], r->residual_ms[d], r->cooldown_ms[d],
                r->peak_bytes[d] / GiB, r->static_bytes[d] / GiB);
     }

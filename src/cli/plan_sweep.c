@@ -28,6 +28,7 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o) {
         double g = k < 10 ? lo + (hi - lo) * k / 9.0 : 0;
         if (k < 10 && k > 0 && g == lo) continue;
         q.mem_limit_bytes = g * GIB;
+        q.dev_mem_limit = NULL; /* the swept limit on every device, mixed cluster or not */
         op_tune_opts oo = *o;
         op_tune_stats st;
         oo.stats = &st;

@@ -1,4 +1,5 @@
-/* cluster_json.c: read/write the link-model file (cluster.h). */
+/* cluster_json.c: read/write the cluster file (cluster.h): links, and for mixed clusters the
+ * devices (types, memory) and per-pair links. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -6,8 +7,10 @@
 
 #include "octopipe/cluster.h"
 
-static const char *const k_fields[] = {"format", "nodes_of", "intra_lat_ms", "intra_bw_GBps",
-                                       "inter_lat_ms", "inter_bw_GBps", "source", NULL};
+static const char *const k_fields[] = {"format",       "nodes_of",      "intra_lat_ms",
+                                       "intra_bw_GBps", "inter_lat_ms",  "inter_bw_GBps",
+                                       "source",       "gpus",          "devices",
+                                       "pair_lat_ms",  "pair_bw_GBps",  NULL};
 
 /* Required number field `key` -> *out; one line naming the file and the field otherwise. */
 static int num(const char *path, json_t *root, const char *key, double *out, op_err *err) {
@@ -21,7 +24,96 @@ static int num(const char *path, json_t *root, const char *key, double *out, op_
     return OP_OK;
 }
 
-static int read_root(const char *path, json_t *root, op_comm *c, op_err *err) {
+/* "devices": [{"gpu": NAME, "mem_GiB": x}, ...] -> cl (types in order of first device). */
+static int read_devices(const char *path, json_t *arr, op_cluster *cl, op_err *err) {
+    if (!json_is_array(arr) || json_array_size(arr) < 1 || json_array_size(arr) > OP_CLUSTER_MAX_DEVICES)
+        return op_errf(err, OP_EINVAL, "%s: devices: expected 1 to %d objects {\"gpu\": NAME, "
+                       "\"mem_GiB\": x}", path, OP_CLUSTER_MAX_DEVICES);
+    const int P = (int)json_array_size(arr);
+    for (int d = 0; d < P; d++) {
+        json_t *o = json_array_get(arr, (size_t)d), *v;
+        const char *k;
+        if (!json_is_object(o))
+            return op_errf(err, OP_EINVAL, "%s: devices[%d]: expected {\"gpu\": NAME, \"mem_GiB\": x}",
+                           path, d);
+        json_object_foreach(o, k, v) if (strcmp(k, "gpu") && strcmp(k, "mem_GiB"))
+            return op_errf(err, OP_EINVAL, "%s: devices[%d]: unknown field \"%.64s\" (known: gpu, "
+                           "mem_GiB)", path, d, k);
+        v = json_object_get(o, "gpu");
+        if (!json_is_string(v))
+            return op_errf(err, OP_EINVAL, "%s: devices[%d].gpu: expected a GPU name", path, d);
+        int rc = op_cluster_parse_gpus(json_string_value(v), cl, err);
+        if (rc == OP_OK && cl->P != d + 1)
+            rc = op_errf(err, OP_EINVAL, "one GPU name, without a count");
+        if (rc) return op_err_prefix(err, "%s: devices[%d].gpu", path, d);
+        if ((v = json_object_get(o, "mem_GiB"))) {
+            double g = json_is_number(v) ? json_number_value(v) : NAN;
+            if (!(g > 0 && g <= 1e6))
+                return op_errf(err, OP_EINVAL, "%s: devices[%d].mem_GiB: expected a number in (0, 1e6]",
+                               path, d);
+            cl->dev_mem_GiB[d] = g;
+        }
+    }
+    return OP_OK;
+}
+
+/* "pair_lat_ms" / "pair_bw_GBps": n x n rows (a -> b) into the arena. */
+static int read_matrix(const char *path, json_t *v, const char *key, int n, int bw, op_cluster *cl,
+                       const double **out, op_err *err) {
+    if (!json_is_array(v) || (int)json_array_size(v) != n)
+        return op_errf(err, OP_EINVAL, "%s: %s: expected %d rows of %d numbers (one per device; the "
+                       "matrix must be devices x devices)", path, key, n, n);
+    double *m = OP_ARENA_NEW(&cl->arena, double, (size_t)n * (size_t)n);
+    for (int a = 0; a < n; a++) {
+        json_t *row = json_array_get(v, (size_t)a);
+        if (!json_is_array(row) || (int)json_array_size(row) != n)
+            return op_errf(err, OP_EINVAL, "%s: %s[%d]: expected %d numbers (the matrix must be "
+                           "devices x devices)", path, key, a, n);
+        for (int b = 0; b < n; b++) {
+            json_t *e = json_array_get(row, (size_t)b);
+            double x = json_is_number(e) ? json_number_value(e) : NAN;
+            if (bw ? !(x > 0 && isfinite(x)) && a != b : !(x >= 0 && x <= OP_MAX_MS))
+                return op_errf(err, OP_EINVAL, "%s: %s[%d][%d]: %s", path, key, a, b,
+                               bw ? "expected a bandwidth > 0 GB/s" : "expected a latency in [0, 1e9] ms");
+            m[(size_t)a * n + b] = x;
+        }
+    }
+    *out = m;
+    return OP_OK;
+}
+
+/* The mixed-cluster fields of a file: devices (or gpus) and per-pair links. */
+static int read_mixed(const char *path, json_t *root, op_cluster *cl, op_err *err) {
+    json_t *g = json_object_get(root, "gpus"), *dv = json_object_get(root, "devices");
+    int rc;
+    if (g && dv)
+        return op_errf(err, OP_EINVAL, "%s: gpus and devices: give the devices once", path);
+    if (g) {
+        if (!json_is_string(g)) return op_errf(err, OP_EINVAL, "%s: gpus: expected a string such as "
+                                               "\"h100-80gb:4,a100-80gb:4\"", path);
+        if ((rc = op_cluster_parse_gpus(json_string_value(g), cl, err)))
+            return op_err_prefix(err, "%s: gpus", path);
+    }
+    if (dv && (rc = read_devices(path, dv, cl, err))) return rc;
+    json_t *pl = json_object_get(root, "pair_lat_ms"), *pb = json_object_get(root, "pair_bw_GBps");
+    if (!pl && !pb) return OP_OK;
+    if (!pl || !pb)
+        return op_errf(err, OP_EINVAL, "%s: %s: missing (per-pair links need both pair_lat_ms and "
+                       "pair_bw_GBps)", path, pl ? "pair_bw_GBps" : "pair_lat_ms");
+    /* without devices the matrix sets the device count (checked against --devices later) */
+    int n = cl->P > 0 ? cl->P : (json_is_array(pl) ? (int)json_array_size(pl) : 0);
+    if (n < 1 || n > OP_CLUSTER_MAX_DEVICES)
+        return op_errf(err, OP_EINVAL, "%s: pair_lat_ms: expected 1 to %d rows", path,
+                       OP_CLUSTER_MAX_DEVICES);
+    if ((rc = read_matrix(path, pl, "pair_lat_ms", n, 0, cl, &cl->comm.pair_lat_ms, err)) ||
+        (rc = read_matrix(path, pb, "pair_bw_GBps", n, 1, cl, &cl->comm.pair_bw_GBps, err)))
+        return rc;
+    cl->comm.pair_n = n;
+    return OP_OK;
+}
+
+static int read_root(const char *path, json_t *root, op_cluster *cl, op_err *err) {
+    op_comm *c = &cl->comm;
     if (!json_is_object(root))
         return op_errf(err, OP_EINVAL, "%s: expected a JSON object {\"format\": \"octopipe.cluster/1\", "
                        "...} (write one with `octopipe profile comm`)", path);
@@ -65,26 +157,51 @@ static int read_root(const char *path, json_t *root, op_comm *c, op_err *err) {
                            OP_MAX_MS);
     }
     *c = t;
-    return OP_OK;
+    cl->has_links = 1;
+    return read_mixed(path, root, cl, err);
 }
 
-int op_cluster_from_json(const char *text, const char *name, op_comm *c, op_err *err) {
+int op_cluster_load_json(const char *text, const char *name, op_cluster *cl, op_err *err) {
+    memset(cl, 0, sizeof *cl);
     json_error_t je;
     json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return op_errf(err, OP_EINVAL, "%s:%d:%d: not valid JSON: %s", name, je.line, je.column, je.text);
-    int rc = read_root(name, root, c, err);
+    int rc = read_root(name, root, cl, err);
     json_decref(root);
+    if (rc) op_cluster_free(cl);
     return rc;
 }
 
-int op_cluster_read(const char *path, op_comm *c, op_err *err) {
+int op_cluster_load(const char *path, op_cluster *cl, op_err *err) {
+    memset(cl, 0, sizeof *cl);
     char *text = NULL;
     int rc = op_read_file(path, &text, NULL, err);
     if (rc != OP_OK) return rc;
-    rc = op_cluster_from_json(text, path, c, err);
+    rc = op_cluster_load_json(text, path, cl, err);
     free(text);
     return rc;
+}
+
+/* Links only: the per-pair arrays would point into a freed arena, so they are dropped. */
+static int links_only(int rc, op_cluster *cl, op_comm *c) {
+    if (rc == OP_OK) {
+        *c = cl->comm;
+        c->pair_n = 0;
+        c->pair_lat_ms = c->pair_bw_GBps = NULL;
+    }
+    op_cluster_free(cl);
+    return rc;
+}
+
+int op_cluster_from_json(const char *text, const char *name, op_comm *c, op_err *err) {
+    op_cluster cl;
+    return links_only(op_cluster_load_json(text, name, &cl, err), &cl, c);
+}
+
+int op_cluster_read(const char *path, op_comm *c, op_err *err) {
+    op_cluster cl;
+    return links_only(op_cluster_load(path, &cl, err), &cl, c);
 }
 
 int op_cluster_write(const char *path, const op_comm *c, const char *source, op_err *err) {

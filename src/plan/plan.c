@@ -300,6 +300,7 @@ double op_lower_bound(const op_layer_cost *layers, int n_layers, int P, int M) {
 }
 
 double op_plan_lower_bound(const op_plan *p) {
+    if (p->n_types > 1) return op_plan_lower_bound_mixed(p);
     return op_lower_bound(p->layers, p->n_layers, p->P, p->M);
 }
 
@@ -368,6 +369,7 @@ double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int 
 }
 
 double op_plan_lower_bound_mem(const op_plan *p) {
+    if (op_plan_is_mixed(p)) return op_plan_lower_bound(p); /* bound_mixed.c: memory-free */
     return op_lower_bound_mem(p->layers, p->n_layers, p->P, p->M, p->mem_limit_bytes, &p->comm);
 }
 

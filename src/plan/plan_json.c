@@ -63,7 +63,7 @@ static int get_num(rd *r, json_t *v, const char *path, double *out) {
 static int opt_num(rd *r, json_t *obj, const char *key, const char *path, double *out) {
     json_t *v = json_object_get(obj, key);
     if (!v) return OP_OK;
-    char pp[128];
+    char pp[256];
     snprintf(pp, sizeof pp, "%s%s", path, key);
     return get_num(r, v, pp, out);
 }
@@ -73,12 +73,14 @@ static int opt_num(rd *r, json_t *obj, const char *key, const char *path, double
 static const char *const k_root[] = {"format", "name", "model", "devices", "microbatches",
                                      "tokens_per_mb", "op_overhead_ms", "mem_limit_bytes",
                                      "comm", "layers", "stages", "split", "activation", "placement",
-                                     "schedule", "predicted", NULL};
+                                     "schedule", "predicted", "device_types", "device_type",
+                                     "device_mem_limit_bytes", NULL};
 static const char *const k_root_req[] = {"format", "devices", "microbatches", "layers",
                                          "stages", "placement", "schedule", NULL};
 static const char *const k_comm[] = {"none", "nodes_of", "intra_lat_ms", "intra_bw_GBps",
                                      "inter_lat_ms", "inter_bw_GBps", "host_lat_ms",
-                                     "host_bw_GBps", "host_mem_bytes", NULL};
+                                     "host_bw_GBps", "host_mem_bytes", "pair_lat_ms",
+                                     "pair_bw_GBps", NULL};
 static const char *const k_none[] = {NULL};
 static const char *const k_layer[] = {"name", "kind", "F", "I", "W", "out_bytes", "act_bytes",
                                       "act_w_bytes", "act_i_bytes", "param_bytes",
@@ -94,17 +96,18 @@ static const char *const k_pred[] = {"makespan_ms", "bubble_ratio", "lower_bound
 static const char *const k_pred_req[] = {"makespan_ms", "bubble_ratio", "lower_bound_ms",
                                          "peak_bytes", NULL};
 
-static int read_layers(rd *r, json_t *arr, op_layer_cost **out, int *n_out) {
+/* `what` names the array in messages ("layers", "device_types[1].layers"). */
+static int read_layers(rd *r, json_t *arr, const char *what, op_layer_cost **out, int *n_out) {
     if (!json_is_array(arr) || json_array_size(arr) == 0)
-        return fail(r, "layers", "expected a non-empty array");
+        return fail(r, what, "expected a non-empty array");
     int n = (int)json_array_size(arr);
     op_layer_cost *L = op_xcalloc((size_t)n, sizeof *L);
     *out = L;
     *n_out = n;
     for (int l = 0; l < n; l++) {
         json_t *o = json_array_get(arr, (size_t)l);
-        char path[64], pp[96];
-        snprintf(path, sizeof path, "layers[%d]", l);
+        char path[96], pp[128];
+        snprintf(path, sizeof path, "%s[%d]", what, l);
         int rc = check_keys(r, o, path, k_layer, k_layer_req);
         if (rc) return rc;
         op_layer_cost *c = &L[l];
@@ -136,6 +139,48 @@ static int read_layers(rd *r, json_t *arr, op_layer_cost **out, int *n_out) {
             if ((rc = get_int(r, v, pp, 0, INT64_MAX / 4, iv[i]))) return rc;
         }
     }
+    return OP_OK;
+}
+
+/* One n x n matrix of links (rows: from device a), each entry checked by `bw` (> 0) or as a
+ * latency (>= 0); *out is heap memory the caller frees. */
+static int read_matrix(rd *r, json_t *v, const char *what, int n, int bw, double **out) {
+    char path[96];
+    if (!json_is_array(v) || (int)json_array_size(v) != n)
+        return fail(r, what, "expected %d rows of %d numbers (one per device pair a -> b)", n, n);
+    double *m = op_xmalloc(sizeof(double) * (size_t)n * (size_t)n);
+    *out = m;
+    for (int a = 0; a < n; a++) {
+        json_t *row = json_array_get(v, (size_t)a);
+        snprintf(path, sizeof path, "%s[%d]", what, a);
+        if (!json_is_array(row) || (int)json_array_size(row) != n)
+            return fail(r, path, "expected %d numbers", n);
+        for (int b = 0; b < n; b++) {
+            snprintf(path, sizeof path, "%s[%d][%d]", what, a, b);
+            double x;
+            int rc = get_num(r, json_array_get(row, (size_t)b), path, &x);
+            if (rc) return rc;
+            if (bw && a != b && !(x > 0)) return fail(r, path, "bandwidth must be > 0");
+            if (!bw && x > OP_MAX_MS) return fail(r, path, "latency %g is above %g ms", x, OP_MAX_MS);
+            m[(size_t)a * n + b] = x;
+        }
+    }
+    return OP_OK;
+}
+
+/* comm.pair_lat_ms / pair_bw_GBps: both or neither, P x P. */
+static int read_pairs(rd *r, json_t *o, int P, op_comm *c, double **lat, double **bw) {
+    json_t *a = o ? json_object_get(o, "pair_lat_ms") : NULL, *b = o ? json_object_get(o, "pair_bw_GBps") : NULL;
+    if (!a && !b) return OP_OK;
+    if (!a || !b) return fail(r, a ? "comm.pair_bw_GBps" : "comm.pair_lat_ms", "missing (per-pair "
+                              "links need both pair_lat_ms and pair_bw_GBps)");
+    int rc;
+    if ((rc = read_matrix(r, a, "comm.pair_lat_ms", P, 0, lat)) ||
+        (rc = read_matrix(r, b, "comm.pair_bw_GBps", P, 1, bw)))
+        return rc;
+    c->pair_n = P;
+    c->pair_lat_ms = *lat;
+    c->pair_bw_GBps = *bw;
     return OP_OK;
 }
 
@@ -249,6 +294,78 @@ static int read_activation(rd *r, json_t *arr, int S, uint8_t *act) {
         act[s] = (uint8_t)a;
     }
     return OP_OK;
+}
+
+/* Mixed clusters (optional): "device_types" [{"name", "layers" (types >= 1)}], "device_type"
+ * [P] and "device_mem_limit_bytes" [P].  Absent: the plan is uniform, as files before them. */
+static int read_types(rd *r, json_t *root, op_plan *p) {
+    json_t *tv = json_object_get(root, "device_types"), *dv = json_object_get(root, "device_type");
+    json_t *mv = json_object_get(root, "device_mem_limit_bytes");
+    if (!tv && !dv && !mv) return OP_OK;
+    if (!tv != !dv)
+        return fail(r, tv ? "device_type" : "device_types", "missing (a plan with device types "
+                    "needs both device_types and device_type)");
+    const int P = p->P, L = p->n_layers;
+    int n = 1, rc = OP_OK;
+    if (tv && (!json_is_array(tv) || json_array_size(tv) < 1 || json_array_size(tv) > 64))
+        return fail(r, "device_types", "expected 1 to 64 objects {\"name\", \"layers\"}");
+    if (tv) n = (int)json_array_size(tv);
+    char (*names)[32] = op_xcalloc((size_t)n, 32);
+    op_layer_cost *rows = op_xcalloc((size_t)n * (size_t)L, sizeof *rows);
+    int *dt = op_xcalloc((size_t)P, sizeof *dt);
+    double *lim = NULL;
+    memcpy(rows, p->layers, sizeof *rows * (size_t)L);
+    static const char *const k_type[] = {"name", "layers", NULL}, *const k_type_req[] = {"name", NULL};
+    char path[96];
+    for (int t = 0; tv && t < n && !rc; t++) {
+        json_t *o = json_array_get(tv, (size_t)t), *nm;
+        snprintf(path, sizeof path, "device_types[%d]", t);
+        if ((rc = check_keys(r, o, path, k_type, k_type_req))) break;
+        nm = json_object_get(o, "name");
+        if (!json_is_string(nm) || strlen(json_string_value(nm)) >= 32) {
+            rc = fail(r, path, "name: expected a string of at most 31 characters");
+            break;
+        }
+        snprintf(names[t], 32, "%s", json_string_value(nm));
+        json_t *lv = json_object_get(o, "layers");
+        if (t == 0 && lv) {
+            rc = fail(r, path, "layers: type 0's costs are the top-level \"layers\"");
+        } else if (t > 0) {
+            op_layer_cost *Lt = NULL;
+            int nt = 0;
+            snprintf(path, sizeof path, "device_types[%d].layers", t);
+            if (!lv) rc = fail(r, path, "missing: each type after the first gives its layer costs");
+            else if (!(rc = read_layers(r, lv, path, &Lt, &nt)) && nt != L)
+                rc = fail(r, path, "%d layers but the plan has %d", nt, L);
+            else if (!rc && !(rc = op_layer_costs_validate(Lt, nt, p->M, r->src, r->err)))
+                memcpy(rows + (size_t)t * L, Lt, sizeof *rows * (size_t)L);
+            free(Lt);
+        }
+    }
+    if (!rc && dv) {
+        if (!json_is_array(dv) || (int)json_array_size(dv) != P)
+            rc = fail(r, "device_type", "expected %d type indices, one per device", P);
+        for (int d = 0; d < P && !rc; d++) {
+            int64_t x;
+            snprintf(path, sizeof path, "device_type[%d]", d);
+            if (!(rc = get_int(r, json_array_get(dv, (size_t)d), path, 0, n - 1, &x))) dt[d] = (int)x;
+        }
+    }
+    if (!rc && mv) {
+        lim = op_xcalloc((size_t)P, sizeof *lim);
+        if (!json_is_array(mv) || (int)json_array_size(mv) != P)
+            rc = fail(r, "device_mem_limit_bytes", "expected %d numbers, one per device (0 = none)", P);
+        for (int d = 0; d < P && !rc; d++) {
+            snprintf(path, sizeof path, "device_mem_limit_bytes[%d]", d);
+            rc = get_num(r, json_array_get(mv, (size_t)d), path, &lim[d]);
+        }
+    }
+    if (!rc) op_plan_set_types(p, n, (const char(*)[32])names, rows, dt, lim);
+    free(names);
+    free(rows);
+    free(dt);
+    free(lim);
+    return rc;
 }
 
 static void op_name(char *buf, size_t n, int kind, int s, int m) {
@@ -530,6 +647,7 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
     if (!root) return op_errf(err, OP_EINVAL, "%s:%d:%d: %s", r.src, je.line, je.column, je.text);
     op_layer_cost *L = NULL;
     op_op **rec = NULL;
+    double *pair_lat = NULL, *pair_bw = NULL;
     int nL = 0, inited = 0, rc;
     if ((rc = check_keys(&r, root, "top level", k_root, k_root_req))) goto out;
     json_t *v = json_object_get(root, "format");
@@ -545,7 +663,9 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
         goto out;
     op_comm comm = {0};
     if ((rc = read_comm(&r, json_object_get(root, "comm"), &comm))) goto out;
-    if ((rc = read_layers(&r, json_object_get(root, "layers"), &L, &nL))) goto out;
+    if ((rc = read_pairs(&r, json_object_get(root, "comm"), (int)P, &comm, &pair_lat, &pair_bw)))
+        goto out;
+    if ((rc = read_layers(&r, json_object_get(root, "layers"), "layers", &L, &nL))) goto out;
     if ((rc = op_layer_costs_validate(L, nL, (int)M, r.src, err))) goto out;
     if ((rc = op_comm_validate(&comm, (int)P, err))) { op_err_prefix(err, "%s", r.src); goto out; }
     json_t *st = json_object_get(root, "stages");
@@ -575,6 +695,7 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
         (rc = opt_num(&r, root, "op_overhead_ms", "", &p->op_overhead_ms)) ||
         (rc = opt_num(&r, root, "mem_limit_bytes", "", &p->mem_limit_bytes)))
         goto out;
+    if ((rc = read_types(&r, root, p))) goto out;
     if ((rc = read_stages(&r, st, nL, p->stage_first, S))) goto out;
     if ((rc = read_placement(&r, json_object_get(root, "placement"), (int)P, S, p->stage_dev)))
         goto out;
@@ -624,6 +745,8 @@ out:
         free(rec);
     }
     free(L);
+    free(pair_lat);
+    free(pair_bw);
     json_decref(root);
     if (rc != OP_OK && inited) op_plan_free(p);
     if (info_out) *info_out = info;

@@ -56,6 +56,75 @@ static void put_iarr(op_buf *b, const int64_t *v, int n) {
     op_buf_put(b, "]", 1);
 }
 
+static void put_layers(op_buf *b, const op_layer_cost *L, int n, const char *ind, int *badp) {
+    int bad = 0;
+    for (int l = 0; l < n; l++) {
+        const op_layer_cost *x = &L[l];
+        char kind[2] = {x->sym >= 0x21 && x->sym < 0x7f && x->sym != '"' && x->sym != '\\'
+                            ? x->sym
+                            : '?',
+                        0};
+        op_buf_printf(b, "%s{\"name\": ", ind);
+        put_str(b, x->name);
+        op_buf_printf(b, ", \"kind\": \"%s\", \"F\": ", kind);
+        NUM(x->f_ms);
+        op_buf_printf(b, ", \"I\": ");
+        NUM(x->i_ms);
+        op_buf_printf(b, ", \"W\": ");
+        NUM(x->w_ms);
+        op_buf_printf(b,
+                      ", \"out_bytes\": %lld, \"act_bytes\": %lld, \"act_w_bytes\": %lld, "
+                      "\"act_i_bytes\": %lld, \"param_bytes\": %lld, "
+                      "\"static_bytes\": %lld",
+                      (long long)x->out_bytes, (long long)x->act_bytes,
+                      (long long)x->act_w_bytes, (long long)x->act_i_bytes,
+                      (long long)x->param_bytes, (long long)x->static_bytes);
+        if (x->f_sel_ms > 0 || x->act_sel_bytes > 0) { /* selective's share, when known */
+            op_buf_printf(b, ", \"F_sel\": ");
+            NUM(x->f_sel_ms);
+            op_buf_printf(b, ", \"act_sel_bytes\": %lld", (long long)x->act_sel_bytes);
+        }
+        op_buf_printf(b, "}%s\n", l + 1 < n ? "," : "");
+    }
+    if (bad) *badp = 1;
+}
+
+/* Pairs links as rows of the n x n matrix (a -> b). */
+static void put_matrix(op_buf *b, const double *v, int n, int *badp) {
+    op_buf_put(b, "[", 1);
+    for (int a = 0; a < n; a++) {
+        if (a) op_buf_put(b, ", ", 2);
+        put_darr(b, v + (size_t)a * n, n, badp);
+    }
+    op_buf_put(b, "]", 1);
+}
+
+/* Mixed clusters: each device's type (its name), type t >= 1's layer costs (type 0's are
+ * "layers"), each device's memory limit.  Written only for mixed plans: uniform files are as
+ * before. */
+static void put_types(op_buf *b, const op_plan *p, int *badp) {
+    int bad = 0;
+    op_buf_printf(b, ",\n  \"device_types\": [\n");
+    for (int t = 0; t < p->n_types; t++) {
+        op_buf_printf(b, "    {\"name\": ");
+        put_str(b, p->type_name[t]);
+        if (t > 0) {
+            op_buf_printf(b, ", \"layers\": [\n");
+            put_layers(b, p->type_layers + (size_t)t * p->n_layers, p->n_layers, "      ", &bad);
+            op_buf_printf(b, "    ]");
+        }
+        op_buf_printf(b, "}%s\n", t + 1 < p->n_types ? "," : "");
+    }
+    op_buf_printf(b, "  ],\n  \"device_type\": [");
+    for (int d = 0; d < p->P; d++) op_buf_printf(b, "%s%d", d ? ", " : "", p->dev_type[d]);
+    op_buf_printf(b, "]");
+    if (p->dev_mem_limit) {
+        op_buf_printf(b, ",\n  \"device_mem_limit_bytes\": ");
+        put_darr(b, p->dev_mem_limit, p->P, &bad);
+    }
+    if (bad) *badp = 1;
+}
+
 int op_plan_to_json(const op_plan *p, op_buf *out) {
     op_buf *b = out;
     int bad = 0;
@@ -83,36 +152,21 @@ int op_plan_to_json(const op_plan *p, op_buf *out) {
         op_buf_printf(b, ", \"%s\": ", links[k].key);
         NUM(links[k].v);
     }
-    op_buf_printf(b, "},\n  \"layers\": [\n");
-    for (int l = 0; l < p->n_layers; l++) {
-        const op_layer_cost *x = &p->layers[l];
-        char kind[2] = {x->sym >= 0x21 && x->sym < 0x7f && x->sym != '"' && x->sym != '\\'
-                            ? x->sym
-                            : '?',
-                        0};
-        op_buf_printf(b, "    {\"name\": ");
-        put_str(b, x->name);
-        op_buf_printf(b, ", \"kind\": \"%s\", \"F\": ", kind);
-        NUM(x->f_ms);
-        op_buf_printf(b, ", \"I\": ");
-        NUM(x->i_ms);
-        op_buf_printf(b, ", \"W\": ");
-        NUM(x->w_ms);
-        op_buf_printf(b,
-                      ", \"out_bytes\": %lld, \"act_bytes\": %lld, \"act_w_bytes\": %lld, "
-                      "\"act_i_bytes\": %lld, \"param_bytes\": %lld, "
-                      "\"static_bytes\": %lld",
-                      (long long)x->out_bytes, (long long)x->act_bytes,
-                      (long long)x->act_w_bytes, (long long)x->act_i_bytes,
-                      (long long)x->param_bytes, (long long)x->static_bytes);
-        if (x->f_sel_ms > 0 || x->act_sel_bytes > 0) { /* selective's share, when known */
-            op_buf_printf(b, ", \"F_sel\": ");
-            NUM(x->f_sel_ms);
-            op_buf_printf(b, ", \"act_sel_bytes\": %lld", (long long)x->act_sel_bytes);
-        }
-        op_buf_printf(b, "}%s\n", l + 1 < p->n_layers ? "," : "");
+    if (c->pair_n > 0) {
+        op_buf_printf(b, ",\n    \"pair_lat_ms\": ");
+        put_matrix(b, c->pair_lat_ms, c->pair_n, &bad);
+        op_buf_printf(b, ",\n    \"pair_bw_GBps\": ");
+        put_matrix(b, c->pair_bw_GBps, c->pair_n, &bad);
     }
-    op_buf_printf(b, "  ],\n  \"stages\": [");
+    op_buf_printf(b, "},\n  \"layers\": [\n");
+    put_layers(b, p->layers, p->n_layers, "    ", &bad);
+    if (op_plan_is_mixed(p)) {
+        op_buf_printf(b, "  ]");
+        put_types(b, p, &bad);
+        op_buf_printf(b, ",\n  \"stages\": [");
+    } else {
+        op_buf_printf(b, "  ],\n  \"stages\": [");
+    }
     for (int s = 0; s < p->S; s++)
         op_buf_printf(b, "%s[%d, %d]", s ? ", " : "", p->stage_first[s], p->stage_first[s + 1]);
     op_buf_printf(b, "],\n  \"split\": [");

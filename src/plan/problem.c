@@ -5,12 +5,57 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "octopipe/cluster.h"
+#include <stdio.h>
 
 void op_problem_opts_default(op_problem_opts *o) {
     memset(o, 0, sizeof *o);
     op_train_cfg_default(&o->train);
     o->nodes_of = 8;
+}
+
+/* The devices of the cluster: o->cluster_file's (links, maybe devices and per-pair links) and
+ * o->gpus.  cl is zeroed here; describes no devices when neither lists them. */
+static int describe(const op_problem_opts *o, op_cluster *cl, op_err *err) {
+    memset(cl, 0, sizeof *cl);
+    int rc;
+    if (o->cluster_file && !o->comm_none && (rc = op_cluster_load(o->cluster_file, cl, err))) return rc;
+    if (o->gpus) {
+        if (cl->P > 0)
+            return op_errf(err, OP_EINVAL, "--gpus %s: the cluster file %s lists its devices already: "
+                           "give them once", o->gpus, o->cluster_file);
+        if ((rc = op_cluster_parse_gpus(o->gpus, cl, err))) return op_err_prefix(err, "--gpus");
+    }
+    return OP_OK;
+}
+
+/* Per-type costs, names and per-device limits of a described cluster (stored in cl). */
+static int fill_types(op_problem *pr, const op_model *m, const op_problem_opts *o, op_cluster *cl,
+                      op_layer_cost *costs, op_err *err) {
+    const int L = m->n_layers, T = cl->n_types, P = pr->P;
+    cl->type_layers = OP_ARENA_NEW(&cl->arena, op_layer_cost, (size_t)T * (size_t)L);
+    cl->type_name = op_arena_alloc(&cl->arena, (size_t)T * 32);
+    for (int t = 0; t < T; t++) {
+        int rc = op_cost_layers(m, &o->train, &cl->type_dev[t], cl->type_layers + (size_t)t * L, err);
+        if (rc) return rc;
+        snprintf(cl->type_name[t], 32, "%s", cl->type_dev[t].name);
+    }
+    memcpy(costs, cl->type_layers, sizeof *costs * (size_t)L); /* row 0 = device 0's type */
+    pr->n_types = T;
+    pr->type_layers = cl->type_layers;
+    pr->dev_type = cl->dev_type;
+    pr->type_name = (const char(*)[32])cl->type_name;
+    /* each device OP_MEM_HEADROOM x its own memory; pr->mem_limit_bytes the smallest, for code
+     * that knows one limit only (a plan fitting it fits every device) */
+    if (o->mem_limit_bytes != 0) return OP_OK; /* set by the caller: the same on every device */
+    cl->dev_mem_limit = OP_ARENA_NEW(&cl->arena, double, P);
+    int same = 1;
+    for (int d = 0; d < P; d++) {
+        cl->dev_mem_limit[d] = OP_MEM_HEADROOM * cl->dev_mem_GiB[d] * 1073741824.0;
+        same &= cl->dev_mem_limit[d] == cl->dev_mem_limit[0];
+        if (d == 0 || cl->dev_mem_limit[d] < pr->mem_limit_bytes) pr->mem_limit_bytes = cl->dev_mem_limit[d];
+    }
+    if (!same) pr->dev_mem_limit = cl->dev_mem_limit;
+    return OP_OK;
 }
 
 int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *dev, int P, int M,
@@ -28,8 +73,32 @@ int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *de
         return op_errf(err, OP_EINVAL, "op overhead must be a finite number >= 0 ms");
     if (isnan(o->mem_limit_bytes) || isinf(o->mem_limit_bytes))
         return op_errf(err, OP_EINVAL, "memory limit must be a finite number of bytes");
-    int rc = op_cost_layers(m, &o->train, dev, costs, err);
-    if (rc != OP_OK) return rc;
+    op_cluster tmp, *cl = o->cluster ? o->cluster : &tmp;
+    int rc = describe(o, cl, err);
+    if (rc == OP_OK && !o->cluster && (cl->P > 0 || cl->comm.pair_n > 0))
+        rc = op_errf(err, OP_EINVAL, "a cluster of listed devices needs op_problem_opts.cluster (storage "
+                     "for its per-type costs; op_problem_build provides it)");
+    if (rc == OP_OK && cl->P > 0 && cl->P != P)
+        rc = op_errf(err, OP_EINVAL, "%s lists %d devices but --devices is %d: the counts must add up",
+                     o->gpus ? "--gpus" : o->cluster_file, cl->P, P);
+    if (rc == OP_OK && cl->comm.pair_n > 0 && cl->comm.pair_n != P)
+        rc = op_errf(err, OP_EINVAL, "%s: pair_lat_ms/pair_bw_GBps are %d x %d but there are %d devices",
+                     o->cluster_file, cl->comm.pair_n, cl->comm.pair_n, P);
+    if (rc) {
+        op_cluster_free(cl);
+        return rc;
+    }
+    /* the host link is per device in reality but one in op_comm: take the slowest type's */
+    const op_device *host = dev;
+    if (cl->P > 0) {
+        dev = host = &cl->type_dev[0];
+        for (int t = 1; t < cl->n_types; t++)
+            if (cl->type_dev[t].host_bw_GBps < host->host_bw_GBps) host = &cl->type_dev[t];
+    }
+    if ((rc = op_cost_layers(m, &o->train, dev, costs, err)) != OP_OK) {
+        if (cl == &tmp) op_cluster_free(&tmp);
+        return rc;
+    }
     pr->model = m->name;
     pr->layers = costs;
     pr->n_layers = m->n_layers;
@@ -37,19 +106,17 @@ int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *de
     pr->M = M;
     pr->tokens_per_mb = (double)o->train.seq * o->train.mbs;
     pr->op_overhead_ms = o->op_overhead_ms;
-    if (o->comm_none) {
-        pr->comm.none = 1;
-    } else if (o->cluster_file) {
-        if ((rc = op_cluster_read(o->cluster_file, &pr->comm, err)) != OP_OK) return rc;
-    } else {
-        op_comm_default(&pr->comm, o->nodes_of);
-    }
+    if (o->comm_none) pr->comm.none = 1;
+    else if (cl->has_links) pr->comm = cl->comm;
+    else op_comm_default(&pr->comm, o->nodes_of);
     /* the host link (offload) is the GPU's own, whatever links the devices have between them */
     if (!(pr->comm.host_bw_GBps > 0)) pr->comm.host_lat_ms = 0.010;
-    op_comm_set_host(&pr->comm, dev);
+    op_comm_set_host(&pr->comm, host);
     if (o->mem_limit_bytes < 0) pr->mem_limit_bytes = 0;
     else if (o->mem_limit_bytes > 0) pr->mem_limit_bytes = o->mem_limit_bytes;
     else pr->mem_limit_bytes = OP_MEM_HEADROOM * dev->mem_GiB * 1073741824.0;
+    if (cl->P > 0 && (rc = fill_types(pr, m, o, cl, costs, err))) return rc;
+    if (cl == &tmp) op_cluster_free(&tmp); /* links only: copied into pr->comm */
     return op_problem_validate(pr, err);
 }
 
@@ -61,7 +128,11 @@ int op_problem_build(op_problem_built *b, const char *model, const char *gpu, in
     if (rc != OP_OK) return rc;
     if ((rc = op_model_load(model, &b->model, err)) != OP_OK) return rc;
     if (b->model.n_layers >= 1) b->costs = op_xcalloc((size_t)b->model.n_layers, sizeof *b->costs);
-    rc = op_problem_from_model(&b->pr, &b->model, &b->dev, P, M, o, b->costs, err);
+    op_problem_opts oo;
+    if (o) oo = *o;
+    else op_problem_opts_default(&oo);
+    oo.cluster = &b->cluster;
+    rc = op_problem_from_model(&b->pr, &b->model, &b->dev, P, M, &oo, b->costs, err);
     if (rc != OP_OK) op_problem_built_free(b);
     return rc;
 }
@@ -69,5 +140,6 @@ int op_problem_build(op_problem_built *b, const char *model, const char *gpu, in
 void op_problem_built_free(op_problem_built *b) {
     free(b->costs);
     op_model_free(&b->model);
+    op_cluster_free(&b->cluster);
     memset(b, 0, sizeof *b);
 }

@@ -4,6 +4,7 @@
  * with one message instead of reaching an internal assertion (a zero link bandwidth in
  * op_comm_ms, a balanced split whose sums overflowed, a tuner whose makespan is 0). */
 #include <math.h>
+#include <stdio.h>
 
 #include "octopipe/plan.h"
 
@@ -56,6 +57,52 @@ int op_comm_validate(const op_comm *c, int P, op_err *err) {
     if (c->nodes_of > 0 && P > c->nodes_of &&
         (rc = check_link("inter-node", c->inter_lat_ms, c->inter_bw_GBps, err)))
         return rc;
+    if (c->pair_n == 0) return OP_OK;
+    /* per-pair links: a P x P matrix, every pair a link op_comm_ms can use */
+    if (c->pair_n != P || !c->pair_lat_ms || !c->pair_bw_GBps)
+        return op_errf(err, OP_EINVAL, "links: the per-pair matrix is %d x %d but there are %d devices",
+                       c->pair_n, c->pair_n, P);
+    for (int a = 0; a < P; a++)
+        for (int b = 0; b < P; b++) {
+            size_t k = (size_t)a * (size_t)P + (size_t)b;
+            char name[48];
+            snprintf(name, sizeof name, "pair %d -> %d", a, b);
+            if (a != b && (rc = check_link(name, c->pair_lat_ms[k], c->pair_bw_GBps[k], err))) return rc;
+        }
+    return OP_OK;
+}
+
+/* Device types (mixed clusters): every device's type exists, every type's costs are valid and
+ * row 0 is `layers` (which readers that know one cost row use), per-device limits are sane. */
+static int types_validate(const op_problem *pr, const char *what, op_err *err) {
+    if (pr->dev_mem_limit)
+        for (int d = 0; d < pr->P; d++)
+            if (!(pr->dev_mem_limit[d] >= 0 && isfinite(pr->dev_mem_limit[d])))
+                return op_errf(err, OP_EINVAL, "device %d: memory limit %.6g bytes must be finite and "
+                               ">= 0 (0 = none)", d, pr->dev_mem_limit[d]);
+    if (pr->n_types <= 1) return OP_OK;
+    if (pr->n_types > 64 || !pr->type_layers || !pr->dev_type)
+        return op_errf(err, OP_EINVAL, "%s: %d device types need 1 to 64 types with their costs "
+                       "(type_layers) and each device's type (dev_type)", what, pr->n_types);
+    for (int d = 0; d < pr->P; d++)
+        if (pr->dev_type[d] < 0 || pr->dev_type[d] >= pr->n_types)
+            return op_errf(err, OP_EINVAL, "device %d: type %d is not in 0..%d", d, pr->dev_type[d],
+                           pr->n_types - 1);
+    for (int l = 0; l < pr->n_layers; l++) {
+        const op_layer_cost *a = &pr->layers[l], *b = &pr->type_layers[l];
+        if (a->f_ms != b->f_ms || a->i_ms != b->i_ms || a->w_ms != b->w_ms ||
+            a->act_bytes != b->act_bytes || a->static_bytes != b->static_bytes)
+            return op_errf(err, OP_EINVAL, "%s: layer %d: type 0's costs (type_layers row 0) differ "
+                           "from layers", what, l);
+    }
+    for (int t = 1; t < pr->n_types; t++) {
+        char tw[160];
+        snprintf(tw, sizeof tw, "%s on device type %d (%s)", what, t,
+                 pr->type_name ? pr->type_name[t] : "unnamed");
+        int rc = op_layer_costs_validate(pr->type_layers + (size_t)t * pr->n_layers, pr->n_layers,
+                                         pr->M, tw, err);
+        if (rc) return rc;
+    }
     return OP_OK;
 }
 
@@ -87,5 +134,6 @@ int op_problem_validate(const op_problem *pr, op_err *err) {
     if (!(pr->mem_limit_bytes >= 0 && isfinite(pr->mem_limit_bytes)))
         return op_errf(err, OP_EINVAL, "memory limit %.6g bytes must be finite and >= 0 (0 = none)",
                        pr->mem_limit_bytes);
+    if ((rc = types_validate(pr, what, err))) return rc;
     return op_comm_validate(&pr->comm, pr->P, err);
 }

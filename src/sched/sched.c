@@ -26,7 +26,7 @@ void sched_plan_from_split(op_plan *p, const char *name, const op_problem *pr,
 
 static int fits(const sched_best *b, const op_plan *p) {
     (void)b;
-    return p->mem_limit_bytes <= 0 || (double)p->pred.peak_bytes_max <= p->mem_limit_bytes;
+    return op_plan_fits(p); /* each device against its own limit */
 }
 
 void sched_offer(sched_best *best, op_plan *cand, const char *settings, void *ws) {

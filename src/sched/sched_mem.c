@@ -62,8 +62,7 @@ int op_sched_build_fit(const char *name, const op_problem *pr, const op_sched_op
                        op_plan *out, op_sched_info *info, op_err *err) {
     op_sched_info inf0 = {0}, bi = {0};
     int rc = build_with(name, pr, opts, OP_ACT_KEEP, out, &inf0, err);
-    double lim = pr->mem_limit_bytes;
-    if (rc != OP_OK || lim <= 0 || (double)out->pred.peak_bytes_max <= lim) {
+    if (rc != OP_OK || op_plan_fits(out)) { /* each device against its own limit */
         if (info) *info = inf0;
         return rc;
     }
@@ -77,7 +76,7 @@ int op_sched_build_fit(const char *name, const op_problem *pr, const op_sched_op
         op_sched_info pi = {0};
         op_err e2 = {0};
         if (build_with(name, pr, opts, pol, &p, &pi, &e2) != OP_OK) continue;
-        if ((double)p.pred.peak_bytes_max <= lim &&
+        if (op_plan_fits(&p) &&
             (!have || p.pred.makespan_ms < best.pred.makespan_ms)) {
             if (have) op_plan_free(&best);
             op_plan_copy(&best, &p);

@@ -146,7 +146,7 @@ static int pick_custom(op_sim_ws *ws, const op_sim_policy *pol, int d, double no
                 continue;
             }
             cand c = {slot, s, m, 0.0, r};
-            const double lim = pol->mem_limit_bytes;
+            const double lim = pol->dev_mem_limit_bytes ? pol->dev_mem_limit_bytes[d] : pol->mem_limit_bytes;
             int held = slot == 0 && (!cap_ok || (lim > 0 && (double)(dv->held + t->f_need) > lim));
             const op_kind k = slot == 0 ? OP_F : slot == 2 ? OP_W : t->split ? OP_I : OP_B;
             c.key = pol->prio_ex ? pol->prio_ex(pol->ctx, &view, k, s, m)
@@ -224,7 +224,8 @@ static int pick(const op_sim_ws *ws, const op_sim_policy *pol, int d, double now
                 cand *best, double *fut) {
     if (pol->prio || pol->prio_ex)
         return pick_custom((op_sim_ws *)ws, pol, d, now, force, best, fut);
-    return pick_builtin(ws, pol->mem_limit_bytes, d, now, force, best, fut);
+    return pick_builtin(ws, pol->dev_mem_limit_bytes ? pol->dev_mem_limit_bytes[d] : pol->mem_limit_bytes,
+                        d, now, force, best, fut);
 }
 
 /* End of op mb of producer pr (sim_dstage.prod), or -1 if it has not started: its end[] is
@@ -419,7 +420,8 @@ static inline void run(op_sim_ws *ws, const op_sim_policy *pol, int P, int64_t t
         cand c;
         double fut;
         const int ok = custom ? pick_custom(ws, pol, d, now, 0, &c, &fut)
-                              : pick_builtin(ws, mem_limit, d, now, 0, &c, &fut);
+                              : pick_builtin(ws, pol->dev_mem_limit_bytes ? pol->dev_mem_limit_bytes[d]
+                                                                          : mem_limit, d, now, 0, &c, &fut);
         if (ok) {
             start(ws, d, now, &c);
         } else {

@@ -187,3 +187,11 @@ void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
     r->tokens_per_s = T > 0 ? p->tokens_per_mb * p->M / (T / 1000.0) : 0.0;
     r->valid = 1;
 }
+
+int op_plan_fits(const op_plan *p) {
+    for (int d = 0; d < p->P; d++) {
+        double lim = op_plan_dev_mem_limit(p, d);
+        if (lim > 0 && (double)p->pred.peak_bytes[d] > lim) return 0;
+    }
+    return 1;
+}

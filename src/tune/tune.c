@@ -192,7 +192,7 @@ static void run_baselines(tn_search *st, tn_pool *pl, const op_problem *pr, op_p
         op_err e = {0};
         if (op_sched_build(*n, pr, &bp, &e) != OP_OK) continue;
         if (bp.pred.peak_bytes_max < *min_peak) *min_peak = bp.pred.peak_bytes_max;
-        int fits = pr->mem_limit_bytes <= 0 || (double)bp.pred.peak_bytes_max <= pr->mem_limit_bytes;
+        int fits = op_plan_fits(&bp);
         int layout_ok = st->mode == OP_TUNE_PLACE_ANY;
         c.S = bp.S;
         memcpy(c.first, bp.stage_first, sizeof(int) * (size_t)(bp.S + 1));
@@ -335,8 +335,7 @@ int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op
     } else {
         rc = build_plan(&st, pr, &st.best, out, err);
         /* the simulator has the last word on memory (the engine models the same timeline) */
-        int over = rc == OP_OK && pr->mem_limit_bytes > 0 &&
-                   (double)out->pred.peak_bytes_max > pr->mem_limit_bytes;
+        int over = rc == OP_OK && !op_plan_fits(out);
         if (over && !have_bl) {
             rc = op_errf(err, OP_ENOMEM, "tuned plan needs %.2f GiB per device, over the %.2f GiB limit",
                          out->pred.peak_bytes_max / 1073741824.0, pr->mem_limit_bytes / 1073741824.0);

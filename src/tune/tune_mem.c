@@ -45,7 +45,8 @@ static int mem_modelled(const op_problem *pr) {
 }
 
 static int plan_fits(const op_problem *pr, const op_plan *p) {
-    return pr->mem_limit_bytes <= 0 || (double)p->pred.peak_bytes_max <= pr->mem_limit_bytes;
+    (void)pr;
+    return op_plan_fits(p); /* each device against its own limit */
 }
 
 /* Memory binds a keep plan when its peak is at the limit and it is not already within 2% of

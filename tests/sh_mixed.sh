@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# CLI tests of mixed clusters: bad --gpus lists and cluster files are one line and exit 2 (an
+# unknown type lists the known ones, counts that do not add up, a link matrix of the wrong
+# size); a plan for h200 + h100 names each device's type, and sim reads it back with the types;
+# a cluster file's devices give the same problem as --gpus.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+expect_err() { # expected-substring args...
+  local want=$1; shift
+  timeout -k 5 120 "$OP" "$@" > "$tmp/out" 2> "$tmp/err"; local rc=$?
+  if [ $rc -eq 2 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -qF -- "$want" "$tmp/err"; then ok
+  else bad "octopipe $* -> rc=$rc (want 2) stderr: $(cat "$tmp/err")"; fi
+}
+base=(--model llama2-7b --microbatches 8)
+expect_err "unknown device 'v100' (known: a100-80gb" compare "${base[@]}" --gpus v100:4 --no-tune
+expect_err "--gpus lists 4 devices but --devices is 8: the counts must add up" \
+  compare "${base[@]}" --devices 8 --gpus h100:2,a100:2 --no-tune
+expect_err "count 'two' of h100" plan "${base[@]}" --gpus h100:two --out "$tmp/x.json"
+cat > "$tmp/c4.json" <<'J'
+{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 300,
+ "inter_lat_ms": 0.03, "inter_bw_GBps": 40, "gpus": "h100-80gb:2,a100-80gb:2"}
+J
+expect_err "lists its devices already: give them once" compare "${base[@]}" --cluster "$tmp/c4.json" --gpus h100:4 --no-tune
+expect_err "c4.json lists 4 devices but --devices is 6" compare "${base[@]}" --cluster "$tmp/c4.json" --devices 6 --no-tune
+cat > "$tmp/m.json" <<'J'
+{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 300,
+ "inter_lat_ms": 0.03, "inter_bw_GBps": 40,
+ "pair_lat_ms": [[0, 1], [1, 0]], "pair_bw_GBps": [[1, 9], [9, 1]]}
+J
+expect_err "m.json: pair_lat_ms/pair_bw_GBps are 2 x 2 but there are 4 devices" compare "${base[@]}" --cluster "$tmp/m.json" --devices 4 --no-tune
+sed 's/"gpus": "h100-80gb:2,a100-80gb:2"/"devices": [{"gpu": "h100"}, {"gpu": "h100", "mem_GiB": 0}]/' "$tmp/c4.json" > "$tmp/bad.json"
+expect_err "bad.json: devices[1].mem_GiB: expected a number in (0, 1e6]" compare "${base[@]}" --cluster "$tmp/bad.json" --no-tune
+
+# --gpus alone gives the device count; the cluster file's devices give the same comparison
+timeout -k 5 300 "$OP" compare "${base[@]}" --gpus h100-80gb:2,a100-80gb:2 --no-tune --json > "$tmp/g.json" 2>&1 || bad "compare --gpus: $(tail -n 3 "$tmp/g.json")"
+timeout -k 5 300 "$OP" compare "${base[@]}" --cluster "$tmp/c4.json" --no-tune --json > "$tmp/f.json" 2>&1 || bad "compare --cluster with devices: $(tail -n 3 "$tmp/f.json")"
+grep -q '"devices": 4' "$tmp/g.json" && ok || bad "--gpus h100-80gb:2,a100-80gb:2 is not 4 devices"
+lb_g=$(sed -n 's/.*"lower_bound_ms": \([0-9.e+-]*\).*/\1/p' "$tmp/g.json" | head -n 1)
+lb_f=$(sed -n 's/.*"lower_bound_ms": \([0-9.e+-]*\).*/\1/p' "$tmp/f.json" | head -n 1)
+[ -n "$lb_g" ] && [ "$lb_g" = "$lb_f" ] && ok || bad "lower bounds differ: --gpus $lb_g, file $lb_f"
+# a uniform H100 cluster has a smaller bound than half of it replaced by A100s
+timeout -k 5 300 "$OP" compare "${base[@]}" --devices 4 --no-tune --json > "$tmp/u.json" 2>&1
+lb_u=$(sed -n 's/.*"lower_bound_ms": \([0-9.e+-]*\).*/\1/p' "$tmp/u.json" | head -n 1)
+awk -v u="$lb_u" -v g="$lb_g" 'BEGIN { exit !(u > 0 && g > u) }' && ok || bad "mixed bound $lb_g not above uniform $lb_u"
+
+# plan on H200 + H100: types in the output and the file; sim reads them back
+timeout -k 5 300 "$OP" plan "${base[@]}" --gpus h200:2,h100-80gb:2 --quiet --out "$tmp/p.json" > "$tmp/p.out" 2>&1 || bad "plan --gpus: $(tail -n 3 "$tmp/p.out")"
+grep -q "2 x h200 (devices 0-1): 131 GiB, limit 118.18 GiB" "$tmp/p.out" && ok || bad "no h200 line: $(head -n 5 "$tmp/p.out")"
+grep -q "2 x h100-80gb (devices 2-3): 80 GiB, limit 72.00 GiB" "$tmp/p.out" && ok || bad "no h100 line"
+grep -Eq "^  device  3: h100-80gb " "$tmp/p.out" && ok || bad "stage table without device types"
+grep -q '"device_type": \[0, 0, 1, 1\]' "$tmp/p.json" && ok || bad "plan file without device_type"
+grep -q '"device_mem_limit_bytes"' "$tmp/p.json" && ok || bad "plan file without per-device limits"
+timeout -k 5 60 "$OP" sim "$tmp/p.json" > "$tmp/s.out" 2>&1 && grep -q "reproduces the file's prediction exactly" "$tmp/s.out" \
+  && grep -Eq "^  2 +h100-80gb" "$tmp/s.out" && ok || bad "sim of the mixed plan: $(cat "$tmp/s.out")"
+
+echo "mixed: $pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,504 @@
+/* test_mixed.c: clusters of unequal devices.  Hand-computed makespans (two devices of different
+ * speed; a link that costs more between one pair), per-device memory limits refusing on the
+ * small device only, the lower bound for mixed clusters (exact on a case solved by hand, equal
+ * to the uniform bound on uniform clusters, never above a simulated makespan), the --gpus list
+ * and the cluster file, problems built for mixed clusters, and plan files that keep the types. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "octopipe/cluster.h"
+#include "octopipe/plan_io.h"
+#include "octopipe/problem.h"
+#include "octopipe/sched.h"
+#include "octopipe/sim.h"
+
+static op_err e;
+
+static void layer(op_layer_cost *c, const char *name, double ms, int64_t stat) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->sym = '-';
+    c->f_ms = c->i_ms = c->w_ms = ms;
+    c->act_bytes = 100;
+    c->static_bytes = stat;
+}
+
+/* Two layers, one per stage, on devices dev0 and dev1 of P devices: device types from `types`
+ * (type 0: 1 ms per F, I and W; type 1: 2 ms), GPipe with fused B, M = 2.  Layer 0 holds 1000
+ * static bytes, layer 1 500; each microbatch's activation is 100 B. */
+static void two_stage(op_plan *p, int P, const int *types, int dev0, int dev1, const op_comm *c) {
+    op_layer_cost rows[4];
+    layer(&rows[0], "a", 1, 1000);
+    layer(&rows[1], "b", 1, 500);
+    layer(&rows[2], "a", 2, 1000);
+    layer(&rows[3], "b", 2, 500);
+    op_plan_init(p, "gpipe", rows, 2, P, 2, 2, c);
+    const char names[2][32] = {"fast", "slow"};
+    op_plan_set_types(p, 2, names, rows, types, NULL);
+    p->stage_first[0] = 0, p->stage_first[1] = 1, p->stage_first[2] = 2;
+    p->stage_dev[0] = dev0, p->stage_dev[1] = dev1;
+    const int dev[2] = {dev0, dev1};
+    for (int s = 0; s < 2; s++) {
+        op_op o[4] = {{OP_F, s, 0, 0, 0}, {OP_F, s, 1, 0, 0}, {OP_B, s, 0, 0, 0}, {OP_B, s, 1, 0, 0}};
+        op_plan_set_ops(p, dev[s], o, 4);
+    }
+}
+
+/* Device 0 fast (F = 1, B = 2), device 1 slow (F = 2, B = 4), free links:
+ *   d0: F(0,0) [0,1]  F(0,1) [1,2]                         B(0,0) [9,11]  B(0,1) [13,15]
+ *   d1:        F(1,0) [1,3]  F(1,1) [3,5]  B(1,0) [5,9]  B(1,1) [9,13]
+ * makespan 15; with a 0.5 ms link between them every hop waits 0.5 more: F(1,0) [1.5,3.5],
+ * F(1,1) [3.5,5.5], B(1,0) [5.5,9.5], B(1,1) [9.5,13.5], B(0,0) [10,12], B(0,1) [14,16]: 16. */
+TEST(two_speeds_by_hand) {
+    op_plan p;
+    const int types[2] = {0, 1};
+    two_stage(&p, 2, types, 0, 1, NULL);
+    CHECK_EQ_INT(op_plan_validate(&p, &e), OP_OK);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.pred.makespan_ms, 15.0, 1e-12);
+    CHECK_NEAR(p.ops[1][3].end, 13.0, 1e-12);
+    op_plan_free(&p);
+    double lat[4] = {0, 0.5, 0.5, 0}, bw[4] = {1, 1e9, 1e9, 1};
+    op_comm c;
+    op_comm_default(&c, 0);
+    c.pair_n = 2, c.pair_lat_ms = lat, c.pair_bw_GBps = bw;
+    two_stage(&p, 2, types, 0, 1, &c);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.pred.makespan_ms, 16.0, 1e-9);
+    CHECK_NEAR(p.ops[0][2].start, 10.0, 1e-9);
+    op_plan_free(&p);
+}
+
+/* Three devices (fast, slow, slow); links 0 <-> 1 cost 5 ms, 0 <-> 2 cost 0.5 ms.  Stage 1 on
+ * device 2 gives the 16 ms above; on device 1 every hop waits 5 ms: F(1,0) [6,8], F(1,1)
+ * [8,10], B(1,0) [10,14], B(1,1) [14,18], B(0,0) [19,21], B(0,1) [23,25]: 25. */
+TEST(slow_link_by_hand) {
+    double lat[9] = {0, 5, 0.5, 5, 0, 0.5, 0.5, 0.5, 0}, bw[9];
+    for (int k = 0; k < 9; k++) bw[k] = 1e9;
+    op_comm c;
+    op_comm_default(&c, 0);
+    c.pair_n = 3, c.pair_lat_ms = lat, c.pair_bw_GBps = bw;
+    CHECK_EQ_INT(op_comm_validate(&c, 3, &e), OP_OK);
+    const int types[3] = {0, 1, 1};
+    op_plan p;
+    two_stage(&p, 3, types, 0, 2, &c);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.pred.makespan_ms, 16.0, 1e-9);
+    op_plan_free(&p);
+    two_stage(&p, 3, types, 0, 1, &c);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.pred.makespan_ms, 25.0, 1e-9);
+    /* the plan keeps its own copy of the matrix */
+    lat[1] = 100;
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.pred.makespan_ms, 25.0, 1e-9);
+    op_plan_free(&p);
+    /* a matrix for 3 devices does not describe 4 */
+    CHECK_EQ_INT(op_comm_validate(&c, 4, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "3 x 3 but there are 4 devices");
+    bw[1] = 0;
+    CHECK_EQ_INT(op_comm_validate(&c, 3, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "pair 0 -> 1 bandwidth");
+}
+
+/* GPipe M = 2 holds both microbatches' activations: device 0 peaks at 1000 + 2 * 100 = 1200 B,
+ * device 1 at 500 + 200 = 700 B.  Limits {1300, 800} fit although their smallest (800) would
+ * refuse device 0; {1300, 600} refuse on device 1 only. */
+TEST(limit_per_device) {
+    op_plan p;
+    const int types[2] = {0, 1};
+    two_stage(&p, 2, types, 0, 1, NULL);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_EQ_INT(p.pred.peak_bytes[0], 1200);
+    CHECK_EQ_INT(p.pred.peak_bytes[1], 700);
+    double lim[2] = {1300, 800};
+    op_plan_set_types(&p, 2, (const char(*)[32])p.type_name, p.type_layers, p.dev_type, lim);
+    CHECK(op_plan_fits(&p));
+    CHECK_NEAR(op_plan_dev_mem_limit(&p, 1), 800, 0);
+    p.dev_mem_limit[1] = 600;
+    CHECK(!op_plan_fits(&p));
+    p.dev_mem_limit[1] = 0; /* none on device 1 */
+    p.dev_mem_limit[0] = 1199;
+    CHECK(!op_plan_fits(&p));
+    op_plan_free(&p);
+}
+
+/* 6 layers of W only (1 ms on type 0, 2 ms on type 1), one device of each, M = 1: the
+ * fractional optimum puts 4 layers' worth on the fast device and 2 on the slow one (4 ms each);
+ * every other term is smaller (chains 0, one layer 1 ms, pigeonhole 3 x 1 ms). */
+TEST(bound_by_hand) {
+    op_layer_cost rows[12];
+    for (int l = 0; l < 12; l++) {
+        layer(&rows[l], "w", 0, 0);
+        rows[l].w_ms = l < 6 ? 1 : 2;
+    }
+    const int dt[2] = {0, 1};
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 6, dt, 2, 1), 4.0, 1e-12);
+    /* both devices fast: 6 / 2 = 3, as the uniform bound */
+    const int fast[2] = {0, 0};
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 6, fast, 2, 1), 3.0, 1e-12);
+    CHECK_NEAR(op_lower_bound(rows, 6, 2, 1), 3.0, 1e-12);
+    /* a layer that only the slow type runs fast: type 1 time 0.5 on layer 5 */
+    rows[11].w_ms = 0.5;
+    /* fast device 5 layers x 1 vs slow device (0.5 + 2x): best fractional split T = 4.5 - ...
+     * solved: fast takes x of layers 0..4 (x <= 5), slow takes layer 5 (0.5) and 5 - x layers
+     * at 2: x = 2 (5 - x) + 0.5  ->  x = 3.5, T = 3.5 */
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 6, dt, 2, 1), 3.5, 1e-12);
+}
+
+/* Random layers: with identical rows for every type, the mixed bound equals the uniform one. */
+TEST(bound_uniform_equal) {
+    uint64_t seed = 7;
+    for (int trial = 0; trial < 50; trial++) {
+        int L = 4 + trial % 9, P = 1 + trial % 4, M = 1 + trial % 5;
+        op_layer_cost rows[2 * 12];
+        for (int l = 0; l < L; l++) {
+            layer(&rows[l], "x", 0, 0);
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            rows[l].f_ms = (double)(seed >> 40) / (1 << 24) + 0.01;
+            rows[l].i_ms = 2 * rows[l].f_ms;
+            rows[l].w_ms = (double)((seed >> 20) & 1023) / 512;
+            rows[L + l] = rows[l];
+        }
+        int dt[4];
+        for (int d = 0; d < P; d++) dt[d] = d % 2;
+        double u = op_lower_bound(rows, L, P, M);
+        CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), u, 1e-12);
+        CHECK_NEAR(op_lower_bound_mixed(rows, 1, L, dt, P, M), u, 0);
+    }
+}
+
+/* Mixed 2-type clusters of the GPU presets, several models: the bound never exceeds the
+ * simulated makespan of any baseline (each builds its own partition and placement) nor of
+ * random partitions in chain placement with 1F1B orders, with the device types shuffled. */
+TEST(bound_below_every_plan) {
+    const char *models[] = {"llama2-7b", "nemotron-h-8b", "mixtral-8x7b"};
+    const char *pairs[][2] = {{"h100-80gb", "a100-80gb"}, {"h200", "h100-80gb"}, {"a100-80gb", "h200"}};
+    uint64_t seed = 11;
+    int checked = 0;
+    for (int mi = 0; mi < 3; mi++)
+        for (int pi = 0; pi < 3; pi++) {
+            int P = mi == 1 ? 8 : 4, M = pi == 1 ? 2 * P : P;
+            char gpus[96];
+            snprintf(gpus, sizeof gpus, "%s:%d,%s:%d", pairs[pi][0], P / 2, pairs[pi][1], P / 2);
+            op_problem_opts o;
+            op_problem_opts_default(&o);
+            o.gpus = gpus;
+            o.mem_limit_bytes = -1;
+            op_problem_built b;
+            if (op_problem_build(&b, models[mi], NULL, P, M, &o, &e) != OP_OK) {
+                CHECK_MSG(0, "%s on %s: %s", models[mi], gpus, e.msg);
+                continue;
+            }
+            CHECK_EQ_INT(b.pr.n_types, 2);
+            double lb = op_problem_lower_bound(&b.pr);
+            CHECK(isfinite(lb) && lb > 0);
+            const char *const *names = op_sched_names();
+            for (int k = 0; names[k]; k++) {
+                op_plan p;
+                op_err e2 = {0};
+                if (op_sched_build(names[k], &b.pr, &p, &e2) != OP_OK) continue;
+                CHECK_NEAR(p.pred.lower_bound_ms, lb, 1e-12);
+                CHECK_MSG(lb <= p.pred.makespan_ms * (1 + 1e-9), "%s %s on %s: bound %.6g > %.6g",
+                          names[k], models[mi], gpus, lb, p.pred.makespan_ms);
+                checked++;
+                op_plan_free(&p);
+            }
+            /* random contiguous partitions, devices' types shuffled */
+            int *dt = (int *)b.pr.dev_type;
+            for (int trial = 0; trial < 20; trial++) {
+                for (int d = P - 1; d > 0; d--) {
+                    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                    int j = (int)((seed >> 33) % (uint64_t)(d + 1)), t = dt[d];
+                    dt[d] = dt[j], dt[j] = t;
+                }
+                double lbt = op_problem_lower_bound(&b.pr);
+                op_plan p;
+                op_plan_init_problem(&p, "random", &b.pr, P);
+                int L = b.pr.n_layers;
+                p.stage_first[0] = 0;
+                for (int s = 1; s < P; s++) { /* cut s in (cut s-1, L - (P - s)] */
+                    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                    int lo = p.stage_first[s - 1] + 1, hi = L - (P - s);
+                    p.stage_first[s] = lo + (int)((seed >> 33) % (uint64_t)(hi - lo + 1));
+                }
+                p.stage_first[P] = L;
+                for (int s = 0; s < P; s++) p.stage_dev[s] = s;
+                op_sched_order_1f1b(&p);
+                CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+                CHECK_MSG(lbt <= p.pred.makespan_ms * (1 + 1e-9), "random plan: bound %.6g > %.6g", lbt,
+                          p.pred.makespan_ms);
+                checked++;
+                op_plan_free(&p);
+            }
+            op_problem_built_free(&b);
+        }
+    CHECK(checked > 150);
+}
+
+TEST(gpus_list) {
+    op_cluster c = {0};
+    CHECK_EQ_INT(op_cluster_parse_gpus("h100-80gb:4,a100-80gb:4", &c, &e), OP_OK);
+    CHECK_EQ_INT(c.P, 8);
+    CHECK_EQ_INT(c.n_types, 2);
+    CHECK(!strcmp(c.type_dev[1].name, "a100-80gb"));
+    CHECK_EQ_INT(c.dev_type[3], 0);
+    CHECK_EQ_INT(c.dev_type[4], 1);
+    CHECK_NEAR(c.dev_mem_GiB[7], 80, 1e-12);
+    op_cluster_free(&c);
+    /* aliases name the same type; a count of 1 may be left out; types in order of first use */
+    CHECK_EQ_INT(op_cluster_parse_gpus("h100:2,a100,H100_80GB:1", &c, &e), OP_OK);
+    CHECK_EQ_INT(c.P, 4);
+    CHECK_EQ_INT(c.n_types, 2);
+    CHECK(c.dev_type[0] == 0 && c.dev_type[1] == 0 && c.dev_type[2] == 1 && c.dev_type[3] == 0);
+    op_cluster_free(&c);
+    const struct { const char *spec, *want; } bad[] = {
+        {"v100:4", "unknown device 'v100' (known: a100-80gb"},
+        {"h100:0", "count '0' of h100 must be a whole number from 1 to 4096"},
+        {"h100:x", "count 'x'"},
+        {"h100:4,,a100:4", "item 2 is empty"},
+        {"", "empty GPU list"},
+        {"h100:4097", "from 1 to 4096"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&e, 0, sizeof e);
+        CHECK_EQ_INT(op_cluster_parse_gpus(bad[i].spec, &c, &e), OP_EINVAL);
+        CHECK_STR_CONTAINS(e.msg, bad[i].want);
+        CHECK_EQ_INT(c.P, 0);
+    }
+    op_cluster_free(&c);
+}
+
+TEST(cluster_file) {
+    const char *ok =
+        "{\"format\": \"octopipe.cluster/1\", \"nodes_of\": 2, \"intra_lat_ms\": 0.01, "
+        "\"intra_bw_GBps\": 300, \"inter_lat_ms\": 0.03, \"inter_bw_GBps\": 40, "
+        "\"devices\": [{\"gpu\": \"h100-80gb\"}, {\"gpu\": \"a100\", \"mem_GiB\": 40}, {\"gpu\": \"h200\"}], "
+        "\"pair_lat_ms\": [[0, 1, 2], [1, 0, 3], [2, 3, 0]], "
+        "\"pair_bw_GBps\": [[1, 10, 20], [10, 1, 30], [20, 30, 1]]}";
+    op_cluster c;
+    CHECK_EQ_INT(op_cluster_load_json(ok, "c.json", &c, &e), OP_OK);
+    CHECK_EQ_INT(c.P, 3);
+    CHECK_EQ_INT(c.n_types, 3);
+    CHECK_NEAR(c.dev_mem_GiB[1], 40, 0);
+    CHECK_EQ_INT(c.comm.pair_n, 3);
+    CHECK_NEAR(op_comm_ms(&c.comm, 1, 2, 0), 3.0, 1e-12);
+    CHECK_NEAR(op_comm_ms(&c.comm, 0, 2, 20000000), 2.0 + 1.0, 1e-12); /* 20 MB at 20 GB/s */
+    CHECK_EQ_INT(c.comm.nodes_of, 2);
+    op_cluster_free(&c);
+    /* the links-only reader takes a full file too */
+    op_comm links;
+    CHECK_EQ_INT(op_cluster_from_json(ok, "c.json", &links, &e), OP_OK);
+    CHECK_EQ_INT(links.pair_n, 0);
+    const char *head = "{\"format\": \"octopipe.cluster/1\", \"nodes_of\": 8, \"intra_lat_ms\": 0.01, "
+                       "\"intra_bw_GBps\": 300, \"inter_lat_ms\": 0.03, \"inter_bw_GBps\": 40";
+    const struct { const char *tail, *want; } bad[] = {
+        {", \"gpus\": \"v100:8\"}", "c.json: gpus: GPU list 'v100:8': unknown device 'v100'"},
+        {", \"gpus\": \"h100:2\", \"devices\": [{\"gpu\": \"h100\"}]}", "give the devices once"},
+        {", \"devices\": [{\"gpu\": \"h100\", \"mem\": 8}]}", "devices[0]: unknown field \"mem\""},
+        {", \"devices\": [{\"gpu\": \"h100\", \"mem_GiB\": -1}]}", "devices[0].mem_GiB: expected a number"},
+        {", \"devices\": [{\"gpu\": \"h100:2\"}]}", "devices[0].gpu: one GPU name"},
+        {", \"gpus\": \"h100:2\", \"pair_lat_ms\": [[0, 1], [1, 0]]}", "pair_bw_GBps: missing"},
+        {", \"gpus\": \"h100:3\", \"pair_lat_ms\": [[0, 1], [1, 0]], \"pair_bw_GBps\": [[1, 1], [1, 1]]}",
+         "pair_lat_ms: expected 3 rows of 3 numbers"},
+        {", \"gpus\": \"h100:2\", \"pair_lat_ms\": [[0, 1], [1, 0]], \"pair_bw_GBps\": [[1, 0], [1, 1]]}",
+         "pair_bw_GBps[0][1]: expected a bandwidth > 0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "%s%s", head, bad[i].tail);
+        memset(&e, 0, sizeof e);
+        CHECK_EQ_INT(op_cluster_load_json(text, "c.json", &c, &e), OP_EINVAL);
+        CHECK_STR_CONTAINS(e.msg, bad[i].want);
+        CHECK(!strchr(e.msg, '\n'));
+    }
+}
+
+/* --gpus through op_problem_build: per-type analytic costs (an A100 is slower per layer than an
+ * H100), row 0 the first device's type, each device limited to 90% of its own memory. */
+TEST(problem_from_gpus) {
+    op_problem_opts o;
+    op_problem_opts_default(&o);
+    o.gpus = "h100-80gb:2,a100-80gb:2";
+    op_problem_built b;
+    CHECK_EQ_INT(op_problem_build(&b, "llama2-7b", NULL, 4, 8, &o, &e), OP_OK);
+    CHECK_EQ_INT(b.pr.n_types, 2);
+    CHECK(!strcmp(b.pr.type_name[0], "h100-80gb") && !strcmp(b.pr.type_name[1], "a100-80gb"));
+    CHECK_EQ_INT(b.pr.dev_type[1], 0);
+    CHECK_EQ_INT(b.pr.dev_type[2], 1);
+    const op_layer_cost *h = op_problem_dev_layers(&b.pr, 0), *a = op_problem_dev_layers(&b.pr, 3);
+    CHECK(h[5].f_ms == b.pr.layers[5].f_ms && a != b.pr.layers);
+    CHECK(a[5].f_ms > 1.5 * h[5].f_ms);
+    CHECK_EQ_INT(a[5].act_bytes, h[5].act_bytes);
+    CHECK(b.pr.dev_mem_limit == NULL); /* both 80 GB: one limit */
+    CHECK_NEAR(b.pr.mem_limit_bytes, 0.9 * 80 * 1073741824.0, 1e-12);
+    CHECK(op_problem_lower_bound(&b.pr) > op_lower_bound(b.pr.layers, b.pr.n_layers, 4, 8));
+    /* a plan built for it keeps the types; stages on A100s take longer */
+    op_plan p;
+    CHECK_EQ_INT(op_sched_build("1f1b", &b.pr, &p, &e), OP_OK);
+    CHECK(op_plan_is_mixed(&p));
+    CHECK_EQ_INT(p.dev_type[3], 1);
+    op_plan_free(&p);
+    op_problem_built_free(&b);
+    /* H200 (141 GB) and H100 (80 GB): per-device limits, the smallest as the plan-wide one */
+    o.gpus = "h200:2,h100:2";
+    CHECK_EQ_INT(op_problem_build(&b, "llama2-7b", NULL, 4, 8, &o, &e), OP_OK);
+    CHECK(b.pr.dev_mem_limit != NULL);
+    CHECK_NEAR(b.pr.dev_mem_limit[0], 0.9 * 141e9, 1e-12);
+    CHECK_NEAR(b.pr.dev_mem_limit[3], 0.9 * 80 * 1073741824.0, 1e-12);
+    CHECK_NEAR(b.pr.mem_limit_bytes, b.pr.dev_mem_limit[3], 0);
+    op_problem_built_free(&b);
+    /* --mem-limit given: the same on every device */
+    o.mem_limit_bytes = 50e9;
+    CHECK_EQ_INT(op_problem_build(&b, "llama2-7b", NULL, 4, 8, &o, &e), OP_OK);
+    CHECK(b.pr.dev_mem_limit == NULL);
+    CHECK_NEAR(b.pr.mem_limit_bytes, 50e9, 0);
+    op_problem_built_free(&b);
+    /* counts that do not add up; an unknown type */
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_problem_build(&b, "llama2-7b", NULL, 8, 8, &o, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "--gpus lists 4 devices but --devices is 8");
+    o.gpus = "h100:4,b200:4";
+    CHECK_EQ_INT(op_problem_build(&b, "llama2-7b", NULL, 8, 8, &o, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "unknown device 'b200' (known:");
+    /* op_problem_from_model without storage refuses a list of devices */
+    op_model m;
+    CHECK_EQ_INT(op_model_load("llama2-7b", &m, &e), OP_OK);
+    op_layer_cost *costs = op_xcalloc((size_t)m.n_layers, sizeof *costs);
+    op_device dev;
+    op_device_preset("h100", &dev, &e);
+    op_problem pr;
+    o.gpus = "h100:4";
+    o.cluster = NULL;
+    CHECK_EQ_INT(op_problem_from_model(&pr, &m, &dev, 4, 8, &o, costs, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "needs op_problem_opts.cluster");
+    free(costs);
+    op_model_free(&m);
+}
+
+TEST(validate_types) {
+    op_layer_cost rows[4];
+    for (int l = 0; l < 4; l++) layer(&rows[l], "x", 1 + (l >= 2), 10);
+    int dt[2] = {0, 1};
+    op_problem pr = {.model = "t", .layers = rows, .n_layers = 2, .P = 2, .M = 2,
+                     .n_types = 2, .type_layers = rows, .dev_type = dt};
+    pr.comm.none = 1;
+    CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_OK);
+    dt[1] = 2;
+    CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "device 1: type 2 is not in 0..1");
+    dt[1] = 1;
+    rows[3].f_ms = NAN;
+    CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "on device type 1");
+    rows[3].f_ms = 2;
+    op_layer_cost other[2];
+    memcpy(other, rows, sizeof other);
+    other[1].f_ms = 5;
+    pr.layers = other;
+    CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "type 0's costs (type_layers row 0) differ from layers");
+    pr.layers = rows;
+    double lim[2] = {100, -1};
+    pr.dev_mem_limit = lim;
+    CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "device 1: memory limit -1 bytes");
+}
+
+/* Replaces the first `from` in text by `to` (into out). */
+static void subst(char *out, size_t cap, const char *text, const char *from, const char *to) {
+    const char *at = strstr(text, from);
+    if (!at) {
+        snprintf(out, cap, "%s", text);
+        return;
+    }
+    snprintf(out, cap, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+}
+
+/* A mixed plan written and read back: types, per-type costs, per-device limits and per-pair
+ * links survive, the re-simulation agrees, and writing again gives the same bytes.  Broken
+ * type fields are refused with their path; a file without them loads as uniform. */
+TEST(plan_file_round_trip) {
+    double lat[4] = {0, 0.5, 0.5, 0}, bw[4] = {1, 50, 50, 1};
+    op_comm c;
+    op_comm_default(&c, 0);
+    c.pair_n = 2, c.pair_lat_ms = lat, c.pair_bw_GBps = bw;
+    const int types[2] = {0, 1};
+    op_plan p;
+    two_stage(&p, 2, types, 0, 1, &c);
+    double lim[2] = {2000, 800};
+    op_plan_set_types(&p, 2, (const char(*)[32])p.type_name, p.type_layers, p.dev_type, lim);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    op_buf b = {0}, b2 = {0};
+    CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
+    op_plan q;
+    op_plan_file_info info;
+    CHECK_EQ_INT(op_plan_from_json_ex(b.data, "m.json", &q, &info, &e), OP_OK);
+    CHECK(info.exact);
+    CHECK_EQ_INT(q.n_types, 2);
+    CHECK(!strcmp(q.type_name[1], "slow"));
+    CHECK_EQ_INT(q.dev_type[1], 1);
+    CHECK_NEAR(op_plan_dev_layers(&q, 1)[0].f_ms, 2.0, 0);
+    CHECK_NEAR(op_plan_dev_mem_limit(&q, 1), 800, 0);
+    CHECK_EQ_INT(q.comm.pair_n, 2);
+    CHECK_NEAR(q.comm.pair_lat_ms[1], 0.5, 0);
+    CHECK_NEAR(q.pred.makespan_ms, p.pred.makespan_ms, 0);
+    CHECK_NEAR(q.pred.lower_bound_ms, p.pred.lower_bound_ms, 0);
+    CHECK_EQ_INT(op_plan_to_json(&q, &b2), OP_OK);
+    CHECK(b.len == b2.len && !memcmp(b.data, b2.data, b.len));
+    op_plan_free(&q);
+    static char t[1 << 16];
+    const struct { const char *from, *to, *want; } bad[] = {
+        {"\"device_type\": [0, 1]", "\"device_type\": [0, 2]", "m.json: device_type[1]: 2 is out of range [0, 1]"},
+        {"\"device_type\": [0, 1]", "\"device_type\": [0]", "device_type: expected 2 type indices"},
+        {"\"device_mem_limit_bytes\": [2000, 800]", "\"device_mem_limit_bytes\": [2000, -8]",
+         "device_mem_limit_bytes[1]: -8 must be finite and >= 0"},
+        {"{\"name\": \"slow\", \"layers\": [", "{\"name\": \"slow\", \"layer\": [", "device_types[1]: unknown key \"layer\""},
+        {"\"pair_bw_GBps\": [[1, 50], [50, 1]]", "\"pair_bw_GBps\": [[1, 50]]", "comm.pair_bw_GBps: expected 2 rows"},
+        {"\"pair_bw_GBps\": [[1, 50], [50, 1]]", "\"pair_bw_GBps\": [[1, 0], [50, 1]]", "comm.pair_bw_GBps[0][1]: bandwidth must be > 0"},
+    };
+    CHECK(strstr(b.data, "\"device_type\": [0, 1]") && strstr(b.data, "\"pair_bw_GBps\": [[1, 50], [50, 1]]"));
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        subst(t, sizeof t, b.data, bad[i].from, bad[i].to);
+        memset(&e, 0, sizeof e);
+        CHECK_EQ_INT(op_plan_from_json(t, "m.json", &q, &e), OP_EINVAL);
+        CHECK_STR_CONTAINS(e.msg, bad[i].want);
+    }
+    op_buf_free(&b2);
+    op_buf_free(&b);
+    op_plan_free(&p);
+    /* a uniform plan writes no type keys and reads back uniform */
+    two_stage(&p, 2, (const int[]){0, 0}, 0, 1, NULL);
+    op_layer_cost row0[2];
+    memcpy(row0, p.layers, sizeof row0);
+    op_plan_set_types(&p, 1, NULL, row0, NULL, NULL);
+    CHECK(!op_plan_is_mixed(&p));
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    op_buf b3 = {0};
+    CHECK_EQ_INT(op_plan_to_json(&p, &b3), OP_OK);
+    CHECK(!strstr(b3.data, "device_type"));
+    CHECK_EQ_INT(op_plan_from_json(b3.data, "u.json", &q, &e), OP_OK);
+    CHECK(!op_plan_is_mixed(&q));
+    CHECK_EQ_INT(q.n_types, 1);
+    op_plan_free(&q);
+    op_buf_free(&b3);
+    op_plan_free(&p);
+}
+
+int main(int argc, char **argv) {
+    CHECK_INIT(argc, argv);
+    RUN(two_speeds_by_hand);
+    RUN(slow_link_by_hand);
+    RUN(limit_per_device);
+    RUN(bound_by_hand);
+    RUN(bound_uniform_equal);
+    RUN(bound_below_every_plan);
+    RUN(gpus_list);
+    RUN(cluster_file);
+    RUN(problem_from_gpus);
+    RUN(validate_types);
+    RUN(plan_file_round_trip);
+    return check_report("mixed");
+}
