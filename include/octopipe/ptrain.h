@@ -121,6 +121,12 @@ int op_ptrain_plan_slowdown(const op_plan *p, double *k);
  * is re-simulated. */
 int op_ptrain_slowdown_plan(op_plan *p, const op_layer_cost *machine, const double *k,
                             op_err *err);
+/* The tuner's plan for P ranks of which rank d computes k[d] times slower than `machine` says
+ * (a mixed problem: one device type per distinct k, named "x<k>"); what `--plan auto` with
+ * --slowdown plans, so partition and placement see each rank's speed. */
+int op_ptrain_tune_slow(const op_nn_model *m, const op_layer_cost *machine, int P, int M,
+                        const op_comm *comm, double overhead_ms, const double *k, op_plan *out,
+                        op_err *err);
 /* A compute that runs `inner` and then, on rank d, waits (k[d] - 1) x the op's wall time,
  * progressing messages.  s (inner, the plan, k) must outlive the compute. */
 typedef struct op_ptrain_slow {

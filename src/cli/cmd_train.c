@@ -315,7 +315,13 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
         }
     }
     t0 = op_now_s();
-    if (rc == OP_OK) rc = op_ptrain_make_plan(m, costs, a->P, a->M, &comm, ovh, a->plan, p, &e);
+    int tune_slow = a->slowdown && (!strcmp(a->plan, "auto") || !strcmp(a->plan, "tuned") ||
+                                    !strcmp(a->plan, "octopipe"));
+    if (rc == OP_OK && tune_slow) { /* the tuner sees each rank's speed */
+        op_ptrain_slowdown_parse(a->slowdown, a->P, slow, &e); /* checked by parse() */
+        rc = op_ptrain_tune_slow(m, costs, a->P, a->M, &comm, ovh, slow, p, &e);
+    } else if (rc == OP_OK)
+        rc = op_ptrain_make_plan(m, costs, a->P, a->M, &comm, ovh, a->plan, p, &e);
     if (rc == OP_OK && a->recompute >= 0) { /* every stage, whatever the plan chose */
         for (int s = 0; s < p->S; s++) p->stage_act[s] = (uint8_t)a->recompute;
         rc = op_sim_replay(p, NULL, &e);

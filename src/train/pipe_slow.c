@@ -12,6 +12,7 @@
 
 #include "octopipe/ptrain.h"
 #include "octopipe/sim.h"
+#include "octopipe/tune.h"
 
 int op_ptrain_slowdown_parse(const char *spec, int P, double *k, op_err *err) {
     const char *s = spec;
@@ -68,6 +69,44 @@ int op_ptrain_slowdown_plan(op_plan *p, const op_layer_cost *machine, const doub
     free(rows), free(names);
     op_exec_slow_plan(p, k);
     return op_sim_replay(p, NULL, err);
+}
+
+int op_ptrain_tune_slow(const op_nn_model *m, const op_layer_cost *machine, int P, int M,
+                        const op_comm *comm, double overhead_ms, const double *k, op_plan *out,
+                        op_err *err) {
+    /* a mixed problem: one type per distinct k, its costs machine x k */
+    size_t L = (size_t)m->n_layers;
+    op_layer_cost *rows = op_xcalloc((size_t)P * L, sizeof *rows);
+    int *dt = op_xcalloc((size_t)P, sizeof *dt), nt = 0;
+    double *kt = op_xcalloc((size_t)P, sizeof *kt);
+    char(*names)[32] = op_xcalloc((size_t)P, 32);
+    for (int d = 0; d < P; d++) {
+        int t = 0;
+        while (t < nt && kt[t] != k[d]) t++;
+        if (t == nt) {
+            kt[nt] = k[d];
+            snprintf(names[nt], 32, "x%g", k[d]);
+            for (size_t l = 0; l < L; l++) {
+                op_layer_cost c = machine[l];
+                c.f_ms *= k[d], c.i_ms *= k[d], c.w_ms *= k[d], c.f_sel_ms *= k[d];
+                rows[(size_t)nt * L + l] = c;
+            }
+            nt++;
+        }
+        dt[d] = t;
+    }
+    op_problem pr;
+    memset(&pr, 0, sizeof pr);
+    pr.model = m->name, pr.layers = rows, pr.n_layers = m->n_layers, pr.P = P, pr.M = M;
+    pr.comm = *comm, pr.tokens_per_mb = (double)m->cfg.batch * m->cfg.seq;
+    pr.op_overhead_ms = overhead_ms;
+    pr.n_types = nt, pr.type_layers = rows, pr.dev_type = dt;
+    pr.type_name = (const char(*)[32])names;
+    op_tune_opts to;
+    op_tune_opts_default(&to);
+    int rc = op_tune(&pr, &to, out, err);
+    free(rows), free(dt), free(kt), free(names);
+    return rc;
 }
 
 /* ---- the compute wrapper */
