@@ -121,7 +121,7 @@ TEST(slowdown_from_plan_and_measured) {
     CHECK_NEAR(op_stage_ms(&slowp, 1, OP_F), 40, 1e-12);
     /* the wrapper: the plain plan's ops (20 ms each) on rank 1 stretched x2 by waiting */
     double best = 1e30;
-    for (int att = 0; att < 3 && !(fabs(best - 300) <= 6); att++) {
+    for (int att = 0; att < 5 && !(fabs(best - 300) <= 6); att++) { /* best of up to 5: load only delays */
         op_ptrain_slow s = {.inner = op_compute_emulate(), .p = &p, .k = k2};
         op_compute c = op_ptrain_slow_compute(&s);
         op_exec_result r;
