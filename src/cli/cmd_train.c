@@ -332,11 +332,12 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
     if (rc == OP_OK)
         slowed = a->slowdown ? op_ptrain_slowdown_parse(a->slowdown, a->P, slow, &e) == OP_OK
                              : op_ptrain_plan_slowdown(p, slow);
-    if (rc == OP_OK && slowed) {
+    for (int d = 0; !slowed && d < a->P; d++) slow[d] = 1; /* slow[]: what the ranks then do */
+    /* also a typed plan at equal speeds: its type rows must become this machine's costs */
+    if (rc == OP_OK && (slowed || p->n_types > 1)) {
         rc = op_ptrain_slowdown_plan(p, costs, slow, &e);
         if (rc) op_plan_free(p);
     }
-    for (int d = 0; !slowed && d < a->P; d++) slow[d] = 1; /* slow[]: what the ranks then do */
     free(costs);
     if (rc) {
         free(speed);
