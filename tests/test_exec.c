@@ -391,44 +391,45 @@ TEST(full_recompute_emulated_time) {
     op_plan_free(&p);
 }
 
-/* Mixed cluster, 2 ranks, device 1 two times slower (op_exec_slow_plan): F = I = W = 20 ms on
- * device 0, 40 on device 1, fused B = I + W, 1F1B with M = 2, no link cost:
- *   d0: F0 [0,20]  F1 [20,40]                      B0 [140,180]         B1 [260,300]
- *   d1:            F0 [20,60] B0 [60,140] F1 [140,180] B1 [180,260]
- * makespan 300 ms (uniform: 180).  The simulator says the same, and a run over the thread
- * transport measures it within 2% (each rank sleeps its own type's durations). */
+/* Mixed cluster, 2 ranks, device 1 two times slower (op_exec_slow_plan): F = I = W = f on
+ * device 0, 2f on device 1, fused B = I + W, 1F1B with M = 2, no link cost (times in f):
+ *   d0: F0 [0,1]  F1 [1,2]                   B0 [7,9]          B1 [13,15]
+ *   d1:           F0 [1,3] B0 [3,7] F1 [7,9] B1 [9,13]
+ * makespan 15 f (uniform: 9 f); f = 50 ms: 750 ms.  The simulator says the same, and a run over
+ * the thread transport measures it within 2% (each rank sleeps its own type's durations; ops
+ * of 50-200 ms keep a busy machine's late wake-ups small against them). */
 TEST(mixed_two_speeds_emulated) {
     op_plan p;
-    xp_1f1b(&p, 2, 2, 20, 64);
+    xp_1f1b(&p, 2, 2, 50, 64);
     double k[2] = {1, 2};
     op_exec_slow_plan(&p, k);
     CHECK(op_plan_is_mixed(&p));
     CHECK_EQ_INT(p.n_types, 2);
     CHECK(!strcmp(p.type_name[1], "x2"));
-    CHECK_NEAR(op_stage_ms(&p, 0, OP_B), 40, 1e-12);
-    CHECK_NEAR(op_stage_ms(&p, 1, OP_B), 80, 1e-12);
+    CHECK_NEAR(op_stage_ms(&p, 0, OP_B), 100, 1e-12);
+    CHECK_NEAR(op_stage_ms(&p, 1, OP_B), 200, 1e-12);
     op_err e = {0};
     CHECK(op_sim_replay(&p, NULL, &e) == OP_OK);
-    CHECK_NEAR(p.pred.makespan_ms, 300, 1e-9);
+    CHECK_NEAR(p.pred.makespan_ms, 750, 1e-9);
     /* the emulated plan keeps the types: every row scaled */
     op_plan emu;
     op_exec_emulated_plan(&emu, &p, 0.5, 1, NULL, 0);
-    CHECK_NEAR(op_stage_ms(&emu, 1, OP_F), 20, 1e-12);
-    CHECK_NEAR(op_stage_ms(&emu, 0, OP_F), 10, 1e-12);
+    CHECK_NEAR(op_stage_ms(&emu, 1, OP_F), 50, 1e-12);
+    CHECK_NEAR(op_stage_ms(&emu, 0, OP_F), 25, 1e-12);
     op_plan_free(&emu);
     double best = 1e30, busy0 = 0, busy1 = 0;
-    for (int att = 0; att < 5 && !(fabs(best - 300) <= 6); att++) { /* best of up to 5: load only delays */
+    for (int att = 0; att < 5 && !(fabs(best - 750) <= 15); att++) { /* best of up to 5: load only delays */
         op_compute c = op_compute_emulate();
         op_exec_result r;
         CHECK(op_exec_run_threads(&p, &c, NULL, &r, &e) == OP_OK);
         CHECK(op_exec_check_order(&r, &p, &e) == OP_OK);
-        if (fabs(r.makespan_ms - 300) < fabs(best - 300))
+        if (fabs(r.makespan_ms - 750) < fabs(best - 750))
             best = r.makespan_ms, busy0 = r.busy_ms[0], busy1 = r.busy_ms[1];
         op_exec_result_free(&r);
     }
-    printf("  mixed 2 ranks (x1, x2): makespan %.2f ms, hand-computed 300.00 (%+.2f%%); busy %.1f / %.1f ms\n",
-           best, 100 * (best - 300) / 300, busy0, busy1);
-    CHECK_MSG(fabs(best - 300) <= 0.02 * 300, "makespan %.2f vs 300", best);
+    printf("  mixed 2 ranks (x1, x2): makespan %.2f ms, hand-computed 750.00 (%+.2f%%); busy %.1f / %.1f ms\n",
+           best, 100 * (best - 750) / 750, busy0, busy1);
+    CHECK_MSG(fabs(best - 750) <= 0.02 * 750, "makespan %.2f vs 750", best);
     CHECK_MSG(fabs(busy1 - 2 * busy0) <= 0.04 * busy1, "busy %.2f vs 2 x %.2f", busy1, busy0);
     /* a named type keeps its name at x1 and gains the factor otherwise */
     op_plan q;

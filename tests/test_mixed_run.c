@@ -96,8 +96,9 @@ TEST(slowdown_parse) {
 }
 
 /* A mixed plan's ratios: a100 rows 2x the h100's -> k = 1, 1, 2, 2; then on this machine's
- * costs (f = i = w = 20 ms, 2 devices, one slowed x2, 1F1B M = 2) the prediction is the
- * hand-computed 300 ms of test_exec's mixed case, and the slowed compute measures it. */
+ * costs (f = i = w = 50 ms, 2 devices, one slowed x2, 1F1B M = 2) the prediction is the
+ * hand-computed 15 f = 750 ms of test_exec's mixed case, and the slowed compute measures it
+ * within 2%. */
 TEST(slowdown_from_plan_and_measured) {
     op_plan p;
     mixed_plan(&p, 1);
@@ -108,8 +109,17 @@ TEST(slowdown_from_plan_and_measured) {
     mixed_plan(&p, 0);
     CHECK_EQ_INT(op_ptrain_plan_slowdown(&p, k), 0);
     op_plan_free(&p);
+    /* types 2000x apart: more than --slowdown emulates, refused (k left at 1) */
+    mixed_plan(&p, 1);
+    for (int l = 0; l < 8; l++) {
+        op_layer_cost *c = &p.type_layers[8 + l];
+        c->f_ms *= 1000, c->i_ms *= 1000, c->w_ms *= 1000;
+    }
+    CHECK_EQ_INT(op_ptrain_plan_slowdown(&p, k), -1);
+    CHECK(k[2] == 1 && k[3] == 1);
+    op_plan_free(&p);
 
-    xp_1f1b(&p, 2, 2, 20, 64);
+    xp_1f1b(&p, 2, 2, 50, 64);
     op_layer_cost machine[2];
     memcpy(machine, p.layers, sizeof machine);
     double k2[2] = {1, 2};
@@ -117,21 +127,21 @@ TEST(slowdown_from_plan_and_measured) {
     op_plan slowp;
     op_plan_copy(&slowp, &p);
     CHECK(op_ptrain_slowdown_plan(&slowp, machine, k2, &e) == OP_OK);
-    CHECK_NEAR(slowp.pred.makespan_ms, 300, 1e-9);
-    CHECK_NEAR(op_stage_ms(&slowp, 1, OP_F), 40, 1e-12);
-    /* the wrapper: the plain plan's ops (20 ms each) on rank 1 stretched x2 by waiting */
+    CHECK_NEAR(slowp.pred.makespan_ms, 750, 1e-9);
+    CHECK_NEAR(op_stage_ms(&slowp, 1, OP_F), 100, 1e-12);
+    /* the wrapper: the plain plan's ops (50 ms each) on rank 1 stretched x2 by waiting */
     double best = 1e30;
-    for (int att = 0; att < 5 && !(fabs(best - 300) <= 6); att++) { /* best of up to 5: load only delays */
+    for (int att = 0; att < 5 && !(fabs(best - 750) <= 15); att++) { /* best of up to 5: load only delays */
         op_ptrain_slow s = {.inner = op_compute_emulate(), .p = &p, .k = k2};
         op_compute c = op_ptrain_slow_compute(&s);
         op_exec_result r;
         CHECK(op_exec_run_threads(&p, &c, NULL, &r, &e) == OP_OK);
-        if (fabs(r.makespan_ms - 300) < fabs(best - 300)) best = r.makespan_ms;
+        if (fabs(r.makespan_ms - 750) < fabs(best - 750)) best = r.makespan_ms;
         op_exec_result_free(&r);
     }
-    printf("  slowed compute (x1, x2): makespan %.2f ms, hand-computed 300.00 (%+.2f%%)\n", best,
-           100 * (best - 300) / 300);
-    CHECK_MSG(fabs(best - 300) <= 0.02 * 300, "makespan %.2f vs 300", best);
+    printf("  slowed compute (x1, x2): makespan %.2f ms, hand-computed 750.00 (%+.2f%%)\n", best,
+           100 * (best - 750) / 750);
+    CHECK_MSG(fabs(best - 750) <= 0.02 * 750, "makespan %.2f vs 750", best);
     op_plan_free(&slowp);
     op_plan_free(&p);
 }

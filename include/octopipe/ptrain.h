@@ -114,7 +114,9 @@ int op_ptrain_stages(op_ptrain *t, op_nn_stage **st, int cap);
 /* "1,1,2,2": P factors in [1, 1000], one per rank.  OP_EINVAL naming the flag otherwise. */
 int op_ptrain_slowdown_parse(const char *spec, int P, double *k, op_err *err);
 /* Each device's slow-down on a mixed plan: its type's F+I+W time over all layers divided by
- * the fastest device's (all 1 on a uniform plan).  Returns 1 when some k > 1. */
+ * the fastest device's (all 1 on a uniform plan, or when the fastest type has no work).
+ * Returns 1 when some k > 1, 0 when none, -1 (k all 1) when some k > 1000 (--slowdown's
+ * bound). */
 int op_ptrain_plan_slowdown(const op_plan *p, double *k);
 /* Makes p the plan a slowed-down run follows: every device type's costs become `machine`
  * (this machine's, [n_layers]), then device d's are scaled by k[d] (op_exec_slow_plan), and p

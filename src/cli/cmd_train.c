@@ -332,6 +332,11 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
     if (rc == OP_OK)
         slowed = a->slowdown ? op_ptrain_slowdown_parse(a->slowdown, a->P, slow, &e) == OP_OK
                              : op_ptrain_plan_slowdown(p, slow);
+    if (slowed < 0) {
+        rc = op_errf(&e, OP_EINVAL, "plan '%s': its device types differ in speed by more than "
+                     "1000x (what --slowdown can emulate)", a->plan);
+        op_plan_free(p);
+    }
     for (int d = 0; !slowed && d < a->P; d++) slow[d] = 1; /* slow[]: what the ranks then do */
     /* also a typed plan at equal speeds: its type rows must become this machine's costs */
     if (rc == OP_OK && (slowed || p->n_types > 1)) {

@@ -52,7 +52,10 @@ int op_ptrain_plan_slowdown(const op_plan *p, double *k) {
     for (int d = 0; d < p->P; d++) {
         k[d] = lo > 0 ? k[d] / lo : 1;
         slow |= k[d] > 1;
+        if (!(k[d] <= 1000)) slow = -1; /* beyond what --slowdown takes */
     }
+    if (slow < 0)
+        for (int d = 0; d < p->P; d++) k[d] = 1;
     return slow;
 }
 
