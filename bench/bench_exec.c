@@ -5,7 +5,9 @@
  *     emulated over P MPI ranks on this machine (time-scaled so a run takes about a second),
  *     predicted by op_sim_replay with the measured links and the executor's measured per-op
  *     dispatch cost; prints measured vs predicted makespan and the tuned/i1f1b speedups;
- *  3. 1000 random valid plans over the thread transport: none may hang.
+ *  3. a mixed cluster (4 H100 + 4 A100): 1f1b, zbv and the tuned plan, each rank at its own
+ *     type's speed, measured vs predicted;
+ *  4. 1000 random valid plans over the thread transport: none may hang.
  * The binary is its own rank program: under mpirun it runs `pingpong FILE` or `run PLANFILE
  * OUTFILE ...` (plans travel in a small private binary file: this bench only). */
 #include <math.h>
@@ -40,6 +42,11 @@ static void plan_dump(const op_plan *p, const char *path) {
     put(f, p->stage_first, sizeof(int) * (size_t)(p->S + 1));
     put(f, p->stage_dev, sizeof(int) * (size_t)p->S);
     put(f, p->stage_split, (size_t)p->S);
+    /* device types (mixed plans): n_types, names, rows, dev_type */
+    put(f, &p->n_types, sizeof(int));
+    put(f, p->type_name, (size_t)32 * (size_t)p->n_types);
+    put(f, p->type_layers, sizeof(op_layer_cost) * (size_t)p->n_types * (size_t)p->n_layers);
+    put(f, p->dev_type, sizeof(int) * (size_t)p->P);
     for (int d = 0; d < p->P; d++) {
         put(f, &p->n_ops[d], sizeof(int));
         put(f, p->ops[d], sizeof(op_op) * (size_t)p->n_ops[d]);
@@ -69,6 +76,17 @@ static void plan_load(op_plan *p, const char *path) {
     get(f, p->stage_first, sizeof(int) * (size_t)(S + 1));
     get(f, p->stage_dev, sizeof(int) * (size_t)S);
     get(f, p->stage_split, (size_t)S);
+    int nt;
+    get(f, &nt, sizeof nt);
+    OP_ASSERT(nt >= 1 && nt <= P, "types %d", nt);
+    char(*tn)[32] = op_xcalloc((size_t)nt, 32);
+    op_layer_cost *tl = op_xcalloc((size_t)nt * (size_t)L, sizeof *tl);
+    int *dt = op_xcalloc((size_t)P, sizeof *dt);
+    get(f, tn, (size_t)32 * (size_t)nt);
+    get(f, tl, sizeof *tl * (size_t)nt * (size_t)L);
+    get(f, dt, sizeof *dt * (size_t)P);
+    op_plan_set_types(p, nt, (const char(*)[32])tn, tl, dt, NULL);
+    free(tn), free(tl), free(dt);
     for (int d = 0; d < P; d++) {
         int n;
         get(f, &n, sizeof n);
@@ -216,6 +234,109 @@ static int random_never_hang(int n) {
     return ok;
 }
 
+/* Mixed cluster: nemotron-h-8b on 4 H100 + 4 A100 (devices 0-3, 4-7; one node of 8), each
+ * device type with its own analytic costs, M = 16.  Each rank sleeps its own type's op times;
+ * the prediction is the simulator's on the same per-type costs.  Prints rows like the table
+ * above; returns the worst |error| in %. */
+static double mixed_rows(const op_model *m, const op_train_cfg *tc, const op_comm *link,
+                         const char *dir) {
+    const int P = 8;
+    op_err e = {0};
+    const char *tname[2] = {"h100-80gb", "a100-80gb"};
+    char names[2][32];
+    op_layer_cost *rows = op_xcalloc((size_t)2 * m->n_layers, sizeof *rows);
+    for (int t = 0; t < 2; t++) {
+        op_device dev;
+        OP_ASSERT(op_device_preset(tname[t], &dev, &e) == OP_OK, "%s", e.msg);
+        OP_ASSERT(op_cost_layers(m, tc, &dev, rows + (size_t)t * m->n_layers, &e) == OP_OK, "%s", e.msg);
+        snprintf(names[t], sizeof names[t], "%s", tname[t]);
+    }
+    int dev_type[8] = {0, 0, 0, 0, 1, 1, 1, 1};
+    op_problem pr = {0};
+    pr.model = "nemotron-h-8b";
+    pr.layers = rows;
+    pr.n_layers = m->n_layers;
+    pr.P = P;
+    pr.M = 2 * P;
+    op_comm_default(&pr.comm, 8);
+    pr.tokens_per_mb = tc->seq * tc->mbs;
+    pr.n_types = 2;
+    pr.type_layers = rows;
+    pr.dev_type = dev_type;
+    pr.type_name = (const char(*)[32])names;
+    int64_t maxb = 1;
+    for (int l = 0; l < m->n_layers; l++)
+        if (rows[l].out_bytes > maxb) maxb = rows[l].out_bytes;
+    double bs = (double)(64 << 10) / (double)maxb;
+    if (bs > 1) bs = 1;
+    const char *pn[] = {"1f1b", "zbv", "octopipe"};
+    op_plan plans[3];
+    int have[3] = {0};
+    double ts = 0, longest = 0, worst = 0, dispatch = 0;
+    for (int k = 0; k < 3; k++) {
+        int rc;
+        if (k < 2) rc = op_sched_build(pn[k], &pr, &plans[k], &e);
+        else {
+            op_tune_opts to;
+            op_tune_opts_default(&to);
+            rc = op_tune(&pr, &to, &plans[k], &e);
+        }
+        if (rc) {
+            fprintf(stderr, "bench_exec: mixed %s: %s\n", pn[k], e.msg);
+            continue;
+        }
+        have[k] = 1;
+        double work = 0;
+        int nops = 0;
+        for (int d = 0; d < P; d++)
+            for (int i = 0; i < plans[k].n_ops[d]; i++, nops++)
+                work += op_stage_ms(&plans[k], plans[k].ops[d][i].stage, (op_kind)plans[k].ops[d][i].kind);
+        if (10.0 / (work / nops) > ts) ts = 10.0 / (work / nops);
+        if (plans[k].pred.makespan_ms > longest) longest = plans[k].pred.makespan_ms;
+    }
+    if (ts * longest > 6000) ts = 6000 / longest;
+    printf("\nmixed cluster: nemotron-h-8b on 4 h100-80gb (ranks 0-3) + 4 a100-80gb (ranks 4-7), M = 16,\n"
+           "each rank sleeping its own type's op times; messages x%.3g\n", bs);
+    printf("%3s %-10s %7s %6s %10s %10s %8s %8s %8s %9s %4s\n", "P", "plan", "scale", "ops", "pred ms",
+           "meas ms", "err %", "bub p%", "bub m%", "ovh ms", "runs");
+    for (int k = 0; k < 3; k++) {
+        if (!have[k]) continue;
+        op_plan emu, pred;
+        if (k == 0) { /* dispatch cost at this P, as the uniform table does */
+            emulated(&plans[k], ts, bs, link, 0, &emu, &pred);
+            dispatch = 1e9;
+            for (int rep = 0; rep < 3; rep++) {
+                row cal;
+                if (run_once(&emu, dir, &cal) == 0 && cal.over < dispatch) dispatch = cal.over;
+            }
+            if (dispatch > 1e8 || dispatch < 0) dispatch = 0;
+            printf("%3d calibration: dispatch cost %.4f ms per op\n", P, dispatch);
+            op_plan_free(&emu);
+            op_plan_free(&pred);
+        }
+        emulated(&plans[k], ts, bs, link, dispatch, &emu, &pred);
+        row r;
+        snprintf(r.name, sizeof r.name, "%s", pn[k]);
+        r.pred = pred.pred.makespan_ms;
+        r.pbub = op_exec_pred_bubble(&pred, NULL);
+        if (run_one(&emu, dir, &r) == 0) {
+            double err = 100 * (r.meas - r.pred) / r.pred;
+            if (fabs(err) > worst) worst = fabs(err);
+            int nops = 0;
+            for (int d = 0; d < P; d++) nops += plans[k].n_ops[d];
+            printf("%3d %-10s %7.3f %6d %10.1f %10.1f %+8.2f %8.1f %8.1f %9.4f %4d\n", P, r.name, ts,
+                   nops, r.pred, r.meas, err, 100 * r.pbub, 100 * r.mbub, r.over, r.runs);
+            fflush(stdout);
+        }
+        op_plan_free(&emu);
+        op_plan_free(&pred);
+        op_plan_free(&plans[k]);
+    }
+    printf("mixed: worst makespan error %.2f%% (target 2%%)\n", worst);
+    free(rows);
+    return worst;
+}
+
 int main(int argc, char **argv) {
     if (getenv("OMPI_COMM_WORLD_SIZE")) return child(argc, argv);
     char dir[] = "/tmp/octopipe-bench-exec-XXXXXX";
@@ -251,11 +372,15 @@ int main(int argc, char **argv) {
     const char *names[] = {"1f1b", "i1f1b", "zbh1", "zbv", "octopipe"};
     int nn = 5;
     double dispatch = 0, worst_err = 0, worst_sp = 0;
-    printf("nemotron-h-8b, H100 costs, M = 2P, emulated on %ld cores; messages x%.3g\n",
-           sysconf(_SC_NPROCESSORS_ONLN), bs);
-    printf("%3s %-10s %7s %6s %10s %10s %8s %8s %8s %9s %4s\n", "P", "plan", "scale", "ops", "pred ms",
-           "meas ms", "err %", "bub p%", "bub m%", "ovh ms", "runs");
     int P0 = getenv("EXEC_P") ? atoi(getenv("EXEC_P")) : 4, P1 = getenv("EXEC_P") ? P0 : 16;
+    const int mixed_only = getenv("EXEC_MIXED_ONLY") != NULL; /* only the mixed table */
+    if (mixed_only) P1 = 0;
+    if (!mixed_only) {
+        printf("nemotron-h-8b, H100 costs, M = 2P, emulated on %ld cores; messages x%.3g\n",
+               sysconf(_SC_NPROCESSORS_ONLN), bs);
+        printf("%3s %-10s %7s %6s %10s %10s %8s %8s %8s %9s %4s\n", "P", "plan", "scale", "ops", "pred ms",
+               "meas ms", "err %", "bub p%", "bub m%", "ovh ms", "runs");
+    }
     for (int P = P0; P <= P1; P *= 2) {
         op_problem pr = {0};
         pr.model = "nemotron-h-8b";
@@ -347,17 +472,21 @@ int main(int argc, char **argv) {
         for (int k = 0; k < nn; k++)
             if (built[k]) op_plan_free(&plans[k]);
     }
+    mixed_rows(&m, &tc, &link, dir);
     double load[3] = {0};
     getloadavg(load, 3);
     printf("\ndispatch cost: measured per P on a 1f1b calibration run, added to every op's prediction\n");
+    /* (the mixed table's own calibration run is on its 1f1b plan) */
     printf("machine load average during the bench: %.1f %.1f %.1f (other work shares these cores)\n",
            load[0], load[1], load[2]);
-    printf("worst makespan error %.2f%% (target 2%%), worst speedup error %.2f%% (target 3%%)\n",
-           worst_err, worst_sp);
+    if (!mixed_only)
+        printf("worst makespan error %.2f%% (target 2%%), worst speedup error %.2f%% (target 3%%)\n",
+               worst_err, worst_sp);
     double t = op_now_s();
-    int ok = random_never_hang(getenv("EXEC_P") ? 0 : 1000);
-    printf("random valid plans (P 2..16, thread transport): %d / 1000 ran to completion in plan order (%.1f s)\n",
-           ok, op_now_s() - t);
+    int ok = random_never_hang(getenv("EXEC_P") || mixed_only ? 0 : 1000);
+    if (!mixed_only)
+        printf("random valid plans (P 2..16, thread transport): %d / 1000 ran to completion in plan order (%.1f s)\n",
+               ok, op_now_s() - t);
     op_model_free(&m);
     free(L);
     char path[300];

@@ -6,6 +6,7 @@
 #include "test_exec_plans.h"
 
 #include "octopipe/sched.h"
+#include "octopipe/sim.h"
 #include "octopipe/tune.h"
 
 /* golden: checked by hand (tags (mb<<12)|(stage<<1)|grad; receives posted before F(s0,mb0)) */
@@ -390,6 +391,59 @@ TEST(full_recompute_emulated_time) {
     op_plan_free(&p);
 }
 
+/* Mixed cluster, 2 ranks, device 1 two times slower (op_exec_slow_plan): F = I = W = f on
+ * device 0, 2f on device 1, fused B = I + W, 1F1B with M = 2, no link cost (times in f):
+ *   d0: F0 [0,1]  F1 [1,2]                   B0 [7,9]          B1 [13,15]
+ *   d1:           F0 [1,3] B0 [3,7] F1 [7,9] B1 [9,13]
+ * makespan 15 f (uniform: 9 f); f = 50 ms: 750 ms.  The simulator says the same, and a run over
+ * the thread transport measures it within 2% (each rank sleeps its own type's durations; ops
+ * of 50-200 ms keep a busy machine's late wake-ups small against them). */
+TEST(mixed_two_speeds_emulated) {
+    op_plan p;
+    xp_1f1b(&p, 2, 2, 50, 64);
+    double k[2] = {1, 2};
+    op_exec_slow_plan(&p, k);
+    CHECK(op_plan_is_mixed(&p));
+    CHECK_EQ_INT(p.n_types, 2);
+    CHECK(!strcmp(p.type_name[1], "x2"));
+    CHECK_NEAR(op_stage_ms(&p, 0, OP_B), 100, 1e-12);
+    CHECK_NEAR(op_stage_ms(&p, 1, OP_B), 200, 1e-12);
+    op_err e = {0};
+    CHECK(op_sim_replay(&p, NULL, &e) == OP_OK);
+    CHECK_NEAR(p.pred.makespan_ms, 750, 1e-9);
+    /* the emulated plan keeps the types: every row scaled */
+    op_plan emu;
+    op_exec_emulated_plan(&emu, &p, 0.5, 1, NULL, 0);
+    CHECK_NEAR(op_stage_ms(&emu, 1, OP_F), 50, 1e-12);
+    CHECK_NEAR(op_stage_ms(&emu, 0, OP_F), 25, 1e-12);
+    op_plan_free(&emu);
+    double best = 1e30, busy0 = 0, busy1 = 0;
+    for (int att = 0; att < 5 && !(fabs(best - 750) <= 15); att++) { /* best of up to 5: load only delays */
+        op_compute c = op_compute_emulate();
+        op_exec_result r;
+        CHECK(op_exec_run_threads(&p, &c, NULL, &r, &e) == OP_OK);
+        CHECK(op_exec_check_order(&r, &p, &e) == OP_OK);
+        if (fabs(r.makespan_ms - 750) < fabs(best - 750))
+            best = r.makespan_ms, busy0 = r.busy_ms[0], busy1 = r.busy_ms[1];
+        op_exec_result_free(&r);
+    }
+    printf("  mixed 2 ranks (x1, x2): makespan %.2f ms, hand-computed 750.00 (%+.2f%%); busy %.1f / %.1f ms\n",
+           best, 100 * (best - 750) / 750, busy0, busy1);
+    CHECK_MSG(fabs(best - 750) <= 0.02 * 750, "makespan %.2f vs 750", best);
+    CHECK_MSG(fabs(busy1 - 2 * busy0) <= 0.04 * busy1, "busy %.2f vs 2 x %.2f", busy1, busy0);
+    /* a named type keeps its name at x1 and gains the factor otherwise */
+    op_plan q;
+    xp_1f1b(&q, 2, 2, 1, 64);
+    snprintf(q.type_name[0], sizeof q.type_name[0], "h100-80gb");
+    double k2[2] = {1, 1.5};
+    op_exec_slow_plan(&q, k2);
+    CHECK(!strcmp(q.type_name[0], "h100-80gb"));
+    CHECK(!strcmp(q.type_name[1], "h100-80gb x1.5"));
+    CHECK_EQ_INT(q.dev_type[1], 1);
+    op_plan_free(&q);
+    op_plan_free(&p);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(lower_golden_1f1b);
@@ -403,5 +457,6 @@ int main(int argc, char **argv) {
     RUN(tags_stay_below_2_28);
     RUN(offload_copy_engine_times);
     RUN(full_recompute_emulated_time);
+    RUN(mixed_two_speeds_emulated);
     return check_report("exec");
 }

@@ -48,7 +48,8 @@ int op_export_torch_comms_csv(const op_plan *p, op_buf *out, op_err *err);
 /* The stage -> rank map and partition as JSON, for runtimes that build the stages first:
  *   {"format": "octopipe.torch-stages/1", "ranks": P, "stages": S, "microbatches": M,
  *    "style": "loop"|"v"|"irregular", "stage_to_rank": [S], "stage_layers": [[first, last)...],
- *    "layer_kinds": ["E", ...], "split_backward": [0|1 per stage]} */
+ *    "layer_kinds": ["E", ...], "split_backward": [0|1 per stage]}
+ * and on a mixed plan "rank_types": ["h100-80gb", ...] (each rank's GPU type, [P]). */
 int op_export_torch_stage_map(const op_plan *p, op_buf *out, op_err *err);
 
 /* One line telling the torchtitan settings that build the stages this CSV expects. */
@@ -103,6 +104,14 @@ const char *op_megatron_flag(op_megatron_kind k); /* "--pipeline-model-parallel-
 
 /* Compresses an expanded layout ("Ettt|tt|tt|m|L": tokens E t m L, `|` between stages). */
 void op_megatron_compress(const char *expanded, op_buf *out);
+
+/* ---- mixed clusters ------------------------------------------------------------------- */
+
+/* Device d's GPU type name on a mixed plan (more than one type, named), else NULL. */
+const char *op_export_dev_type(const op_plan *p, int d);
+/* "4 h100-80gb + 4 a100-80gb" (types in order of first appearance) appended to out; returns
+ * the number of types written (0 on a plan op_export_dev_type names nothing of). */
+int op_export_type_counts(const op_plan *p, op_buf *out);
 
 /* ---- timelines: memory, Chrome trace, SVG ------------------------------------------------ */
 

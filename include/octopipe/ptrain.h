@@ -109,6 +109,37 @@ void op_ptrain_set_pin(op_ptrain *t, int pin);
 /* Stages held, in stage order (for checkpoints): fills st[] and returns the count. */
 int op_ptrain_stages(op_ptrain *t, op_nn_stage **st, int cap);
 
+/* ---- mixed clusters on one machine (pipe_slow.c) ---- */
+
+/* "1,1,2,2": P factors in [1, 1000], one per rank.  OP_EINVAL naming the flag otherwise. */
+int op_ptrain_slowdown_parse(const char *spec, int P, double *k, op_err *err);
+/* Each device's slow-down on a mixed plan: its type's F+I+W time over all layers divided by
+ * the fastest device's (all 1 on a uniform plan, or when the fastest type has no work).
+ * Returns 1 when some k > 1, 0 when none, -1 (k all 1) when some k > 1000 (--slowdown's
+ * bound). */
+int op_ptrain_plan_slowdown(const op_plan *p, double *k);
+/* Makes p the plan a slowed-down run follows: every device type's costs become `machine`
+ * (this machine's, [n_layers]), then device d's are scaled by k[d] (op_exec_slow_plan), and p
+ * is re-simulated. */
+int op_ptrain_slowdown_plan(op_plan *p, const op_layer_cost *machine, const double *k,
+                            op_err *err);
+/* The tuner's plan for P ranks of which rank d computes k[d] times slower than `machine` says
+ * (a mixed problem: one device type per distinct k, named "x<k>"); what `--plan auto` with
+ * --slowdown plans, so partition and placement see each rank's speed. */
+int op_ptrain_tune_slow(const op_nn_model *m, const op_layer_cost *machine, int P, int M,
+                        const op_comm *comm, double overhead_ms, const double *k, op_plan *out,
+                        op_err *err);
+/* A compute that runs `inner` and then, on rank d, waits (k[d] - 1) x the op's wall time,
+ * progressing messages.  s (inner, the plan, k) must outlive the compute. */
+typedef struct op_ptrain_slow {
+    op_compute inner;
+    const op_plan *p;
+    const double *k; /* [P] */
+    double late[64]; /* per rank (< 64): summed lateness of its waits (s), and their count; */
+    int n[64];       /* zero-initialise (each rank's thread touches only its own entry) */
+} op_ptrain_slow;
+op_compute op_ptrain_slow_compute(op_ptrain_slow *s);
+
 /* ---- training runs ---- */
 
 typedef struct op_ptrain_opts {
@@ -131,6 +162,7 @@ typedef struct op_ptrain_opts {
     int pin_cores;        /* op_ptrain_set_pin for the run */
     double pred_ms;       /* the prediction the progress lines and report compare with (0 = the
                            * plan's makespan; e.g. op_ptrain_expected_ms after calibration) */
+    const double *slowdown; /* [P] per-rank slow-down factors >= 1 (pipe_slow.c), or NULL */
 } op_ptrain_opts;
 void op_ptrain_opts_default(op_ptrain_opts *o);
 

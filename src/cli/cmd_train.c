@@ -22,7 +22,7 @@
 #define DEFAULT_OVERHEAD_MS 0.05
 
 typedef struct {
-    const char *model, *plan, *data, *ckpt, *svg, *trace, *save_plan, *cluster;
+    const char *model, *plan, *data, *ckpt, *svg, *trace, *save_plan, *cluster, *slowdown;
     int P, M, steps, resume, threads, log_every, repeats, ckpt_every, progress_thread, wall_clock, pin;
     int calibrate; /* steps per calibration plan (0 = plan from the isolated profile) */
     int recompute; /* --recompute: op_act_policy of every stage; -1 = as the plan says */
@@ -80,6 +80,10 @@ static void help(void) {
            "                      caches on one core; not for a machine shared with other jobs)\n"
            "  --progress-thread   also progress messages from a thread while ops compute (off by\n"
            "                      default: its 50 us wake-ups slowed 2-core runs by ~40%%)\n"
+           "  --slowdown K1,K2,.. rank r computes K_r >= 1 times slower (waits K_r - 1 times each op's\n"
+           "                      time after it): a mixed cluster on this machine; plan and\n"
+           "                      prediction see each rank's speed.  A mixed plan file (device\n"
+           "                      types) gets its types' time ratios unless this is given\n"
            "  --timeout SEC       mpirun job limit (default 600)\n\n"
            "exit status: 0 ok, 1 failure, 2 bad input\n\n"
            "examples:\n"
@@ -105,6 +109,7 @@ static int parse(targs *a, int argc, char **argv) {
                            : !strcmp(f, "--trace")      ? &a->trace
                            : !strcmp(f, "--save-plan")  ? &a->save_plan
                            : !strcmp(f, "--cluster")    ? &a->cluster
+                           : !strcmp(f, "--slowdown")   ? &a->slowdown
                                                         : NULL;
         int *iv = !strcmp(f, "--devices")            ? &a->P
                   : !strcmp(f, "--microbatches")     ? &a->M
@@ -182,6 +187,12 @@ static int parse(targs *a, int argc, char **argv) {
     }
     if (!a->model || !a->P || !a->M) {
         fprintf(stderr, "%s: --model, --devices and --microbatches are required (octopipe train --help)\n", C);
+        return 2;
+    }
+    op_err se = {0};
+    double k[64];
+    if (a->slowdown && op_ptrain_slowdown_parse(a->slowdown, a->P, k, &se)) {
+        fprintf(stderr, "%s: %s\n", C, se.msg);
         return 2;
     }
     if (a->resume && !a->ckpt) {
@@ -274,7 +285,8 @@ static int check_memory(const op_nn_model *m, const op_plan *p) {
 /* Profile, costs, plan: what rank 0 (or the --threads process) does before training.
  * *pred_ms: the iteration time to compare with (the plan's makespan, or with --calibrate its
  * expected time under the calibration's speed spread). */
-static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *pred_ms) {
+static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *pred_ms,
+                     double *slow) {
     op_err e = {0};
     op_layer_prof prof[8];
     int np = 0;
@@ -303,10 +315,32 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
         }
     }
     t0 = op_now_s();
-    if (rc == OP_OK) rc = op_ptrain_make_plan(m, costs, a->P, a->M, &comm, ovh, a->plan, p, &e);
+    int tune_slow = a->slowdown && (!strcmp(a->plan, "auto") || !strcmp(a->plan, "tuned") ||
+                                    !strcmp(a->plan, "octopipe"));
+    if (rc == OP_OK && tune_slow) { /* the tuner sees each rank's speed */
+        op_ptrain_slowdown_parse(a->slowdown, a->P, slow, &e); /* checked by parse() */
+        rc = op_ptrain_tune_slow(m, costs, a->P, a->M, &comm, ovh, slow, p, &e);
+    } else if (rc == OP_OK)
+        rc = op_ptrain_make_plan(m, costs, a->P, a->M, &comm, ovh, a->plan, p, &e);
     if (rc == OP_OK && a->recompute >= 0) { /* every stage, whatever the plan chose */
         for (int s = 0; s < p->S; s++) p->stage_act[s] = (uint8_t)a->recompute;
         rc = op_sim_replay(p, NULL, &e);
+        if (rc) op_plan_free(p);
+    }
+    /* a mixed cluster on this machine: --slowdown, or a mixed plan file's speed ratios */
+    int slowed = 0;
+    if (rc == OP_OK)
+        slowed = a->slowdown ? op_ptrain_slowdown_parse(a->slowdown, a->P, slow, &e) == OP_OK
+                             : op_ptrain_plan_slowdown(p, slow);
+    if (slowed < 0) {
+        rc = op_errf(&e, OP_EINVAL, "plan '%s': its device types differ in speed by more than "
+                     "1000x (what --slowdown can emulate)", a->plan);
+        op_plan_free(p);
+    }
+    for (int d = 0; !slowed && d < a->P; d++) slow[d] = 1; /* slow[]: what the ranks then do */
+    /* also a typed plan at equal speeds: its type rows must become this machine's costs */
+    if (rc == OP_OK && (slowed || p->n_types > 1)) {
+        rc = op_ptrain_slowdown_plan(p, costs, slow, &e);
         if (rc) op_plan_free(p);
     }
     free(costs);
@@ -323,6 +357,9 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
            p->name, a->plan, p->S, p->P, p->M, *pred_ms);
     if (ns > 0) printf(" (%.2f at every rank's mean speed)", p->pred.makespan_ms);
     printf(", bubble %.1f%% (%.1f s)\n", 100 * p->pred.bubble_ratio, op_now_s() - t0);
+    for (int d = 0; slowed && d < p->P; d++)
+        printf("%s%g%s", d ? "," : "slow-down per rank (each op then waits k-1 times its time): ",
+               slow[d], d == p->P - 1 ? "\n" : "");
     int any = 0;
     for (int s = 0; s < p->S; s++) any |= p->stage_act[s] != OP_ACT_KEEP;
     for (int s = 0; any && s < p->S; s++)
@@ -423,12 +460,15 @@ static int train_threads(const targs *a) {
     op_nn_model m;
     if (load_model(a, &m)) return 2;
     op_plan p;
-    double pred = 0;
-    int rc = make_plan(a, &m, &p, &pred);
+    double pred = 0, slow[64];
+    int rc = make_plan(a, &m, &p, &pred, slow);
     if (rc) return rc;
     op_ptrain_opts o;
     fill_opts(a, &o);
     o.pred_ms = pred;
+    int slowed = 0;
+    for (int d = 0; d < a->P; d++) slowed |= slow[d] > 1;
+    o.slowdown = slowed ? slow : NULL;
     op_ptrain_report r;
     op_err e = {0};
     rc = op_ptrain_run_threads(&m, &p, &o, &r, &e);
@@ -459,9 +499,19 @@ static int train_rank(const targs *a, int argc, char **argv) {
         fprintf(stderr, "octopipe train: --devices %d but mpirun started %d ranks\n", a->P, x.size);
         rc = 2;
     }
-    double pred = 0;
-    if (x.rank == 0 && rc == 0 && (rc = make_plan(a, &m, &p, &pred)) == 0) {
-        op_plan_to_json(&p, &js);
+    double pred = 0, slow[64];
+    for (int d = 0; d < 64; d++) slow[d] = 1;
+    if (x.rank == 0 && rc == 0 && (rc = make_plan(a, &m, &p, &pred, slow)) == 0) {
+        /* the other ranks need the structure only (their slow-down comes with slow[]): a
+         * slowed plan goes as its first device type's costs, re-simulated to stay valid */
+        op_plan q;
+        op_plan_copy(&q, &p);
+        if (q.n_types > 1) {
+            op_plan_set_types(&q, 1, NULL, q.layers, NULL, q.dev_mem_limit);
+            OP_ASSERT(op_sim_replay(&q, NULL, &e) == OP_OK, "%s", e.msg);
+        }
+        op_plan_to_json(&q, &js);
+        op_plan_free(&q);
         len = (int64_t)js.len;
     }
     x.bcast(&x, &len, sizeof len);
@@ -476,12 +526,16 @@ static int train_rank(const targs *a, int argc, char **argv) {
         js.len = (size_t)len;
     }
     x.bcast(&x, js.data, len);
+    x.bcast(&x, slow, sizeof slow); /* every rank's slow-down: rank 0 read it off the plan */
     if (x.rank != 0 && op_plan_from_json(js.data, "plan from rank 0", &p, &e))
         OP_ASSERT(0, "rank %d cannot read rank 0's plan: %s", x.rank, e.msg);
     op_buf_free(&js);
     op_ptrain_opts o;
     fill_opts(a, &o);
     o.pred_ms = pred; /* rank 0's; only rank 0 logs and reports */
+    int slowed = 0;
+    for (int d = 0; d < a->P; d++) slowed |= slow[d] > 1;
+    o.slowdown = slowed ? slow : NULL;
     op_ptrain_report r;
     rc = op_ptrain_run_rank(&m, &p, &x, &o, &r, &e);
     int code = 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "exec/exec_internal.h"
+#include "octopipe/export.h"
 
 void op_exec_result_build(op_exec_result *res, const op_plan *p, op_exec_rec **recs,
                           const int *n) {
@@ -91,9 +92,16 @@ void op_exec_chrome_trace(const op_exec_result *r, const op_plan *pred, op_buf *
         op_buf_printf(out, "%s\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"%s\"}}",
                       first ? "" : ",", pid, names[pid]);
         first = 0;
-        for (int d = 0; d < pred->P; d++)
-            op_buf_printf(out, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"%s %d\"}}",
+        for (int d = 0; d < pred->P; d++) {
+            op_buf_printf(out, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"%s %d",
                           pid, d, pid ? "device" : "rank", d);
+            /* a mixed plan: each row's GPU type, "rank 4 (a100-80gb)" */
+            const char *t = op_export_dev_type(pred, d);
+            if (t) op_buf_printf(out, " (");
+            for (; t && *t; t++)
+                if (*t != '"' && *t != '\\' && (unsigned char)*t >= 0x20) op_buf_put(out, t, 1);
+            op_buf_printf(out, "%s\"}}", op_export_dev_type(pred, d) ? ")" : "");
+        }
     }
     for (int d = 0; d < r->P; d++)
         for (int i = 0; i < r->n_recs[d]; i++) {

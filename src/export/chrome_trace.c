@@ -60,12 +60,22 @@ int op_export_chrome_trace(const op_plan *p, op_buf *out, op_err *err) {
                   P, M, S, sum.makespan_ms, sum.bubble_ratio, (long long)sum.peak_bytes_max);
     const char *sep = "";
     for (int d = 0; d < P; d++) {
+        /* a mixed plan names each device row with its GPU type: "device 4 (a100-80gb)" */
+        op_buf dn = {0};
+        const char *ty = op_export_dev_type(p, d);
+        op_buf_printf(&dn, "device %d", d);
+        if (ty) op_buf_printf(&dn, " (%s)", ty);
         op_buf_printf(&b, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,"
-                          "\"args\":{\"name\":\"device %d\"}},\n", sep, d, d);
+                          "\"args\":{\"name\":", sep, d);
+        json_str(&b, dn.data);
+        op_buf_printf(&b, "}},\n");
         op_buf_printf(&b, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,"
                           "\"args\":{\"sort_index\":%d}},\n", d, d);
         op_buf_printf(&b, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,"
-                          "\"args\":{\"name\":\"device %d\"}}", d, d);
+                          "\"args\":{\"name\":", d);
+        json_str(&b, dn.data);
+        op_buf_printf(&b, "}}");
+        op_buf_free(&dn);
         sep = ",\n";
     }
     double *cx = op_export_copy_times(p);

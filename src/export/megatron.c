@@ -184,6 +184,20 @@ int op_export_megatron(const op_plan *p, op_buf *out, op_megatron_kind *kind, op
         return op_errf(err, OP_EINVAL, "%s: a decoder layer follows an MTP layer; Megatron "
                                        "needs MTP after all decoders", what);
     }
+    if (notes && op_export_dev_type(p, 0)) {
+        /* Megatron's flags carry no device types: the launcher must put pipeline rank r on
+         * the GPU the plan costed it for, or the partition's balance is lost */
+        op_buf_printf(notes, "note: mixed cluster (");
+        op_export_type_counts(p, notes);
+        op_buf_printf(notes, "): pipeline rank r must run on the GPU type below; stages per rank\n");
+        for (int d = 0; d < p->P; d++) {
+            op_buf_printf(notes, "  pipeline rank %d: %s, stages", d, op_export_dev_type(p, d));
+            for (int s = 0; s < p->S; s++)
+                if (p->stage_dev[s] == d)
+                    op_buf_printf(notes, " %d (layers %d-%d)", s, p->stage_first[s], p->stage_first[s + 1] - 1);
+            op_buf_printf(notes, "\n");
+        }
+    }
     if (hybrid) op_buf_put(out, ex.data, ex.len); /* the hybrid pattern has no repeat syntax */
     else op_megatron_compress(ex.data, out);
     op_buf_free(&ex);

@@ -93,8 +93,15 @@ int op_export_svg(const op_plan *p, op_buf *out, op_err *err) {
         op_buf_printf(&b, " &#183; ");
         xml_str(&b, p->model);
     }
-    op_buf_printf(&b, "<tspan font-weight=\"normal\" fill=\"#56606e\"> &#183; %d devices, %d "
-                      "stages, %d microbatches</tspan></text>\n", P, p->S, p->M);
+    op_buf_printf(&b, "<tspan font-weight=\"normal\" fill=\"#56606e\"> &#183; %d devices", P);
+    op_buf tc = {0};
+    if (op_export_type_counts(p, &tc)) { /* a mixed cluster: "(4 h100-80gb + 4 a100-80gb)" */
+        op_buf_printf(&b, " (");
+        xml_str(&b, tc.data);
+        op_buf_printf(&b, ")");
+    }
+    op_buf_free(&tc);
+    op_buf_printf(&b, ", %d stages, %d microbatches</tspan></text>\n", p->S, p->M);
     fmt_bytes(b1, sizeof b1, sum.peak_bytes_max);
     op_buf_printf(&b, "<text x=\"%d\" y=\"46\" font-size=\"14\" fill=\"#1d2430\">makespan "
                       "<tspan font-weight=\"bold\">%.2f ms</tspan> &#183; bubble <tspan "
@@ -115,9 +122,27 @@ int op_export_svg(const op_plan *p, op_buf *out, op_err *err) {
         double y = TOP + d * rh;
         op_buf_printf(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
                           "fill=\"#e9ecf1\"/>\n", LEFT, y, plot_w, bh);
-        op_buf_printf(&b, "<text x=\"%d\" y=\"%.1f\" font-size=\"%.0f\" text-anchor=\"end\" "
-                          "dominant-baseline=\"central\" fill=\"#1d2430\">device %d</text>\n",
-                      LEFT - 8, y + bh / 2, fmin(13, font + 1), d);
+        const char *ty = op_export_dev_type(p, d);
+        if (!ty)
+            op_buf_printf(&b, "<text x=\"%d\" y=\"%.1f\" font-size=\"%.0f\" text-anchor=\"end\" "
+                              "dominant-baseline=\"central\" fill=\"#1d2430\">device %d</text>\n",
+                          LEFT - 8, y + bh / 2, fmin(13, font + 1), d);
+        else { /* a mixed plan: the GPU type under the device (beside it on thin rows) */
+            int two = bh >= 22;
+            char dy[48];
+            snprintf(dy, sizeof dy, " x=\"%d\" dy=\"1.15em\"", LEFT - 8);
+            double fs = two ? fmin(12, bh / 2 - 1) : fmin(10, bh - 3);
+            op_buf_printf(&b, "<text class=\"devtype\" x=\"%d\" y=\"%.1f\" font-size=\"%.0f\" "
+                              "text-anchor=\"end\" dominant-baseline=\"central\" fill=\"#1d2430\">"
+                              "%s%d%s<tspan font-size=\"%.0f\" fill=\"#56606e\"%s>",
+                          LEFT - 8, two ? y + bh / 2 - fs * 0.55 : y + bh / 2, fs,
+                          two ? "device " : "d", d, two ? "" : " ", two ? fs - 1 : fs,
+                          two ? dy : "");
+            char t14[15]; /* the margin holds ~14 characters */
+            snprintf(t14, sizeof t14, "%s", ty);
+            xml_str(&b, t14);
+            op_buf_printf(&b, "</tspan></text>\n");
+        }
         int64_t pk = op_export_peak_bytes(p, d);
         fmt_bytes(b2, sizeof b2, pk);
         op_buf_printf(&b, "<text x=\"%d\" y=\"%.1f\" font-size=\"%.0f\" text-anchor=\"middle\" "

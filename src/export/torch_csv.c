@@ -100,7 +100,16 @@ int op_export_torch_stage_map(const op_plan *p, op_buf *out, op_err *err) {
     }
     op_buf_printf(out, "],\n \"split_backward\": [");
     for (int s = 0; s < p->S; s++) op_buf_printf(out, "%s%d", s ? ", " : "", p->stage_split[s] ? 1 : 0);
-    op_buf_printf(out, "]}\n");
+    op_buf_printf(out, "]");
+    /* a mixed cluster: which GPU each rank must be (CSV rows have no room for it) */
+    for (int d = 0; op_export_dev_type(p, 0) && d < p->P; d++) {
+        const char *t = op_export_dev_type(p, d);
+        op_buf_printf(out, "%s\"", d ? ", " : ",\n \"rank_types\": [");
+        for (; t && *t; t++)
+            if (*t != '"' && *t != '\\' && (unsigned char)*t >= 0x20) op_buf_put(out, t, 1);
+        op_buf_printf(out, "\"%s", d == p->P - 1 ? "]" : "");
+    }
+    op_buf_printf(out, "}\n");
     return OP_OK;
 }
 

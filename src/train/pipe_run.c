@@ -125,6 +125,8 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
     op_ptrain_set_pin(t, o->pin_cores);
     op_compute comp = op_ptrain_compute(t);
     comp.progress_thread = o->progress_thread;
+    op_ptrain_slow slow = {.inner = comp, .p = p, .k = o->slowdown}; /* a mixed cluster: pipe_slow.c */
+    if (o->slowdown) comp = op_ptrain_slow_compute(&slow);
     op_lowered l;
     rc = op_exec_lower(p, &o->eo.lower, &l, err);
     if (rc) {

@@ -15,6 +15,7 @@ struct op_ptrain_session {
     op_train_data d;
     op_ptrain *t;
     op_compute comp;
+    op_ptrain_slow slow;
     op_nn_stage **sp;
     int ns, n_ops;
     char path[600];
@@ -42,6 +43,8 @@ int op_ptrain_session_new(const op_nn_model *m, const op_plan *p, const op_ptrai
     op_ptrain_set_pin(s->t, o->pin_cores);
     s->comp = op_ptrain_compute(s->t);
     s->comp.progress_thread = o->progress_thread;
+    s->slow = (op_ptrain_slow){.inner = s->comp, .p = p, .k = o->slowdown}; /* a mixed cluster: pipe_slow.c */
+    if (o->slowdown) s->comp = op_ptrain_slow_compute(&s->slow);
     s->sp = op_xcalloc((size_t)p->S, sizeof *s->sp);
     s->ns = op_ptrain_stages(s->t, s->sp, p->S);
     for (int r = 0; r < p->P; r++) s->n_ops += p->n_ops[r];

@@ -1,0 +1,161 @@
+/* pipe_slow.c: a mixed cluster measured on one machine.  Rank d of a training run computes
+ * k[d] >= 1 times slower than this machine: after each of its ops it waits (k[d] - 1) times
+ * what the op just took, progressing its messages meanwhile (op_exec_sleep_until), so a rank
+ * with k = 2 behaves like a device of half the speed.  It waits rather than spins: a slower GPU
+ * does not take the host's cores, and on a machine whose cores all run ranks a spin would slow
+ * the other ranks too.  The model's arithmetic is untouched, so weights stay bitwise those of
+ * the uniform run; only time changes.  The prediction is the simulator's on the plan made
+ * mixed by op_ptrain_slowdown_plan (each device's costs x its k). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/ptrain.h"
+#include "octopipe/sim.h"
+#include "octopipe/tune.h"
+
+int op_ptrain_slowdown_parse(const char *spec, int P, double *k, op_err *err) {
+    const char *s = spec;
+    for (int d = 0; d < P; d++) {
+        char *end;
+        double v = strtod(s, &end);
+        if (end == s || !(v >= 1 && v <= 1000))
+            return op_errf(err, OP_EINVAL, "--slowdown '%s': factor %d must be a number in [1, 1000]",
+                           spec, d + 1);
+        k[d] = v;
+        s = end;
+        if (d < P - 1 && *s++ != ',')
+            return op_errf(err, OP_EINVAL, "--slowdown '%s': needs %d comma-separated factors (one per rank)",
+                           spec, P);
+    }
+    if (*s)
+        return op_errf(err, OP_EINVAL, "--slowdown '%s': needs %d comma-separated factors (one per rank)",
+                       spec, P);
+    return OP_OK;
+}
+
+/* Time of one microbatch through every layer on device d (F + I + W). */
+static double dev_work(const op_plan *p, int d) {
+    const op_layer_cost *l = op_plan_dev_layers(p, d);
+    double w = 0;
+    for (int i = 0; i < p->n_layers; i++) w += l[i].f_ms + l[i].i_ms + l[i].w_ms;
+    return w;
+}
+
+int op_ptrain_plan_slowdown(const op_plan *p, double *k) {
+    double lo = 0;
+    for (int d = 0; d < p->P; d++) {
+        k[d] = dev_work(p, d);
+        if (d == 0 || k[d] < lo) lo = k[d];
+    }
+    int slow = 0;
+    for (int d = 0; d < p->P; d++) {
+        k[d] = lo > 0 ? k[d] / lo : 1;
+        slow |= k[d] > 1;
+        if (!(k[d] <= 1000)) slow = -1; /* beyond what --slowdown takes */
+    }
+    if (slow < 0)
+        for (int d = 0; d < p->P; d++) k[d] = 1;
+    return slow;
+}
+
+int op_ptrain_slowdown_plan(op_plan *p, const op_layer_cost *machine, const double *k,
+                            op_err *err) {
+    /* every type row = this machine's costs (names and device types kept), then x k[d] */
+    size_t L = (size_t)p->n_layers;
+    int nt = p->n_types > 1 ? p->n_types : 1;
+    op_layer_cost *rows = op_xcalloc((size_t)nt * L, sizeof *rows);
+    for (int t = 0; t < nt; t++) memcpy(rows + (size_t)t * L, machine, sizeof *rows * L);
+    char(*names)[32] = op_xcalloc((size_t)nt, 32);
+    for (int t = 0; t < nt && p->type_name; t++) memcpy(names[t], p->type_name[t], 32);
+    op_plan_set_types(p, nt, (const char(*)[32])names, rows, p->dev_type, p->dev_mem_limit);
+    free(rows), free(names);
+    op_exec_slow_plan(p, k);
+    return op_sim_replay(p, NULL, err);
+}
+
+int op_ptrain_tune_slow(const op_nn_model *m, const op_layer_cost *machine, int P, int M,
+                        const op_comm *comm, double overhead_ms, const double *k, op_plan *out,
+                        op_err *err) {
+    /* a mixed problem: one type per distinct k, its costs machine x k */
+    size_t L = (size_t)m->n_layers;
+    op_layer_cost *rows = op_xcalloc((size_t)P * L, sizeof *rows);
+    int *dt = op_xcalloc((size_t)P, sizeof *dt), nt = 0;
+    double *kt = op_xcalloc((size_t)P, sizeof *kt);
+    char(*names)[32] = op_xcalloc((size_t)P, 32);
+    for (int d = 0; d < P; d++) {
+        int t = 0;
+        while (t < nt && kt[t] != k[d]) t++;
+        if (t == nt) {
+            kt[nt] = k[d];
+            snprintf(names[nt], 32, "x%g", k[d]);
+            for (size_t l = 0; l < L; l++) {
+                op_layer_cost c = machine[l];
+                c.f_ms *= k[d], c.i_ms *= k[d], c.w_ms *= k[d], c.f_sel_ms *= k[d];
+                rows[(size_t)nt * L + l] = c;
+            }
+            nt++;
+        }
+        dt[d] = t;
+    }
+    op_problem pr;
+    memset(&pr, 0, sizeof pr);
+    pr.model = m->name, pr.layers = rows, pr.n_layers = m->n_layers, pr.P = P, pr.M = M;
+    pr.comm = *comm, pr.tokens_per_mb = (double)m->cfg.batch * m->cfg.seq;
+    pr.op_overhead_ms = overhead_ms;
+    pr.n_types = nt, pr.type_layers = rows, pr.dev_type = dt;
+    pr.type_name = (const char(*)[32])names;
+    op_tune_opts to;
+    op_tune_opts_default(&to);
+    int rc = op_tune(&pr, &to, out, err);
+    free(rows), free(dt), free(kt), free(names);
+    return rc;
+}
+
+/* ---- the compute wrapper */
+
+static int slow_setup(void *ctx, const op_plan *p, int rank, op_err *err) {
+    op_ptrain_slow *s = ctx;
+    return s->inner.setup ? s->inner.setup(s->inner.ctx, p, rank, err) : OP_OK;
+}
+
+static int slow_run(void *ctx, const op_compute_call *c, op_err *err) {
+    op_ptrain_slow *s = ctx;
+    double t0 = op_now_s();
+    int rc = s->inner.run(s->inner.ctx, c, err);
+    if (rc) return rc;
+    int r = s->p->stage_dev[c->stage];
+    double k = s->k[r];
+    if (k <= 1) return OP_OK;
+    /* aim early by the running mean of how late this rank's waits woke up (as emulation
+     * does), so a stretched op lasts k times the op on average */
+    double t1 = op_now_s(), want = t1 + (k - 1) * (t1 - t0);
+    double aim = r < 64 && s->n[r] > 0 ? want - s->late[r] / s->n[r] : want;
+    if (op_exec_sleep_until(c->rt, aim > t1 ? aim : t1) != OP_OK)
+        return op_errf(err, OP_ETIMEOUT, "stopped while slowed down");
+    if (r < 64) {
+        double late = op_now_s() - aim;
+        s->late[r] += late > 0 ? late : 0, s->n[r]++;
+    }
+    return OP_OK;
+}
+
+static void slow_teardown(void *ctx) {
+    op_ptrain_slow *s = ctx;
+    if (s->inner.teardown) s->inner.teardown(s->inner.ctx);
+}
+
+static int64_t slow_bytes(void *ctx, int stage) {
+    op_ptrain_slow *s = ctx;
+    return s->inner.boundary_bytes(s->inner.ctx, stage);
+}
+
+op_compute op_ptrain_slow_compute(op_ptrain_slow *s) {
+    op_compute c = s->inner;
+    c.ctx = s;
+    c.setup = slow_setup;
+    c.run = slow_run;
+    c.teardown = slow_teardown;
+    c.boundary_bytes = s->inner.boundary_bytes ? slow_bytes : NULL;
+    return c;
+}
