@@ -35,7 +35,7 @@ int op_tune_placement_parse(const char *s, op_tune_placement *out) {
 
 /* Kept for callers of the tuner API; the bound itself lives with the plan type. */
 double op_tune_lower_bound(const op_problem *pr) {
-    return op_lower_bound(pr->layers, pr->n_layers, pr->P, pr->M);
+    return op_problem_lower_bound(pr); /* over each device's own speed on mixed clusters */
 }
 
 int tn_out_of_budget(const tn_search *st) {
