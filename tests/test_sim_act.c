@@ -7,7 +7,9 @@
 
 #include "check.h"
 #include "octopipe/export.h"
+#include "octopipe/sched.h"
 #include "octopipe/sim.h"
+#include "octopipe/tune.h"
 
 static op_op mk(op_kind k, int s, int m) { return (op_op){(uint8_t)k, s, m, 0, 0}; }
 
@@ -261,6 +263,148 @@ TEST(lower_bound_mem_by_hand) {
     op_plan_free(&p);
 }
 
+/* Memory-time term, by hand.  Two layers f = i = 1, w 0, act 100, on P = 2 devices, M = 8,
+ * limit 80 each (Cap 160 bytes free in all).  Stash lifetimes are at least the chains
+ * c_0 = 4, c_1 = 2, so keep needs 8 * (100 * 4 + 100 * 2) = 4800 byte ms in T * 160:
+ * T >= 30.  Full recomputation of a fraction x of layer 0's stashes saves 8 * 400 x byte ms
+ * (20 x of T) and adds 8 x ms of work over 2 devices (4 x of T): 30 - 20 x = 16 + 4 x at
+ * x = 7/12, T = 55/3 = 18.33, above the memory-free bound (18: M (f + i) of layer 1 after one
+ * F, before one I) and the one-microbatch term (200 - 160 bytes saved at 0.01 ms/B:
+ * (4 + 0.4) * 8 / 2 = 17.6). */
+TEST(lower_bound_mem_time_by_hand) {
+    op_layer_cost L[2] = {{.f_ms = 1, .i_ms = 1, .act_bytes = 100},
+                          {.f_ms = 1, .i_ms = 1, .act_bytes = 100}};
+    CHECK_NEAR(op_lower_bound(L, 2, 2, 8), 18, 1e-12);
+    double b = op_lower_bound_mem(L, 2, 2, 8, 80, NULL);
+    CHECK(b <= 55.0 / 3 * (1 + 1e-9)); /* never above the relaxation's optimum */
+    CHECK_NEAR(b, 55.0 / 3, 1e-4);
+    /* a host link as fast as memory makes offload free: layer 0's stash then costs the device
+     * only its F and I (200 byte ms), 8 * (200 + 200) / 160 = 20, and full on 2/7 of layer 0
+     * brings it under the memory-free 18 */
+    op_comm c;
+    op_comm_default(&c, 0);
+    c.host_lat_ms = 0;
+    c.host_bw_GBps = 1e6;
+    CHECK_NEAR(op_lower_bound_mem(L, 2, 2, 8, 80, &c), 18, 1e-6);
+    /* 125 B/ms: each copy 0.8 ms, so layer 0 offloaded holds 100 * (2 + 1.6) = 360 byte ms
+     * (keep 400): offload all of it, 8 * (360 + 200) / 160 = 28, then full on y of it:
+     * 28 - 18 y = 16 + 4 y, y = 6/11, T = 200/11 = 18.18 */
+    c.host_bw_GBps = 1.25e-4;
+    CHECK_NEAR(op_lower_bound_mem(L, 2, 2, 8, 80, &c), 200.0 / 11, 1e-6);
+    /* 100 B/ms: offloaded holds 400, as keep: recomputation's bound again */
+    c.host_bw_GBps = 1e-4;
+    CHECK_NEAR(op_lower_bound_mem(L, 2, 2, 8, 80, &c), b, 1e-6);
+}
+
+/* The copy engine binds.  Eight layers f = i = 1, w 0, act 100 (c_l = 16, 14, .., 2), P = 2,
+ * M = 8, limit 200 (Cap 400): per microbatch sum mem <= 50 T, full on sum x_f <= T / 4 - 16,
+ * and at 50 B/ms one copy takes 2 ms (4 per offloaded stash, offloaded holds 600 byte ms), so
+ * 8 * 4 * sum x_o <= 2 T.  Keep holds 7200.  At T = 69: x_o <= 4.3125 on layers 0-3 and 5/16
+ * of layer 4 save 2862.5; x_f <= 1.25 on the rest of layer 4 and 9/16 of layer 5 save 887.5;
+ * 7200 - 3750 = 3450 = 50 T: the least T is 69 (memory-free 64, recomputation only 80, a
+ * free link 64). */
+TEST(lower_bound_mem_charges_the_copy_engine) {
+    op_layer_cost L[8];
+    for (int l = 0; l < 8; l++) L[l] = (op_layer_cost){.f_ms = 1, .i_ms = 1, .act_bytes = 100};
+    CHECK_NEAR(op_lower_bound(L, 8, 2, 8), 64, 1e-12);
+    CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, NULL), 80, 1e-6);
+    op_comm c;
+    op_comm_default(&c, 0);
+    c.host_lat_ms = 0;
+    c.host_bw_GBps = 1e6;
+    CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, &c), 64, 1e-6);
+    c.host_bw_GBps = 5e-5;
+    CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, &c), 69, 1e-6);
+    /* a host budget of 100 B per device takes part of it: between 69 and 80 */
+    c.host_mem_bytes = 100;
+    double h = op_lower_bound_mem(L, 8, 2, 8, 200, &c);
+    CHECK(h > 69 + 1e-6 && h <= 80 + 1e-6);
+}
+
+/* Randomised: every plan that fits (each classic schedule with its recomputation, the tuner's
+ * plan, and baselines with random per-stage policies including offload over a random link)
+ * is never faster than the memory-aware bound. */
+TEST(lower_bound_mem_never_above_a_fitting_plan) {
+    unsigned seed = 12345;
+#define RND() ((seed = seed * 1103515245u + 12345u) >> 8 & 0xffff)
+    int checked = 0, above_free = 0, checked_biting = 0;
+    for (int trial = 0; trial < 60; trial++) {
+        int n = 3 + RND() % 4, P = 2 + RND() % 2, M = P + RND() % 7;
+        if (n < P) n = P;
+        op_layer_cost L[8];
+        int64_t stat = 0, act = 0;
+        for (int l = 0; l < n; l++) {
+            L[l] = (op_layer_cost){0};
+            snprintf(L[l].name, sizeof L[l].name, "l%d", l);
+            L[l].f_ms = 0.5 + RND() % 100 / 50.0;
+            L[l].i_ms = L[l].f_ms * (1 + RND() % 100 / 100.0);
+            L[l].w_ms = L[l].f_ms * (RND() % 100 / 100.0);
+            L[l].act_bytes = 1000 + RND() % 4000;
+            L[l].act_sel_bytes = RND() % 2 ? L[l].act_bytes / 2 : 0;
+            L[l].f_sel_ms = L[l].act_sel_bytes ? L[l].f_ms / 4 : 0;
+            L[l].act_w_bytes = L[l].act_bytes / 3;
+            L[l].out_bytes = 100;
+            L[l].static_bytes = 1000 + RND() % 3000;
+            stat += L[l].static_bytes, act += L[l].act_bytes;
+        }
+        op_problem pr = {0};
+        pr.model = "r";
+        pr.layers = L;
+        pr.n_layers = n;
+        pr.P = P;
+        pr.M = M;
+        pr.tokens_per_mb = 1;
+        op_comm_default(&pr.comm, 0);
+        pr.comm.none = 1;
+        /* every other problem has no host link (no offload) */
+        pr.comm.host_bw_GBps = trial % 2 ? (200 + RND() % 5000) * 1e-6 : 0; /* 200..5200 B/ms */
+        pr.comm.host_lat_ms = RND() % 2 ? 0 : 0.1;
+        pr.comm.host_mem_bytes = RND() % 2 ? 0 : (double)act * (1 + RND() % 3) / 2;
+        /* a limit between the static floor and a comfortable keep */
+        pr.mem_limit_bytes = (double)stat / P + (double)act * (0.05 + RND() % 100 / 180.0);
+        double lb = op_lower_bound_mem(L, n, P, M, pr.mem_limit_bytes, &pr.comm);
+        int bites = lb > op_lower_bound(L, n, P, M) * (1 + 1e-9);
+        above_free += bites;
+        for (const char *const *nm = op_sched_names(); *nm; nm++) {
+            op_plan b;
+            op_err e = {0};
+            if (op_sched_build(*nm, &pr, &b, &e) != OP_OK) continue;
+            for (int k = 0; k < 4; k++) { /* uniform policies, then a random mix */
+                for (int s = 0; s < b.S; s++)
+                    b.stage_act[s] = (uint8_t)(k < 3 ? (k == 0 ? OP_ACT_FULL : k == 1 ? OP_ACT_OFFLOAD
+                                                                                       : OP_ACT_SELECTIVE)
+                                                     : RND() % OP_ACT_N);
+                for (int s = 0; s < b.S && !(pr.comm.host_bw_GBps > 0); s++)
+                    if (b.stage_act[s] == OP_ACT_OFFLOAD) b.stage_act[s] = OP_ACT_FULL;
+                if (op_sim_replay(&b, NULL, &e) != OP_OK) continue;
+                if ((double)b.pred.peak_bytes_max > pr.mem_limit_bytes) continue;
+                CHECK_MSG(b.pred.makespan_ms >= lb * (1 - 1e-9), "trial %d %s k %d: %.6f < bound %.6f",
+                          trial, *nm, k, b.pred.makespan_ms, lb);
+                checked++;
+                checked_biting += bites;
+            }
+            op_plan_free(&b);
+        }
+        op_tune_opts o;
+        op_tune_opts_default(&o);
+        o.max_evals = 200;
+        op_plan t;
+        op_err e = {0};
+        if (op_tune(&pr, &o, &t, &e) == OP_OK) {
+            CHECK_MSG(t.pred.makespan_ms >= lb * (1 - 1e-9), "trial %d tuned: %.6f < bound %.6f",
+                      trial, t.pred.makespan_ms, lb);
+            checked++;
+            op_plan_free(&t);
+        }
+    }
+#undef RND
+    printf("  %d fitting plans checked (%d where the bound is above the memory-free one, in %d of "
+           "60 problems)\n", checked, checked_biting, above_free);
+    CHECK(checked >= 100);
+    CHECK(checked_biting >= 20);
+    CHECK(above_free >= 5); /* the term must bite somewhere, or the test checks nothing new */
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(selective_rules);
@@ -269,5 +413,8 @@ int main(int argc, char **argv) {
     RUN(offload_host_budget);
     RUN(offload_dynamic_equals_replay);
     RUN(lower_bound_mem_by_hand);
+    RUN(lower_bound_mem_time_by_hand);
+    RUN(lower_bound_mem_charges_the_copy_engine);
+    RUN(lower_bound_mem_never_above_a_fitting_plan);
     return check_report("sim_act");
 }
