@@ -168,6 +168,68 @@ TEST(offload_waits_for_reload) {
     op_plan_free(&p);
 }
 
+/* Reload as early as memory allows.  The plan of offload_waits_for_reload (F 2, B 2, act 1e7,
+ * copies 0.5 ms, order F0 F1 F2 B0 B1 B2) under a limit of 2e7: by the order, one stash is on
+ * the device during each op, so reload0 fits from F1 on (not at F0: its own F), reload1 and
+ * reload2 only one op ahead (two stashes there by then):
+ *   F0 [0,2] out0 [2,2.5]; F1 [2,4] out1 [4,4.5], reload0 issued at 2, behind out1: [4.5,5];
+ *   F2 [4,6] out2 [6,6.5]; B0 starts at 6 without waiting [6,8]; reload1 at 6 behind out2
+ *   [6.5,7]; B1 [8,10]; reload2 [8,8.5]; B2 [10,12].  Makespan 12 (one op ahead: 13, B0 waits
+ *   for its reload until 7).  Device: two stashes at most (2e7); host: two (2e7, was 3e7).
+ * At 1.5e7 no reload can go earlier: the plan of one op ahead, B0 waiting. */
+TEST(reload_as_early_as_memory_allows) {
+    op_layer_cost l = {.f_ms = 2, .i_ms = 2, .act_bytes = 10000000, .out_bytes = 8};
+    op_plan p;
+    op_err e = {0};
+    one_stage(&p, &l, 1, 3, 0, OP_ACT_OFFLOAD);
+    p.comm.host_bw_GBps = 20, p.comm.host_lat_ms = 0;
+    p.mem_limit_bytes = 2e7;
+    int *at = op_sim_reload_at(&p);
+    CHECK(at != NULL);
+    if (at) {
+        const int want[6] = {-1, -1, -1, 1, 3, 4};
+        for (int i = 0; i < 6; i++) CHECK_EQ_INT(at[i], want[i]);
+        free(at);
+    }
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    const op_op *o = p.ops[0];
+    CHECK_NEAR(o[3].start, 6, 1e-12); /* B0 no longer waits */
+    CHECK_NEAR(o[4].start, 8, 1e-12);
+    CHECK_NEAR(p.pred.makespan_ms, 12, 1e-12);
+    CHECK_EQ_INT(p.pred.peak_bytes_max, 20000000);
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), 20000000);
+    const double *x = p.pred.copy_ms;
+    const double want_x[12] = {2, 2.5, 4.5, 5, 4, 4.5, 6.5, 7, 6, 6.5, 8, 8.5};
+    CHECK(x != NULL);
+    for (int i = 0; x && i < 12; i++) CHECK_NEAR(x[i], want_x[i], 1e-12);
+    if (p.pred.host_peak_bytes) CHECK_EQ_INT(p.pred.host_peak_bytes[0], 20000000);
+    /* the dynamic mode replays the orders it builds: the same reload points */
+    op_plan q;
+    op_plan_copy(&q, &p);
+    CHECK_EQ_INT(op_sim_dynamic(&q, NULL, NULL, &e), OP_OK);
+    {
+        op_plan r;
+        op_plan_copy(&r, &q);
+        CHECK_EQ_INT(op_sim_replay(&r, NULL, &e), OP_OK);
+        CHECK_NEAR(r.pred.makespan_ms, q.pred.makespan_ms, 1e-12);
+        for (int i = 0; i < 12 && r.pred.copy_ms && q.pred.copy_ms; i++)
+            CHECK_NEAR(r.pred.copy_ms[i], q.pred.copy_ms[i], 1e-12);
+        op_plan_free(&r);
+    }
+    op_plan_free(&q);
+    /* a limit that leaves no room: one op ahead, B0 waits for its reload */
+    p.mem_limit_bytes = 1.5e7;
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.ops[0][3].start, 7, 1e-12);
+    CHECK_NEAR(p.pred.makespan_ms, 13, 1e-12);
+    CHECK_NEAR(p.pred.copy_ms[2], 6.5, 1e-12);
+    op_plan_free(&p);
+    /* no offload stage: no reload points */
+    one_stage(&p, &l, 1, 3, 0, OP_ACT_KEEP);
+    CHECK(op_sim_reload_at(&p) == NULL);
+    op_plan_free(&p);
+}
+
 /* Host budget 2.5e7: the third stash does not fit on the host when its copy would start
  * (two are there), so it stays on the device and B2 waits for nothing:
  *   reload0 issued at F2's start behind out1: [4.5,5]; B0 [6,8]; reload1 [6,6.5]; B1 [8,10];
@@ -410,6 +472,7 @@ int main(int argc, char **argv) {
     RUN(selective_rules);
     RUN(full_rules);
     RUN(offload_waits_for_reload);
+    RUN(reload_as_early_as_memory_allows);
     RUN(offload_host_budget);
     RUN(offload_dynamic_equals_replay);
     RUN(lower_bound_mem_by_hand);
