@@ -5,7 +5,8 @@
  * Copy engine (stages whose stage_act is offload): one thread per rank, a FIFO of transfers,
  * each lasting host_lat_ms + bytes / host_bw_GBps (op_exec_opts, else the plan's op_comm host link) with
  * bytes = op_stage_act_bytes: after F(s,m) the stash goes out; its reload is queued when the
- * rank starts the op before I|B(s,m) (one op of prefetch; never before the offload), and I|B
+ * rank starts the op at its reload point (op_sim_reload_at, as the simulator: as early as
+ * memory allows, at the latest the op before I|B(s,m); never before the offload), and I|B
  * waits for the reload to end before its modelled time starts.  Transfers overlap compute.
  * With a host budget (host_mem_bytes) a stash that would not fit when its offload is queued
  * stays on the device (no copies, I does not wait). */
