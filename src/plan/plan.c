@@ -406,8 +406,8 @@ double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int 
     double lo = best;
     int nb = H > 0 ? 5 : 1;
     const double betas[5] = {0, 0.25, 1, 4, 16};
-    for (int it = 0; it < 48 && hi > lo * (1 + 1e-10); it++) {
-        double T = 0.5 * (lo + hi);
+    for (int it = 0; it < 80 && hi > lo * (1 + 1e-10); it++) {
+        double T = lo > 0 && hi > 4 * lo ? sqrt(lo * hi) : 0.5 * (lo + hi); /* far apart: halve the ratio */
         int imp = 0;
         for (int ib = 0; ib < nb && !imp; ib++) {
             lbm_ctx cx = {o, n_layers, M, P, cap, (double)P * H, work, chain, betas[ib]};
