@@ -10,7 +10,11 @@
  * recomputation that fits (op_sched_build_fit) and the speedup over it, the peak against the
  * limit, and the tune time (process CPU seconds).  Summary: cases with a plan, geomean and worst
  * tuned / bound where memory binds and where it does not, plans slower than a baseline, plans
- * over the limit.
+ * over the limit.  Where memory binds, also the memory-aware lower bound (op_lower_bound_mem:
+ * what any plan under the limit must take) and the same problem tuned without a limit: the
+ * gap to the memory-free bound splits into the part memory forces (memory-aware / memory-free
+ * bound), the part it costs this tuner beyond that (tuned / tuned without a limit, less the
+ * forced part) and the tuner's own gap where nothing binds (tuned without a limit / bound).
  *
  * Usage: bench_memory [--quick]   (--quick: P in {4, 8}) */
 #include <math.h>
@@ -29,7 +33,8 @@ static const char *MODELS[] = {"deepseek-v2-lite", "gemma2-9b",  "jamba-v0.1", "
 
 typedef struct acc {
     double log_gap, worst, log_gapm, worstm, log_bl;
-    int n, n_bl;
+    double log_forced, log_nolim; /* binding cases: log(mem bound / bound), log(no limit / bound) */
+    int n, n_bl, n_forced;
 } acc;
 
 static double cpu_s(void) { return (double)clock() / CLOCKS_PER_SEC; }
@@ -61,9 +66,9 @@ int main(int argc, char **argv) {
            "tp = smallest that lets static memory fit; ms; binds = memory binds the keep plan; "
            "gap = tuned / memory-free lower bound - 1; best_bl = fastest classic schedule with its "
            "cheapest recomputation that fits\n", lim / GIB);
-    printf("%-17s %3s %4s %2s %5s %10s %10s %7s %10s %7s %-24s %7s %7s %6s  %s\n", "model", "P", "M",
-           "tp", "binds", "octopipe", "bound", "gap%", "mem_bound", "gapm%", "best_bl", "vs_bl",
-           "peakGiB", "cpu_s", "activations");
+    printf("%-17s %3s %4s %2s %5s %10s %10s %7s %10s %7s %10s %-24s %7s %7s %6s  %s\n", "model", "P",
+           "M", "tp", "binds", "octopipe", "bound", "gap%", "mem_bound", "gapm%", "no_limit",
+           "best_bl", "vs_bl", "peakGiB", "cpu_s", "activations");
     acc bind = {0}, free_ = {0};
     int cases = 0, static_ok = 0, planned = 0, slower = 0, over = 0, nobl = 0;
     int Ps[] = {4, 8, 16};
@@ -128,6 +133,21 @@ int main(int argc, char **argv) {
                 if (bl == 0) nobl++;
                 double lbm = op_plan_lower_bound_mem(&p), gm = t / lbm;
                 acc *a = st.mem_binds ? &bind : &free_;
+                char nolim[16] = "-";
+                if (st.mem_binds) { /* the same problem without a limit: what memory costs */
+                    op_problem q = pr;
+                    q.mem_limit_bytes = 0;
+                    op_tune_opts o2;
+                    op_tune_opts_default(&o2);
+                    op_plan u;
+                    if (op_tune(&q, &o2, &u, &e) == OP_OK) {
+                        snprintf(nolim, sizeof nolim, "%.1f", u.pred.makespan_ms);
+                        a->log_nolim += log(u.pred.makespan_ms / lb);
+                        a->log_forced += log(lbm / lb);
+                        a->n_forced++;
+                        op_plan_free(&u);
+                    }
+                }
                 a->log_gap += log(g);
                 a->log_gapm += log(gm);
                 a->n++;
@@ -136,9 +156,9 @@ int main(int argc, char **argv) {
                 if (bl > 0) a->log_bl += log(bl / t), a->n_bl++;
                 char vs[16] = "-";
                 if (bl > 0) snprintf(vs, sizeof vs, "%.3fx", bl / t);
-                printf("%-17s %3d %4d %2d %5s %10.1f %10.1f %7.2f %10.1f %7.2f %-24s %7s %7.2f %6.2f  %s\n",
+                printf("%-17s %3d %4d %2d %5s %10.1f %10.1f %7.2f %10.1f %7.2f %10s %-24s %7s %7.2f %6.2f  %s\n",
                        MODELS[mi], P, M, tp, st.mem_binds ? "yes" : "no", t, lb, 100 * (g - 1), lbm,
-                       100 * (gm - 1), blname, vs, (double)p.pred.peak_bytes_max / GIB, secs,
+                       100 * (gm - 1), nolim, blname, vs, (double)p.pred.peak_bytes_max / GIB, secs,
                        st.policies);
                 fflush(stdout);
                 op_plan_free(&p);
@@ -156,6 +176,16 @@ int main(int argc, char **argv) {
                "geomean %.3fx\n", k ? "does not bind" : "binds", a->n, exp(a->log_gap / a->n),
                a->worst, k ? "" : " (targets 1.08x, 1.30x)", exp(a->log_gapm / a->n), a->worstm,
                a->n_bl ? exp(a->log_bl / a->n_bl) : 0);
+    }
+    if (bind.n_forced) {
+        double lg = bind.log_gap / bind.n, lf = bind.log_forced / bind.n_forced,
+               ln = bind.log_nolim / bind.n_forced;
+        printf("where memory binds, of the gap to the memory-free bound (geomean %.3fx): forced by "
+               "memory (memory-aware / memory-free bound) %.3fx, %.0f%%; the same problems tuned "
+               "without a limit %.3fx above the memory-free bound, %.0f%%; the rest, %.0f%%, is "
+               "what memory costs this tuner beyond what it forces\n", exp(lg), exp(lf),
+               lg > 0 ? 100 * lf / lg : 0, exp(ln), lg > 0 ? 100 * ln / lg : 0,
+               lg > 0 ? 100 * (lg - lf - ln) / lg : 0);
     }
     printf("plans slower than a baseline with its recomputation: %d (target 0); over the limit: %d "
            "(target 0); cases where no baseline fits: %d\n", slower, over, nobl);

@@ -7,7 +7,9 @@
 
 #include "check.h"
 #include "octopipe/export.h"
+#include "octopipe/sched.h"
 #include "octopipe/sim.h"
+#include "octopipe/tune.h"
 
 static op_op mk(op_kind k, int s, int m) { return (op_op){(uint8_t)k, s, m, 0, 0}; }
 
@@ -166,6 +168,68 @@ TEST(offload_waits_for_reload) {
     op_plan_free(&p);
 }
 
+/* Reload as early as memory allows.  The plan of offload_waits_for_reload (F 2, B 2, act 1e7,
+ * copies 0.5 ms, order F0 F1 F2 B0 B1 B2) under a limit of 2e7: by the order, one stash is on
+ * the device during each op, so reload0 fits from F1 on (not at F0: its own F), reload1 and
+ * reload2 only one op ahead (two stashes there by then):
+ *   F0 [0,2] out0 [2,2.5]; F1 [2,4] out1 [4,4.5], reload0 issued at 2, behind out1: [4.5,5];
+ *   F2 [4,6] out2 [6,6.5]; B0 starts at 6 without waiting [6,8]; reload1 at 6 behind out2
+ *   [6.5,7]; B1 [8,10]; reload2 [8,8.5]; B2 [10,12].  Makespan 12 (one op ahead: 13, B0 waits
+ *   for its reload until 7).  Device: two stashes at most (2e7); host: two (2e7, was 3e7).
+ * At 1.5e7 no reload can go earlier: the plan of one op ahead, B0 waiting. */
+TEST(reload_as_early_as_memory_allows) {
+    op_layer_cost l = {.f_ms = 2, .i_ms = 2, .act_bytes = 10000000, .out_bytes = 8};
+    op_plan p;
+    op_err e = {0};
+    one_stage(&p, &l, 1, 3, 0, OP_ACT_OFFLOAD);
+    p.comm.host_bw_GBps = 20, p.comm.host_lat_ms = 0;
+    p.mem_limit_bytes = 2e7;
+    int *at = op_sim_reload_at(&p);
+    CHECK(at != NULL);
+    if (at) {
+        const int want[6] = {-1, -1, -1, 1, 3, 4};
+        for (int i = 0; i < 6; i++) CHECK_EQ_INT(at[i], want[i]);
+        free(at);
+    }
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    const op_op *o = p.ops[0];
+    CHECK_NEAR(o[3].start, 6, 1e-12); /* B0 no longer waits */
+    CHECK_NEAR(o[4].start, 8, 1e-12);
+    CHECK_NEAR(p.pred.makespan_ms, 12, 1e-12);
+    CHECK_EQ_INT(p.pred.peak_bytes_max, 20000000);
+    CHECK_EQ_INT(op_export_peak_bytes(&p, 0), 20000000);
+    const double *x = p.pred.copy_ms;
+    const double want_x[12] = {2, 2.5, 4.5, 5, 4, 4.5, 6.5, 7, 6, 6.5, 8, 8.5};
+    CHECK(x != NULL);
+    for (int i = 0; x && i < 12; i++) CHECK_NEAR(x[i], want_x[i], 1e-12);
+    if (p.pred.host_peak_bytes) CHECK_EQ_INT(p.pred.host_peak_bytes[0], 20000000);
+    /* the dynamic mode replays the orders it builds: the same reload points */
+    op_plan q;
+    op_plan_copy(&q, &p);
+    CHECK_EQ_INT(op_sim_dynamic(&q, NULL, NULL, &e), OP_OK);
+    {
+        op_plan r;
+        op_plan_copy(&r, &q);
+        CHECK_EQ_INT(op_sim_replay(&r, NULL, &e), OP_OK);
+        CHECK_NEAR(r.pred.makespan_ms, q.pred.makespan_ms, 1e-12);
+        for (int i = 0; i < 12 && r.pred.copy_ms && q.pred.copy_ms; i++)
+            CHECK_NEAR(r.pred.copy_ms[i], q.pred.copy_ms[i], 1e-12);
+        op_plan_free(&r);
+    }
+    op_plan_free(&q);
+    /* a limit that leaves no room: one op ahead, B0 waits for its reload */
+    p.mem_limit_bytes = 1.5e7;
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    CHECK_NEAR(p.ops[0][3].start, 7, 1e-12);
+    CHECK_NEAR(p.pred.makespan_ms, 13, 1e-12);
+    CHECK_NEAR(p.pred.copy_ms[2], 6.5, 1e-12);
+    op_plan_free(&p);
+    /* no offload stage: no reload points */
+    one_stage(&p, &l, 1, 3, 0, OP_ACT_KEEP);
+    CHECK(op_sim_reload_at(&p) == NULL);
+    op_plan_free(&p);
+}
+
 /* Host budget 2.5e7: the third stash does not fit on the host when its copy would start
  * (two are there), so it stays on the device and B2 waits for nothing:
  *   reload0 issued at F2's start behind out1: [4.5,5]; B0 [6,8]; reload1 [6,6.5]; B1 [8,10];
@@ -261,13 +325,159 @@ TEST(lower_bound_mem_by_hand) {
     op_plan_free(&p);
 }
 
+/* Memory-time term, by hand.  Two layers f = i = 1, w 0, act 100, on P = 2 devices, M = 8,
+ * limit 80 each (Cap 160 bytes free in all).  Stash lifetimes are at least the chains
+ * c_0 = 4, c_1 = 2, so keep needs 8 * (100 * 4 + 100 * 2) = 4800 byte ms in T * 160:
+ * T >= 30.  Full recomputation of a fraction x of layer 0's stashes saves 8 * 400 x byte ms
+ * (20 x of T) and adds 8 x ms of work over 2 devices (4 x of T): 30 - 20 x = 16 + 4 x at
+ * x = 7/12, T = 55/3 = 18.33, above the memory-free bound (18: M (f + i) of layer 1 after one
+ * F, before one I) and the one-microbatch term (200 - 160 bytes saved at 0.01 ms/B:
+ * (4 + 0.4) * 8 / 2 = 17.6). */
+TEST(lower_bound_mem_time_by_hand) {
+    op_layer_cost L[2] = {{.f_ms = 1, .i_ms = 1, .act_bytes = 100},
+                          {.f_ms = 1, .i_ms = 1, .act_bytes = 100}};
+    CHECK_NEAR(op_lower_bound(L, 2, 2, 8), 18, 1e-12);
+    double b = op_lower_bound_mem(L, 2, 2, 8, 80, NULL);
+    CHECK(b <= 55.0 / 3 * (1 + 1e-9)); /* never above the relaxation's optimum */
+    CHECK_NEAR(b, 55.0 / 3, 1e-4);
+    /* a host link as fast as memory makes offload free: layer 0's stash then costs the device
+     * only its F and I (200 byte ms), 8 * (200 + 200) / 160 = 20, and full on 2/7 of layer 0
+     * brings it under the memory-free 18 */
+    op_comm c;
+    op_comm_default(&c, 0);
+    c.host_lat_ms = 0;
+    c.host_bw_GBps = 1e6;
+    CHECK_NEAR(op_lower_bound_mem(L, 2, 2, 8, 80, &c), 18, 1e-6);
+    /* 125 B/ms: each copy 0.8 ms, so layer 0 offloaded holds 100 * (2 + 1.6) = 360 byte ms
+     * (keep 400): offload all of it, 8 * (360 + 200) / 160 = 28, then full on y of it:
+     * 28 - 18 y = 16 + 4 y, y = 6/11, T = 200/11 = 18.18 */
+    c.host_bw_GBps = 1.25e-4;
+    CHECK_NEAR(op_lower_bound_mem(L, 2, 2, 8, 80, &c), 200.0 / 11, 1e-6);
+    /* 100 B/ms: offloaded holds 400, as keep: recomputation's bound again */
+    c.host_bw_GBps = 1e-4;
+    CHECK_NEAR(op_lower_bound_mem(L, 2, 2, 8, 80, &c), b, 1e-6);
+}
+
+/* The copy engine binds.  Eight layers f = i = 1, w 0, act 100 (c_l = 16, 14, .., 2), P = 2,
+ * M = 8, limit 200 (Cap 400): per microbatch sum mem <= 50 T, full on sum x_f <= T / 4 - 16,
+ * and at 50 B/ms one copy takes 2 ms (4 per offloaded stash, offloaded holds 600 byte ms), so
+ * 8 * 4 * sum x_o <= 2 T.  Keep holds 7200.  At T = 69: x_o <= 4.3125 on layers 0-3 and 5/16
+ * of layer 4 save 2862.5; x_f <= 1.25 on the rest of layer 4 and 9/16 of layer 5 save 887.5;
+ * 7200 - 3750 = 3450 = 50 T: the least T is 69 (memory-free 64, recomputation only 80, a
+ * free link 64). */
+TEST(lower_bound_mem_charges_the_copy_engine) {
+    op_layer_cost L[8];
+    for (int l = 0; l < 8; l++) L[l] = (op_layer_cost){.f_ms = 1, .i_ms = 1, .act_bytes = 100};
+    CHECK_NEAR(op_lower_bound(L, 8, 2, 8), 64, 1e-12);
+    CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, NULL), 80, 1e-6);
+    op_comm c;
+    op_comm_default(&c, 0);
+    c.host_lat_ms = 0;
+    c.host_bw_GBps = 1e6;
+    CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, &c), 64, 1e-6);
+    c.host_bw_GBps = 5e-5;
+    CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, &c), 69, 1e-6);
+    /* a host budget of 100 B per device takes part of it: between 69 and 80 */
+    c.host_mem_bytes = 100;
+    double h = op_lower_bound_mem(L, 8, 2, 8, 200, &c);
+    CHECK(h > 69 + 1e-6 && h <= 80 + 1e-6);
+}
+
+/* Randomised: every plan that fits (each classic schedule with its recomputation, the tuner's
+ * plan, and baselines with random per-stage policies including offload over a random link)
+ * is never faster than the memory-aware bound. */
+TEST(lower_bound_mem_never_above_a_fitting_plan) {
+    unsigned seed = 12345;
+#define RND() ((seed = seed * 1103515245u + 12345u) >> 8 & 0xffff)
+    int checked = 0, above_free = 0, checked_biting = 0;
+    for (int trial = 0; trial < 60; trial++) {
+        int n = 3 + RND() % 4, P = 2 + RND() % 2, M = P + RND() % 7;
+        if (n < P) n = P;
+        op_layer_cost L[8];
+        int64_t stat = 0, act = 0;
+        for (int l = 0; l < n; l++) {
+            L[l] = (op_layer_cost){0};
+            snprintf(L[l].name, sizeof L[l].name, "l%d", l);
+            L[l].f_ms = 0.5 + RND() % 100 / 50.0;
+            L[l].i_ms = L[l].f_ms * (1 + RND() % 100 / 100.0);
+            L[l].w_ms = L[l].f_ms * (RND() % 100 / 100.0);
+            L[l].act_bytes = 1000 + RND() % 4000;
+            L[l].act_sel_bytes = RND() % 2 ? L[l].act_bytes / 2 : 0;
+            L[l].f_sel_ms = L[l].act_sel_bytes ? L[l].f_ms / 4 : 0;
+            L[l].act_w_bytes = L[l].act_bytes / 3;
+            L[l].out_bytes = 100;
+            L[l].static_bytes = 1000 + RND() % 3000;
+            stat += L[l].static_bytes, act += L[l].act_bytes;
+        }
+        op_problem pr = {0};
+        pr.model = "r";
+        pr.layers = L;
+        pr.n_layers = n;
+        pr.P = P;
+        pr.M = M;
+        pr.tokens_per_mb = 1;
+        op_comm_default(&pr.comm, 0);
+        pr.comm.none = 1;
+        /* every other problem has no host link (no offload) */
+        pr.comm.host_bw_GBps = trial % 2 ? (200 + RND() % 5000) * 1e-6 : 0; /* 200..5200 B/ms */
+        pr.comm.host_lat_ms = RND() % 2 ? 0 : 0.1;
+        pr.comm.host_mem_bytes = RND() % 2 ? 0 : (double)act * (1 + RND() % 3) / 2;
+        /* a limit between the static floor and a comfortable keep */
+        pr.mem_limit_bytes = (double)stat / P + (double)act * (0.05 + RND() % 100 / 180.0);
+        double lb = op_lower_bound_mem(L, n, P, M, pr.mem_limit_bytes, &pr.comm);
+        int bites = lb > op_lower_bound(L, n, P, M) * (1 + 1e-9);
+        above_free += bites;
+        for (const char *const *nm = op_sched_names(); *nm; nm++) {
+            op_plan b;
+            op_err e = {0};
+            if (op_sched_build(*nm, &pr, &b, &e) != OP_OK) continue;
+            for (int k = 0; k < 4; k++) { /* uniform policies, then a random mix */
+                for (int s = 0; s < b.S; s++)
+                    b.stage_act[s] = (uint8_t)(k < 3 ? (k == 0 ? OP_ACT_FULL : k == 1 ? OP_ACT_OFFLOAD
+                                                                                       : OP_ACT_SELECTIVE)
+                                                     : RND() % OP_ACT_N);
+                for (int s = 0; s < b.S && !(pr.comm.host_bw_GBps > 0); s++)
+                    if (b.stage_act[s] == OP_ACT_OFFLOAD) b.stage_act[s] = OP_ACT_FULL;
+                if (op_sim_replay(&b, NULL, &e) != OP_OK) continue;
+                if ((double)b.pred.peak_bytes_max > pr.mem_limit_bytes) continue;
+                CHECK_MSG(b.pred.makespan_ms >= lb * (1 - 1e-9), "trial %d %s k %d: %.6f < bound %.6f",
+                          trial, *nm, k, b.pred.makespan_ms, lb);
+                checked++;
+                checked_biting += bites;
+            }
+            op_plan_free(&b);
+        }
+        op_tune_opts o;
+        op_tune_opts_default(&o);
+        o.max_evals = 200;
+        op_plan t;
+        op_err e = {0};
+        if (op_tune(&pr, &o, &t, &e) == OP_OK) {
+            CHECK_MSG(t.pred.makespan_ms >= lb * (1 - 1e-9), "trial %d tuned: %.6f < bound %.6f",
+                      trial, t.pred.makespan_ms, lb);
+            checked++;
+            op_plan_free(&t);
+        }
+    }
+#undef RND
+    printf("  %d fitting plans checked (%d where the bound is above the memory-free one, in %d of "
+           "60 problems)\n", checked, checked_biting, above_free);
+    CHECK(checked >= 100);
+    CHECK(checked_biting >= 20);
+    CHECK(above_free >= 5); /* the term must bite somewhere, or the test checks nothing new */
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(selective_rules);
     RUN(full_rules);
     RUN(offload_waits_for_reload);
+    RUN(reload_as_early_as_memory_allows);
     RUN(offload_host_budget);
     RUN(offload_dynamic_equals_replay);
     RUN(lower_bound_mem_by_hand);
+    RUN(lower_bound_mem_time_by_hand);
+    RUN(lower_bound_mem_charges_the_copy_engine);
+    RUN(lower_bound_mem_never_above_a_fitting_plan);
     return check_report("sim_act");
 }

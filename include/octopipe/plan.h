@@ -192,11 +192,15 @@ double op_plan_lower_bound_mixed(const op_plan *p);
 double op_problem_lower_bound(const op_problem *pr);
 /* Lower bound that knows memory: valid for any plan of these layers whose peak per device
  * stays within mem_limit_bytes (0 = none: equals op_lower_bound), whatever its policies.
- * Adds to the work and chain bounds the least recomputation any fitting assignment of
- * policies must do (plan.c says why it holds).  comm: the host link and budget offload may
- * use (NULL = no offload; a host link without a budget lets offload save everything, so the
- * bound is then the memory-free one).  Returns +inf when static memory alone exceeds
- * P * limit (no plan fits). */
+ * The largest of op_lower_bound, the recomputation one microbatch must do when all its
+ * stashes are held at once (host budget aside), and the least makespan of a memory x time
+ * relaxation: each stash lives at least the F-I chain below its layer, the devices' free
+ * memory over the makespan must hold it, and each layer's stash may instead be recomputed
+ * (work and chain grow) or offloaded (held through its F, I and both copies; the copies take
+ * 2 * act / host_bw of the device's copy engine each microbatch; a host budget caps device +
+ * host memory x time); solved exactly as a linear program by duality (plan.c proves it).
+ * comm: the host link and budget (NULL or host_bw <= 0: no offload).  Returns +inf when
+ * static memory alone exceeds P * limit (no plan fits). */
 double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int M,
                           double mem_limit_bytes, const op_comm *comm);
 /* On a plan with device types or per-device limits: op_plan_lower_bound (memory-free). */

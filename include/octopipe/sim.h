@@ -14,8 +14,9 @@
  * recompute inside I (op_stage_ms includes it; the recomputed bytes are held from I's start).
  * offload: each device has one copy engine, FIFO, overlapping compute.  After F(s,m) ends, its
  * stash is copied to host (the device frees it when the copy ends); the reload of I|B(s,m) is
- * issued when the op before it in the device's order starts (prefetch one op ahead; the stash
- * is held again from the reload's start) and I|B waits for the reload's end.  If the host
+ * issued when an earlier op of the device's order starts: as early as the device's memory
+ * allows (op_sim_reload_at), at the latest the op before it; the stash is held again from the
+ * reload's start and I|B waits for the reload's end.  If the host
  * budget (comm.host_mem_bytes) cannot take a stash when its copy would start, that stash stays
  * on the device (no copy, no reload).  Copy times land in pred.copy_ms.
  *
@@ -35,6 +36,18 @@ extern "C" {
 typedef struct op_sim_ws op_sim_ws;
 op_sim_ws *op_sim_ws_new(void);
 void op_sim_ws_free(op_sim_ws *ws);
+
+/* Where each reload of an offload stage is issued: for every op of every device, at
+ * [base_d + i] (base_d = the ops of devices before d), the position in device d's order of the
+ * op whose start issues the reload of I|B at position i; -1 for other ops and for an I|B first
+ * in its order (issued at its own start).  The rule, from the order alone: device d's memory
+ * per op of its order (static, stashes from F to I|B, offloaded ones only during their F and
+ * from their reload, I|B transients, act_w to W) plus the stash must stay within the plan's
+ * limit from the reload point to the I|B; reloads are placed in order of their I|B, each as
+ * early as that allows (never at or before its own F), at the latest the op before it (also
+ * without a limit).  The executor issues them at the same points.  NULL when no stage
+ * offloads; the caller frees it. */
+int *op_sim_reload_at(const op_plan *p);
 
 /* Replays p's orders; writes start/end into p->ops and fills p->pred.  A deadlocking order
  * returns OP_EDEADLOCK with the cycle of ops in err->msg ("F(s1,mb0)@d1 waits for ...").

@@ -5,7 +5,8 @@
  * Copy engine (stages whose stage_act is offload): one thread per rank, a FIFO of transfers,
  * each lasting host_lat_ms + bytes / host_bw_GBps (op_exec_opts, else the plan's op_comm host link) with
  * bytes = op_stage_act_bytes: after F(s,m) the stash goes out; its reload is queued when the
- * rank starts the op before I|B(s,m) (one op of prefetch; never before the offload), and I|B
+ * rank starts the op at its reload point (op_sim_reload_at, as the simulator: as early as
+ * memory allows, at the latest the op before I|B(s,m); never before the offload), and I|B
  * waits for the reload to end before its modelled time starts.  Transfers overlap compute.
  * With a host budget (host_mem_bytes) a stash that would not fit when its offload is queued
  * stays on the device (no copies, I does not wait). */
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "octopipe/sim.h"
 #include "exec/exec_internal.h"
 
 /* Transfer states per (stage, mb) of this rank. */
@@ -34,6 +36,7 @@ typedef struct copy_engine {
     double busy_s; /* time spent copying */
     int n_xfers;
     int64_t host, host_cap; /* bytes offloaded and not yet called back; the host budget (0 = none) */
+    int *at, base; /* reload points (op_sim_reload_at), this rank's ops from base */
 } copy_engine;
 
 typedef struct emu {
@@ -117,6 +120,8 @@ static int emu_setup(void *ctx, const op_plan *p, int rank, op_err *err) {
         free(ce->q), free(ce->st), free(ce);
         return op_errf(err, OP_EINVAL, "rank %d: cannot start the copy engine thread", rank);
     }
+    ce->at = op_sim_reload_at(p);
+    for (int d = 0; d < rank; d++) ce->base += p->n_ops[d];
     emu_state.ce = ce;
     return OP_OK;
 }
@@ -132,7 +137,7 @@ static void emu_teardown(void *ctx) {
     if (emu_state.stats) emu_state.stats[emu_state.rank] = (op_exec_copy_stats){ce->n_xfers, 1e3 * ce->busy_s};
     pthread_mutex_destroy(&ce->mu);
     pthread_cond_destroy(&ce->cv);
-    free(ce->q), free(ce->st), free(ce);
+    free(ce->q), free(ce->st), free(ce->at), free(ce);
     emu_state.ce = NULL;
 }
 
@@ -145,11 +150,13 @@ static int emu_run(void *ctx, const op_compute_call *c, op_err *err) {
     copy_engine *ce = emu_state.ce;
     int i = emu_state.op_i++;
     if (ce) {
-        /* prefetch: the next op's reload; then this op's, and I|B waits for it */
-        if (i + 1 < p->n_ops[emu_state.rank]) {
-            const op_op *nx = &p->ops[emu_state.rank][i + 1];
-            if (nx->kind != OP_F && nx->kind != OP_W && offloads(p, nx->stage)) want_back(nx->stage, nx->mb);
-        }
+        /* prefetch: the reloads whose point is this op (as the simulator issues them); then
+         * this op's, and I|B waits for it */
+        for (int q = i + 1; ce->at && q < p->n_ops[emu_state.rank]; q++)
+            if (ce->at[ce->base + q] == i) {
+                const op_op *nx = &p->ops[emu_state.rank][q];
+                want_back(nx->stage, nx->mb);
+            }
         if (c->kind != OP_F && c->kind != OP_W && offloads(p, c->stage)) {
             want_back(c->stage, c->mb);
             int sm = c->stage * p->M + c->mb, done;

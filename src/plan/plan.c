@@ -311,7 +311,7 @@ static int cmp_ratio(const void *a, const void *b) {
     return x < y ? -1 : x > y ? 1 : 0;
 }
 
-/* Why it holds.  Take any plan under the limit and any microbatch m.  When the I (or B) of
+/* Snapshot term.  Take any plan under the limit and any microbatch m.  When the I (or B) of
  * the last layer for m starts, every F of m has ended and no other I of m has started, so
  * every layer's stash for m is held: keep act_bytes, selective act_sel_bytes, full at least 0
  * (the stage input), offload act_bytes on the device or on the host.  Adding static bytes,
@@ -321,20 +321,16 @@ static int cmp_ratio(const void *a, const void *b) {
  * the cheaper rate of selective (f_sel / (act - sel)) and full (f / act); the fractional
  * greedy by rate gives the least total R over all assignments (a relaxation, so a bound).
  * Every microbatch pays R, all of it inside I ops: total work grows by M * R (spread over P
- * devices at best) and microbatch m's own F-I chain by R. */
-double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int M,
-                          double mem_limit_bytes, const op_comm *comm) {
-    double base = op_lower_bound(layers, n_layers, P, M);
-    if (!(mem_limit_bytes > 0)) return base;
-    double stat = 0, act = 0, work = 0, chain = 0;
+ * devices at best) and microbatch m's own F-I chain by R.  Returns the bound from R (0 when
+ * nothing must be saved, +inf when recomputing everything is not enough). */
+static double lbm_snapshot(const op_layer_cost *layers, int n_layers, int P, int M, double cap,
+                           double stat, double work, double chain) {
+    double act = 0;
     save_item *it = op_xmalloc(sizeof *it * (size_t)n_layers);
     int n = 0;
     for (int l = 0; l < n_layers; l++) {
         const op_layer_cost *c = &layers[l];
-        stat += (double)c->static_bytes;
         act += (double)c->act_bytes;
-        work += c->f_ms + c->i_ms + c->w_ms;
-        chain += c->f_ms + c->i_ms;
         if (c->act_bytes <= 0) continue;
         double r = c->f_ms / (double)c->act_bytes;
         int64_t sel = op_layer_sel_bytes(c);
@@ -343,18 +339,6 @@ double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int 
             if (rs < r) r = rs;
         }
         it[n++] = (save_item){r, (double)c->act_bytes};
-    }
-    double cap = (double)P * mem_limit_bytes;
-    if (stat > cap) {
-        free(it);
-        return INFINITY;
-    }
-    if (comm && comm->host_bw_GBps > 0) {
-        if (!(comm->host_mem_bytes > 0)) { /* unlimited host memory: offload saves it all */
-            free(it);
-            return base;
-        }
-        cap += (double)P * comm->host_mem_bytes;
     }
     double need = stat + act - cap, R = 0;
     qsort(it, (size_t)n, sizeof *it, cmp_ratio);
@@ -365,7 +349,162 @@ double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int 
     }
     free(it);
     if (need > 0) return INFINITY; /* even recomputing everything leaves too much */
-    return fmax(base, fmax((work + R) * M / P, chain + R));
+    return fmax((work + R) * M / P, chain + R);
+}
+
+/* Memory-time term: what each policy costs one microbatch's stash of one layer l, in device
+ * memory x time (byte ms), recompute (ms on a compute timeline) and copy-engine time (ms).
+ * c_l = sum_{k >= l} (F_k + I_k) is the least time from F of l's stage starting to I of it
+ * ending (the F chain down from l, the I chain back: dependencies of plan.h), over which
+ * the simulator holds the stash (F start allocates, I end releases; larger stages, comm and
+ * recompute only stretch it).  Per (layer, microbatch), a = act, s = selective stash, B the
+ * host link in bytes/ms:
+ *   keep       mem a c_l                      rec 0        copy 0
+ *   selective  mem s c_l                      rec f_sel    copy 0
+ *   full       mem 0 (the stage input)        rec f        copy 0
+ *   offload    mem a (F_l + I_l + 2 a / B)    rec 0        copy 2 a / B
+ * offload's device time: held through its F and the copy to host (a stage's copy moves all
+ * its stash, >= a / B), again from the reload (>= a / B) through its I.  With a host budget H,
+ * device + host time of an offloaded stash covers F start .. I end (>= a c_l) and host
+ * memory x time is at most T P H; a stash the budget refused is a keep.  host_mem holds that
+ * combined time per option (= mem for the others). */
+typedef struct lbm_opt { double mem, rec, copy, both; } lbm_opt;
+
+/* The relaxation at a makespan T.  Any fitting plan with makespan T gives per-microbatch
+ * fractions x_lj (stashes of layer l under option j, averaged over microbatches;
+ * sum_j x_lj = 1) with
+ *   M sum x mem <= T Cap                 Cap = P limit - static (every device within limit)
+ *   M sum x both <= T (Cap + P H)        (only with a host budget H)
+ *   sum x rec <= R = min(P T / M - W0, T - chain)   (work over P devices, W0 the work of a
+ *                                         microbatch; and every microbatch's chain carries its
+ *                                         own recompute, the average too)
+ *   M sum x copy <= P T                  (P copy engines, every copy inside the makespan)
+ * Weighting them by (1, beta, lam, mu) >= 0 and taking each layer's cheapest option:
+ *   D = sum_l min_j (mem + beta both + lam rec + mu copy) - lam R - mu P T / M
+ *       - T ((1 + beta) Cap + beta P H) / M  <=  0.
+ * So D > 0 for any multipliers proves no plan fits with makespan T (weak duality).  lbm_lam
+ * returns max over lam of D for the others fixed (D is concave piecewise linear in lam; its
+ * maximum is where the slope, the rec of the chosen options less R, changes sign). */
+typedef struct lbm_ctx {
+    const lbm_opt *o;
+    int n;
+    double M, P, cap, hcap, W0, chain, beta;
+} lbm_ctx;
+
+static double lbm_D(const lbm_ctx *c, double T, double lam, double mu, double *slope) {
+    double S = 0, rsum = 0;
+    for (int l = 0; l < c->n; l++) {
+        const lbm_opt *x = &c->o[l * 4];
+        double best = INFINITY, r = 0;
+        for (int j = 0; j < 4; j++) {
+            if (!isfinite(x[j].mem)) continue;
+            double v = x[j].mem + c->beta * x[j].both + lam * x[j].rec + mu * x[j].copy;
+            if (v < best || (v == best && x[j].rec < r)) best = v, r = x[j].rec;
+        }
+        S += best;
+        rsum += r;
+    }
+    double R = fmin(c->P * T / c->M - c->W0, T - c->chain);
+    if (slope) *slope = rsum - R;
+    return S - lam * R - mu * c->P * T / c->M -
+           T * ((1 + c->beta) * c->cap + c->beta * c->hcap) / c->M;
+}
+
+static double lbm_lam(const lbm_ctx *c, double T, double mu, double lam_hi) {
+    double lo = 0, hi = lam_hi, sl;
+    double best = lbm_D(c, T, 0, mu, &sl);
+    if (sl <= 0) return best; /* already decreasing at 0 */
+    for (int it = 0; it < 60; it++) {
+        double mid = 0.5 * (lo + hi);
+        if (lbm_D(c, T, mid, mu, &sl), sl > 0) lo = mid;
+        else hi = mid;
+    }
+    return fmax(best, fmax(lbm_D(c, T, lo, mu, NULL), lbm_D(c, T, hi, mu, NULL)));
+}
+
+/* max over mu of max over lam of D at T (concave in mu: a partial maximum of a jointly
+ * concave function); golden-section search, every point tried being a valid certificate. */
+static double lbm_Dmax(const lbm_ctx *c, double T, double lam_hi, double mu_hi) {
+    double best = lbm_lam(c, T, 0, lam_hi);
+    if (!(mu_hi > 0)) return best;
+    const double g = 0.6180339887498949;
+    double a = 0, b = mu_hi, x1 = b - g * (b - a), x2 = a + g * (b - a);
+    double f1 = lbm_lam(c, T, x1, lam_hi), f2 = lbm_lam(c, T, x2, lam_hi);
+    for (int it = 0; it < 50; it++) {
+        if (f1 < f2) a = x1, x1 = x2, f1 = f2, x2 = a + g * (b - a), f2 = lbm_lam(c, T, x2, lam_hi);
+        else b = x2, x2 = x1, f2 = f1, x1 = b - g * (b - a), f1 = lbm_lam(c, T, x1, lam_hi);
+    }
+    return fmax(best, fmax(f1, f2));
+}
+
+double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int M,
+                          double mem_limit_bytes, const op_comm *comm) {
+    double base = op_lower_bound(layers, n_layers, P, M);
+    if (!(mem_limit_bytes > 0)) return base;
+    double stat = 0, work = 0, chain = 0, act = 0;
+    for (int l = 0; l < n_layers; l++) {
+        const op_layer_cost *c = &layers[l];
+        stat += (double)c->static_bytes;
+        act += (double)c->act_bytes;
+        work += c->f_ms + c->i_ms + c->w_ms;
+        chain += c->f_ms + c->i_ms;
+    }
+    double cap = (double)P * mem_limit_bytes - stat;
+    if (cap < 0) return INFINITY; /* static memory alone exceeds P * limit */
+    if (!(act > 0)) return base;
+    double B = comm && comm->host_bw_GBps > 0 ? comm->host_bw_GBps * 1e6 : 0; /* bytes/ms */
+    double H = B > 0 && comm->host_mem_bytes > 0 ? comm->host_mem_bytes : 0;
+    double snap_cap = (double)P * mem_limit_bytes + (double)P * H;
+    double best = base;
+    if (!(B > 0) || H > 0) best = fmax(best, lbm_snapshot(layers, n_layers, P, M, snap_cap, stat, work, chain));
+    if (!isfinite(best)) return best;
+    /* options per layer, c_l from the back */
+    lbm_opt *o = op_xmalloc(sizeof *o * (size_t)n_layers * 4);
+    double c = 0;
+    for (int l = n_layers - 1; l >= 0; l--) {
+        const op_layer_cost *y = &layers[l];
+        double a = (double)y->act_bytes, s = (double)op_layer_sel_bytes(y);
+        c += y->f_ms + y->i_ms;
+        lbm_opt *x = &o[l * 4];
+        x[0] = (lbm_opt){a * c, 0, 0, a * c};
+        x[1] = (lbm_opt){s * c, fmax(y->f_sel_ms, 0), 0, s * c};
+        x[2] = (lbm_opt){0, fmax(y->f_ms, 0), 0, 0};
+        x[3] = (lbm_opt){INFINITY, 0, 0, 0};
+        if (B > 0) {
+            double dev = a * (y->f_ms + y->i_ms + 2 * a / B);
+            x[3] = (lbm_opt){dev, 0, 2 * a / B, fmax(dev, a * c)};
+        }
+    }
+    /* the least T the relaxation allows, by bisection: every T with some multipliers giving
+     * D > 0 is impossible, and D only falls as T grows.  hi: all-full is feasible there (no
+     * stash, recompute within both budgets), and so is all-keep when it fits at all. */
+    double recall = 0, keepmem = 0, lam_hi = 1, mu_hi = 0;
+    for (int l = 0; l < n_layers; l++) {
+        const lbm_opt *x = &o[l * 4];
+        recall += x[2].rec;
+        keepmem += x[0].mem;
+        for (int j = 0; j < 4; j++)
+            if (x[j].rec > 0) lam_hi = fmax(lam_hi, 2 * x[0].mem / x[j].rec); /* keep is never beaten by more */
+        if (B > 0 && x[3].copy > 0) mu_hi = fmax(mu_hi, 2 * x[0].mem / x[3].copy);
+    }
+    double hi = fmax(best, fmax((work + recall) * M / P, chain + recall));
+    if (cap > 0) hi = fmin(hi, fmax(best, M * keepmem / cap));
+    double lo = best;
+    int nb = H > 0 ? 5 : 1;
+    const double betas[5] = {0, 0.25, 1, 4, 16};
+    for (int it = 0; it < 80 && hi > lo * (1 + 1e-10); it++) {
+        double T = lo > 0 && hi > 4 * lo ? sqrt(lo * hi) : 0.5 * (lo + hi); /* far apart: halve the ratio */
+        int imp = 0;
+        for (int ib = 0; ib < nb && !imp; ib++) {
+            lbm_ctx cx = {o, n_layers, M, P, cap, (double)P * H, work, chain, betas[ib]};
+            double D = lbm_Dmax(&cx, T, lam_hi * (1 + betas[ib]), mu_hi * (1 + betas[ib]));
+            imp = D > 1e-9 * T * ((1 + betas[ib]) * cap + betas[ib] * P * H) / M; /* rounding */
+        }
+        if (imp) lo = T;
+        else hi = T;
+    }
+    free(o);
+    return lo;
 }
 
 double op_plan_lower_bound_mem(const op_plan *p) {

@@ -36,13 +36,21 @@ typedef struct sim_copy {
     int64_t *host_peak; /* [P] */
     int M;
     double cap;         /* host budget per device, 0 = none */
+    /* reload points (sim_copy_triggers): device d's op at position j issues, when it starts,
+     * the reloads of its ops tq[tfirst[tbase[d] + j] .. tfirst[tbase[d] + j + 1]) */
+    int *tbase, *tfirst, *tq;
+    size_t tcap, tcap_p;
 } sim_copy;
 void sim_copy_reset(sim_copy *c, const op_plan *p, double *xfer, double *eng, int64_t *host,
                     int64_t *host_peak);
 /* F(s,m) of offload stage t ended at f_end: queue its copy to host (or keep it, budget). */
 void sim_copy_offload(sim_copy *c, const sim_stage *t, int s, int m, double f_end);
-/* The op before I|B(s,m) in its device's order starts at prev_start: queue the reload. */
+/* The op that issues the reload of I|B(s,m) (sim_copy_triggers) starts at prev_start: queue
+ * the reload. */
 void sim_copy_reload(sim_copy *c, const sim_stage *t, int s, int m, double prev_start);
+/* Fills c's reload points from p's orders (op_sim_reload_at). */
+void sim_copy_triggers(sim_copy *c, const op_plan *p);
+void sim_copy_free(sim_copy *c);
 
 /* Dynamic mode, per stage, two cache lines (64-byte aligned).  At P = 128 an event is a
  * chain of dependent loads over ~128 devices' state, which does not fit in L1: what decides

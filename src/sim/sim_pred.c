@@ -58,6 +58,7 @@ static int fill_copies(op_plan *p) {
     op_sim_ws *ws = op_sim_ws_new();
     sim_prepare(ws, p, 0);
     sim_copy *cp = &ws->cp;
+    sim_copy_triggers(cp, p);
     for (int d = 0; d < p->P; d++) {
         const op_op *ops = p->ops[d];
         for (int i = 0; i < p->n_ops[d]; i++) {
@@ -66,10 +67,10 @@ static int fill_copies(op_plan *p) {
             if (i == 0 && o->kind != OP_F && o->kind != OP_W && t->offload)
                 sim_copy_reload(cp, t, o->stage, o->mb, 0.0);
             if (o->kind == OP_F && t->offload) sim_copy_offload(cp, t, o->stage, o->mb, o->end);
-            if (i + 1 < p->n_ops[d]) {
-                const op_op *nx = &ops[i + 1];
-                if (nx->kind != OP_F && nx->kind != OP_W && ws->st[nx->stage].offload)
-                    sim_copy_reload(cp, &ws->st[nx->stage], nx->stage, nx->mb, o->start);
+            const int *tf = cp->tfirst + cp->tbase[d] + i;
+            for (int k = tf[0]; k < tf[1]; k++) {
+                const op_op *nx = &ops[cp->tq[k]];
+                sim_copy_reload(cp, &ws->st[nx->stage], nx->stage, nx->mb, o->start);
             }
         }
     }

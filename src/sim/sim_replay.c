@@ -22,6 +22,7 @@ double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write) {
     const int off = ws->any_offload;
     sim_copy *cp = &ws->cp;
     const int64_t SM = (int64_t)S * M; /* plane size; the next stage's row is M further */
+    if (off) sim_copy_triggers(cp, p);
     int sp = 0;
     for (int d = P - 1; d >= 0; d--) {
         pos[d] = 0;
@@ -65,7 +66,7 @@ double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write) {
                     ready = e;
                 }
                 if (s > 0) push = st[s - 1].dev;
-                /* offload: I|B waits for its reload (issued one op ahead, below) */
+                /* offload: I|B waits for its reload (issued at its reload point, below) */
                 if (off && t->offload) {
                     if (i == 0) sim_copy_reload(cp, t, s, m, 0.0);
                     double r = cp->xfer[row * 4 + 3];
@@ -76,11 +77,10 @@ double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write) {
             f = start + t->dur[slot];
             if (off) {
                 if (k == OP_F && t->offload) sim_copy_offload(cp, t, s, m, f);
-                if (i + 1 < n) {
-                    const op_op *nx = &ops[i + 1];
-                    if (nx->kind != OP_F && nx->kind != OP_W && (unsigned)nx->stage < (unsigned)S &&
-                        (unsigned)nx->mb < (unsigned)M && st[nx->stage].offload)
-                        sim_copy_reload(cp, &st[nx->stage], nx->stage, nx->mb, start);
+                const int *tf = cp->tfirst + cp->tbase[d] + i;
+                for (int r = tf[0]; r < tf[1]; r++) {
+                    const op_op *nx = &ops[cp->tq[r]];
+                    sim_copy_reload(cp, &st[nx->stage], nx->stage, nx->mb, start);
                 }
             }
             end[slot * SM + row] = f;

@@ -28,6 +28,7 @@ void op_sim_ws_free(op_sim_ws *ws) {
     free(ws->eng);
     free(ws->host);
     free(ws->host_peak);
+    sim_copy_free(&ws->cp);
     free(ws);
 }
 

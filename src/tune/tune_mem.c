@@ -197,11 +197,11 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
         st.mem_binds = 2;
         op_layer_cost *lv = op_xmalloc(sizeof *lv * (size_t)pr->n_layers);
         /* trials: selective everywhere; then, while the best is still far from the bound,
-         * full on the first quarter / half of the layers, and full everywhere */
+         * full on the first eighth / quarter / half of the layers, and full everywhere */
         int L = pr->n_layers;
-        const int tpol[4] = {OP_ACT_SELECTIVE, OP_ACT_FULL, OP_ACT_FULL, OP_ACT_FULL};
-        const int tcut[4] = {L, L / 4, L / 2, L};
-        for (int k = 0; k < 4; k++) {
+        const int tpol[5] = {OP_ACT_SELECTIVE, OP_ACT_FULL, OP_ACT_FULL, OP_ACT_FULL, OP_ACT_FULL};
+        const int tcut[5] = {L, L / 8, L / 4, L / 2, L};
+        for (int k = 0; k < 5; k++) {
             int pol = tpol[k];
             /* full costs a whole forward per stage: worth a search only when nothing lighter
              * fits, or what fits is still far (> 5%) from the memory-free bound */
