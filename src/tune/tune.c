@@ -15,6 +15,11 @@
 #include "tune/tune_int.h"
 #include "tune/tune_mem.h"
 
+/* Search restarts (tn_tune_core): one per TN_ROUND_EVALS simulations of budget, at most
+ * TN_ROUNDS (a round with fewer simulations than that stops short of a local optimum). */
+#define TN_ROUNDS 4
+#define TN_ROUND_EVALS 15000
+
 #ifndef TN_EVAL_UNITS
 #define TN_EVAL_UNITS 5e6
 #endif
@@ -171,8 +176,9 @@ static void seed_all(tn_search *st, tn_pool *pl) {
         /* torchtitan's V style takes exactly 2 stages per rank */
         if (v >= 2 && st->mode != OP_TUNE_PLACE_LOOP && (st->mode == OP_TUNE_PLACE_ANY || v == 2)) {
             tn_place_v(&c, P, S);
-            for (int f = 0; f < (st->mode == OP_TUNE_PLACE_ANY && v == 2 ? 3 : 1); f++) {
-                tn_partition_balanced(pb, &c, f * 0.2); /* 0, then light first stages */
+            static const double FRONT[] = {0, 0.2, 0.4};
+            for (int f = 0; f < (st->mode == OP_TUNE_PLACE_ANY && v <= 4 ? 3 : 1); f++) {
+                tn_partition_balanced(pb, &c, FRONT[f]); /* 0, then light first stages */
                 seed_knobs(st, pl, &c, "v");
             }
         }
@@ -246,12 +252,15 @@ static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_
 static long auto_evals(const tn_prob *pb) {
     /* An evaluation costs ~100 ns per op on one core (bench_plan).  Small problems get ~0.5 s
      * (P=8, M=32, 60 layers: ~3,300 simulations); large ones up to 3,000 simulations, ~35 s at
-     * P=64, M=256, 200 layers. */
+     * P=64, M=256, 200 layers.  Tiny ones (a few hundred ops, e.g. P=4, M=8) get 60,000, about
+     * a second: their simulations are so short that the search, not the budget, is what
+     * limits them, and TN_ROUNDS restarts make the result stop swinging with the seed. */
     double S = 2.0 * pb->P < pb->L ? 2.0 * pb->P : pb->L;
     double ops = 3.0 * S * pb->M;
     double n = TN_EVAL_UNITS / ops, big = 3e8 / ops < 3000 ? 3e8 / ops : 3000;
     if (big > n) n = big;
-    return n < 300 ? 300 : n > 20000 ? 20000 : (long)n;
+    if (ops <= 400) n = 60000;
+    return n < 300 ? 300 : n > 60000 ? 60000 : (long)n;
 }
 
 int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
@@ -297,26 +306,37 @@ int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op
     st.phase = "seeds";
     seed_all(&st, &pl);
 
-    /* refine the distinct seeds, then keep polishing the best */
-    long left = st.max_evals - st.evals;
-    int k = pl.n < 4 ? pl.n : 4;
-    for (int i = 0; i < k && !tn_out_of_budget(&st); i++) {
-        tn_local_search(&st, &pl.c[i], left * 6 / 10 / k);
-        if (getenv("OCTOPIPE_TUNE_DEBUG"))
-            fprintf(stderr, "refined seed %d (%s): best so far %.3f, %ld sims\n", i, pl.shape[i],
-                    st.best_score, st.evals);
-    }
-    tn_cand cur;
+    /* Restarts: each round refines the distinct seeds, then polishes the overall best until
+     * three restarts in a row find nothing, with its own random stream (the local search
+     * breaks ties and kicks by it).  One round's result swings with the seed by a few percent;
+     * the best of several does not.  A round that stops early leaves its budget to the next.
+     * Deterministic: round r's stream depends only on (seed, r). */
+    tn_cand cur, round_start;
     tn_cand_alloc(&cur, &pb);
-    /* polish the overall best: restarts (each kicked differently by the RNG) until three in a
-     * row find nothing */
-    for (int miss = 0; miss < 3 && !tn_out_of_budget(&st);) {
-        double before = st.best_score;
-        tn_cand_copy(&cur, &st.best, &pb);
-        tn_local_search(&st, &cur, st.max_evals - st.evals);
-        miss = st.best_score < before * (1 - 1e-12) ? 0 : miss + 1;
+    tn_cand_alloc(&round_start, &pb);
+    int rounds = (int)(st.max_evals / TN_ROUND_EVALS);
+    rounds = rounds < 1 ? 1 : rounds > TN_ROUNDS ? TN_ROUNDS : rounds;
+    for (int round = 0; round < rounds && !tn_out_of_budget(&st); round++) {
+        if (round) op_rng_seed(&st.rng, o.seed * 0x9E3779B97F4A7C15ull + (uint64_t)round);
+        long round_end = st.evals + (st.max_evals - st.evals) / (rounds - round);
+        long left = round_end - st.evals;
+        int k = pl.n < 4 ? pl.n : 4;
+        for (int i = 0; i < k && !tn_out_of_budget(&st) && st.evals < round_end; i++) {
+            tn_cand_copy(&round_start, &pl.c[i], &pb);
+            tn_local_search(&st, &round_start, left * 6 / 10 / k);
+            if (getenv("OCTOPIPE_TUNE_DEBUG"))
+                fprintf(stderr, "round %d refined seed %d (%s): best so far %.3f, %ld sims\n", round,
+                        i, pl.shape[i], st.best_score, st.evals);
+        }
+        for (int miss = 0; miss < 3 && !tn_out_of_budget(&st) && st.evals < round_end;) {
+            double before = st.best_score;
+            tn_cand_copy(&cur, &st.best, &pb);
+            tn_local_search(&st, &cur, round_end - st.evals);
+            miss = st.best_score < before * (1 - 1e-12) ? 0 : miss + 1;
+        }
     }
     tn_cand_free(&cur);
+    tn_cand_free(&round_start);
 
     int rc = OP_OK;
     const char *source = "search";

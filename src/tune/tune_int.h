@@ -73,7 +73,8 @@ void tn_place_v(tn_cand *c, int P, int S);
 /* Contiguous partition balancing per-device work for the placement already in c->dev.
  * front > 0: each device's first stage gets that share of the device's work. */
 void tn_partition_balanced(const tn_prob *pb, tn_cand *c, double front);
-/* Contiguous partition giving device d about want[d] ms of work per microbatch. */
+/* Contiguous partition giving device d about want[d] ms of work per microbatch; front < 0:
+ * each device's first stage keeps its current layer count. */
 void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want, double front);
 /* Placement family name of c: "seq", "loop", "v" or "irregular". */
 const char *tn_shape(const tn_cand *c, int P);
