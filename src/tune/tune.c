@@ -252,15 +252,15 @@ static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_
 static long auto_evals(const tn_prob *pb) {
     /* An evaluation costs ~100 ns per op on one core (bench_plan).  Small problems get ~0.5 s
      * (P=8, M=32, 60 layers: ~3,300 simulations); large ones up to 3,000 simulations, ~35 s at
-     * P=64, M=256, 200 layers.  Tiny ones (a few hundred ops, e.g. P=4, M=8) get 60,000, about
+     * P=64, M=256, 200 layers.  Tiny ones (a few hundred ops, e.g. P=4, M=8) get 30,000, under
      * a second: their simulations are so short that the search, not the budget, is what
-     * limits them, and TN_ROUNDS restarts make the result stop swinging with the seed. */
+     * limits them, and two restarts narrow how much the result swings with the seed. */
     double S = 2.0 * pb->P < pb->L ? 2.0 * pb->P : pb->L;
     double ops = 3.0 * S * pb->M;
     double n = TN_EVAL_UNITS / ops, big = 3e8 / ops < 3000 ? 3e8 / ops : 3000;
     if (big > n) n = big;
-    if (ops <= 400) n = 60000;
-    return n < 300 ? 300 : n > 60000 ? 60000 : (long)n;
+    if (ops <= 400) n = 30000;
+    return n < 300 ? 300 : n > 30000 ? 30000 : (long)n;
 }
 
 int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
