@@ -45,7 +45,7 @@ double op_tune_lower_bound(const op_problem *pr) {
 
 int tn_out_of_budget(const tn_search *st) {
     if (st->evals >= st->max_evals || (st->o->cancel && *st->o->cancel)) return 1;
-    return st->deadline > 0 && (st->evals & 15) == 0 && op_now_s() > st->deadline;
+    return st->deadline > 0 && (st->sims & 15) == 0 && op_now_s() > st->deadline;
 }
 
 static void progress(tn_search *st) {
@@ -69,7 +69,10 @@ double tn_score(tn_search *st, const tn_cand *c) { return tn_score_cut(st, c, 0)
 
 double tn_score_cut(tn_search *st, const tn_cand *c, double cutoff) {
     double mk = tn_eval(st->e, st->pb, c, &st->r, NULL, NULL, cutoff < TN_NOFIT ? cutoff : 0);
-    st->evals++;
+    st->sims++;
+    /* a simulation costs its op count: S stages over s_ref count S / s_ref times, so plans
+     * with many stages do not stretch the tune time the budget was sized for */
+    st->evals += c->S > st->s_ref ? (c->S + st->s_ref - 1) / st->s_ref : 1;
     if (mk == -2) return 1e300;
     OP_ASSERT(mk > 0, "tune engine deadlocked (S=%d)", c->S);
     if (st->r.peak_max < st->min_peak) st->min_peak = st->r.peak_max;
@@ -78,7 +81,7 @@ double tn_score_cut(tn_search *st, const tn_cand *c, double cutoff) {
         st->best_score = sc;
         tn_cand_copy(&st->best, c, st->pb);
     }
-    if ((st->evals & 63) == 0 && (st->o->verbose || st->o->progress)) progress(st);
+    if ((st->sims & 63) == 0 && (st->o->verbose || st->o->progress)) progress(st);
     return sc;
 }
 
@@ -249,7 +252,7 @@ static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_
     return rc;
 }
 
-static long auto_evals(const tn_prob *pb) {
+static long auto_evals(const tn_prob *pb, int *s_ref) {
     /* An evaluation costs ~100 ns per op on one core (bench_plan).  Small problems get ~0.5 s
      * (P=8, M=32, 60 layers: ~3,300 simulations); large ones up to 3,000 simulations, ~35 s at
      * P=64, M=256, 200 layers.  Tiny ones (a few hundred ops, e.g. P=4, M=8) get 30,000, under
@@ -259,7 +262,8 @@ static long auto_evals(const tn_prob *pb) {
     double ops = 3.0 * S * pb->M;
     double n = TN_EVAL_UNITS / ops, big = 3e8 / ops < 3000 ? 3e8 / ops : 3000;
     if (big > n) n = big;
-    if (ops <= 400) n = 30000;
+    *s_ref = (int)S;
+    if (ops <= 400) n = 30000, *s_ref = pb->L; /* every simulation costs one */
     return n < 300 ? 300 : n > 30000 ? 30000 : (long)n;
 }
 
@@ -287,7 +291,8 @@ int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op
     st.o = &o;
     st.t0 = st.last_progress = op_now_s();
     st.deadline = o.time_budget_s > 0 ? st.t0 + o.time_budget_s : 0;
-    st.max_evals = o.max_evals > 0 ? o.max_evals : auto_evals(&pb);
+    st.s_ref = pb.L; /* an explicit max_evals counts simulations */
+    st.max_evals = o.max_evals > 0 ? o.max_evals : auto_evals(&pb, &st.s_ref);
     st.best_score = 1e300;
     st.min_peak = INT64_MAX;
     st.phase = "seeds";
@@ -372,7 +377,7 @@ int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op
     if (o.stats) {
         op_tune_stats *s = o.stats;
         memset(s, 0, sizeof *s);
-        s->evals = st.evals;
+        s->evals = st.sims;
         s->seconds = op_now_s() - st.t0;
         if (have_bl) {
             s->best_baseline_ms = bl.pred.makespan_ms;

@@ -88,7 +88,9 @@ typedef struct tn_search {
     tn_res r;                 /* result of the last evaluation */
     tn_res cr;                /* result of the local search's current plan */
     op_tune_placement mode;
-    long evals, max_evals;
+    long evals, max_evals;    /* budget spent / allowed, in simulations of s_ref stages */
+    long sims;                /* simulations run */
+    int s_ref;                /* a simulation of S stages costs ceil(S / s_ref) of the budget */
     double t0, deadline;      /* op_now_s(); deadline 0 = none */
     double last_progress;
     const op_tune_opts *o;
