@@ -8,7 +8,8 @@
  * (process CPU seconds: one core).  Geomeans at the bottom; then the tune-time cases
  * (P=8 M=32 ~60 layers, P=64 M=256 ~200 layers).  JSON goes to $BUILD/bench-results/plan.json.
  *
- * Usage: bench_plan [--quick]   (--quick: P in {4, 8} and no P=64 case) */
+ * Usage: bench_plan [--quick | --tune-time]   (--quick: P in {4, 8} and no P=64 case;
+ *        --tune-time: only the tune-time cases, for profiling the tuner) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +173,7 @@ static op_layer_cost *profile_layers(int n_mixers, int *L) {
 
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    int tt_only = argc > 1 && !strcmp(argv[1], "--tune-time");
     const char *const *names = op_sched_names();
     printf("tuned plan vs baselines: H100-80GB nodes of 8, seq 4096, mbs 1, tp 1, limit 80 GiB; "
            "makespans in ms, '!' = does not fit memory, model* = no schedule fits 80 GiB, so the "
@@ -185,7 +187,7 @@ int main(int argc, char **argv) {
     int first = 1;
     op_buf_printf(&js, "{\"suite\": [");
     int Ps[] = {4, 8, 16};
-    for (int mi = 0; MODELS[mi]; mi++)
+    for (int mi = 0; MODELS[mi] && !tt_only; mi++)
         for (int pi = 0; pi < (quick ? 2 : 3); pi++)
             for (int mm = 2; mm <= 4; mm += 2) {
                 int P = Ps[pi], M = mm * P;
@@ -199,7 +201,7 @@ int main(int argc, char **argv) {
                 op_model_free(&m);
             }
     /* profile-driven case: measured per-layer times, no memory model */
-    for (int P = 8; P <= 8; P++)
+    for (int P = 8; P <= 8 && !tt_only; P++)
         for (int mm = 2; mm <= 4; mm += 2) {
             int L;
             op_layer_cost *l = profile_layers(52, &L);

@@ -5,6 +5,8 @@
 #include <float.h>
 
 #include "check.h"
+#include "octopipe/cost.h"
+#include "octopipe/model.h"
 #include "octopipe/sched.h"
 #include "octopipe/sim.h"
 #include "octopipe/tune.h"
@@ -386,6 +388,99 @@ TEST(within_two_percent_of_exhaustive_optimum) {
     }
 }
 
+/* The warm-up term by hand: F = (2, 1, 1, 1), I = 1, W = 0, M = 4: work = 9 per microbatch.
+ * P = 2: k = 1 gives 36; k = 2 gives (36 + head(0) + head(1)) / 2 = (36 + 0 + 2) / 2 = 19,
+ * above work / P = 18, the chain 9, the per-layer bounds (at most 4 * 3 + 3 = 15) and the
+ * pigeonhole bound 2 * 4 * 2 = 16: the whole bound is 19.  P = 8 (only 4 layers, so at most
+ * 4 devices used): min over k of (36 + H_k) / k = (36 + 0 + 2 + 3 + 4) / 4 = 11.25. */
+TEST(warmup_bound_by_hand) {
+    op_layer_cost l[4];
+    memset(l, 0, sizeof l);
+    for (int i = 0; i < 4; i++) l[i].f_ms = i ? 1 : 2, l[i].i_ms = 1;
+    CHECK_NEAR(op_lower_bound_warmup(l, 4, 2, 4), 19, 1e-12);
+    CHECK_NEAR(op_lower_bound(l, 4, 2, 4), 19, 1e-12);
+    CHECK_NEAR(op_lower_bound_warmup(l, 4, 8, 4), 11.25, 1e-12);
+    CHECK_NEAR(op_lower_bound_warmup(l, 4, 1, 4), 36, 1e-12); /* one device: work alone */
+    /* it is reached: P = 2, stages [0,1) [1,4): device 1 waits 2 ms, then runs 4 x (3 F + 3 I)
+     * = 24 ms back to back only if it never waits again; any plan takes >= 19 */
+    op_problem pr = problem("wu", l, 4, 2, 4, 0);
+    for (const char *const *n = op_sched_names(); *n; n++) {
+        op_plan b;
+        op_err e = {0};
+        if (op_sched_build(*n, &pr, &b, &e) != OP_OK) continue;
+        CHECK_MSG(b.pred.makespan_ms >= 19 - 1e-9, "%s: %.4f", *n, b.pred.makespan_ms);
+        op_plan_free(&b);
+    }
+}
+
+/* The bound must hold for every plan any scheduler makes: random presets, P, M, with and
+ * without communication, every baseline and a short tuning run. */
+TEST(lower_bound_below_every_plan_on_presets) {
+    const char *const *models = op_model_preset_names();
+    int nm = 0;
+    while (models[nm]) nm++;
+    op_rng rng;
+    op_rng_seed(&rng, 2026);
+    int checked = 0;
+    for (int it = 0; it < 12; it++) {
+        op_model m;
+        op_err e = {0};
+        const char *name = models[op_rng_int(&rng, nm)];
+        if (op_model_preset(name, &m, &e) != OP_OK) continue;
+        op_train_cfg t;
+        op_train_cfg_default(&t);
+        t.seq = 1024;
+        op_device dev;
+        op_device_preset("h100-80gb", &dev, &e);
+        op_layer_cost *costs = calloc((size_t)m.n_layers, sizeof *costs);
+        if (op_cost_layers(&m, &t, &dev, costs, &e) == OP_OK) {
+            int P = 2 + op_rng_int(&rng, 7), M = 1 + op_rng_int(&rng, 3 * P);
+            if (P > m.n_layers) P = m.n_layers;
+            op_problem pr = problem(name, costs, m.n_layers, P, M, it % 2);
+            double lb = op_lower_bound(costs, m.n_layers, P, M);
+            CHECK(lb >= op_lower_bound_warmup(costs, m.n_layers, P, M) - 1e-12);
+            for (const char *const *n = op_sched_names(); *n; n++) {
+                op_plan b;
+                if (op_sched_build(*n, &pr, &b, &e) != OP_OK) continue;
+                CHECK_MSG(b.pred.makespan_ms >= lb * (1 - 1e-12), "%s %s P=%d M=%d: %.4f < bound %.4f",
+                          name, *n, P, M, b.pred.makespan_ms, lb);
+                checked++;
+                op_plan_free(&b);
+            }
+            op_tune_opts o;
+            op_tune_opts_default(&o);
+            o.max_evals = 300;
+            op_plan p;
+            if (op_tune(&pr, &o, &p, &e) == OP_OK) {
+                CHECK_MSG(p.pred.makespan_ms >= lb * (1 - 1e-12), "%s tuned P=%d M=%d: %.4f < %.4f",
+                          name, P, M, p.pred.makespan_ms, lb);
+                checked++;
+                op_plan_free(&p);
+            }
+        }
+        free(costs);
+        op_model_free(&m);
+    }
+    CHECK_MSG(checked >= 50, "only %d plans checked", checked);
+}
+
+/* Restarts keep the spread over seeds small on the profile-shaped Nemotron case. */
+TEST(seeds_agree_within_two_percent) {
+    op_layer_cost *l = make_layers(NEMO_PAT, NEMO, 5);
+    int L = (int)strlen(NEMO_PAT);
+    op_problem pr = problem("nemo", l, L, 4, 8, 0);
+    double lo = DBL_MAX, hi = 0;
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        op_plan p;
+        CHECK(tune_ok(&pr, seed, &p, NULL) == OP_OK);
+        lo = fmin(lo, p.pred.makespan_ms);
+        hi = fmax(hi, p.pred.makespan_ms);
+        op_plan_free(&p);
+    }
+    CHECK_MSG(hi <= lo * 1.02, "seeds 1..4: %.3f .. %.3f", lo, hi);
+    free(l);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(resimulates_to_prediction_and_validates);
@@ -395,5 +490,8 @@ int main(int argc, char **argv) {
     RUN(placement_modes_keep_torchtitan_layouts);
     RUN(rejects_bad_problems);
     RUN(within_two_percent_of_exhaustive_optimum);
+    RUN(warmup_bound_by_hand);
+    RUN(lower_bound_below_every_plan_on_presets);
+    RUN(seeds_agree_within_two_percent);
     return check_report("tune");
 }

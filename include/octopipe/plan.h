@@ -176,8 +176,13 @@ double op_stage_copy_ms(const op_plan *p, int s);
 
 /* Lower bound on the makespan of any plan of these layers on P devices with M microbatches:
  * the largest of total work / P, one microbatch's F and I chain, the work and chain through
- * each indivisible layer, and the indivisible-jobs bound (plan.c says why each holds). */
+ * each indivisible layer, the indivisible-jobs bound and the warm-up bound (plan.c says why
+ * each holds). */
 double op_lower_bound(const op_layer_cost *layers, int n_layers, int P, int M);
+/* Its warm-up term: min over k = 1..min(P, L) used devices of (M * work + H_k) / k, H_k the sum
+ * of the forward chains F_0 + ... + F_(i-1) for i < k (device i in order of lowest layer cannot
+ * start earlier).  Always >= M * work / P. */
+double op_lower_bound_warmup(const op_layer_cost *layers, int n_layers, int P, int M);
 /* op_plan_lower_bound: op_plan_lower_bound_mixed on a plan with device types. */
 double op_plan_lower_bound(const op_plan *p);
 /* Mixed clusters (plan/bound_mixed.c says why it holds): valid for any partition, placement,

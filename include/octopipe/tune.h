@@ -88,7 +88,9 @@ int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *e
  *                                                      the last I(l) for the backward chain)
  *   sum_{k<l} F_k + M (F_l + I_l + W_l)
  * and, layers being indivisible, for every k: (k+1) M w_(kP+1), w_(j) the j-th heaviest layer
- * F+I+W (some device holds k+1 of the kP+1 heaviest layers).
+ * F+I+W (some device holds k+1 of the kP+1 heaviest layers), and the warm-up bound: the
+ * device whose lowest layer is the i-th smallest cannot start before F_0 + ... + F_(i-1), so
+ * P T >= M * work + the sum of those chains (op_lower_bound_warmup).
  * With a big head (Nemotron-H: head F+I ~ 9x a layer), few microbatches or few layers per
  * device this is well above work / P.  Communication and memory are ignored (they only raise
  * makespans). */

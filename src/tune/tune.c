@@ -15,6 +15,11 @@
 #include "tune/tune_int.h"
 #include "tune/tune_mem.h"
 
+/* Search restarts (tn_tune_core): one per TN_ROUND_EVALS simulations of budget, at most
+ * TN_ROUNDS (a round with fewer simulations than that stops short of a local optimum). */
+#define TN_ROUNDS 4
+#define TN_ROUND_EVALS 15000
+
 #ifndef TN_EVAL_UNITS
 #define TN_EVAL_UNITS 5e6
 #endif
@@ -40,7 +45,7 @@ double op_tune_lower_bound(const op_problem *pr) {
 
 int tn_out_of_budget(const tn_search *st) {
     if (st->evals >= st->max_evals || (st->o->cancel && *st->o->cancel)) return 1;
-    return st->deadline > 0 && (st->evals & 15) == 0 && op_now_s() > st->deadline;
+    return st->deadline > 0 && (st->sims & 15) == 0 && op_now_s() > st->deadline;
 }
 
 static void progress(tn_search *st) {
@@ -64,7 +69,10 @@ double tn_score(tn_search *st, const tn_cand *c) { return tn_score_cut(st, c, 0)
 
 double tn_score_cut(tn_search *st, const tn_cand *c, double cutoff) {
     double mk = tn_eval(st->e, st->pb, c, &st->r, NULL, NULL, cutoff < TN_NOFIT ? cutoff : 0);
-    st->evals++;
+    st->sims++;
+    /* a simulation costs its op count: S stages over s_ref count S / s_ref times, so plans
+     * with many stages do not stretch the tune time the budget was sized for */
+    st->evals += c->S > st->s_ref ? (c->S + st->s_ref - 1) / st->s_ref : 1;
     if (mk == -2) return 1e300;
     OP_ASSERT(mk > 0, "tune engine deadlocked (S=%d)", c->S);
     if (st->r.peak_max < st->min_peak) st->min_peak = st->r.peak_max;
@@ -73,7 +81,7 @@ double tn_score_cut(tn_search *st, const tn_cand *c, double cutoff) {
         st->best_score = sc;
         tn_cand_copy(&st->best, c, st->pb);
     }
-    if ((st->evals & 63) == 0 && (st->o->verbose || st->o->progress)) progress(st);
+    if ((st->sims & 63) == 0 && (st->o->verbose || st->o->progress)) progress(st);
     return sc;
 }
 
@@ -175,8 +183,9 @@ static void seed_all(tn_search *st, tn_pool *pl) {
         /* torchtitan's V style takes exactly 2 stages per rank */
         if (v >= 2 && st->mode != OP_TUNE_PLACE_LOOP && (st->mode == OP_TUNE_PLACE_ANY || v == 2)) {
             tn_place_v(&c, P, S);
-            for (int f = 0; f < (st->mode == OP_TUNE_PLACE_ANY && v == 2 ? 3 : 1); f++) {
-                tn_partition_balanced(pb, &c, f * 0.2); /* 0, then light first stages */
+            static const double FRONT[] = {0, 0.2, 0.4};
+            for (int f = 0; f < (st->mode == OP_TUNE_PLACE_ANY && v <= 4 ? 3 : 1); f++) {
+                tn_partition_balanced(pb, &c, FRONT[f]); /* 0, then light first stages */
                 seed_knobs(st, pl, &c, "v");
             }
         }
@@ -247,15 +256,19 @@ static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_
     return rc;
 }
 
-static long auto_evals(const tn_prob *pb) {
+static long auto_evals(const tn_prob *pb, int *s_ref) {
     /* An evaluation costs ~100 ns per op on one core (bench_plan).  Small problems get ~0.5 s
      * (P=8, M=32, 60 layers: ~3,300 simulations); large ones up to 3,000 simulations, ~35 s at
-     * P=64, M=256, 200 layers. */
+     * P=64, M=256, 200 layers.  Tiny ones (a few hundred ops, e.g. P=4, M=8) get 30,000, under
+     * a second: their simulations are so short that the search, not the budget, is what
+     * limits them, and two restarts narrow how much the result swings with the seed. */
     double S = 2.0 * pb->P < pb->L ? 2.0 * pb->P : pb->L;
     double ops = 3.0 * S * pb->M;
     double n = TN_EVAL_UNITS / ops, big = 3e8 / ops < 3000 ? 3e8 / ops : 3000;
     if (big > n) n = big;
-    return n < 300 ? 300 : n > 20000 ? 20000 : (long)n;
+    *s_ref = (int)S;
+    if (ops <= 400) n = 30000, *s_ref = pb->L; /* every simulation costs one */
+    return n < 300 ? 300 : n > 30000 ? 30000 : (long)n;
 }
 
 int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
@@ -282,7 +295,8 @@ int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op
     st.o = &o;
     st.t0 = st.last_progress = op_now_s();
     st.deadline = o.time_budget_s > 0 ? st.t0 + o.time_budget_s : 0;
-    st.max_evals = o.max_evals > 0 ? o.max_evals : auto_evals(&pb);
+    st.s_ref = pb.L; /* an explicit max_evals counts simulations */
+    st.max_evals = o.max_evals > 0 ? o.max_evals : auto_evals(&pb, &st.s_ref);
     st.best_score = 1e300;
     st.min_peak = INT64_MAX;
     st.phase = "seeds";
@@ -302,26 +316,37 @@ int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op
     seed_all(&st, &pl);
     tn_mixed_seeds(&st, seed_offer, &pl); /* mixed clusters: speed- and node-aware seeds */
 
-    /* refine the distinct seeds, then keep polishing the best */
-    long left = st.max_evals - st.evals;
-    int k = pl.n < 4 ? pl.n : 4;
-    for (int i = 0; i < k && !tn_out_of_budget(&st); i++) {
-        tn_local_search(&st, &pl.c[i], left * 6 / 10 / k);
-        if (getenv("OCTOPIPE_TUNE_DEBUG"))
-            fprintf(stderr, "refined seed %d (%s): best so far %.3f, %ld sims\n", i, pl.shape[i],
-                    st.best_score, st.evals);
-    }
-    tn_cand cur;
+    /* Restarts: each round refines the distinct seeds, then polishes the overall best until
+     * three restarts in a row find nothing, with its own random stream (the local search
+     * breaks ties and kicks by it).  One round's result swings with the seed by a few percent;
+     * the best of several does not.  A round that stops early leaves its budget to the next.
+     * Deterministic: round r's stream depends only on (seed, r). */
+    tn_cand cur, round_start;
     tn_cand_alloc(&cur, &pb);
-    /* polish the overall best: restarts (each kicked differently by the RNG) until three in a
-     * row find nothing */
-    for (int miss = 0; miss < 3 && !tn_out_of_budget(&st);) {
-        double before = st.best_score;
-        tn_cand_copy(&cur, &st.best, &pb);
-        tn_local_search(&st, &cur, st.max_evals - st.evals);
-        miss = st.best_score < before * (1 - 1e-12) ? 0 : miss + 1;
+    tn_cand_alloc(&round_start, &pb);
+    int rounds = (int)(st.max_evals / TN_ROUND_EVALS);
+    rounds = rounds < 1 ? 1 : rounds > TN_ROUNDS ? TN_ROUNDS : rounds;
+    for (int round = 0; round < rounds && !tn_out_of_budget(&st); round++) {
+        if (round) op_rng_seed(&st.rng, o.seed * 0x9E3779B97F4A7C15ull + (uint64_t)round);
+        long round_end = st.evals + (st.max_evals - st.evals) / (rounds - round);
+        long left = round_end - st.evals;
+        int k = pl.n < 4 ? pl.n : 4;
+        for (int i = 0; i < k && !tn_out_of_budget(&st) && st.evals < round_end; i++) {
+            tn_cand_copy(&round_start, &pl.c[i], &pb);
+            tn_local_search(&st, &round_start, left * 6 / 10 / k);
+            if (getenv("OCTOPIPE_TUNE_DEBUG"))
+                fprintf(stderr, "round %d refined seed %d (%s): best so far %.3f, %ld sims\n", round,
+                        i, pl.shape[i], st.best_score, st.evals);
+        }
+        for (int miss = 0; miss < 3 && !tn_out_of_budget(&st) && st.evals < round_end;) {
+            double before = st.best_score;
+            tn_cand_copy(&cur, &st.best, &pb);
+            tn_local_search(&st, &cur, round_end - st.evals);
+            miss = st.best_score < before * (1 - 1e-12) ? 0 : miss + 1;
+        }
     }
     tn_cand_free(&cur);
+    tn_cand_free(&round_start);
 
     int rc = OP_OK;
     const char *source = "search";
@@ -356,7 +381,7 @@ int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op
     if (o.stats) {
         op_tune_stats *s = o.stats;
         memset(s, 0, sizeof *s);
-        s->evals = st.evals;
+        s->evals = st.sims;
         s->seconds = op_now_s() - st.t0;
         if (have_bl) {
             s->best_baseline_ms = bl.pred.makespan_ms;

@@ -34,6 +34,8 @@ struct tn_eng {
     double *ct, *cbt;               /* [P] cached pick: start time of best allowed / blocked op */
     int *cs, *ck, *cbs;             /* [P] cached stage and kind; blocked F stage */
     unsigned char *dirty;           /* [P] */
+    int *dlist, nd;                 /* [P] the dirty devices, in the order they became dirty */
+    int Q, *seg;                    /* [2Q] min-tree over ct (ties: lower device), Q >= P */
     double *rem;                    /* [P] work not yet scheduled (ms) */
 };
 
@@ -78,6 +80,9 @@ tn_eng *tn_eng_new(const tn_prob *pb) {
     e->ck = op_xcalloc((size_t)P, sizeof(int));
     e->cbs = op_xcalloc((size_t)P, sizeof(int));
     e->dirty = op_xcalloc((size_t)P, 1);
+    e->dlist = op_xcalloc((size_t)P, sizeof(int));
+    for (e->Q = 1; e->Q < P; e->Q *= 2) {}
+    e->seg = op_xcalloc(2 * (size_t)e->Q, sizeof(int));
     e->rem = op_xcalloc((size_t)P, sizeof(double));
     return e;
 }
@@ -87,7 +92,7 @@ void tn_eng_free(tn_eng *e) {
     void *ptrs[] = {e->tf, e->ti, e->tw, e->cf, e->cb, e->act, e->actw, e->acti, e->fneed,
                     e->nF, e->nI, e->nW, e->fend, e->iend, e->tfree, e->inflight, e->pendW, e->maxinf,
                     e->acur, e->stat, e->amax, e->dstart, e->dst, e->ct, e->cbt, e->cs,
-                    e->ck, e->cbs, e->dirty, e->rem};
+                    e->ck, e->cbs, e->dirty, e->dlist, e->seg, e->rem};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
     free(e);
 }
@@ -216,6 +221,21 @@ static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
     }
 }
 
+/* The next device to run is the one whose picked op starts first (lowest device on ties): a
+ * min-tree over ct makes that O(log P) per op instead of a scan of every device, which at
+ * P = 64 was most of the tuner's time.  seg[Q + d] = d; seg[i] = the better child. */
+static inline int seg_better(const tn_eng *e, int a, int b) {
+    if (a < 0) return b;
+    if (b < 0) return a;
+    return e->ct[b] < e->ct[a] || (e->ct[b] == e->ct[a] && b < a) ? b : a;
+}
+static void seg_update(tn_eng *e, int d) {
+    for (int i = (e->Q + d) / 2; i >= 1; i /= 2) e->seg[i] = seg_better(e, e->seg[2 * i], e->seg[2 * i + 1]);
+}
+static inline void mark_dirty(tn_eng *e, int d) {
+    if (!e->dirty[d]) e->dirty[d] = 1, e->dlist[e->nd++] = d;
+}
+
 static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
     int S = c->S, P = pb->P;
     const op_comm *cm = &pb->pr->comm;
@@ -256,7 +276,12 @@ static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
         e->inflight[d] = e->pendW[d] = e->maxinf[d] = 0;
         e->acur[d] = e->amax[d] = e->stat[d] = 0;
         e->dirty[d] = 1;
+        e->dlist[d] = d;
+        e->ct[d] = TN_INF;
     }
+    e->nd = P;
+    for (int i = 0; i < e->Q; i++) e->seg[e->Q + i] = i < P ? i : -1;
+    for (int i = e->Q - 1; i >= 1; i--) e->seg[i] = seg_better(e, e->seg[2 * i], e->seg[2 * i + 1]);
     for (int s = 0; s < S; s++)
         e->stat[c->dev[s]] += pb->pstat[c->first[s + 1]] - pb->pstat[c->first[s]];
 }
@@ -279,15 +304,17 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
     for (int s = 0; s < S; s++)
         e->rem[c->dev[s]] += M * (e->tf[s] + e->ti[s] + (c->split ? e->tw[s] : 0));
     for (long k = 0; k < total; k++) {
-        int bd = -1;
-        double bt = TN_INF;
-        for (int d = 0; d < P; d++) {
-            if (e->dirty[d]) {
-                pick(e, c, d, tn_dev_lim(pb, d));
-                e->dirty[d] = 0;
-            }
-            if (e->ct[d] < bt) bt = e->ct[d], bd = d;
+        for (int j = 0; j < e->nd; j++) {
+            int d = e->dlist[j];
+            pick(e, c, d, tn_dev_lim(pb, d));
+            e->dirty[d] = 0;
+            seg_update(e, d);
         }
+        e->nd = 0;
+        int bd = e->seg[1];
+        double bt = TN_INF;
+        if (bd >= 0 && e->ct[bd] < TN_INF) bt = e->ct[bd];
+        else bd = -1;
         int s, kind;
         if (bd < 0) { /* only held-back F ops are ready: run the earliest */
             for (int d = 0; d < P; d++)
@@ -315,7 +342,7 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
             if (++e->inflight[d] > e->maxinf[d]) e->maxinf[d] = e->inflight[d];
             e->acur[d] += e->act[s];
             if (e->acur[d] > e->amax[d]) e->amax[d] = e->acur[d];
-            if (s + 1 < S) e->dirty[c->dev[s + 1]] = 1;
+            if (s + 1 < S) mark_dirty(e, c->dev[s + 1]);
         } else if (kind == OP_W) {
             m = e->nW[s]++;
             e->pendW[d]--;
@@ -329,9 +356,9 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
             e->acur[d] += e->actw[s] - e->act[s];
             if (e->acur[d] > e->amax[d]) e->amax[d] = e->acur[d];
             if (c->split) e->pendW[d]++;
-            if (s > 0) e->dirty[c->dev[s - 1]] = 1;
+            if (s > 0) mark_dirty(e, c->dev[s - 1]);
         }
-        e->dirty[d] = 1;
+        mark_dirty(e, d);
         e->tfree[d] = en;
         e->rem[d] -= dur;
         if (cutoff > 0 && en + e->rem[d] > cutoff * (1 + 1e-12)) {

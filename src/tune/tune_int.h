@@ -90,7 +90,8 @@ void tn_place_v(tn_cand *c, int P, int S);
 /* Contiguous partition balancing per-device work for the placement already in c->dev.
  * front > 0: each device's first stage gets that share of the device's work. */
 void tn_partition_balanced(const tn_prob *pb, tn_cand *c, double front);
-/* Contiguous partition giving device d about want[d] ms of work per microbatch. */
+/* Contiguous partition giving device d about want[d] ms of work per microbatch; front < 0:
+ * each device's first stage keeps its current layer count. */
 void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want, double front);
 /* Placement family name of c: "seq", "loop", "v" or "irregular". */
 const char *tn_shape(const tn_cand *c, int P);
@@ -104,7 +105,9 @@ typedef struct tn_search {
     tn_res r;                 /* result of the last evaluation */
     tn_res cr;                /* result of the local search's current plan */
     op_tune_placement mode;
-    long evals, max_evals;
+    long evals, max_evals;    /* budget spent / allowed, in simulations of s_ref stages */
+    long sims;                /* simulations run */
+    int s_ref;                /* a simulation of S stages costs ceil(S / s_ref) of the budget */
     double t0, deadline;      /* op_now_s(); deadline 0 = none */
     double last_progress;
     const op_tune_opts *o;

@@ -16,7 +16,7 @@
 #include "tune/tune_int.h"
 
 enum { MV_SHIFT, MV_MOVE, MV_SWAP, MV_SPLIT, MV_MERGE, MV_CAP, MV_CAPALL, MV_WLIM, MV_FMODE,
-       MV_SPLITMODE, MV_FFIRST, MV_LOOK, MV_REBAL, MV_IMODE, MV_LPT };
+       MV_SPLITMODE, MV_FFIRST, MV_LOOK, MV_REBAL, MV_IMODE, MV_LPT, MV_PAIR, MV_RAMP };
 
 typedef struct tn_move {
     int type, a, b;
@@ -42,17 +42,26 @@ static int mv_cmp(const void *x, const void *y) {
     return a < b ? 1 : a > b ? -1 : 0;
 }
 
+/* Boundary shifts of a pair move: code 8 j + i, i = 0..3 for k = -2, -1, +1, +2. */
+static const int PAIR_K[4] = {-2, -1, 1, 2};
+
+/* Stage j's first layer moves by k (MV_SHIFT); 0 if a stage would become empty. */
+static int shift(tn_cand *c, int j, int k) {
+    int nf = c->first[j] + k;
+    if (j <= 0 || j >= c->S || nf <= c->first[j - 1] || nf >= c->first[j + 1]) return 0;
+    c->first[j] = nf;
+    return 1;
+}
+
 /* Applies mv to c (a copy of the current plan).  Returns 0 if the move is not legal here. */
 static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
     const tn_prob *pb = st->pb;
     int S = c->S, P = pb->P;
     switch (mv->type) {
-    case MV_SHIFT: {
-        int j = mv->a, nf = c->first[j] + mv->b;
-        if (j <= 0 || j >= S || nf <= c->first[j - 1] || nf >= c->first[j + 1]) return 0;
-        c->first[j] = nf;
-        return 1;
-    }
+    case MV_SHIFT:
+        return shift(c, mv->a, mv->b);
+    case MV_PAIR:
+        return shift(c, mv->a / 8, PAIR_K[mv->a % 8]) && shift(c, mv->b / 8, PAIR_K[mv->b % 8]);
     case MV_MOVE:
         if (c->dev[mv->a] == mv->b) return 0;
         c->dev[mv->a] = mv->b;
@@ -110,7 +119,7 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
         return 1;
     case MV_REBAL: { /* re-cut all stages: move work from devices with little idle to devices
                       * with much (warm-up/cool-down idle cannot be removed by balancing busy) */
-        double T = st->cr.makespan, mean = 0, alpha = mv->b / 4.0;
+        double T = st->cr.makespan, mean = 0, alpha = (mv->b % 16) / 4.0;
         double *want = op_xcalloc((size_t)P, sizeof(double));
         for (int d = 0; d < P; d++) mean += T - st->cr.busy[d];
         mean /= P;
@@ -120,11 +129,48 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
             double idle = T - st->cr.busy[d];
             want[d] = fmax(0, st->cr.busy[d] + alpha * (idle - mean)) / pb->M;
         }
-        tn_partition_targets(pb, c, want, 0);
+        tn_partition_targets(pb, c, want, mv->b >= 16 ? -1 : 0); /* b >= 16: keep the ramp */
         int same = !memcmp(old, c->first, sizeof(int) * (size_t)(S + 1));
         free(old);
         free(want);
         return !same;
+    }
+    case MV_RAMP: { /* every device's first stage gets b layers (a short ramp: each device
+                     * starts after a short forward chain), the rest re-cut for equal work */
+        int *cnt = op_xcalloc((size_t)P, sizeof(int)), *seen = op_xcalloc((size_t)P, sizeof(int));
+        int *old = op_xmalloc(sizeof(int) * (size_t)(S + 1)), fixed = 0, nfree = 0;
+        memcpy(old, c->first, sizeof(int) * (size_t)(S + 1));
+        for (int s2 = 0; s2 < S; s2++) cnt[c->dev[s2]]++;
+        for (int s2 = 0; s2 < S; s2++) { /* stages that are a device's first of several */
+            int d = c->dev[s2], ramp = !seen[d] && cnt[d] >= 2;
+            seen[d] = 1;
+            if (ramp) fixed += mv->b;
+            else nfree++;
+        }
+        int ok = nfree > 0 && fixed + nfree <= pb->L;
+        if (ok) { /* provisional cut: ramps of b layers, the others share the rest evenly */
+            memset(seen, 0, sizeof(int) * (size_t)P);
+            int l = 0, rest = pb->L - fixed, k = 0;
+            for (int s2 = 0; s2 < S; s2++) {
+                int d = c->dev[s2], ramp = !seen[d] && cnt[d] >= 2;
+                seen[d] = 1;
+                c->first[s2] = l;
+                l += ramp ? mv->b : rest / nfree + (k++ < rest % nfree);
+            }
+            c->first[S] = pb->L;
+            double *want = op_xcalloc((size_t)P, sizeof(double)), mean = 0;
+            int used = 0;
+            for (int d = 0; d < P; d++) used += cnt[d] > 0;
+            mean = tn_work(pb, 0, pb->L) / (used ? used : 1);
+            for (int d = 0; d < P; d++) want[d] = cnt[d] ? mean : 0;
+            tn_partition_targets(pb, c, want, -1);
+            free(want);
+            ok = memcmp(old, c->first, sizeof(int) * (size_t)(S + 1)) != 0;
+        }
+        free(cnt);
+        free(seen);
+        free(old);
+        return ok;
     }
     case MV_LOOK:
         if (c->look == mv->b) return 0;
@@ -177,10 +223,76 @@ static double stage_total(const tn_search *st, const tn_cand *c, int s) {
     return tn_work(st->pb, c->first[s], c->first[s + 1]) * st->pb->M;
 }
 
+/* Work (ms, all microbatches) that shift (j, k) moves, from device *from to device *to. */
+static double shift_work(const tn_search *st, const tn_cand *c, int j, int k, int *from, int *to) {
+    int f = c->first[j];
+    if (k > 0) {
+        *from = c->dev[j], *to = c->dev[j - 1];
+        return tn_work(st->pb, f, f + k) * st->pb->M;
+    }
+    *from = c->dev[j - 1], *to = c->dev[j];
+    return tn_work(st->pb, f + k, f) * st->pb->M;
+}
+
+/* Pairs of boundary shifts: one layer alone moves a device's work by M times a layer (more
+ * than the imbalance left once the partition is roughly right), while two shifts can trade
+ * a heavy layer for a light one (Mamba for MLP: an eighth of that), or shrink the first
+ * stages (shorter warm-up for every device after them) and give the work back elsewhere.
+ * Ranked by how much they lower the highest static load, busy + the forward chain of one
+ * microbatch up to the device's first stage; only gains. */
+static void gen_pairs(const tn_search *st, const tn_cand *c, tn_moves *m, op_rng *rng) {
+    const tn_prob *pb = st->pb;
+    int S = c->S, P = pb->P, hot = 0;
+    double *lo = op_xmalloc(sizeof(double) * (size_t)P), *x = op_xmalloc(sizeof(double) * (size_t)P);
+    int *fs = op_xmalloc(sizeof(int) * (size_t)P); /* first stage of each device */
+    for (int d = 0; d < P; d++) fs[d] = -1;
+    for (int s = S - 1; s >= 0; s--) fs[c->dev[s]] = s;
+    double before = 0;
+    for (int d = 0; d < P; d++) {
+        lo[d] = st->cr.busy[d] + (fs[d] >= 0 ? pb->pf[c->first[fs[d]]] : 0);
+        if (lo[d] > lo[hot]) hot = d;
+    }
+    before = lo[hot];
+    for (int j1 = 1; j1 < S; j1++)
+        for (int i1 = 0; i1 < 4; i1++) {
+            int f1, t1, k1 = PAIR_K[i1];
+            if (c->first[j1] + k1 <= c->first[j1 - 1] || c->first[j1] + k1 >= c->first[j1 + 1]) continue;
+            double w1 = shift_work(st, c, j1, k1, &f1, &t1);
+            if (f1 == t1) continue;
+            for (int j2 = j1 + 2; j2 < S; j2++) /* adjacent boundaries would share layers */
+                for (int i2 = 0; i2 < 4; i2++) {
+                    int f2, t2, k2 = PAIR_K[i2];
+                    if (S > 48 && c->dev[j2] != hot && c->dev[j2 - 1] != hot && f1 != hot && t1 != hot)
+                        continue; /* many stages: only pairs that touch the hottest device */
+                    if (c->first[j2] + k2 <= c->first[j2 - 1] || c->first[j2] + k2 >= c->first[j2 + 1])
+                        continue;
+                    double w2 = shift_work(st, c, j2, k2, &f2, &t2);
+                    if (f2 == t2) continue;
+                    double after = 0;
+                    for (int d = 0; d < P; d++) {
+                        x[d] = lo[d] + (d == t1 ? w1 : 0) - (d == f1 ? w1 : 0) + (d == t2 ? w2 : 0) -
+                               (d == f2 ? w2 : 0);
+                        int l = fs[d] == j1 ? 1 : fs[d] == j2 ? 2 : 0; /* chain to a moved start */
+                        if (l) x[d] += pb->pf[c->first[fs[d]] + (l == 1 ? k1 : k2)] - pb->pf[c->first[fs[d]]];
+                        after = fmax(after, x[d]);
+                    }
+                    if (before - after > 1e-9)
+                        mv_add(m, MV_PAIR, 8 * j1 + i1, 8 * j2 + i2, before - after, rng);
+                }
+        }
+    free(lo);
+    free(x);
+    free(fs);
+}
+
 static void gen_partition(const tn_search *st, const tn_cand *c, tn_moves *m, op_rng *rng) {
     const double *busy = st->cr.busy;
     double T = st->cr.makespan;
-    for (int k = 1; k <= 6; k++) mv_add(m, MV_REBAL, 0, k, 2 * T, rng);
+    for (int k = 1; k <= 3; k++) mv_add(m, MV_RAMP, 0, k, 2 * T, rng);
+    for (int k = 1; k <= 6; k++) {
+        mv_add(m, MV_REBAL, 0, k, 2 * T, rng);
+        mv_add(m, MV_REBAL, 0, 16 + k, 2 * T, rng);
+    }
     for (int j = 1; j < c->S; j++) {
         int a = c->dev[j - 1], b = c->dev[j];
         for (int k = 1; k <= 2; k++) {
@@ -189,6 +301,7 @@ static void gen_partition(const tn_search *st, const tn_cand *c, tn_moves *m, op
             mv_add(m, MV_SHIFT, j, -k, (busy[a] - busy[b]) / k, rng);
         }
     }
+    gen_pairs(st, c, m, rng);
 }
 
 static void gen_placement(const tn_search *st, const tn_cand *c, tn_moves *m, op_rng *rng) {
@@ -334,7 +447,7 @@ void tn_rebalance(tn_search *st, tn_cand *c, double *score, int iters) {
     tn_res_copy(&st->cr, &st->r, st->pb->P);
     for (int it = 0; it < iters; it++) {
         int improved = 0;
-        for (int k = 2; k <= 6 && !improved; k += 2) {
+        for (int k = 2; k <= 22 && !improved; k += k == 6 ? 12 : 2) { /* 2 4 6, 18 20 22 */
             tn_cand_copy(&trial, c, st->pb);
             tn_move mv = {MV_REBAL, 0, k, 0};
             if (!mv_apply(st, &trial, &mv)) continue;

@@ -109,7 +109,7 @@ const char *tn_shape(const tn_cand *c, int P) {
 /* One greedy pass: cut stage s when its work is closest to the device's remaining budget
  * shared over its remaining stages.  target[d] is the work device d should end up with. */
 static void greedy_cut(const tn_prob *pb, tn_cand *c, const double *target, double *load,
-                       int *left, double front) {
+                       int *left, double front, const int *keep) {
     int S = c->S, L = pb->L, P = pb->P;
     for (int d = 0; d < P; d++) load[d] = 0, left[d] = 0;
     for (int s = 0; s < S; s++) left[c->dev[s]]++;
@@ -126,6 +126,10 @@ static void greedy_cut(const tn_prob *pb, tn_cand *c, const double *target, doub
              * fills fast (short warm-up) and the later stages carry the rest */
             if (front > 0 && load[d] == 0 && left[d] >= 2) budget = front * target[d];
             int e = l + 1;
+            if (keep && load[d] == 0 && left[d] >= 2) { /* first stage keeps its layer count */
+                e = l + (keep[s + 1] - keep[s]);
+                if (e > maxend) e = maxend;
+            } else
             while (e < maxend) {
                 double cur = tn_work(pb, l, e), nxt = tn_work(pb, l, e + 1);
                 if (fabs(nxt - budget) < fabs(cur - budget)) e++;
@@ -141,6 +145,12 @@ static void greedy_cut(const tn_prob *pb, tn_cand *c, const double *target, doub
 
 void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want, double front) {
     int P = pb->P, S = c->S;
+    int *keep = NULL;
+    if (front < 0) { /* keep each device's first stage as it is (a short ramp stays short) */
+        keep = op_xmalloc(sizeof(int) * (size_t)(S + 1));
+        memcpy(keep, c->first, sizeof(int) * (size_t)(S + 1));
+        front = 0;
+    }
     double *target = op_xcalloc((size_t)P, sizeof(double));
     double *load = op_xcalloc((size_t)P, sizeof(double));
     int *left = op_xcalloc((size_t)P, sizeof(int));
@@ -150,7 +160,7 @@ void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want, dou
     /* Re-aim the targets: a device that ended heavy (it holds the head, say) gets a smaller
      * budget for its earlier stages next pass. */
     for (int it = 0; it < 12; it++) {
-        greedy_cut(pb, c, target, load, left, front);
+        greedy_cut(pb, c, target, load, left, front, keep);
         double dev = 0;
         for (int d = 0; d < P; d++) dev = fmax(dev, load[d] - want[d]);
         if (dev < bestdev - 1e-12) {
@@ -161,6 +171,7 @@ void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want, dou
             if (target[d] > 0) target[d] -= 0.7 * (load[d] - want[d]);
     }
     memcpy(c->first, best, sizeof(int) * (size_t)(S + 1));
+    free(keep);
     free(target);
     free(load);
     free(left);
