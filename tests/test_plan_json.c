@@ -106,6 +106,25 @@ TEST(round_trip_exact) {
     }
 }
 
+/* A file written by a version with a looser lower bound still loads: the bound is not a
+ * prediction of the plan, and the one in memory is recomputed. */
+TEST(older_lower_bound_loads) {
+    op_plan p, q;
+    plan_1f1b(&p, 4, 8, 1, 0.013);
+    double lb = p.pred.lower_bound_ms;
+    p.pred.lower_bound_ms = lb * 0.97;
+    const char *path = tmp_path("oldlb.json");
+    op_err e = {0};
+    CHECK_EQ_INT(op_plan_write(&p, path, &e), OP_OK);
+    int rc = op_plan_read(path, &q, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc == OP_OK) {
+        CHECK_NEAR(q.pred.lower_bound_ms, lb, 1e-9 * lb);
+        op_plan_free(&q);
+    }
+    op_plan_free(&p);
+}
+
 /* Activation policies round-trip by name; files without the key load as keep everywhere; an
  * unknown name is refused with its position. */
 TEST(activation_policy_round_trip) {
@@ -411,6 +430,7 @@ int main(int argc, char **argv) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/octopipe-plan-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     RUN(round_trip_exact);
+    RUN(older_lower_bound_loads);
     RUN(act_i_bytes_round_trip_and_optional);
     RUN(activation_policy_round_trip);
     RUN(plan_without_times_is_simulated);
