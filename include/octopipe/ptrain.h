@@ -86,6 +86,9 @@ double op_ptrain_step_loss(const double *lt, int S, int M);
 /* Peak activation bytes a rank held at once (all its stages together, I's stash included). */
 int64_t op_ptrain_peak_act(const op_ptrain *t, int rank);
 void op_ptrain_reset_peak(op_ptrain *t);
+/* Offload stages: transfers a rank's copy engine did so far and the ms they lasted (each at
+ * least the plan's op_stage_copy_ms: the modelled host link). */
+void op_ptrain_copy_stats(const op_ptrain *t, int rank, int *n_xfers, double *busy_ms);
 /* Share of the wall time inside this rank's compute calls that its thread was on a CPU (1 =
  * never preempted): below ~0.97, other processes took the core and times are not comparable
  * with a prediction made for dedicated cores. */
@@ -151,6 +154,9 @@ typedef struct op_ptrain_report {
     int64_t peak_act[64];    /* per rank, measured */
     double cpu_share[64];    /* per rank, op_ptrain_cpu_share over the run */
     double cpu_ms_step[64];  /* per rank, CPU time in compute calls per step (mean) */
+    int copy_xfers[64];      /* per rank, offload/reload transfers of its copy engine (in-process
+                              * runs; 0 elsewhere) */
+    double copy_busy_ms[64]; /* per rank, ms those transfers lasted */
     double wall_s;
     /* per step (the first OP_PTRAIN_MAX_STEPS run): makespan and the lowest share over ranks of
      * that step's compute wall time spent on a CPU (op_ptrain_cpu_share for one step) */
