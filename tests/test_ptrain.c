@@ -536,11 +536,15 @@ static void synth(const op_nn_model *m, const op_plan *p, const op_layer_prof *t
         for (int k = 0; k < 4; k++) {
             if (p->stage_split[s] ? k == OP_B : (k == OP_I || k == OP_W)) continue;
             double t = call;
+            int pol = p->stage_act[s];
             for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++)
                 for (int j = 0; j < nt; j++)
-                    if (truth[j].sym == m->pattern[l])
+                    if (truth[j].sym == m->pattern[l]) {
                         t += k == OP_F ? truth[j].f_ms : k == OP_I ? truth[j].i_ms : k == OP_W ? truth[j].w_ms
                                                                               : truth[j].i_ms + truth[j].w_ms;
+                        if (k == OP_I || k == OP_B) /* the recompute runs inside I|B */
+                            t += pol == OP_ACT_FULL ? truth[j].f_ms : pol == OP_ACT_SELECTIVE ? truth[j].f_sel_ms : 0;
+                    }
             r->ops_quiet[s * 4 + k] = (op_ptrain_opstat){.cpu_ms = 8 * t, .wall_ms = 8 * t, .n = 8};
         }
 }
@@ -589,6 +593,59 @@ TEST(fit_costs_least_squares) {
     /* nothing usable: no quiet rows and no CPU rows */
     for (int i = 0; i < 3; i++) memset(&r[i], 0, sizeof r[i]);
     CHECK(op_ptrain_fit_costs(&m, pp, rr, 3, prior, 6, 0.05, fit, &call) < 0);
+    for (int i = 0; i < 3; i++) op_plan_free(&p[i]);
+    free(r);
+}
+
+/* Runs whose stages recompute: their I|B times carry the re-run forward (full: F, selective:
+ * the attention core, 40% of attention's F here), the fit takes it out again and recovers the
+ * true times; the fitted f_sel_ms keeps the core's share of the fitted F, so the simulator's
+ * I of a recomputing stage equals the measured one. */
+TEST(fit_costs_with_recompute) {
+    op_nn_model m;
+    tiny_model(&m, "EM*-M*-L");
+    op_layer_prof prior[6], truth[6], fit[6];
+    const char syms[] = "EM*-#L";
+    for (int k = 0; k < 6; k++) {
+        memset(&prior[k], 0, sizeof prior[k]);
+        prior[k].sym = syms[k];
+        prior[k].f_ms = 1 + k, prior[k].i_ms = 1 + k, prior[k].w_ms = 0.5 + k;
+        prior[k].f_sel_ms = syms[k] == '*' ? 0.4 * prior[k].f_ms : 0;
+        truth[k] = prior[k];
+    }
+    truth[2].f_ms *= 1.25, truth[2].f_sel_ms *= 1.25; /* attention slower in the run */
+    op_layer_cost c[64];
+    op_ptrain_layer_costs(&m, prior, 6, c, &(op_err){0});
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    const char *specs[] = {"1f1b", "zbv", "i1f1b"};
+    const uint8_t pol[3] = {OP_ACT_FULL, OP_ACT_SELECTIVE, OP_ACT_KEEP};
+    op_plan p[3];
+    op_ptrain_report *r = op_xcalloc(3, sizeof *r);
+    op_err e;
+    for (int i = 0; i < 3; i++) {
+        CHECK(op_ptrain_make_plan(&m, c, 2, MB, &comm, 0, specs[i], &p[i], &e) == OP_OK);
+        for (int s = 0; s < p[i].S; s += 2) p[i].stage_act[s] = pol[i]; /* every other stage */
+        synth(&m, &p[i], truth, 6, 0.05, &r[i]);
+    }
+    const op_plan *pp[3] = {&p[0], &p[1], &p[2]};
+    const op_ptrain_report *rr[3] = {&r[0], &r[1], &r[2]};
+    double call = -1, rms = op_ptrain_fit_costs(&m, pp, rr, 3, prior, 6, 1e-4, fit, &call);
+    CHECK_MSG(rms >= 0 && rms < 0.5, "rms %.3f%%", rms);
+    CHECK_NEAR(fit[2].f_ms, truth[2].f_ms, 0.02 * truth[2].f_ms);
+    CHECK_NEAR(fit[2].i_ms, truth[2].i_ms, 0.02 * truth[2].i_ms);
+    CHECK_NEAR(fit[2].f_sel_ms, 0.4 * fit[2].f_ms, 1e-12);
+    CHECK_NEAR(fit[3].f_sel_ms, 0, 1e-12);
+    op_layer_cost fc[64];
+    CHECK(op_ptrain_layer_costs(&m, fit, 6, fc, &e) == OP_OK);
+    for (int i = 0; i < 2; i++) {
+        for (int l = 0; l < m.n_layers; l++) p[i].layers[l] = fc[l];
+        for (int s = 0; s < p[i].S; s++) {
+            int k = p[i].stage_split[s] ? OP_I : OP_B;
+            double want = r[i].ops_quiet[s * 4 + k].wall_ms / 8 - 0.05;
+            CHECK_NEAR(op_stage_ms(&p[i], s, (op_kind)k), want, 0.01 * want);
+        }
+    }
     for (int i = 0; i < 3; i++) op_plan_free(&p[i]);
     free(r);
 }
@@ -693,6 +750,7 @@ int main(int argc, char **argv) {
     RUN(bad_plans_refused);
     RUN(fit_overhead_round_trip);
     RUN(fit_costs_least_squares);
+    RUN(fit_costs_with_recompute);
     RUN(step_and_op_stats);
     RUN(sessions_interleaved);
     rmtmp();

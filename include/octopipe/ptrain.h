@@ -207,10 +207,11 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
  * inside the compute call over the quiet steps, ops_quiet; thread CPU time over all timed
  * steps, ops, for a report without quiet steps)
  * (reps[i] of plans[i], i < n; rows: mean op time = sum over the stage's layers + a per-call
- * constant; B rows = I + W; relative error weighting).  A ridge term pulls every time toward
+ * constant; B rows = I + W; I|B rows of a full stage add its F, of a selective stage the
+ * attention core's share of F; relative error weighting).  A ridge term pulls every time toward
  * prior (the isolated profile) with weight `ridge` (0.05 is a good default): with few stages the
  * data only decide what they see, the rest keeps the profile's shape.  Fills out[] (same kinds
- * as prior, times replaced, memory kept), *call_ms (the per-call constant, >= 0) and returns
+ * as prior, times replaced, f_sel_ms scaled with f_ms, memory kept), *call_ms (the per-call constant, >= 0) and returns
  * the rms relative residual of the fit (%), or -1 if no row was usable. */
 double op_ptrain_fit_costs(const op_nn_model *m, const op_plan *const *plans,
                            const op_ptrain_report *const *reps, int n, const op_layer_prof *prior,
