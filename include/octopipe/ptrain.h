@@ -40,7 +40,10 @@ int op_ptrain_layer_costs(const op_nn_model *m, const op_layer_prof *prof, int n
 /* Peak activation bytes per device [P] predicted for plan p from the stage arenas' rule, walking
  * each device's op order: F holds what its layers keep (after_f), I peaks at after_f + its
  * temporaries and stash, then keeps after_i until W; B peaks like I and frees everything.  The
- * simulator's rule (plan.h) counts no I transient; this adds it.  OP_EINVAL if m is not p's. */
+ * simulator's rule (plan.h) counts no I transient; this adds it.  Offload stages count their
+ * copies as taking no time (stash gone at F's end, back at I's start): a lower bound on what
+ * the copy engine (pipe_copy.c) holds; the simulator's timed engine rule is the prediction
+ * then.  OP_EINVAL if m is not p's. */
 int op_ptrain_pred_act_peak(const op_nn_model *m, const op_plan *p, int64_t *peak);
 
 /* op_train_profile measured in thread CPU time instead of wall time (same loop: each kind
