@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
         ai.pool = aw.pool = &s.pool;
         for (int rep = -1; rep < R; rep++) { /* rep -1: warm-up and recording */
             double tt[3];
-            op_nn_ctx cx = {&ai, &aw, b, NULL};
+            op_nn_ctx cx = {.ai = &ai, .aw = &aw, .batch = b};
             for (int o = 0; o < 3; o++) {
                 if (rep < 0) op_nn_gemm_record(g[o].rec, MAXREC, &g[o].n);
                 double t0 = op_now_s();

@@ -3,7 +3,8 @@
  *
  * Method (docs/training.md "Accuracy and calibration"):
  *  1. Profile every layer kind alone (F/I/W, median of R repeats, P profiler threads at once,
- *     thread CPU time) and build the 11 plans from it (baselines, the tuner's three placements).
+ *     thread CPU time) and build the 14 plans from it (baselines, the tuner's three placements,
+ *     1f1b under each activation policy: see 5).
  *  2. Open a training session per plan (op_ptrain_session: stages, weights and activation pools
  *     stay alive), run one warm-up step each, then --rounds rounds (160) of one step per
  *     plan, the order rotated and reversed from round to round, on P in-process ranks (thread
@@ -27,6 +28,10 @@
  *     (its memory rule has the per-layer I term, act_i_bytes, sim.h); the reference model's
  *     own walk (op_ptrain_pred_act_peak) is a cross-check that must equal the simulator.
  *
+ *  5. The activation policies (item d): 1f1b with every stage under selective, full or offload,
+ *     run and predicted like the rest (the fit knows the recompute inside I|B, pipe_fit.c; the
+ *     offload stash goes over the copy engine, pipe_copy.c, at the plan's host link).
+ *
  * Usage: bench_model_accuracy [--model SPEC] [--microbatches M] [--repeats R]
  *          [--rounds N] [--profile-clock cpu|wall] [--progress-thread] [--no-pin]
  *          [--fit speed|ops|overhead] [--plans A,B,..] [--step-log] [--strict]
@@ -45,7 +50,7 @@
 #include "octopipe/tune.h"
 
 #define NP 2
-#define NPLANS 11
+#define NPLANS 14
 
 static int cpu_clock = 1;       /* --profile-clock cpu (default) | wall */
 static int progress_thread;     /* --progress-thread: the executor's polling thread during compute */
@@ -126,7 +131,10 @@ static void finish_row(const op_nn_model *m, const op_plan *p, const op_ptrain_r
         double e2 = 100 * (r->mem_pred[d] - r->mem_meas[d]) / r->mem_meas[d];
         double e3 = 100 * (r->mem_sim[d] - r->mem_meas[d]) / r->mem_meas[d];
         if (fabs(e2) > fabs(r->mem_err)) r->mem_err = e2;
-        if (r->mem_pred[d] != r->mem_sim[d]) r->mem_xdiff = 1;
+        /* the walk's offload copies take no time: it is the simulator's only without offload */
+        int offl = 0;
+        for (int s = 0; s < p->S; s++) offl |= p->stage_act[s] == OP_ACT_OFFLOAD;
+        if (r->mem_pred[d] != r->mem_sim[d] && !offl) r->mem_xdiff = 1;
         if (fabs(e3) > fabs(r->sim_err)) r->sim_err = e3;
     }
 }
@@ -243,7 +251,8 @@ int main(int argc, char **argv) {
     const double ovh0 = 0.05; /* the emulated-run per-op cost (docs/training.md) */
 
     const char *names[NPLANS] = {"1f1b", "gpipe", "i1f1b", "zbh1", "zbh2", "zbv", "dualpipev",
-                                 "balanced-1f1b", "auto", "auto-loop", "auto-v"};
+                                 "balanced-1f1b", "auto", "auto-loop", "auto-v",
+                                 "1f1b+selective", "1f1b+full", "1f1b+offload"};
     /* --plans: a subset, repeats allowed (two copies of one plan isolate instance-to-instance
      * noise: same op order, fresh stages and arenas) */
     int nnames = NPLANS;
@@ -258,18 +267,35 @@ int main(int argc, char **argv) {
     int n = 0;
     for (int k = 0; k < nnames; k++) {
         op_plan *p = &plans[n];
-        int rc;
-        if (!strncmp(names[k], "auto-", 5)) {
+        int rc, pol = -1;
+        char base[32];
+        snprintf(base, sizeof base, "%s", names[k]);
+        char *plus = strchr(base, '+'); /* SCHEDULE+POLICY: every stage under that policy */
+        if (plus) {
+            *plus = 0;
+            op_act_policy ap;
+            if (op_act_policy_parse(plus + 1, &ap, &e)) {
+                printf("%-14s skipped: %s\n", names[k], e.msg);
+                continue;
+            }
+            pol = (int)ap;
+        }
+        if (!strncmp(base, "auto-", 5)) {
             op_problem pr;
             memset(&pr, 0, sizeof pr);
             pr.model = m.name, pr.layers = costs, pr.n_layers = m.n_layers, pr.P = NP, pr.M = M;
             pr.comm = comm, pr.tokens_per_mb = (double)m.cfg.batch * m.cfg.seq, pr.op_overhead_ms = ovh0;
             op_tune_opts to;
             op_tune_opts_default(&to);
-            to.placement = names[k][5] == 'l' ? OP_TUNE_PLACE_LOOP : OP_TUNE_PLACE_V;
+            to.placement = base[5] == 'l' ? OP_TUNE_PLACE_LOOP : OP_TUNE_PLACE_V;
             rc = op_tune(&pr, &to, p, &e);
         } else {
-            rc = op_ptrain_make_plan(&m, costs, NP, M, &comm, ovh0, names[k], p, &e);
+            rc = op_ptrain_make_plan(&m, costs, NP, M, &comm, ovh0, base, p, &e);
+        }
+        if (!rc && pol >= 0) {
+            memset(p->stage_act, pol, (size_t)p->S);
+            snprintf(p->name, sizeof p->name, "%s", names[k]);
+            rc = op_sim_replay(p, NULL, &e); /* recompute and copies in the prediction */
         }
         if (rc) {
             printf("%-14s skipped: %s\n", names[k], e.msg);
@@ -364,6 +390,21 @@ int main(int argc, char **argv) {
                "quiet steps %d and %d)\n", rows[i_i1f1b].meas / rows[i_auto].meas,
                rows[i_i1f1b].pred / rows[i_auto].pred, rows[i_i1f1b].pred_prof / rows[i_auto].pred_prof,
                rows[i_i1f1b].n_quiet, rows[i_auto].n_quiet);
+    /* (d) the activation policies, each on 1f1b: measured against the same leave-one-out
+     * prediction (recompute inside I|B, the offload stash on the copy engine) */
+    int n_pol = 0, pol_in = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strchr(rows[i].name, '+')) continue;
+        const op_ptrain_report *rp = &turns.rep[i];
+        printf("%s %s: measured %.1f ms, predicted %.1f (%+.2f%%, quiet %d/%d); peak MiB measured %.1f/%.1f, "
+               "simulated %.1f/%.1f; copy engine %d transfers, %.1f ms per step\n", n_pol ? "   " : "(d)",
+               rows[i].name, rows[i].meas, rows[i].pred, rows[i].err, rows[i].n_quiet, rows[i].n_all,
+               rows[i].mem_meas[0] / 1048576, rows[i].mem_meas[1] / 1048576, rows[i].mem_sim[0] / 1048576,
+               rows[i].mem_sim[1] / 1048576, rp->copy_xfers[0] + rp->copy_xfers[1],
+               rp->steps_run ? (rp->copy_busy_ms[0] + rp->copy_busy_ms[1]) / (double)rp->steps_run : 0.0);
+        n_pol++, pol_in += fabs(rows[i].err) <= 3;
+    }
+    if (n_pol) printf("verdict (d): %d of %d policy plans within 3%% of the prediction\n", pol_in, n_pol);
     for (int i = 0; i < n; i++) op_plan_free(&plans[i]);
     op_ptrain_turns_free(&turns);
     free(plans), free(costs);

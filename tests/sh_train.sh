@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `octopipe train` end to end: real mpirun ranks give bitwise the weights of an in-process
-# one-stage run, resume over mpirun is bitwise, outputs (SVG, trace, plan) are written, bad
+# one-stage run (with offload on each rank's copy engine too), resume over mpirun is bitwise, outputs (SVG, trace, plan) are written, bad
 # flags and corrupted checkpoints are refused with one clear line.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -16,6 +16,11 @@ if timeout -k 5 120 "$OP" train $T --devices 2 --plan zbv --steps 4 --checkpoint
    && cmp -s "$tmp/ref/model.ckpt" "$tmp/mpi/model.ckpt"; then ok
 else bad "mpirun zbv P=2 differs from one stage: $(tail -n 5 "$tmp/mpi.out")"; fi
 grep -q "predicted" "$tmp/mpi.out" && ok || bad "no measured vs predicted line: $(tail -n 3 "$tmp/mpi.out")"
+
+# real MPI ranks, every stage offloading on each rank's copy engine: still bit for bit
+if timeout -k 5 120 "$OP" train $T --devices 2 --plan 1f1b --recompute offload --steps 4 --checkpoint "$tmp/off" \
+     --timeout 100 > "$tmp/off.out" 2>&1 && cmp -s "$tmp/ref/model.ckpt" "$tmp/off/model.ckpt"; then ok
+else bad "mpirun 1f1b P=2 with offload differs from one stage: $(tail -n 5 "$tmp/off.out")"; fi
 
 # resume over mpirun: 2 steps, then on to 4 with another plan = the uninterrupted run
 if timeout -k 5 120 "$OP" train $T --devices 2 --plan 1f1b --steps 2 --checkpoint "$tmp/res" --timeout 100 > "$tmp/r1.out" 2>&1 \

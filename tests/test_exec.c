@@ -366,7 +366,10 @@ TEST(offload_copy_engine_times) {
                what[k], best, want, xfers, best_busy);
         CHECK_MSG(best >= want - 0.5 && best <= want * 1.2 + 3, "makespan %.2f vs %.2f", best, want);
         CHECK_EQ_INT(xfers, k == 2 ? 0 : 4);
-        CHECK(best_busy >= 4 * cms - 0.1 && best_busy <= 4 * cms * 1.5 + 1);
+        /* each transfer at least its modelled time; a loaded box wakes the engine late, up to a
+         * few ms per transfer (2 ms copies measured 5 ms each at load 12) */
+        CHECK_MSG(best_busy >= 4 * cms - 0.1 && best_busy <= 4 * (cms * 1.5 + 4), "copy engine busy %.2f ms for 4 x %.0f",
+                  best_busy, cms);
         op_plan_free(&p);
     }
 }

@@ -18,6 +18,8 @@
  * order W runs in, so any schedule gives bitwise the same gradients as one process. */
 #ifndef OCTOPIPE_NN_H
 #define OCTOPIPE_NN_H
+#include <pthread.h>
+
 #include "octopipe/common.h"
 
 #ifdef __cplusplus
@@ -133,6 +135,16 @@ typedef struct op_nn_mbstate {
     float *pending; /* weight grads of a W that ran ahead of the fixed order, or NULL */
 } op_nn_mbstate;
 
+/* Device activation bytes of a group of stages (one rank's), live and peak, shared with a copy
+ * thread: every change of a stage's act_bytes is applied here under mu, so the peak is the
+ * peak of the bytes really held at once, whichever thread freed or re-took them. */
+typedef struct op_nn_meter {
+    pthread_mutex_t mu;
+    int64_t live, peak;
+} op_nn_meter;
+void op_nn_meter_init(op_nn_meter *mt);
+void op_nn_meter_destroy(op_nn_meter *mt);
+
 typedef struct op_nn_stage {
     const op_nn_model *m;
     int first, last; /* layers [first, last) */
@@ -151,6 +163,9 @@ typedef struct op_nn_stage {
     double aux_loss;                         /* MoE balance losses of this step's F calls */
     op_nn_block *pool;                       /* activation blocks not in use */
     op_nn_block *host_pool;                  /* offload: host blocks not in use */
+    int copy_async;                          /* offload: 1 = a copy thread calls
+                                              * op_nn_stage_offload / _reload (F and I do not) */
+    op_nn_meter *meter;                      /* NULL, or where act_bytes changes also go */
     op_arena arena;                          /* static: everything above */
 } op_nn_stage;
 
@@ -172,6 +187,21 @@ void op_nn_stage_free(op_nn_stage *s);
  *              device pages back; I copies it back to the same addresses first.
  * Under full the batch's targets (and tokens) must stay valid until I, as they do for keep. */
 void op_nn_stage_set_policy(op_nn_stage *s, int policy);
+/* Offload on a copy thread (the plan's copy engine): with async on, F leaves the stash on the
+ * device and I requires it back; the copy thread calls op_nn_stage_offload after F(mb) ends
+ * and op_nn_stage_reload before I(mb) starts.  Only the microbatch's own arenas, the host pool
+ * and host_bytes are touched there, so the rank may meanwhile run other microbatches' ops;
+ * meter (shared by the stages of a rank) keeps the device bytes and their peak consistent
+ * across both threads.  Device bytes drop when the offload's copy has ended and come back
+ * when the reload starts (the simulator's copy-engine rule, sim.h).  Off (the default): F
+ * offloads at its end and I reloads at its start, on the caller's thread. */
+void op_nn_stage_set_copy_async(op_nn_stage *s, int on);
+/* Every later change of s->act_bytes also goes to meter (NULL: none); set between steps. */
+void op_nn_stage_set_meter(op_nn_stage *s, op_nn_meter *meter);
+/* Moves microbatch mb's stash (held after F, state 1) to host memory / back.  Returns the
+ * bytes moved (0 when nothing was away or the stage does not offload). */
+size_t op_nn_stage_offload(op_nn_stage *s, int mb);
+size_t op_nn_stage_reload(op_nn_stage *s, int mb);
 /* Bytes full keeps per microbatch for a stage starting at layer `first`. */
 size_t op_nn_stage_in_bytes(const op_nn_model *m, int first);
 /* Floats in a boundary message: (N, d). */

@@ -160,8 +160,12 @@ int64_t op_stage_static_bytes(const op_plan *p, int s);
 int64_t op_layer_stash_bytes(const op_layer_cost *l, int policy);
 /* Per layer: compute time the policy adds before I (selective f_sel_ms, full f_ms, else 0). */
 double op_layer_recompute_ms(const op_layer_cost *l, int policy);
-/* The stage's input activation: out_bytes of the layer before it; stage 0 keeps the first
- * layer's input, taken as its out_bytes (the embedding's output width). */
+/* What full keeps of a stage's input to re-run its forward: out_bytes of the layer before it;
+ * for stage 0, the model's input: the microbatch's token ids, 4 bytes (int32) per token
+ * (tokens_per_mb), rounded up to 16 bytes as activation arenas round, which is what the
+ * reference model keeps (op_nn_stage_in_bytes) and all a framework needs to redo the
+ * embedding.  A vision front-end's pixels are not counted apart.  A plan without a token count
+ * (tokens_per_mb 0) falls back to layer 0's out_bytes. */
 int64_t op_stage_in_bytes(const op_plan *p, int s);
 /* What F leaves held on the device until I under the stage's policy (offload: until the
  * copy to host ends). */

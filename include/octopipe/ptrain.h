@@ -40,7 +40,10 @@ int op_ptrain_layer_costs(const op_nn_model *m, const op_layer_prof *prof, int n
 /* Peak activation bytes per device [P] predicted for plan p from the stage arenas' rule, walking
  * each device's op order: F holds what its layers keep (after_f), I peaks at after_f + its
  * temporaries and stash, then keeps after_i until W; B peaks like I and frees everything.  The
- * simulator's rule (plan.h) counts no I transient; this adds it.  OP_EINVAL if m is not p's. */
+ * simulator's rule (plan.h) counts no I transient; this adds it.  Offload stages count their
+ * copies as taking no time (stash gone at F's end, back at I's start): a lower bound on what
+ * the copy engine (pipe_copy.c) holds; the simulator's timed engine rule is the prediction
+ * then.  OP_EINVAL if m is not p's. */
 int op_ptrain_pred_act_peak(const op_nn_model *m, const op_plan *p, int64_t *peak);
 
 /* op_train_profile measured in thread CPU time instead of wall time (same loop: each kind
@@ -86,6 +89,9 @@ double op_ptrain_step_loss(const double *lt, int S, int M);
 /* Peak activation bytes a rank held at once (all its stages together, I's stash included). */
 int64_t op_ptrain_peak_act(const op_ptrain *t, int rank);
 void op_ptrain_reset_peak(op_ptrain *t);
+/* Offload stages: transfers a rank's copy engine did so far and the ms they lasted (each at
+ * least the plan's op_stage_copy_ms: the modelled host link). */
+void op_ptrain_copy_stats(const op_ptrain *t, int rank, int *n_xfers, double *busy_ms);
 /* Share of the wall time inside this rank's compute calls that its thread was on a CPU (1 =
  * never preempted): below ~0.97, other processes took the core and times are not comparable
  * with a prediction made for dedicated cores. */
@@ -183,6 +189,9 @@ typedef struct op_ptrain_report {
     int64_t peak_act[64];    /* per rank, measured */
     double cpu_share[64];    /* per rank, op_ptrain_cpu_share over the run */
     double cpu_ms_step[64];  /* per rank, CPU time in compute calls per step (mean) */
+    int copy_xfers[64];      /* per rank, offload/reload transfers of its copy engine (in-process
+                              * runs; 0 elsewhere) */
+    double copy_busy_ms[64]; /* per rank, ms those transfers lasted */
     double wall_s;
     /* per step (the first OP_PTRAIN_MAX_STEPS run): makespan and the lowest share over ranks of
      * that step's compute wall time spent on a CPU (op_ptrain_cpu_share for one step) */
@@ -233,10 +242,11 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
  * inside the compute call over the quiet steps, ops_quiet; thread CPU time over all timed
  * steps, ops, for a report without quiet steps)
  * (reps[i] of plans[i], i < n; rows: mean op time = sum over the stage's layers + a per-call
- * constant; B rows = I + W; relative error weighting).  A ridge term pulls every time toward
+ * constant; B rows = I + W; I|B rows of a full stage add its F, of a selective stage the
+ * attention core's share of F; relative error weighting).  A ridge term pulls every time toward
  * prior (the isolated profile) with weight `ridge` (0.05 is a good default): with few stages the
  * data only decide what they see, the rest keeps the profile's shape.  Fills out[] (same kinds
- * as prior, times replaced, memory kept), *call_ms (the per-call constant, >= 0) and returns
+ * as prior, times replaced, f_sel_ms scaled with f_ms, memory kept), *call_ms (the per-call constant, >= 0) and returns
  * the rms relative residual of the fit (%), or -1 if no row was usable. */
 double op_ptrain_fit_costs(const op_nn_model *m, const op_plan *const *plans,
                            const op_ptrain_report *const *reps, int n, const op_layer_prof *prior,

@@ -6,6 +6,8 @@
 
 #include "nn/nn_impl.h"
 
+enum { OP_NN_OFFLOAD = 3 }; /* op_act_policy's offload (cost.h; nn does not include it) */
+
 size_t op_nn_io_floats(const op_nn_model *m) {
     return (size_t)m->cfg.batch * m->cfg.seq * m->cfg.d;
 }
@@ -59,9 +61,55 @@ void op_nn_stage_free(op_nn_stage *s) {
 
 size_t op_nn_stage_static_bytes(const op_nn_stage *s) { return 4 * s->n_params * sizeof(float); }
 
+void op_nn_meter_init(op_nn_meter *mt) {
+    memset(mt, 0, sizeof *mt);
+    pthread_mutex_init(&mt->mu, NULL);
+}
+
+void op_nn_meter_destroy(op_nn_meter *mt) { pthread_mutex_destroy(&mt->mu); }
+
+/* The stage's device bytes go from `before` to `after` (parts of act_bytes); with a meter the
+ * change is one step of the rank's sum, taken under its lock (a copy thread changes it too). */
 static void track(op_nn_stage *s, size_t before, size_t after) {
+    op_nn_meter *mt = s->meter;
+    if (mt) pthread_mutex_lock(&mt->mu);
     s->act_bytes = s->act_bytes - before + after;
     if (s->act_bytes > s->peak_act_bytes) s->peak_act_bytes = s->act_bytes;
+    if (mt) {
+        mt->live += (int64_t)after - (int64_t)before;
+        if (mt->live > mt->peak) mt->peak = mt->live;
+        pthread_mutex_unlock(&mt->mu);
+    }
+}
+
+void op_nn_stage_set_copy_async(op_nn_stage *s, int on) { s->copy_async = on != 0; }
+
+void op_nn_stage_set_meter(op_nn_stage *s, op_nn_meter *meter) { s->meter = meter; }
+
+size_t op_nn_stage_offload(op_nn_stage *s, int mb) {
+    OP_ASSERT(mb >= 0 && mb < s->n_mb, "microbatch %d of %d", mb, s->n_mb);
+    op_nn_mbstate *ms = &s->mb[mb];
+    if (s->policy != OP_NN_OFFLOAD) return 0;
+    OP_ASSERT(ms->state == 1 && !ms->host.head, "offload(stage %d, mb %d) not right after F", s->first, mb);
+    /* the device bytes stay counted until the copy has ended, as on a copy engine */
+    size_t n = op_nn_mem_offload(&ms->ai, &ms->host) + op_nn_mem_offload(&ms->aw, &ms->host);
+    s->host_bytes += n;
+    if (s->host_bytes > s->peak_host_bytes) s->peak_host_bytes = s->host_bytes;
+    track(s, n, 0);
+    return n;
+}
+
+size_t op_nn_stage_reload(op_nn_stage *s, int mb) {
+    OP_ASSERT(mb >= 0 && mb < s->n_mb, "microbatch %d of %d", mb, s->n_mb);
+    op_nn_mbstate *ms = &s->mb[mb];
+    if (!ms->host.head) return 0; /* never went away */
+    size_t n = ms->ai.used_bytes + ms->aw.used_bytes;
+    track(s, 0, n); /* held again from the reload's start */
+    op_nn_mem_reload(&ms->ai, &ms->host);
+    op_nn_mem_reload(&ms->aw, &ms->host);
+    op_nn_mem_release(&ms->host);
+    s->host_bytes -= n;
+    return n;
 }
 
 void op_nn_stage_set_policy(op_nn_stage *s, int policy) {
@@ -127,13 +175,9 @@ double op_nn_stage_forward(op_nn_stage *s, int mb, const op_nn_batch *b, const f
     }
     double loss = run_forward(s, ms, x_in, x_out, s->policy == 2, 0);
     track(s, 0, held(ms));
-    if (s->policy == 3) { /* offload: the stash moves to host memory, device pages go back */
-        size_t n = op_nn_mem_offload(&ms->ai, &ms->host) + op_nn_mem_offload(&ms->aw, &ms->host);
-        track(s, n, 0);
-        s->host_bytes += n;
-        if (s->host_bytes > s->peak_host_bytes) s->peak_host_bytes = s->host_bytes;
-    }
     ms->state = 1;
+    /* offload: the stash moves to host memory, device pages go back (or a copy thread does it) */
+    if (s->policy == OP_NN_OFFLOAD && !s->copy_async) op_nn_stage_offload(s, mb);
     return loss;
 }
 
@@ -141,11 +185,9 @@ void op_nn_stage_backward_input(op_nn_stage *s, int mb, const float *dy_out, flo
     op_nn_mbstate *ms = &s->mb[mb];
     OP_ASSERT(ms->state == 1, "I(stage %d, mb %d) without F", s->first, mb);
     int nl = s->last - s->first;
-    if (s->policy == 3) { /* offload: the stash comes back first (I waits for its reload) */
-        size_t n = op_nn_mem_reload(&ms->ai, &ms->host) + op_nn_mem_reload(&ms->aw, &ms->host);
-        op_nn_mem_release(&ms->host);
-        s->host_bytes -= n;
-        track(s, 0, n);
+    if (s->policy == OP_NN_OFFLOAD) { /* the stash comes back first (I waits for its reload) */
+        if (!s->copy_async) op_nn_stage_reload(s, mb);
+        OP_ASSERT(!ms->host.head, "I(stage %d, mb %d) before its reload", s->first, mb);
     }
     if (s->policy == 2) { /* full: re-run the forward from the kept input, then drop it */
         size_t in = held(ms);

@@ -195,7 +195,10 @@ double op_layer_recompute_ms(const op_layer_cost *l, int policy) {
 int64_t op_stage_in_bytes(const op_plan *p, int s) {
     int l = p->stage_first[s];
     const op_layer_cost *ly = op_stage_layers(p, s);
-    return l > 0 ? ly[l - 1].out_bytes : ly[0].out_bytes;
+    if (l > 0) return ly[l - 1].out_bytes;
+    if (!(p->tokens_per_mb > 0)) return ly[0].out_bytes; /* no token count: the old rule */
+    double ids = 4.0 * ceil(p->tokens_per_mb); /* int32 token ids, 16-byte rounded as arenas are */
+    return ids < (double)OP_MAX_BYTES ? ((int64_t)ids + 15) / 16 * 16 : (int64_t)OP_MAX_BYTES;
 }
 
 int64_t op_stage_stash_bytes(const op_plan *p, int s) {

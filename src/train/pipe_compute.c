@@ -5,7 +5,9 @@
  * stage holding L makes the targets the same way, so no rank ships tokens.
  *
  * In-process ranks share one op_ptrain (rank < 0): every stage is built up front, and a rank's
- * thread only ever touches its own stages and its own per-rank counters, so no locks. */
+ * thread only ever touches its own stages and its own per-rank counters, so no locks but two:
+ * a rank's activation meter (nn.h), which its copy engine (pipe_copy.c) changes too when
+ * stages offload, and that engine's queue. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -14,7 +16,7 @@
 #include <unistd.h>
 #include <time.h>
 
-#include "octopipe/ptrain.h"
+#include "train/pipe_internal.h"
 
 struct op_ptrain {
     const op_nn_model *m;
@@ -26,7 +28,9 @@ struct op_ptrain {
     int32_t **tgt;     /* [S*M] targets */
     double *lt;        /* [S*M] loss terms of the current step */
     int64_t step;
-    int64_t *act, *peak; /* [P] live and peak activation bytes of each rank's stages */
+    op_nn_meter *meter;  /* [P] live and peak activation bytes of each rank's stages */
+    op_pcopy **ce;       /* [P] copy engine of a rank with offload stages, else NULL */
+    int *opi;            /* [P] index in the rank's order of its next op (copy prefetch) */
     double *cpu, *wall;  /* [P] seconds of thread CPU time and wall time inside run() */
     op_ptrain_opstat *os; /* [S*4] per (stage, kind): CPU and wall time, faults, count */
     int pin;              /* op_ptrain_set_pin: bind each rank's thread to core rank % ncpu */
@@ -53,8 +57,10 @@ op_ptrain *op_ptrain_new(const op_nn_model *m, const op_train_data *d, const op_
     t->tok = op_xcalloc((size_t)t->S * t->M, sizeof *t->tok);
     t->tgt = op_xcalloc((size_t)t->S * t->M, sizeof *t->tgt);
     t->lt = op_xcalloc((size_t)t->S * t->M, sizeof *t->lt);
-    t->act = op_xcalloc((size_t)t->P, sizeof *t->act);
-    t->peak = op_xcalloc((size_t)t->P, sizeof *t->peak);
+    t->meter = op_xcalloc((size_t)t->P, sizeof *t->meter);
+    for (int r = 0; r < t->P; r++) op_nn_meter_init(&t->meter[r]);
+    t->ce = op_xcalloc((size_t)t->P, sizeof *t->ce);
+    t->opi = op_xcalloc((size_t)t->P, sizeof *t->opi);
     t->cpu = op_xcalloc((size_t)t->P, sizeof *t->cpu);
     t->wall = op_xcalloc((size_t)t->P, sizeof *t->wall);
     t->os = op_xcalloc((size_t)t->S * 4, sizeof *t->os);
@@ -65,23 +71,29 @@ op_ptrain *op_ptrain_new(const op_nn_model *m, const op_train_data *d, const op_
         op_nn_stage_init(t->st[s], m, p->stage_first[s], p->stage_first[s + 1], t->M);
         if (p->stage_act[s] < OP_ACT_N) /* the plan's activation policy (setup refuses others) */
             op_nn_stage_set_policy(t->st[s], p->stage_act[s]);
+        op_nn_stage_set_meter(t->st[s], &t->meter[p->stage_dev[s]]);
         if (s != 0 && s != t->S - 1) continue;
         for (int mb = 0; mb < t->M; mb++) {
             t->tok[s * t->M + mb] = op_xcalloc(N, sizeof(int32_t));
             t->tgt[s * t->M + mb] = op_xcalloc(N, sizeof(int32_t));
         }
     }
+    for (int r = 0; r < t->P; r++)
+        if (rank < 0 || r == rank) t->ce[r] = op_pcopy_new(p, t->st, r);
     return t;
 }
 
 void op_ptrain_free(op_ptrain *t) {
     if (!t) return;
+    for (int r = 0; r < t->P; r++) op_pcopy_free(t->ce[r]); /* before the stages it copies */
     for (int s = 0; s < t->S; s++) {
         if (t->st[s]) op_nn_stage_free(t->st[s]);
         free(t->st[s]);
     }
     for (int i = 0; i < t->S * t->M; i++) free(t->tok[i]), free(t->tgt[i]);
-    free(t->st), free(t->tok), free(t->tgt), free(t->lt), free(t->act), free(t->peak);
+    free(t->st), free(t->tok), free(t->tgt), free(t->lt), free(t->ce), free(t->opi);
+    for (int r = 0; r < t->P; r++) op_nn_meter_destroy(&t->meter[r]);
+    free(t->meter);
     free(t->cpu), free(t->wall), free(t->os);
     free(t);
 }
@@ -125,9 +137,9 @@ static int run(void *ctx, const op_compute_call *c, op_err *err) {
                        op_kind_name(c->kind), s, mb,
                        (long long)(c->in ? c->in_bytes : c->out_bytes), (long long)io);
     int r = t->p->stage_dev[s];
-    /* the stage's own peak tracks I's transient stash; read it per call for the rank's peak */
-    size_t before = st->act_bytes, old_peak = st->peak_act_bytes;
-    st->peak_act_bytes = st->act_bytes;
+    /* offload: queue the next op's reload; an I|B waits for its own here, outside the op's
+     * timing (the simulator starts I when the reload has ended) */
+    op_pcopy_before(t->ce[r], t->opi[r]++, c);
     long f0 = thread_faults();
     double c0 = thread_cpu_s(), w0 = op_now_s();
     switch (c->kind) {
@@ -158,12 +170,7 @@ static int run(void *ctx, const op_compute_call *c, op_err *err) {
     op_ptrain_opstat *o = &t->os[s * 4 + c->kind];
     o->cpu_ms += 1e3 * dc, o->wall_ms += 1e3 * dw, o->n++;
     o->faults += thread_faults() - f0;
-    int64_t base = t->act[r] - (int64_t)before;
-    int64_t transient = base + (int64_t)st->peak_act_bytes;
-    if (transient > t->peak[r]) t->peak[r] = transient;
-    t->act[r] = base + (int64_t)st->act_bytes;
-    if (t->act[r] > t->peak[r]) t->peak[r] = t->act[r];
-    if (old_peak > st->peak_act_bytes) st->peak_act_bytes = old_peak;
+    op_pcopy_after(t->ce[r], c); /* F of an offload stage: its stash leaves */
     return OP_OK;
 }
 
@@ -180,6 +187,7 @@ op_compute op_ptrain_compute(op_ptrain *t) {
 
 void op_ptrain_begin_step(op_ptrain *t, int64_t step) {
     t->step = step;
+    for (int r = 0; r < t->P; r++) op_pcopy_begin_step(t->ce[r]), t->opi[r] = 0;
     for (int s = 0; s < t->S; s++)
         if (t->st[s]) op_nn_stage_zero_grad(t->st[s]);
     memset(t->lt, 0, sizeof(double) * (size_t)t->S * t->M);
@@ -203,7 +211,17 @@ double op_ptrain_step_loss(const double *lt, int S, int M) {
 }
 
 int64_t op_ptrain_peak_act(const op_ptrain *t, int rank) {
-    return rank >= 0 && rank < t->P ? t->peak[rank] : 0;
+    if (rank < 0 || rank >= t->P) return 0;
+    op_nn_meter *mt = &t->meter[rank];
+    pthread_mutex_lock(&mt->mu);
+    int64_t v = mt->peak;
+    pthread_mutex_unlock(&mt->mu);
+    return v;
+}
+
+void op_ptrain_copy_stats(const op_ptrain *t, int rank, int *n_xfers, double *busy_ms) {
+    *n_xfers = 0, *busy_ms = 0;
+    if (rank >= 0 && rank < t->P) op_pcopy_stats(t->ce[rank], n_xfers, busy_ms);
 }
 
 double op_ptrain_cpu_share(const op_ptrain *t, int rank) {
@@ -222,7 +240,12 @@ double op_ptrain_wall_s(const op_ptrain *t, int rank) {
 void op_ptrain_set_pin(op_ptrain *t, int pin) { t->pin = pin; }
 
 void op_ptrain_reset_peak(op_ptrain *t) {
-    for (int r = 0; r < t->P; r++) t->peak[r] = t->act[r];
+    for (int r = 0; r < t->P; r++) {
+        op_nn_meter *mt = &t->meter[r];
+        pthread_mutex_lock(&mt->mu);
+        mt->peak = mt->live;
+        pthread_mutex_unlock(&mt->mu);
+    }
 }
 
 int op_ptrain_stages(op_ptrain *t, op_nn_stage **st, int cap) {

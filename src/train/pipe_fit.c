@@ -9,6 +9,10 @@
  *
  *   mean time of op k on stage s = sum over layers l of s of x[kind(l), k] + c      (k = F, I, W)
  *   B rows: x[., I] + x[., W]
+ *   I and B rows of a stage that recomputes add the re-run forward, as the simulator charges it
+ *   (op_stage_recompute_ms): full + x[., F]; selective + r x[., F], r = the attention core's
+ *   share of F in the prior (f_sel_ms / f_ms), and the fitted f_sel_ms keeps that share.
+ *   Offload adds nothing: a wait for a reload is outside the op's time (pipe_copy.c).
  *
  * weighted by 1 / measured (relative error), plus ridge * ((x - prior) / scale)^2 per unknown
  * so that what the calibration runs cannot separate keeps the isolated profile's shape. */
@@ -84,8 +88,14 @@ double op_ptrain_fit_costs(const op_nn_model *m, const op_plan *const *plans,
                 double y = t / (double)o->n;
                 memset(row, 0, sizeof(double) * (size_t)nu);
                 int ok = 1;
+                int pol = p->stage_act ? p->stage_act[s] : OP_ACT_KEEP;
                 for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) {
                     char sym = m->pattern[l];
+                    if ((k == OP_I || k == OP_B) && (pol == OP_ACT_FULL || pol == OP_ACT_SELECTIVE)) {
+                        int f = col(prior, n_prior, sym, 0);
+                        const op_layer_prof *q = f >= 0 ? &prior[f / 3] : NULL;
+                        if (q) row[f] += pol == OP_ACT_FULL ? 1.0 : q->f_ms > 0 ? q->f_sel_ms / q->f_ms : 0.0;
+                    }
                     if (k == OP_B) {
                         int a = col(prior, n_prior, sym, 1), b = col(prior, n_prior, sym, 2);
                         if (a < 0 || b < 0) ok = 0;
@@ -133,6 +143,8 @@ double op_ptrain_fit_costs(const op_nn_model *m, const op_plan *const *plans,
             for (int i = 0; i < n_prior; i++) {
                 out[i] = prior[i];
                 out[i].f_ms = atb[3 * i], out[i].i_ms = atb[3 * i + 1], out[i].w_ms = atb[3 * i + 2];
+                /* the recompute share of F stays the profile's */
+                out[i].f_sel_ms = prior[i].f_ms > 0 ? prior[i].f_sel_ms * out[i].f_ms / prior[i].f_ms : 0;
             }
             *call_ms = atb[cc];
         }

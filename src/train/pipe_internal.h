@@ -32,4 +32,19 @@ int op_ptrain_ckpt_path(const op_ptrain_opts *o, char *path, size_t cap, op_err 
 /* 1: a checkpoint is due after `step` (the last step, or every o->ckpt_every). */
 int op_ptrain_want_ckpt(const op_ptrain_opts *o, int64_t step);
 
+/* The copy engine of one rank's offload stages (pipe_copy.c); NULL when the rank has none, and
+ * every function takes NULL as "nothing to do".  st[S] are the stages (the rank's own used). */
+typedef struct op_pcopy op_pcopy;
+op_pcopy *op_pcopy_new(const op_plan *p, op_nn_stage **st, int rank);
+void op_pcopy_free(op_pcopy *c);
+/* Before a step (waits out any copy a failed step left). */
+void op_pcopy_begin_step(op_pcopy *c);
+/* Before the rank's op number op_index (its position in the rank's order): queues the next
+ * op's reload; an I|B of an offload stage then waits for its own reload to end. */
+void op_pcopy_before(op_pcopy *c, int op_index, const op_compute_call *call);
+/* After an op: F of an offload stage queues its stash's offload. */
+void op_pcopy_after(op_pcopy *c, const op_compute_call *call);
+/* Transfers done and ms spent on them so far. */
+void op_pcopy_stats(const op_pcopy *c, int *n_xfers, double *busy_ms);
+
 #endif
