@@ -248,6 +248,39 @@ static void zb_try(const char *name, const op_problem *pr, const sched_split *sp
     free(caps);
 }
 
+/* ZB-V's own auto-scheduler (zbv_rounds.c) on split sp: planned with the stages' mean F / I /
+ * W as its one scalar each (what its users profile), both W-filling options, re-timed here on
+ * the real stage costs.  For zbv its own memory rule (2 cap chunks in flight) is ZB-V's
+ * definition; vhalf / vmin keep it only when it holds at most cap microbatches in bytes. */
+static void zbv_rounds_try(const char *name, const op_problem *pr, const sched_split *sp,
+                           double cap, sched_best *best, op_sim_ws *ws) {
+    for (int fill = 0; fill < 4; fill++) {
+        op_plan p;
+        sched_plan_from_split(&p, name, pr, sp, SCHED_PLACE_V, 1);
+        double c[3] = {0, 0, 0}, a = 0, aw = 0;
+        for (int s = 0; s < p.S; s++) {
+            c[0] += op_stage_ms(&p, s, OP_F) / p.S;
+            c[1] += op_stage_ms(&p, s, OP_I) / p.S;
+            c[2] += op_stage_ms(&p, s, OP_W) / p.S;
+            a += (double)op_stage_act_bytes(&p, s);
+            aw += (double)op_stage_act_w_bytes(&p, s);
+        }
+        double wf = a > 0 ? aw / a : 0.5;
+        wf = wf < 0 ? 0 : wf > 1 ? 1 : wf;
+        op_err e2 = {0};
+        if (sched_zbv_rounds(&p, c, wf, cap, fill & 1, fill >> 1, 16) == OP_OK &&
+            op_sim_replay(&p, ws, &e2) == OP_OK &&
+            (!strcmp(name, "zbv") || within_inflight(&p, cap))) {
+            char set[160];
+            snprintf(set, sizeof set, "split=%s order=zbv auto(fill F %s, fill I %s)", sp->desc,
+                     fill & 1 ? "on" : "off", fill >> 1 ? "on" : "off");
+            sched_offer(best, &p, set, ws);
+        } else {
+            op_plan_free(&p);
+        }
+    }
+}
+
 /* Heuristic variants worth a run: eager W makes the lookahead moot; on large problems (over
  * 50k ops) only the I/F-first x lazy/eager x per-chunk variants, keeping the baselines a small
  * share of the tuner's time. */
@@ -304,6 +337,7 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
                 op_plan_free(&p);
             }
         }
+        if (v_shape) zbv_rounds_try(name, pr, &l.v[i], cap, best, ws);
         /* every split with ZB's default variant (I first, lazy W, deeper F first) */
         zb_try(name, pr, &l.v[i], pl, cap, base, best, ws);
         if (cap > P) zb_try(name, pr, &l.v[i], pl, P, base, best, ws);
