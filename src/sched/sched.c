@@ -338,6 +338,21 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
             }
         }
         if (v_shape) zbv_rounds_try(name, pr, &l.v[i], cap, best, ws);
+        for (int half = 0; half < 2 && v_shape && strcmp(name, "zbv"); half++) {
+            /* the controllable-memory papers' own V-Min / V-Half patterns (either may fit) */
+            op_plan p;
+            sched_plan_from_split(&p, name, pr, &l.v[i], pl, 1);
+            op_err e2 = {0};
+            if (sched_order_vstable(&p, half) == OP_OK && op_sim_replay(&p, ws, &e2) == OP_OK &&
+                within_inflight(&p, cap)) {
+                char set[160];
+                snprintf(set, sizeof set, "split=%s order=%s pattern", l.v[i].desc,
+                         half ? "V-Half" : "V-Min");
+                sched_offer(best, &p, set, ws);
+            } else {
+                op_plan_free(&p);
+            }
+        }
         /* every split with ZB's default variant (I first, lazy W, deeper F first) */
         zb_try(name, pr, &l.v[i], pl, cap, base, best, ws);
         if (cap > P) zb_try(name, pr, &l.v[i], pl, P, base, best, ws);

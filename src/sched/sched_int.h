@@ -95,4 +95,8 @@ int sched_order_vpattern(op_plan *p, int variant);
 int sched_zbv_rounds(op_plan *p, const double cost[3], double w_frac, double cap_mb,
                      int fill_f, int fill_b, int max_runs);
 
+/* V-Half (half = 1) or V-Min (half = 0) from their stable patterns, reordered as their
+ * authors' scheduler does (vstable.c).  Fills p's orders; OP_EINVAL when P < 2. */
+int sched_order_vstable(op_plan *p, int half);
+
 #endif
