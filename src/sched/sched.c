@@ -281,6 +281,27 @@ static void zbv_rounds_try(const char *name, const op_problem *pr, const sched_s
     }
 }
 
+/* The V constructions on split sp: ZB-V's auto-scheduler, and for vhalf / vmin the
+ * controllable-memory papers' own V-Min / V-Half patterns (either may fit the cap). */
+static void v_constructive(const char *name, const op_problem *pr, const sched_split *sp,
+                           double cap, sched_best *best, op_sim_ws *ws) {
+    zbv_rounds_try(name, pr, sp, cap, best, ws);
+    for (int half = 0; half < 2 && strcmp(name, "zbv"); half++) {
+        op_plan p;
+        sched_plan_from_split(&p, name, pr, sp, SCHED_PLACE_V, 1);
+        op_err e2 = {0};
+        if (sched_order_vstable(&p, half) == OP_OK && op_sim_replay(&p, ws, &e2) == OP_OK &&
+            within_inflight(&p, cap)) {
+            char set[160];
+            snprintf(set, sizeof set, "split=%s order=%s pattern", sp->desc,
+                     half ? "V-Half" : "V-Min");
+            sched_offer(best, &p, set, ws);
+        } else {
+            op_plan_free(&p);
+        }
+    }
+}
+
 /* Heuristic variants worth a run: eager W makes the lookahead moot; on large problems (over
  * 50k ops) only the I/F-first x lazy/eager x per-chunk variants, keeping the baselines a small
  * share of the tuner's time. */
@@ -311,6 +332,8 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
         else if (rc == OP_OK) sched_split_add_balanced(pr, S, pl, &l);
     }
     int base = v_shape ? OP_ZB_PER_CHUNK : 0;
+    /* over 50k ops the V constructions run on the best split only (time: see flags_worth) */
+    int large = 3.0 * S * pr->M > 5e4;
     for (int i = 0; rc == OP_OK && i < l.n; i++) {
         if (!v_shape) {
             /* the handcrafted ZB-H1 pattern holds at most P microbatches: valid for H2 too */
@@ -337,22 +360,7 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
                 op_plan_free(&p);
             }
         }
-        if (v_shape) zbv_rounds_try(name, pr, &l.v[i], cap, best, ws);
-        for (int half = 0; half < 2 && v_shape && strcmp(name, "zbv"); half++) {
-            /* the controllable-memory papers' own V-Min / V-Half patterns (either may fit) */
-            op_plan p;
-            sched_plan_from_split(&p, name, pr, &l.v[i], pl, 1);
-            op_err e2 = {0};
-            if (sched_order_vstable(&p, half) == OP_OK && op_sim_replay(&p, ws, &e2) == OP_OK &&
-                within_inflight(&p, cap)) {
-                char set[160];
-                snprintf(set, sizeof set, "split=%s order=%s pattern", l.v[i].desc,
-                         half ? "V-Half" : "V-Min");
-                sched_offer(best, &p, set, ws);
-            } else {
-                op_plan_free(&p);
-            }
-        }
+        if (v_shape && !large) v_constructive(name, pr, &l.v[i], cap, best, ws);
         /* every split with ZB's default variant (I first, lazy W, deeper F first) */
         zb_try(name, pr, &l.v[i], pl, cap, base, best, ws);
         if (cap > P) zb_try(name, pr, &l.v[i], pl, P, base, best, ws);
@@ -366,6 +374,7 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
         snprintf(sp.desc, sizeof sp.desc, "%s", d0 ? d0 + 6 : "?");
         char *cut = strstr(sp.desc, " order=");
         if (cut) *cut = 0;
+        if (v_shape && large) v_constructive(name, pr, &sp, cap, best, ws);
         int nflags = v_shape ? 32 : 8;
         for (int f = 0; f < nflags; f++)
             if (flags_worth(f, pr, S)) zb_try(name, pr, &sp, pl, cap, f, best, ws);

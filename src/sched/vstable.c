@@ -23,7 +23,6 @@
 #include "sched/sched_int.h"
 
 enum { NT = 5 };  /* types per device: F0 F1 I(2P-1-d) I(d) W */
-static const int mem_of[NT] = {1, 1, 0, 0, -1};
 
 typedef struct vs {
     int P, M, len;  /* len: grid slots */
@@ -35,30 +34,38 @@ typedef struct vs {
 #define T(d, ty, k) z->t[((size_t)(d) * NT + (size_t)(ty)) * 2 * (size_t)z->M + (size_t)(k)]
 #define N(d, ty) z->n[(size_t)(d) * NT + (size_t)(ty)]
 
-/* Peak of device d: F +1, W -1; without an explicit W list (lazy), a pending W runs in every
- * slot no op takes. */
-static int peak_of(const vs *z, int d, int lazy) {
-    int p[NT] = {0}, cur = 0, res = 0, wc = 0, left = 0;
-    for (int ty = 0; ty < NT; ty++) left += lazy && ty == 4 ? 0 : N(d, ty);
-    for (int i = 0; left > 0 || (lazy && wc > 0); i++) {
-        int best = -1, bt = INT_MAX;
-        for (int ty = 0; ty < NT; ty++) {
-            if (lazy && ty == 4) continue;
-            if (p[ty] < N(d, ty) && T(d, ty, p[ty]) < bt) bt = T(d, ty, p[ty]), best = ty;
-        }
-        if (best >= 0 && bt <= i) {
-            p[best]++;
-            left--;
-            cur += mem_of[best];
-            if (best == 2 || best == 3) wc++;
-        } else if (lazy && wc > 0) {
+/* Per-device slot tallies of the ops placed so far (several ops may share a slot while
+ * ops move; they then count in that slot together). */
+typedef struct tally {
+    int *nf, *ni, *nw; /* [len] F's, I's, explicit W's in the slot */
+    int *prof;         /* [len] with explicit W's: activations held after the slot */
+    int *cur, *wc, *pk; /* [len] lazy W's: state after the slot (held, W's pending, peak so far) */
+} tally;
+
+/* Lazy-W state from slot s on (W's run in free slots), using the state after s-1; returns
+ * the peak over the whole device and, when store, records the states. */
+static int lazy_from(const vs *z, tally *ty, int s, int store) {
+    int cur = s > 0 ? ty->cur[s - 1] : 0, wc = s > 0 ? ty->wc[s - 1] : 0;
+    int pk = s > 0 ? ty->pk[s - 1] : 0;
+    for (int i = s; i < z->len; i++) {
+        if (ty->nf[i] + ty->ni[i] > 0) {
+            cur += ty->nf[i];
+            wc += ty->ni[i];
+        } else if (wc > 0) {
             cur--;
             wc--;
         }
-        res = cur > res ? cur : res;
-        if (i > z->len * 2) break; /* cannot happen: every op has a finite slot */
+        pk = cur > pk ? cur : pk;
+        if (store) ty->cur[i] = cur, ty->wc[i] = wc, ty->pk[i] = pk;
     }
-    return res;
+    return pk;
+}
+
+static void tally_add(const vs *z, tally *ty, int kind, int s, int n) {
+    (void)z;
+    if (kind < 2) ty->nf[s] += n;
+    else if (kind < 4) ty->ni[s] += n;
+    else ty->nw[s] += n;
 }
 
 /* W's into the free slots after their I's, in order; what is left goes after the end. */
@@ -104,28 +111,46 @@ static int earliest(const vs *z, int d, int ty, int k) {
 }
 
 static void reorder(vs *z, int with_w) {
-    int P = z->P, M = z->M, types = with_w ? NT : 4;
+    int P = z->P, M = z->M, types = with_w ? NT : 4, L = z->len;
     if (with_w)
         for (int d = 0; d < P; d++) put_w(z, d);
+    /* tallies, and the peak no move may exceed: the worst device's */
+    tally *tl = op_xcalloc((size_t)P, sizeof *tl);
     int cur = 0;
     for (int d = 0; d < P; d++) {
-        int pk = peak_of(z, d, !with_w);
+        tally *ty = &tl[d];
+        ty->nf = op_xcalloc((size_t)L * 7, sizeof(int));
+        ty->ni = ty->nf + L, ty->nw = ty->ni + L, ty->prof = ty->nw + L;
+        ty->cur = ty->prof + L, ty->wc = ty->cur + L, ty->pk = ty->wc + L;
+        for (int t2 = 0; t2 < types; t2++)
+            for (int k = 0; k < N(d, t2); k++) tally_add(z, ty, t2, T(d, t2, k), 1);
+        int pk = 0;
+        if (with_w) {
+            for (int i = 0, m = 0; i < L; i++) {
+                m += ty->nf[i] - ty->nw[i];
+                ty->prof[i] = m;
+                pk = m > pk ? m : pk;
+            }
+        } else {
+            pk = lazy_from(z, ty, 0, 1);
+        }
         cur = pk > cur ? pk : cur;
     }
-    memset(z->occ, 0, (size_t)P * (size_t)z->len);
+    memset(z->occ, 0, (size_t)P * (size_t)L);
     int *ptr = op_xcalloc((size_t)P * NT, sizeof *ptr);
     long total = 0;
     for (int d = 0; d < P; d++)
-        for (int ty = 0; ty < types; ty++) total += N(d, ty);
+        for (int t2 = 0; t2 < types; t2++) total += N(d, t2);
     int phase = 0;
     for (long it = 0; it < total; it++) {
         int bd = -1, bty = -1, bt = INT_MAX;
         for (int d = 0; d < P; d++) /* next op in (slot, device, type) order */
-            for (int ty = 0; ty < types; ty++) {
-                int k = ptr[d * NT + ty];
-                if (k < N(d, ty) && T(d, ty, k) < bt) bt = T(d, ty, k), bd = d, bty = ty;
+            for (int t2 = 0; t2 < types; t2++) {
+                int k = ptr[d * NT + t2];
+                if (k < N(d, t2) && T(d, t2, k) < bt) bt = T(d, t2, k), bd = d, bty = t2;
             }
         int d = bd, ty = bty, k = ptr[d * NT + ty]++;
+        tally *tk = &tl[d];
         int keep = 0;
         if (ty == 3 && d == 0 && phase == 0) phase = 1;
         if (phase == 1) {
@@ -133,19 +158,38 @@ static void reorder(vs *z, int with_w) {
             keep = 1;
         }
         if (phase == 0 && !with_w) keep = 1;
-        if (!keep) {
-            int from = earliest(z, d, ty, k), ok = 0;
-            for (int s = from < 0 ? 0 : from; s < bt && !ok; s++) {
-                if (z->occ[(size_t)d * (size_t)z->len + (size_t)s]) continue;
-                T(d, ty, k) = s;
-                ok = peak_of(z, d, !with_w) <= cur;
+        int to = bt;
+        for (int s = keep ? bt : earliest(z, d, ty, k); s < bt; s++) {
+            if (s < 0 || z->occ[(size_t)d * (size_t)L + (size_t)s]) continue;
+            int ok;
+            if (with_w) { /* an F adds one over [s, bt); an I changes nothing; a W lowers */
+                ok = 1;
+                for (int i = s; i < bt && ty < 2 && ok; i++) ok = tk->prof[i] + 1 <= cur;
+            } else { /* lazy W's: re-run the device from s with the op moved */
+                tally_add(z, tk, ty, bt, -1);
+                tally_add(z, tk, ty, s, 1);
+                ok = lazy_from(z, tk, s, 0) <= cur;
+                tally_add(z, tk, ty, s, -1);
+                tally_add(z, tk, ty, bt, 1);
             }
-            if (!ok) T(d, ty, k) = bt;
+            if (ok) {
+                to = s;
+                break;
+            }
         }
-        int s = T(d, ty, k);
-        if (s >= 0 && s < z->len) z->occ[(size_t)d * (size_t)z->len + (size_t)s] = 1;
+        if (to != bt) {
+            tally_add(z, tk, ty, bt, -1);
+            tally_add(z, tk, ty, to, 1);
+            if (with_w && (ty < 2 || ty == 4))
+                for (int i = to; i < bt; i++) tk->prof[i] += ty < 2 ? 1 : -1;
+            if (!with_w) lazy_from(z, tk, to, 1);
+            T(d, ty, k) = to;
+        }
+        if (to >= 0 && to < L) z->occ[(size_t)d * (size_t)L + (size_t)to] = 1;
     }
     free(ptr);
+    for (int d = 0; d < P; d++) free(tl[d].nf);
+    free(tl);
     if (with_w)
         for (int d = 0; d < P; d++) N(d, 4) = 0; /* the W decisions are dropped again */
 }
