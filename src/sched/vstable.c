@@ -220,7 +220,8 @@ int sched_order_vstable(op_plan *p, int half) {
         int o[4];
         if (half) {
             int g = P % 2 == 0 ? 3 : 0;
-            o[0] = 2 * d, o[1] = 3 * P - 2 - d, o[2] = 3 * P + g + 2 * d - 1, o[3] = 6 * P + g - 2 - d;
+            o[0] = 2 * d, o[1] = 3 * P - 2 - d;
+            o[2] = 3 * P + g + 2 * d - 1, o[3] = 6 * P + g - 2 - d;
         } else {
             int g = P % 3 == 0 ? 2 : 0;
             o[0] = d, o[1] = 2 * P - 1 - d, o[2] = 2 * P + g + d, o[3] = 4 * P + g - 1 - d;

@@ -20,7 +20,6 @@
  * in backward space "chunk 0" is stage 2P-1-i (going down the devices, like F chunk 0) and
  * "chunk 1" is stage i.  Memory in units of one chunk's activations: F +1, I -(1-wf), W -wf. */
 #include <float.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +42,8 @@ typedef struct zr {
     int bad;          /* a dependency or memory check failed: the run is void */
 } zr;
 
-#define ID(k, c, i, m) ((((size_t)(k) * 2 + (size_t)(c)) * (size_t)z->P + (size_t)(i)) * (size_t)z->M + (size_t)(m))
+#define ID(k, c, i, m) \
+    ((((size_t)(k) * 2 + (size_t)(c)) * (size_t)z->P + (size_t)(i)) * (size_t)z->M + (size_t)(m))
 #define CNT(i, k, c) z->cnt[(size_t)(i) * 6 + (size_t)(k) * 2 + (size_t)(c)]
 
 static double end_of(const zr *z, int k, int c, int i, int m) {
@@ -191,7 +191,10 @@ static void reset(zr *z) {
     size_t n = (size_t)6 * (size_t)z->P * (size_t)z->M;
     for (size_t x = 0; x < n; x++) z->end[x] = -1;
     memset(z->cnt, 0, sizeof(int) * 6 * (size_t)z->P);
-    for (int i = 0; i < z->P; i++) z->cur[i] = z->mem[i] = z->bub[i] = 0, z->wh[i] = z->wt[i] = z->nord[i] = 0;
+    for (int i = 0; i < z->P; i++) {
+        z->cur[i] = z->mem[i] = z->bub[i] = 0;
+        z->wh[i] = z->wt[i] = z->nord[i] = 0;
+    }
     z->bad = 0;
 }
 
@@ -238,7 +241,8 @@ int sched_zbv_rounds(op_plan *p, const double cost[3], double w_frac, double cap
         memcpy(appr, z->bub, sizeof(double) * (size_t)P);
         z->approved = appr;
         z->max_approved = 0;
-        for (int i = 0; i < P; i++) z->max_approved = appr[i] > z->max_approved ? appr[i] : z->max_approved;
+        for (int i = 0; i < P; i++)
+            if (appr[i] > z->max_approved) z->max_approved = appr[i];
     }
     int rc = best_bub < DBL_MAX ? OP_OK : OP_EINVAL;
     if (rc == OP_OK) {
