@@ -332,8 +332,12 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
         else if (rc == OP_OK) sched_split_add_balanced(pr, S, pl, &l);
     }
     int base = v_shape ? OP_ZB_PER_CHUNK : 0;
-    /* over 50k ops the V constructions run on the best split only (time: see flags_worth) */
+    /* The V constructions are kept apart (bnew) and polished on their own, then the better of
+     * the two polished plans is kept: the greedy's path stays what it was, so no case gets
+     * slower.  Over 50k ops they run on the best split only (time: see flags_worth). */
     int large = 3.0 * S * pr->M > 5e4;
+    sched_best bnew;
+    memset(&bnew, 0, sizeof bnew);
     for (int i = 0; rc == OP_OK && i < l.n; i++) {
         if (!v_shape) {
             /* the handcrafted ZB-H1 pattern holds at most P microbatches: valid for H2 too */
@@ -360,7 +364,7 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
                 op_plan_free(&p);
             }
         }
-        if (v_shape && !large) v_constructive(name, pr, &l.v[i], cap, best, ws);
+        if (v_shape && !large) v_constructive(name, pr, &l.v[i], cap, &bnew, ws);
         /* every split with ZB's default variant (I first, lazy W, deeper F first) */
         zb_try(name, pr, &l.v[i], pl, cap, base, best, ws);
         if (cap > P) zb_try(name, pr, &l.v[i], pl, P, base, best, ws);
@@ -374,7 +378,7 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
         snprintf(sp.desc, sizeof sp.desc, "%s", d0 ? d0 + 6 : "?");
         char *cut = strstr(sp.desc, " order=");
         if (cut) *cut = 0;
-        if (v_shape && large) v_constructive(name, pr, &sp, cap, best, ws);
+        if (v_shape && large) v_constructive(name, pr, &sp, cap, &bnew, ws);
         int nflags = v_shape ? 32 : 8;
         for (int f = 0; f < nflags; f++)
             if (flags_worth(f, pr, S)) zb_try(name, pr, &sp, pl, cap, f, best, ws);
@@ -386,6 +390,11 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
                 if (flags_worth(f, pr, S)) zb_try(name, pr, &sp, pl, c, f, best, ws);
         free(sp.first);
         polish_best(best, ws);
+    }
+    if (bnew.have) {
+        polish_best(&bnew, ws);
+        best->candidates += bnew.candidates - 1; /* sched_offer counts the one it is given */
+        sched_offer(best, &bnew.plan, bnew.settings, ws);
     }
     sched_split_list_free(&l);
     return rc;
