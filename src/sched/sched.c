@@ -389,18 +389,10 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
             for (int f = 0; f < nflags; f++)
                 if (flags_worth(f, pr, S)) zb_try(name, pr, &sp, pl, c, f, best, ws);
         free(sp.first);
-        if (!bnew.have) polish_best(best, ws);
+        polish_best(best, ws);
     }
     if (bnew.have) {
-        /* the more promising of the two is polished first; the other only when it could still
-         * win: polish gains stay under 5% (4.5% at most on bench-baselines), hence 6% */
-        int fn = fits(NULL, &bnew.plan), fo = fits(NULL, &best->plan);
-        sched_best *lo = fn != fo ? (fn ? &bnew : best)
-                         : bnew.plan.pred.makespan_ms < best->plan.pred.makespan_ms ? &bnew : best;
-        sched_best *hi = lo == best ? &bnew : best;
-        polish_best(lo, ws);
-        if (fn == fo && hi->plan.pred.makespan_ms <= 1.06 * lo->plan.pred.makespan_ms)
-            polish_best(hi, ws);
+        polish_best(&bnew, ws);
         best->candidates += bnew.candidates - 1; /* sched_offer counts the one it is given */
         sched_offer(best, &bnew.plan, bnew.settings, ws);
     }
