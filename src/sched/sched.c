@@ -249,6 +249,60 @@ static void zb_try(const char *name, const op_problem *pr, const sched_split *sp
     free(caps);
 }
 
+/* ZB-V's own auto-scheduler (zbv_rounds.c) on split sp: planned with the stages' mean F / I /
+ * W as its one scalar each (what its users profile), both W-filling options, re-timed here on
+ * the real stage costs.  For zbv its own memory rule (2 cap chunks in flight) is ZB-V's
+ * definition; vhalf / vmin keep it only when it holds at most cap microbatches in bytes. */
+static void zbv_rounds_try(const char *name, const op_problem *pr, const sched_split *sp,
+                           double cap, sched_best *best, op_sim_ws *ws) {
+    for (int fill = 0; fill < 4; fill++) {
+        op_plan p;
+        sched_plan_from_split(&p, name, pr, sp, SCHED_PLACE_V, 1);
+        double c[3] = {0, 0, 0}, a = 0, aw = 0;
+        for (int s = 0; s < p.S; s++) {
+            c[0] += op_stage_ms(&p, s, OP_F) / p.S;
+            c[1] += op_stage_ms(&p, s, OP_I) / p.S;
+            c[2] += op_stage_ms(&p, s, OP_W) / p.S;
+            a += (double)op_stage_act_bytes(&p, s);
+            aw += (double)op_stage_act_w_bytes(&p, s);
+        }
+        double wf = a > 0 ? aw / a : 0.5;
+        wf = wf < 0 ? 0 : wf > 1 ? 1 : wf;
+        op_err e2 = {0};
+        if (sched_zbv_rounds(&p, c, wf, cap, fill & 1, fill >> 1, 16) == OP_OK &&
+            op_sim_replay(&p, ws, &e2) == OP_OK &&
+            (!strcmp(name, "zbv") || within_inflight(&p, cap))) {
+            char set[160];
+            snprintf(set, sizeof set, "split=%s order=zbv auto(fill F %s, fill I %s)", sp->desc,
+                     fill & 1 ? "on" : "off", fill >> 1 ? "on" : "off");
+            sched_offer(best, &p, set, ws);
+        } else {
+            op_plan_free(&p);
+        }
+    }
+}
+
+/* The V constructions on split sp: ZB-V's auto-scheduler, and for vhalf / vmin the
+ * controllable-memory papers' own V-Min / V-Half patterns (either may fit the cap). */
+static void v_constructive(const char *name, const op_problem *pr, const sched_split *sp,
+                           double cap, sched_best *best, op_sim_ws *ws) {
+    zbv_rounds_try(name, pr, sp, cap, best, ws);
+    for (int half = 0; half < 2 && strcmp(name, "zbv"); half++) {
+        op_plan p;
+        sched_plan_from_split(&p, name, pr, sp, SCHED_PLACE_V, 1);
+        op_err e2 = {0};
+        if (sched_order_vstable(&p, half) == OP_OK && op_sim_replay(&p, ws, &e2) == OP_OK &&
+            within_inflight(&p, cap)) {
+            char set[160];
+            snprintf(set, sizeof set, "split=%s order=%s pattern", sp->desc,
+                     half ? "V-Half" : "V-Min");
+            sched_offer(best, &p, set, ws);
+        } else {
+            op_plan_free(&p);
+        }
+    }
+}
+
 /* Heuristic variants worth a run: eager W makes the lookahead moot; on large problems (over
  * 50k ops) only the I/F-first x lazy/eager x per-chunk variants, keeping the baselines a small
  * share of the tuner's time. */
@@ -279,6 +333,12 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
         else if (rc == OP_OK) sched_split_add_balanced(pr, S, pl, &l);
     }
     int base = v_shape ? OP_ZB_PER_CHUNK : 0;
+    /* The V constructions are kept apart (bnew) and polished on their own, then the better of
+     * the two polished plans is kept: the greedy's path stays what it was, so no case gets
+     * slower.  Over 50k ops they run on the best split only (time: see flags_worth). */
+    int large = 3.0 * S * pr->M > 5e4;
+    sched_best bnew;
+    memset(&bnew, 0, sizeof bnew);
     for (int i = 0; rc == OP_OK && i < l.n; i++) {
         if (!v_shape) {
             /* the handcrafted ZB-H1 pattern holds at most P microbatches: valid for H2 too */
@@ -305,6 +365,7 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
                 op_plan_free(&p);
             }
         }
+        if (v_shape && !large) v_constructive(name, pr, &l.v[i], cap, &bnew, ws);
         /* every split with ZB's default variant (I first, lazy W, deeper F first) */
         zb_try(name, pr, &l.v[i], pl, cap, base, best, ws);
         if (cap > P) zb_try(name, pr, &l.v[i], pl, P, base, best, ws);
@@ -318,6 +379,7 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
         snprintf(sp.desc, sizeof sp.desc, "%s", d0 ? d0 + 6 : "?");
         char *cut = strstr(sp.desc, " order=");
         if (cut) *cut = 0;
+        if (v_shape && large) v_constructive(name, pr, &sp, cap, &bnew, ws);
         int nflags = v_shape ? 32 : 8;
         for (int f = 0; f < nflags; f++)
             if (flags_worth(f, pr, S)) zb_try(name, pr, &sp, pl, cap, f, best, ws);
@@ -329,6 +391,11 @@ static int build_zb(const char *name, const op_problem *pr, const op_sched_opts 
                 if (flags_worth(f, pr, S)) zb_try(name, pr, &sp, pl, c, f, best, ws);
         free(sp.first);
         polish_best(best, ws);
+    }
+    if (bnew.have) {
+        polish_best(&bnew, ws);
+        best->candidates += bnew.candidates - 1; /* sched_offer counts the one it is given */
+        sched_offer(best, &bnew.plan, bnew.settings, ws);
     }
     sched_split_list_free(&l);
     return rc;

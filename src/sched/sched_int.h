@@ -92,4 +92,16 @@ int sched_order_dualpipev(op_plan *p);  /* OP_EINVAL when M < 2P */
  * 1 = B1 F0 B0 F1 (never over the warm-up's 2P chunks), 2 = B1 F0 F1 B0 */
 int sched_order_vpattern(op_plan *p, int variant);
 
+/* ZB-V's auto-scheduler (zbv_rounds.c) on the V placement, planned with one scalar cost per
+ * op kind (cost[0..2] = F, I, W), W's share w_frac of a chunk's activations and at most cap_mb
+ * microbatches (2 cap_mb chunks) in flight per device; fill_f / fill_b: its two W-filling
+ * options; up to max_runs reruns with approved bubbles.  Fills p's orders (stage_split = 1);
+ * OP_EINVAL when the construction does not close (p untouched). */
+int sched_zbv_rounds(op_plan *p, const double cost[3], double w_frac, double cap_mb,
+                     int fill_f, int fill_b, int max_runs);
+
+/* V-Half (half = 1) or V-Min (half = 0) from their stable patterns, reordered as their
+ * authors' scheduler does (vstable.c).  Fills p's orders; OP_EINVAL when P < 2. */
+int sched_order_vstable(op_plan *p, int half);
+
 #endif
