@@ -128,7 +128,10 @@ void tn_mixed_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_cand *,
     tn_cand c;
     tn_cand_alloc(&c, pb);
     int vmax = L / P < 4 ? L / P : 4;
-    for (int kind = 0; kind < 5 && !tn_out_of_budget(st); kind++) {
+    /* --placement loop or v means stage s on device s mod P (or the V over 0..P-1): only the
+     * given order keeps that promise (Megatron's layout export relies on it) */
+    int kinds = st->mode == OP_TUNE_PLACE_ANY ? 5 : 1;
+    for (int kind = 0; kind < kinds && !tn_out_of_budget(st); kind++) {
         device_order(pb, kind, ord);
         int dup = 0; /* orders that coincide (one type per node) are seeded once */
         for (int k = 0; k < kind && !dup; k++) dup = !memcmp(prev + (size_t)k * P, ord, sizeof(int) * (size_t)P);
