@@ -148,10 +148,37 @@ TEST(bound_by_hand) {
     CHECK_NEAR(op_lower_bound_mixed(rows, 2, 6, dt, 2, 1), 3.5, 1e-12);
 }
 
+/* Warm-up by hand: 4 layers, F = I = 1, W = 0 on the fast type, twice that on the slow one; one
+ * device of each, M = 4.  Work per layer: 8 ms fast, 16 ms slow.  Without the warm-up the
+ * bound is 64 / 3 = 21.33 (the fast device takes 8/3 layers).  Both devices must hold a layer
+ * (one alone needs >= 32 ms), and the one without layer 0 waits >= 1 ms (layer 0's fastest
+ * F).  Fast starts at 0: fast runs x layers, 8x <= T, slow 16 (4 - x) <= T - 1: T >= 65/3.
+ * Slow starts at 0: 8x <= T - 1, 16 (4 - x) <= T: T >= 22.  The plan may pick the better:
+ * 65/3 (the other terms: chains 14, pigeonhole 16). */
+TEST(bound_warmup_by_hand) {
+    op_layer_cost rows[8];
+    for (int l = 0; l < 8; l++) {
+        layer(&rows[l], "x", l < 4 ? 1 : 2, 0);
+        rows[l].w_ms = 0;
+    }
+    const int dt[2] = {0, 1};
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 4, dt, 2, 4), 65.0 / 3, 1e-12);
+    const int td[2] = {1, 0}; /* the order of devices does not matter */
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 4, td, 2, 4), 65.0 / 3, 1e-12);
+    /* layer 0's F 4 ms on both types (F + I: 5 fast, 6 slow), so the second device waits 4.
+     * Fast starts at 0: it takes layers 1-3 (24) and a of layer 0 (20a), slow the rest:
+     * 24 (1 - a) <= T - 4 = 20 + 20a: a = 1/11, T = 24 + 20/11 = 284/11.  Slow starts at 0:
+     * 80/3 (fast takes (T - 4)/8 of layers 1-3, slow 24 + 16 (3 - (T - 4)/8) <= T).  One
+     * device alone: 44.  Other terms: layer 0 at 20, pigeonhole 16. */
+    rows[0].f_ms = 4, rows[4].f_ms = 4;
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 4, dt, 2, 4), 284.0 / 11, 1e-12);
+}
+
 /* The fractional assignment LP for two types solved directly: binary search on T, giving the
  * fast type the layers in order of w0 / w1 (fractionally, up to its capacity c0 T / M) and
  * checking what is left fits the other type.  The bound must equal the larger of it and the
- * uniform bound over the fastest layers, on random layers and device counts. */
+ * uniform bound over the fastest layers, on random layers and device counts.  The layers have
+ * no F (I and W only), so no device waits to start and the warm-up adds nothing. */
 static int cmp_ratio_asc(const void *a, const void *b) {
     const double *x = a, *y = b;
     return x[0] * y[1] < y[0] * x[1] ? -1 : x[0] * y[1] > y[0] * x[1] ? 1 : 0;
@@ -168,12 +195,12 @@ TEST(bound_lp_two_types) {
             for (int t = 0; t < 2; t++) {
                 seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
                 layer(&rows[t * L + l], "x", 0, 0);
-                rows[t * L + l].f_ms = 0.1 + (double)(seed >> 44) / (1 << 20);
+                rows[t * L + l].i_ms = 0.1 + (double)(seed >> 44) / (1 << 20);
                 rows[t * L + l].w_ms = 0.1 + (double)((seed >> 20) & 0xfffff) / (1 << 19);
-                pair[l][t] = rows[t * L + l].f_ms + rows[t * L + l].w_ms;
+                pair[l][t] = rows[t * L + l].i_ms + rows[t * L + l].w_ms;
             }
             fast[l] = rows[l];
-            fast[l].f_ms = fmin(rows[l].f_ms, rows[L + l].f_ms);
+            fast[l].i_ms = fmin(rows[l].i_ms, rows[L + l].i_ms);
             fast[l].w_ms = fmin(rows[l].w_ms, rows[L + l].w_ms);
         }
         int dt[6];
@@ -195,7 +222,9 @@ TEST(bound_lp_two_types) {
     }
 }
 
-/* Random layers: with identical rows for every type, the mixed bound equals the uniform one. */
+/* Random layers: with identical rows for every type, the mixed bound equals the uniform one,
+ * warm-up term included (min over k used devices of (M work + H_k) / k, H_k the F chains
+ * of the first i layers, i < k), here computed by hand. */
 TEST(bound_uniform_equal) {
     uint64_t seed = 7;
     for (int trial = 0; trial < 50; trial++) {
@@ -211,8 +240,14 @@ TEST(bound_uniform_equal) {
         }
         int dt[4];
         for (int d = 0; d < P; d++) dt[d] = d % 2;
-        double u = op_lower_bound(rows, L, P, M);
-        CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), u, 1e-12);
+        double u = op_lower_bound(rows, L, P, M), work = 0, head = 0, H = 0, warm = INFINITY;
+        for (int l = 0; l < L; l++) work += rows[l].f_ms + rows[l].i_ms + rows[l].w_ms;
+        for (int k = 1; k <= P && k <= L; k++) { /* min_k (M work + H_k) / k */
+            H += head;
+            head += rows[k - 1].f_ms;
+            warm = fmin(warm, (M * work + H) / k);
+        }
+        CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), fmax(u, warm), 1e-9 * u);
         CHECK_NEAR(op_lower_bound_mixed(rows, 1, L, dt, P, M), u, 0);
     }
 }
@@ -577,6 +612,7 @@ int main(int argc, char **argv) {
     RUN(slow_link_by_hand);
     RUN(limit_per_device);
     RUN(bound_by_hand);
+    RUN(bound_warmup_by_hand);
     RUN(bound_lp_two_types);
     RUN(bound_uniform_equal);
     RUN(bound_below_every_plan);
