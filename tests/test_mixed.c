@@ -445,9 +445,10 @@ TEST(bound_below_every_plan) {
     CHECK(checked > 150);
 }
 
-/* The bench-mixed clusters at small M (M = P): the bound (warm-up included) never exceeds the
- * simulated makespan of any baseline, of a tuned plan (a short search), nor of random
- * contiguous partitions with 1F1B orders in chain placement, the device types shuffled.  These
+/* The bench-mixed clusters (and one of three types) at small M (M = P): the bound (warm-up
+ * included) never exceeds the simulated makespan of any baseline, of a tuned plan (a short
+ * search), nor of random contiguous partitions with 1F1B orders in chain placement, the device
+ * types shuffled.  These
  * plans sit 2% to 40% above the bound, so only a bound raised by about 20% fails here; subtler
  * errors (waits in the wrong order, waits too long) fail bound_warmup_relaxation and
  * bound_warmup_tight_plan. */
@@ -455,10 +456,11 @@ TEST(bound_below_tuned) {
     const char *models[] = {"llama2-7b", "nemotron-h-8b", "deepseek-v2-lite"};
     const struct { const char *gpus; int P; } cl[] = {{"h100-80gb:4,a100-80gb:4", 8},
                                                       {"h100-80gb:8,a100-80gb:8", 16},
-                                                      {"h200:8,h100-80gb:8", 16}};
+                                                      {"h200:8,h100-80gb:8", 16},
+                                                      {"h200:2,h100-80gb:2,a100-80gb:4", 8}};
     uint64_t seed = 13;
     int checked = 0;
-    for (int ci = 0; ci < 3; ci++)
+    for (int ci = 0; ci < 4; ci++) /* the bench's three, and three types (coordinate search) */
         for (int mi = 0; mi < 3; mi++) {
             int P = cl[ci].P, M = P;
             op_problem_opts o;
@@ -471,6 +473,7 @@ TEST(bound_below_tuned) {
                 CHECK_MSG(0, "%s on %s: %s", models[mi], cl[ci].gpus, e.msg);
                 continue;
             }
+            CHECK_EQ_INT(b.pr.n_types, ci == 3 ? 3 : 2);
             double lb = op_problem_lower_bound(&b.pr);
             CHECK(isfinite(lb) && lb > 0);
             const char *const *names = op_sched_names();
