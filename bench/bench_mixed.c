@@ -135,18 +135,27 @@ static void run_case(const cluster *c, const char *model, int no_limit, acc *a) 
 }
 
 int main(int argc, char **argv) {
-    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    /* --quick: the first 3 models; --filter S: only cases whose cluster or model name holds S
+     * (to rerun a subset; the geomean line then covers those cases only) */
+    int quick = 0;
+    const char *filter = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
+    }
     printf("tuned plan vs baselines on mixed clusters: seq 4096, mbs 1, tp 1, M = 2P, each device "
            "limited to 90%% of its own memory (as octopipe compare --gpus); makespans in ms; model* = nothing fits, run without limits; best_bl = the "
            "fastest baseline that fits, split = its partition (speed-proportional = Metis-style), +full/+selective = its recomputation; "
-           "bound = op_lower_bound_mixed (each layer at its fastest type's speed; work over unequal speeds); slowGB = GB per "
+           "bound = op_lower_bound_mixed (each layer at its fastest type's speed; work over unequal speeds, with the warm-up); slowGB = GB per "
            "step over the inter-node link (tuned, best baseline)\n");
     printf("%-14s %-17s %3s %4s %9s %9s %-13s %-25s %7s %9s %6s %-9s %3s %7s %7s %-5s\n", "cluster",
            "model", "P", "M", "octopipe", "best_bl", "baseline", "split", "speedup", "bound",
            "gap%", "shape", "S", "slowGB", "bl_GB", "link");
     acc a = {0};
     for (int ci = 0; ci < (int)(sizeof CLUSTERS / sizeof *CLUSTERS); ci++)
-        for (int mi = 0; MODELS[mi] && (!quick || mi < 3); mi++) run_case(&CLUSTERS[ci], MODELS[mi], 0, &a);
+        for (int mi = 0; MODELS[mi] && (!quick || mi < 3); mi++)
+            if (!filter || strstr(CLUSTERS[ci].name, filter) || strstr(MODELS[mi], filter))
+                run_case(&CLUSTERS[ci], MODELS[mi], 0, &a);
     int nm = a.cases;
     int n = a.n ? a.n : 1;
     printf("\ngeomean over %d cases: speedup vs best baseline %.3fx (target >= 1.15x), gap to "

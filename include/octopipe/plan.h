@@ -191,9 +191,11 @@ double op_lower_bound_warmup(const op_layer_cost *layers, int n_layers, int P, i
 double op_plan_lower_bound(const op_plan *p);
 /* Mixed clusters (plan/bound_mixed.c says why it holds): valid for any partition, placement,
  * policies and order of these layers on devices of types dev_type[P] (costs: row t of
- * type_layers [n_types * n_layers]).  The uniform bound over each layer's fastest type, and the
+ * type_layers [n_types * n_layers]).  The uniform bound over each layer's fastest type, the
  * work bound over unequal speeds (the dual of the fractional layer-to-type assignment; exact
- * for two types).  n_types <= 1 or dev_type NULL: op_lower_bound of row 0. */
+ * for two types), and that work bound with the warm-up (a device waits for the F chain below
+ * its lowest layer; the plan's best choice of which devices wait).  n_types <= 1 or dev_type
+ * NULL: op_lower_bound of row 0. */
 double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n_layers,
                             const int *dev_type, int P, int M);
 double op_plan_lower_bound_mixed(const op_plan *p);

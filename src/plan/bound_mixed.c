@@ -1,7 +1,7 @@
 /* bound_mixed.c: lower bound on the makespan of any plan on a cluster of unequal devices
  * (device d of type dev_type[d], layer costs row dev_type[d] of type_layers).
  *
- * Two parts, each valid for every partition, placement, policy and op order:
+ * Three parts, each valid for every partition, placement, policy and op order:
  *
  * 1. The uniform bound (op_lower_bound) over the "fastest" layers: layer l with f, i and w each
  *    the least over the types present.  Every term of op_lower_bound (chains, per-layer terms,
@@ -24,6 +24,36 @@
  *    a breakpoint y[1] = w[0][l] / w[1][l] (or at an end, where (*) gives no more than at the
  *    last breakpoint), so trying every breakpoint gives the LP optimum exactly.  With more types
  *    the same search runs per coordinate for a few rounds (still valid, maybe not the optimum).
+ *
+ * 3. The warm-up over unequal speeds: devices cannot all start at 0.  Take any plan, let U be
+ *    the devices it gives at least one layer (k = |U| <= min(P, L)) and a_d the lowest layer of
+ *    device d.  Every op of d is an F, I or W of some layer l >= a_d, and each needs F(l, m)
+ *    of its microbatch m first, which needs F(0..l-1, m) one after another, each at least the
+ *    layer's least F over the types present; so d is idle until s_d >= head(a_d), head(a) the
+ *    sum of those F over layers 0..a-1 (nondecreasing in a).  A layer sits on one device, so
+ *    the a_d are distinct, and the device with the i-th smallest a_d (from 0) has a_d >= i:
+ *    the waits are at least head(0), ..., head(k-1), one to a device of U.  d runs all its ops
+ *    inside [s_d, T], so for every y >= 0 (weights per type, y_d = y[type of d]), as in 2:
+ *        T sum_{d in U} y_d >= sum_{d in U} y_d s_d + M * num(y),
+ *        num(y) = sum_l min_t y[t] w[t][l]
+ *    (the min over all types present only makes num smaller).  The plan picks U and which
+ *    device gets which wait; the bound must hold for its best pick, so for weights y
+ *        T >= min over U, and over waits, of (M num(y) + sum_U y_d s_d) / sum_U y_d.
+ *    For a given U the sum of y_d s_d is least when the largest y gets the smallest head
+ *    (rearrangement).  Some minimising U is the k devices of largest y: let U be minimising
+ *    with value R and d in U with the smallest y (the largest head, head(k-1)).  If k >= 2,
+ *    dropping d leaves the others' heads as they were and a value >= R, which gives
+ *    head(k-1) <= R, so every head in U is <= R (also when k = 1: head(0) = 0).  Swapping d in U
+ *    for d' outside with y_d' > y_d, d' taking d's head h <= R, moves the numerator by
+ *    (y_d' - y_d) h and the denominator by (y_d' - y_d), so the value stays <= R (a mean with
+ *    a term <= R); repeat until U is the top k.  Hence, with devices sorted by y descending,
+ *        T >= min_{1 <= k <= min(P, L)} (M num(y) + sum_{i<k} y_(i) head(i)) / sum_{i<k} y_(i) (**)
+ *    for every y > 0.  Any y gives a valid bound; it starts at part 2's y and a coordinate
+ *    search over the points where num or the order changes (coord_warm) picks a better one.
+ *    With one type (or all types alike) y = 1 gives min_k (M work + H_k) / k, H_k = head(0) +
+ *    ... + head(k-1): the uniform bound's warm-up term.  A matching cool-down (the I chain
+ *    below a_d after d's last I) does not hold for the whole work: W ops have no successor and
+ *    may fill the drain, so it is left out.
  *
  * Communication, overheads and memory are ignored: they only add time, so leaving them out
  * keeps the bound valid (the same choice as op_lower_bound). */
@@ -91,6 +121,100 @@ static double coord_best(const double *w, const int *cnt, double *y, int T, int 
     return cur;
 }
 
+/* Part 3's data: per-type work w [T * L], device counts, head[i] = F chain of layers 0..i-1 at
+ * the fastest type (i < K = min(P, L)). */
+typedef struct {
+    const double *w;
+    const int *cnt;
+    const double *head;
+    int T, L, K, M;
+} wctx;
+
+/* sum_l min_t y[t] w[t][l] over the types present: the numerator of (*) without M. */
+static double numer(const wctx *c, const double *y) {
+    double num = 0;
+    for (int l = 0; l < c->L; l++) {
+        double b = INFINITY;
+        for (int t = 0; t < c->T; t++)
+            if (c->cnt[t] > 0) b = fmin(b, y[t] * c->w[(size_t)t * c->L + l]);
+        num += b;
+    }
+    return num;
+}
+
+/* (**) for weights y with numerator num = numer(y): devices in order of y descending (types
+ * whole, ties in index order), the i-th given head[i]; the least over prefixes k <= K of
+ * (M num + sum_{i<k} y_i head[i]) / sum_{i<k} y_i. */
+static double warm_eval(const wctx *c, const double *y, double num) {
+    int ord[16], n = 0, *o = c->T <= 16 ? ord : op_xmalloc(sizeof(int) * (size_t)c->T);
+    for (int t = 0; t < c->T; t++) {
+        if (!c->cnt[t]) continue;
+        int j = n++;
+        for (; j > 0 && y[o[j - 1]] < y[t]; j--) o[j] = o[j - 1];
+        o[j] = t;
+    }
+    double best = INFINITY, Y = 0, W = 0, A = (double)c->M * num;
+    for (int j = 0, i = 0; j < n && i < c->K; j++)
+        for (int d = 0; d < c->cnt[o[j]] && i < c->K; d++, i++) {
+            Y += y[o[j]];
+            W += y[o[j]] * c->head[i];
+            if (Y > 0) best = fmin(best, (A + W) / Y);
+        }
+    if (o != ord) free(o);
+    return isfinite(best) ? best : 0;
+}
+
+static double warm_bound(const wctx *c, const double *y) { return warm_eval(c, y, numer(c, y)); }
+
+/* (**) at y with y[t] = v. */
+static double warm_at(const wctx *c, double *y, int t, double v) {
+    double keep = y[t];
+    y[t] = v;
+    double r = warm_bound(c, y);
+    y[t] = keep;
+    return r;
+}
+
+/* A good y[t] for (**) with the other weights fixed: every breakpoint of num (as in coord_best)
+ * and every point where y[t] passes another weight (the order changes) is tried.  Between two
+ * such points (**) is the least over k of functions each monotone in y[t], so its top there
+ * can lie inside an interval when the binding k changes; any y gives a valid bound, so
+ * missing it only loosens the bound (a golden-section search inside the two intervals beside
+ * the best point found nothing more on the bench presets, at 4x the time).  Sets y[t] when
+ * that beats `cur`; returns the new best. */
+static double coord_warm(const wctx *c, double *y, int t, double cur, brk *buf) {
+    const int T = c->T, L = c->L;
+    int n = 0;
+    double w_after = 0;
+    for (int l = 0; l < L; l++) {
+        double o = INFINITY, wt = c->w[(size_t)t * L + l];
+        for (int u = 0; u < T; u++)
+            if (u != t && c->cnt[u]) o = fmin(o, y[u] * c->w[(size_t)u * L + l]);
+        if (!isfinite(o)) return cur;
+        buf[n++] = (brk){wt > 0 ? o / wt : INFINITY, o, wt};
+        w_after += wt;
+    }
+    qsort(buf, (size_t)n, sizeof *buf, cmp_brk);
+    double keep = y[t], best_v = keep, best = cur, o_before = 0;
+    for (int k = 0; k < n && isfinite(buf[k].b); k++) {
+        o_before += buf[k].o;
+        w_after -= buf[k].w;
+        double v = buf[k].b;
+        if (!(v > 0)) continue;
+        y[t] = v;
+        double r = warm_eval(c, y, o_before + v * fmax(w_after, 0));
+        if (r > best) best = r, best_v = v;
+    }
+    for (int u = 0; u < T; u++)
+        if (u != t && c->cnt[u] && y[u] > 0) {
+            double r = warm_at(c, y, t, y[u]);
+            if (r > best) best = r, best_v = y[u];
+        }
+    y[t] = keep;
+    if (best > cur) y[t] = best_v;
+    return best > cur ? best : cur;
+}
+
 double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n_layers,
                             const int *dev_type, int P, int M) {
     if (n_types <= 1 || !dev_type) return op_lower_bound(type_layers, n_layers, P, M);
@@ -132,6 +256,20 @@ double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n
         if (!(cur > before * (1 + 1e-12))) break;
     }
     best = fmax(best, cur);
+    /* part 3: the warm-up, from the work bound's y, then its own coordinate search */
+    const int K = P < L ? P : L;
+    double *head = op_xmalloc(sizeof(double) * (size_t)K);
+    for (int i = 0; i < K; i++) head[i] = i ? head[i - 1] + fast[i - 1].f_ms : 0;
+    wctx c = {w, cnt, head, T, L, K, M};
+    double wb = warm_bound(&c, y);
+    for (int round = 0; round < (T > 2 ? 8 : 1); round++) {
+        double before = wb;
+        for (int t = 1; t < T; t++)
+            if (cnt[t]) wb = coord_warm(&c, y, t, wb, buf);
+        if (!(wb > before * (1 + 1e-12))) break;
+    }
+    best = fmax(best, wb);
+    free(head);
     free(buf);
     free(y);
     free(w);
