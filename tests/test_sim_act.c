@@ -329,17 +329,18 @@ TEST(lower_bound_mem_by_hand) {
  * limit 80 each (Cap 160 bytes free in all).  Stash lifetimes are at least the chains
  * c_0 = 4, c_1 = 2, so keep needs 8 * (100 * 4 + 100 * 2) = 4800 byte ms in T * 160:
  * T >= 30.  Full recomputation of a fraction x of layer 0's stashes saves 8 * 400 x byte ms
- * (20 x of T) and adds 8 x ms of work over 2 devices (4 x of T): 30 - 20 x = 16 + 4 x at
- * x = 7/12, T = 55/3 = 18.33, above the memory-free bound (18: M (f + i) of layer 1 after one
- * F, before one I) and the one-microbatch term (200 - 160 bytes saved at 0.01 ms/B:
- * (4 + 0.4) * 8 / 2 = 17.6). */
+ * (20 x of T) and adds 8 x ms of work; the two devices have T + (T - 1) ms of room (the
+ * second starts after layer 0's first F), so 8 (4 + x) <= 2 T - 1: T >= 16.5 + 4 x.
+ * 30 - 20 x = 16.5 + 4 x at x = 9/16, T = 18.75, above the memory-free bound (18: M (f + i)
+ * of layer 1 after one F, before one I) and the one-microbatch term (200 - 160 bytes saved
+ * at 0.01 ms/B: (4 + 0.4) * 8 / 2 = 17.6). */
 TEST(lower_bound_mem_time_by_hand) {
     op_layer_cost L[2] = {{.f_ms = 1, .i_ms = 1, .act_bytes = 100},
                           {.f_ms = 1, .i_ms = 1, .act_bytes = 100}};
     CHECK_NEAR(op_lower_bound(L, 2, 2, 8), 18, 1e-12);
     double b = op_lower_bound_mem(L, 2, 2, 8, 80, NULL);
-    CHECK(b <= 55.0 / 3 * (1 + 1e-9)); /* never above the relaxation's optimum */
-    CHECK_NEAR(b, 55.0 / 3, 1e-4);
+    CHECK(b <= 18.75 * (1 + 1e-9)); /* never above the relaxation's optimum */
+    CHECK_NEAR(b, 18.75, 1e-4);
     /* a host link as fast as memory makes offload free: layer 0's stash then costs the device
      * only its F and I (200 byte ms), 8 * (200 + 200) / 160 = 20, and full on 2/7 of layer 0
      * brings it under the memory-free 18 */
@@ -350,37 +351,38 @@ TEST(lower_bound_mem_time_by_hand) {
     CHECK_NEAR(op_lower_bound_mem(L, 2, 2, 8, 80, &c), 18, 1e-6);
     /* 125 B/ms: each copy 0.8 ms, so layer 0 offloaded holds 100 * (2 + 1.6) = 360 byte ms
      * (keep 400): offload all of it, 8 * (360 + 200) / 160 = 28, then full on y of it:
-     * 28 - 18 y = 16 + 4 y, y = 6/11, T = 200/11 = 18.18 */
+     * 28 - 18 y = 16.5 + 4 y, y = 23/44, T = 409/22 = 18.59 */
     c.host_bw_GBps = 1.25e-4;
-    CHECK_NEAR(op_lower_bound_mem(L, 2, 2, 8, 80, &c), 200.0 / 11, 1e-6);
+    CHECK_NEAR(op_lower_bound_mem(L, 2, 2, 8, 80, &c), 409.0 / 22, 1e-6);
     /* 100 B/ms: offloaded holds 400, as keep: recomputation's bound again */
     c.host_bw_GBps = 1e-4;
     CHECK_NEAR(op_lower_bound_mem(L, 2, 2, 8, 80, &c), b, 1e-6);
 }
 
 /* The copy engine binds.  Eight layers f = i = 1, w 0, act 100 (c_l = 16, 14, .., 2), P = 2,
- * M = 8, limit 200 (Cap 400): per microbatch sum mem <= 50 T, full on sum x_f <= T / 4 - 16,
- * and at 50 B/ms one copy takes 2 ms (4 per offloaded stash, offloaded holds 600 byte ms), so
- * 8 * 4 * sum x_o <= 2 T.  Keep holds 7200.  At T = 69: x_o <= 4.3125 on layers 0-3 and 5/16
- * of layer 4 save 2862.5; x_f <= 1.25 on the rest of layer 4 and 9/16 of layer 5 save 887.5;
- * 7200 - 3750 = 3450 = 50 T: the least T is 69 (memory-free 64, recomputation only 80, a
- * free link 64). */
+ * M = 8, limit 200 (Cap 400): per microbatch sum mem <= 50 T, full on sum x_f <=
+ * (2 T - 1) / 8 - 16 (the second device starts after one F), and at 50 B/ms one copy takes
+ * 2 ms (4 per offloaded stash, offloaded holds 600 byte ms), so 8 * 4 * sum x_o <= 2 T.
+ * Keep holds 7200.  Offload layers 0-3 and a of layer 4 (4 + a = T / 16), full on the rest of
+ * layer 4 and b of layer 5 (1 - a + b = T / 4 - 16.125): saved 3600 - 600 (a - b) and
+ * a - b = 17.125 - T / 4, so 7200 - 13875 + 150 T = 50 T: the least T is 69.375 (memory-free
+ * 64.5 with the warm-up, recomputation only 80, a free link 64.5). */
 TEST(lower_bound_mem_charges_the_copy_engine) {
     op_layer_cost L[8];
     for (int l = 0; l < 8; l++) L[l] = (op_layer_cost){.f_ms = 1, .i_ms = 1, .act_bytes = 100};
-    CHECK_NEAR(op_lower_bound(L, 8, 2, 8), 64, 1e-12);
+    CHECK_NEAR(op_lower_bound(L, 8, 2, 8), 64.5, 1e-12);
     CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, NULL), 80, 1e-6);
     op_comm c;
     op_comm_default(&c, 0);
     c.host_lat_ms = 0;
     c.host_bw_GBps = 1e6;
-    CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, &c), 64, 1e-6);
+    CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, &c), 64.5, 1e-6);
     c.host_bw_GBps = 5e-5;
-    CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, &c), 69, 1e-6);
-    /* a host budget of 100 B per device takes part of it: between 69 and 80 */
+    CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, &c), 69.375, 1e-6);
+    /* a host budget of 100 B per device takes part of it: between 69.375 and 80 */
     c.host_mem_bytes = 100;
     double h = op_lower_bound_mem(L, 8, 2, 8, 200, &c);
-    CHECK(h > 69 + 1e-6 && h <= 80 + 1e-6);
+    CHECK(h > 69.375 + 1e-6 && h <= 80 + 1e-6);
 }
 
 /* Randomised: every plan that fits (each classic schedule with its recomputation, the tuner's

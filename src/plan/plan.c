@@ -405,9 +405,13 @@ typedef struct lbm_opt { double mem, rec, copy, both; } lbm_opt;
  * sum_j x_lj = 1) with
  *   M sum x mem <= T Cap                 Cap = P limit - static (every device within limit)
  *   M sum x both <= T (Cap + P H)        (only with a host budget H)
- *   sum x rec <= R = min(P T / M - W0, T - chain)   (work over P devices, W0 the work of a
+ *   sum x rec <= R = min(C(T) / M - W0, T - chain)  (work over the devices, W0 the work of a
  *                                         microbatch; and every microbatch's chain carries its
  *                                         own recompute, the average too)
+ *   C(T) = sum_{i < min(P, L)} max(0, T - H_i), H_i the F chain of layers 0..i-1: the device
+ *   with the i-th lowest first layer starts no earlier than H_i (op_lower_bound_warmup's
+ *   argument; recomputation runs inside I, so it moves no F), so the busy time of all
+ *   devices together is at most C(T) <= P T.
  *   M sum x copy <= P T                  (P copy engines, every copy inside the makespan)
  * Weighting them by (1, beta, lam, mu) >= 0 and taking each layer's cheapest option:
  *   D = sum_l min_j (mem + beta both + lam rec + mu copy) - lam R - mu P T / M
@@ -419,7 +423,16 @@ typedef struct lbm_ctx {
     const lbm_opt *o;
     int n;
     double M, P, cap, hcap, W0, chain, beta;
+    const double *H; /* [nH] F chains below each device's first layer, ascending */
+    int nH;
 } lbm_ctx;
+
+/* C(T): the most busy time all devices together can have within T (see above). */
+static double lbm_capacity(const lbm_ctx *c, double T) {
+    double C = 0;
+    for (int i = 0; i < c->nH && c->H[i] < T; i++) C += T - c->H[i];
+    return C;
+}
 
 static double lbm_D(const lbm_ctx *c, double T, double lam, double mu, double *slope) {
     double S = 0, rsum = 0;
@@ -434,7 +447,7 @@ static double lbm_D(const lbm_ctx *c, double T, double lam, double mu, double *s
         S += best;
         rsum += r;
     }
-    double R = fmin(c->P * T / c->M - c->W0, T - c->chain);
+    double R = fmin(lbm_capacity(c, T) / c->M - c->W0, T - c->chain);
     if (slope) *slope = rsum - R;
     return S - lam * R - mu * c->P * T / c->M -
            T * ((1 + c->beta) * c->cap + c->beta * c->hcap) / c->M;
@@ -517,7 +530,10 @@ double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int 
             if (x[j].rec > 0) lam_hi = fmax(lam_hi, 2 * x[0].mem / x[j].rec); /* keep is never beaten by more */
         if (B > 0 && x[3].copy > 0) mu_hi = fmax(mu_hi, 2 * x[0].mem / x[3].copy);
     }
-    double hi = fmax(best, fmax((work + recall) * M / P, chain + recall));
+    int nH = n_layers < P ? n_layers : P;
+    double *Hs = op_xmalloc(sizeof *Hs * (size_t)nH), Hsum = 0;
+    for (int i = 0; i < nH; i++) Hs[i] = i ? Hs[i - 1] + fmax(layers[i - 1].f_ms, 0) : 0, Hsum += Hs[i];
+    double hi = fmax(best, fmax(((work + recall) * M + Hsum) / P, chain + recall));
     if (cap > 0) hi = fmin(hi, fmax(best, M * keepmem / cap));
     double lo = best;
     int nb = H > 0 ? 5 : 1;
@@ -526,7 +542,7 @@ double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int 
         double T = lo > 0 && hi > 4 * lo ? sqrt(lo * hi) : 0.5 * (lo + hi); /* far apart: halve the ratio */
         int imp = 0;
         for (int ib = 0; ib < nb && !imp; ib++) {
-            lbm_ctx cx = {o, n_layers, M, P, cap, (double)P * H, work, chain, betas[ib]};
+            lbm_ctx cx = {o, n_layers, M, P, cap, (double)P * H, work, chain, betas[ib], Hs, nH};
             double D = lbm_Dmax(&cx, T, lam_hi * (1 + betas[ib]), mu_hi * (1 + betas[ib]));
             imp = D > 1e-9 * T * ((1 + betas[ib]) * cap + betas[ib] * P * H) / M; /* rounding */
         }
@@ -534,6 +550,7 @@ double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int 
         else hi = T;
     }
     free(o);
+    free(Hs);
     return lo;
 }
 
