@@ -210,6 +210,24 @@ static void emulated(const op_plan *p, double ts, double bs, const op_comm *link
     OP_ASSERT(op_sim_replay(pred, NULL, &e) == OP_OK, "sim: %s", e.msg);
 }
 
+/* The executor's per-op dispatch cost at this P: the smallest of 3 runs of the plan emulated
+ * with none (a load spike from other work must not become the model). */
+static double calibrate_dispatch(const op_plan *plan, double ts, double bs, const op_comm *link,
+                                 const char *dir, int P) {
+    op_plan emu, pred;
+    emulated(plan, ts, bs, link, 0, &emu, &pred);
+    double dispatch = 1e9;
+    for (int rep = 0; rep < 3; rep++) {
+        row cal;
+        if (run_once(&emu, dir, &cal) == 0 && cal.over < dispatch) dispatch = cal.over;
+    }
+    if (dispatch > 1e8 || dispatch < 0) dispatch = 0;
+    printf("%3d calibration: dispatch cost %.4f ms per op\n", P, dispatch);
+    op_plan_free(&emu);
+    op_plan_free(&pred);
+    return dispatch;
+}
+
 static int random_never_hang(int n) {
     op_rng rng;
     op_rng_seed(&rng, 2026);
@@ -302,18 +320,8 @@ static double mixed_rows(const op_model *m, const op_train_cfg *tc, const op_com
     for (int k = 0; k < 3; k++) {
         if (!have[k]) continue;
         op_plan emu, pred;
-        if (k == 0) { /* dispatch cost at this P, as the uniform table does */
-            emulated(&plans[k], ts, bs, link, 0, &emu, &pred);
-            dispatch = 1e9;
-            for (int rep = 0; rep < 3; rep++) {
-                row cal;
-                if (run_once(&emu, dir, &cal) == 0 && cal.over < dispatch) dispatch = cal.over;
-            }
-            if (dispatch > 1e8 || dispatch < 0) dispatch = 0;
-            printf("%3d calibration: dispatch cost %.4f ms per op\n", P, dispatch);
-            op_plan_free(&emu);
-            op_plan_free(&pred);
-        }
+        if (k == 0) /* dispatch cost at this P, as the uniform table does */
+            dispatch = calibrate_dispatch(&plans[k], ts, bs, link, dir, P);
         emulated(&plans[k], ts, bs, link, dispatch, &emu, &pred);
         row r;
         snprintf(r.name, sizeof r.name, "%s", pn[k]);
@@ -427,19 +435,8 @@ int main(int argc, char **argv) {
         for (int k = 0; k < nn; k++) {
             if (!have[k]) continue;
             op_plan emu, pred;
-            if (k == 0) { /* calibrate the executor's per-op dispatch cost at this P */
-                emulated(&plans[k], ts, bs, &link, 0, &emu, &pred);
-                /* the smallest of 3 runs: a load spike from other work must not become the model */
-                dispatch = 1e9;
-                for (int rep = 0; rep < 3; rep++) {
-                    row cal;
-                    if (run_once(&emu, dir, &cal) == 0 && cal.over < dispatch) dispatch = cal.over;
-                }
-                if (dispatch > 1e8 || dispatch < 0) dispatch = 0;
-                printf("%3d calibration: dispatch cost %.4f ms per op\n", P, dispatch);
-                op_plan_free(&emu);
-                op_plan_free(&pred);
-            }
+            if (k == 0) /* calibrate the executor's per-op dispatch cost at this P */
+                dispatch = calibrate_dispatch(&plans[k], ts, bs, &link, dir, P);
             emulated(&plans[k], ts, bs, &link, dispatch, &emu, &pred);
             if (getenv("EXEC_DUMP")) { /* debugging: the emulated plans as plan files */
                 char pth[512];
