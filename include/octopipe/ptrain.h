@@ -143,6 +143,7 @@ typedef struct op_ptrain_slow {
     const double *k; /* [P] */
     double late[64]; /* per rank (< 64): summed lateness of its waits (s), and their count; */
     int n[64];       /* zero-initialise (each rank's thread touches only its own entry) */
+    int cores;       /* online CPUs (set by op_ptrain_slow_compute): spin while P <= cores */
 } op_ptrain_slow;
 op_compute op_ptrain_slow_compute(op_ptrain_slow *s);
 
