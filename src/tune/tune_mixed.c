@@ -33,7 +33,6 @@ void tn_mixed_init(tn_prob *pb) {
         for (int d = 0; d < P; d++) pb->dev_lim[d] = op_problem_dev_mem_limit(pr, d);
     }
     if (pr->n_types <= 1 || !pr->type_layers || !pr->dev_type) return;
-    pb->lb = op_problem_lower_bound(pr); /* over unequal speeds (progress lines' gap) */
     tn_mixed *mx = op_xcalloc(1, sizeof *mx);
     mx->T = pr->n_types;
     mx->dev_type = pr->dev_type;

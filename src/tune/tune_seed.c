@@ -33,7 +33,7 @@ void tn_prob_init(tn_prob *pb, const op_problem *pr) {
         double w = c->f_ms + c->i_ms + c->w_ms;
         if (w < tl) tl = w;
     }
-    pb->lb = op_lower_bound(pr->layers, pr->n_layers, pb->P, pb->M);
+    pb->lb = op_problem_lower_bound(pr); /* over each device's own speed on mixed clusters */
     pb->ovh = pr->op_overhead_ms;
     pb->mem_limit = pr->mem_limit_bytes;
     pb->t_layer = tl;
