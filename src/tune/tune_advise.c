@@ -3,9 +3,8 @@
  * Each suggestion is computed, not guessed: the model is re-costed with the change (a TP
  * degree, ZeRO-1 over a data-parallel group) or the problem widened (more devices, a higher
  * limit) and tuned briefly with recomputation allowed; a change is suggested only if that tune
- * returns a plan that fits.  Static memory is checked first with a bound every plan obeys: some
- * device holds at least total/P of it, and the device holding the heaviest layer holds all of
- * that layer's. */
+ * returns a plan that fits.  Static memory is checked first with a bound every plan obeys
+ * (tune_static.c), per device on a mixed cluster: each device's own type and limit. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,15 +12,6 @@
 #include "octopipe/tune.h"
 
 #define GIB 1073741824.0
-
-double op_tune_static_floor(const op_layer_cost *l, int n, int P) {
-    double tot = 0, mx = 0;
-    for (int i = 0; i < n; i++) {
-        tot += (double)l[i].static_bytes;
-        if ((double)l[i].static_bytes > mx) mx = (double)l[i].static_bytes;
-    }
-    return tot / P > mx ? tot / P : mx;
-}
 
 /* A brief tune of pr; returns the makespan of a plan that fits, else 0 (and *peak the
  * smallest peak found, when the tune reports one). */
@@ -38,21 +28,152 @@ static double quick(const op_problem *pr, double *peak) {
     return mk;
 }
 
-/* Re-costs m under t and tunes pr with those layers; makespan if a plan fits, else 0. */
-static double with_cfg(const op_model *m, const op_train_cfg *t, const op_device *d,
-                       const op_problem *pr) {
-    op_layer_cost *lc = op_xcalloc((size_t)m->n_layers, sizeof *lc);
+/* f scaled by what the change does to the layer on the reference device: new / old there. */
+static double rescale(double f, double on_new, double on_old) {
+    return on_old > 0 ? f * on_new / on_old : f;
+}
+
+/* q = pr with m re-costed under tt.  rows (freed by the caller) holds one row per device type:
+ * each type's analytic costs on its own preset; a measured layer keeps its time on that type
+ * (measured or scaled, as the problem had it) times what the change does to it on d (the
+ * device t0's costs came from).  0 when a type's preset is unknown or costing fails. */
+static int recost(const op_model *m, const op_train_cfg *t0, const op_train_cfg *tt,
+                  const op_device *d, const op_problem *pr, op_problem *q, op_layer_cost **rows) {
+    const int L = m->n_layers, T = pr->n_types > 1 ? pr->n_types : 1;
+    op_layer_cost *r = op_xcalloc((size_t)T * (size_t)L + 2 * (size_t)L, sizeof *r);
+    op_layer_cost *old_d = r + (size_t)T * L, *new_d = old_d + L;
     op_err e = {0};
-    double mk = 0;
-    if (op_cost_layers(m, t, d, lc, &e) == OP_OK &&
-        op_tune_static_floor(lc, m->n_layers, pr->P) <= pr->mem_limit_bytes) {
-        op_problem q = *pr;
-        q.layers = lc;
-        q.n_layers = m->n_layers;
-        mk = quick(&q, NULL);
+    int ok = L == pr->n_layers && op_cost_layers(m, tt, d, r, &e) == OP_OK;
+    if (ok && T > 1) {
+        ok = op_cost_layers(m, t0, d, old_d, &e) == OP_OK && op_cost_layers(m, tt, d, new_d, &e) == OP_OK;
+        for (int t = 0; t < T && ok; t++) {
+            op_device dt;
+            op_layer_cost *row = r + (size_t)t * L;
+            const op_layer_cost *was = pr->type_layers + (size_t)t * L;
+            ok = pr->type_name && op_device_preset(pr->type_name[t], &dt, &e) == OP_OK &&
+                 op_cost_layers(m, tt, &dt, row, &e) == OP_OK;
+            for (int l = 0; l < L && ok; l++) {
+                if (!m->layers[l].has_measured) continue;
+                row[l].f_ms = rescale(was[l].f_ms, new_d[l].f_ms, old_d[l].f_ms);
+                row[l].i_ms = rescale(was[l].i_ms, new_d[l].i_ms, old_d[l].i_ms);
+                row[l].w_ms = rescale(was[l].w_ms, new_d[l].w_ms, old_d[l].w_ms);
+                row[l].f_sel_ms = rescale(was[l].f_sel_ms, new_d[l].f_sel_ms, old_d[l].f_sel_ms);
+            }
+        }
     }
-    free(lc);
+    *q = *pr;
+    q->layers = r;
+    q->n_layers = L;
+    if (T > 1) q->type_layers = r;
+    *rows = r;
+    return ok;
+}
+
+/* Re-costs m under tt and tunes; makespan if a plan fits, else 0. */
+static double with_cfg(const op_model *m, const op_train_cfg *t0, const op_train_cfg *tt,
+                       const op_device *d, const op_problem *pr) {
+    op_problem q;
+    op_layer_cost *rows;
+    double mk = 0;
+    if (recost(m, t0, tt, d, pr, &q, &rows) && op_tune_static_need(&q, NULL) <= 1) mk = quick(&q, NULL);
+    free(rows);
     return mk;
+}
+
+/* pr on P2 >= P devices: the added ones are copies of device `like` (type and limit); measured
+ * per-pair links end at the old devices, so the extended problem takes the intra/inter model.
+ * *dt and *lim (freed by the caller) hold the new per-device arrays. */
+static op_problem widen(const op_problem *pr, int P2, int like, int **dt, double **lim) {
+    op_problem q = *pr;
+    q.P = P2;
+    *dt = NULL, *lim = NULL;
+    if (pr->n_types > 1 && pr->dev_type) {
+        *dt = op_xcalloc((size_t)P2, sizeof **dt);
+        for (int d = 0; d < P2; d++) (*dt)[d] = pr->dev_type[d < pr->P ? d : like];
+        q.dev_type = *dt;
+    }
+    if (pr->dev_mem_limit) {
+        *lim = op_xcalloc((size_t)P2, sizeof **lim);
+        for (int d = 0; d < P2; d++) (*lim)[d] = pr->dev_mem_limit[d < pr->P ? d : like];
+        q.dev_mem_limit = *lim;
+    }
+    if (q.comm.pair_n > 0) q.comm.pair_n = 0, q.comm.pair_lat_ms = q.comm.pair_bw_GBps = NULL;
+    return q;
+}
+
+/* Name of device d's type for messages. */
+static const char *type_of(const op_problem *pr, int d) {
+    if (pr->n_types <= 1 || !pr->dev_type || !pr->type_name) return "";
+    return pr->type_name[pr->dev_type[d]];
+}
+
+/* Static memory: one line when it alone cannot fit; on a mixed cluster, one line per group
+ * of consecutive devices that cannot hold their even share or the heaviest layer, so the user
+ * sees that the others must take it (not an error: a plan may still fit). */
+static void say_static(const op_problem *pr, char *buf, size_t n, size_t *k, int *count) {
+#define SAY(...)                                                                                   \
+    do {                                                                                           \
+        if (*k < n) *k += (size_t)snprintf(buf + *k, n - *k, __VA_ARGS__);                         \
+        (*count)++;                                                                                \
+    } while (0)
+    const int mixed = pr->n_types > 1 || pr->dev_mem_limit;
+    double lim = pr->mem_limit_bytes;
+    if (!mixed) {
+        double sf = op_tune_static_floor(pr->layers, pr->n_layers, pr->P);
+        if (sf > lim)
+            SAY("static memory (weights, gradients, optimizer state) alone needs at least %.2f GiB "
+                "on some device of %d, over the %.2f GiB limit: no recomputation or schedule helps\n",
+                sf / GIB, pr->P, lim / GIB);
+        return;
+    }
+    int wl = -1;
+    double need = op_tune_static_need(pr, &wl);
+    double tot = 0, sum_lim = 0, max_lim = 0, mx = 0;
+    int heavy = 0;
+    for (int l = 0; l < pr->n_layers; l++) {
+        double s = INFINITY;
+        for (int d = 0; d < pr->P; d++) s = fmin(s, (double)op_problem_dev_layers(pr, d)[l].static_bytes);
+        tot += s;
+        if (s > mx) mx = s, heavy = l;
+    }
+    for (int d = 0; d < pr->P; d++) {
+        double x = op_problem_dev_mem_limit(pr, d);
+        sum_lim += x;
+        max_lim = fmax(max_lim, x);
+    }
+    if (need > 1 && wl >= 0) {
+        SAY("layer %d (%s) alone needs %.2f GiB of static memory (weights, gradients, optimizer "
+            "state), more than any device's limit (at most %.2f GiB): no recomputation or schedule "
+            "helps\n", wl, pr->layers[wl].name, mx / GIB, max_lim / GIB);
+        return;
+    }
+    if (need > 1) {
+        SAY("static memory (weights, gradients, optimizer state) alone needs at least %.2f GiB, "
+            "over the %.2f GiB the %d devices' limits add up to: no recomputation or schedule "
+            "helps\n", tot / GIB, sum_lim / GIB, pr->P);
+        return;
+    }
+    /* groups of consecutive devices of one type and limit */
+    for (int a = 0, b; a < pr->P; a = b) {
+        double la = op_problem_dev_mem_limit(pr, a);
+        for (b = a + 1; b < pr->P && op_problem_dev_mem_limit(pr, b) == la &&
+                        !strcmp(type_of(pr, b), type_of(pr, a));
+             b++) {
+        }
+        double hs = (double)op_problem_dev_layers(pr, a)[heavy].static_bytes;
+        char who[96], range[32];
+        if (b - a > 1) snprintf(range, sizeof range, "devices %d-%d", a, b - 1);
+        else snprintf(range, sizeof range, "device %d", a);
+        snprintf(who, sizeof who, "%s (%s%slimit %.2f GiB)", range, type_of(pr, a),
+                 *type_of(pr, a) ? ", " : "", la / GIB);
+        if (hs > la)
+            SAY("%s cannot hold layer %d (%s, %.2f GiB of static memory) alone: the devices with "
+                "more memory must take it\n", who, heavy, pr->layers[heavy].name, hs / GIB);
+        else if (tot / pr->P > la)
+            SAY("%s hold less than an even share of static memory (%.2f of %.2f GiB): the devices "
+                "with more memory must take more layers\n", who, la / GIB, tot / pr->P / GIB);
+    }
+#undef SAY
 }
 
 int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
@@ -65,18 +186,14 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
         if (k < n) k += (size_t)snprintf(buf + k, n - k, __VA_ARGS__);                             \
         count++;                                                                                   \
     } while (0)
-    double lim = pr->mem_limit_bytes;
-    if (lim <= 0) return 0;
-    double sf = op_tune_static_floor(pr->layers, pr->n_layers, pr->P);
-    if (sf > lim)
-        SAY("static memory (weights, gradients, optimizer state) alone needs at least %.2f GiB "
-            "on some device of %d, over the %.2f GiB limit: no recomputation or schedule helps\n",
-            sf / GIB, pr->P, lim / GIB);
+    if (pr->mem_limit_bytes <= 0 && !pr->dev_mem_limit) return 0;
+    say_static(pr, buf, n, &k, &count);
+    const double sf = op_tune_static_floor_any(pr); /* one limit for all: the least it can be */
     if (m && t && d) {
         for (int tp = t->tp * 2; tp <= 8; tp *= 2) { /* TP stays inside a node of 8 */
             op_train_cfg tt = *t;
             tt.tp = tp;
-            double mk = with_cfg(m, &tt, d, pr);
+            double mk = with_cfg(m, t, &tt, d, pr);
             if (mk > 0) {
                 SAY("--tp %d: a plan fits (%.1f ms per iteration; each pipeline rank becomes %d GPUs)\n",
                     tp, mk, tp);
@@ -87,27 +204,39 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
             op_train_cfg tt = *t;
             tt.dp = t->dp > 1 ? t->dp : 2;
             tt.zero1 = 1;
-            double mk = with_cfg(m, &tt, d, pr);
+            double mk = with_cfg(m, t, &tt, d, pr);
             if (mk > 0)
                 SAY("--dp %d --zero1: optimizer state sharded over the data-parallel group, a plan "
                     "fits (%.1f ms)\n", tt.dp, mk);
         }
     }
+    /* more devices; on a mixed cluster copies of the device with the most memory (the first
+     * such), appended after the others */
+    int like = 0;
+    for (int dd = 1; dd < pr->P; dd++)
+        if (op_problem_dev_mem_limit(pr, dd) > op_problem_dev_mem_limit(pr, like)) like = dd;
+    const int mixed = pr->n_types > 1 || pr->dev_mem_limit;
     for (int P2 = pr->P + (pr->P + 1) / 2; P2 <= 4 * pr->P; P2 += (pr->P + 1) / 2) {
         if (P2 > pr->n_layers) break;
-        op_problem q = *pr;
-        q.P = P2;
-        if (op_tune_static_floor(pr->layers, pr->n_layers, P2) > lim) continue;
-        double mk = quick(&q, NULL);
-        if (mk > 0) {
-            SAY("--devices %d: a plan fits (%.1f ms)\n", P2, mk);
-            break;
-        }
+        int *dt;
+        double *lim, mk = 0;
+        op_problem q = widen(pr, P2, like, &dt, &lim);
+        if (op_tune_static_need(&q, NULL) <= 1) mk = quick(&q, NULL);
+        free(dt);
+        free(lim);
+        if (mk > 0 && !mixed) SAY("--devices %d: a plan fits (%.1f ms)\n", P2, mk);
+        else if (mk > 0)
+            SAY("%d more device%s like device %d (%s, limit %.2f GiB), %d in all: a plan fits (%.1f ms)\n",
+                P2 - pr->P, P2 - pr->P > 1 ? "s" : "", like, type_of(pr, like),
+                op_problem_dev_mem_limit(pr, like) / GIB, P2, mk);
+        if (mk > 0) break;
     }
-    /* the lowest limit on a ladder from the static floor up (x1.1 a step) at which a plan
-     * with recomputation fits; capped by the peak of the best plan without any limit */
+    /* the lowest limit, the same on every device, on a ladder from the static floor up (x1.1 a
+     * step) at which a plan with recomputation fits; capped by the peak of the best plan
+     * without any limit */
     op_problem q = *pr;
     q.mem_limit_bytes = 0;
+    q.dev_mem_limit = NULL;
     double peak = 0, mk = quick(&q, &peak);
     for (double g = ceil(sf * 1.05 / GIB * 100) / 100; mk > 0 && g * GIB < peak; g = ceil(g * 110) / 100) {
         q.mem_limit_bytes = g * GIB;
