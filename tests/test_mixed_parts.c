@@ -1,6 +1,8 @@
-/* test_mixed_parts.c: the parts of a mixed cluster beyond costs and bounds: static memory and
- * the advice when nothing fits, per device (each device's own type and limit). */
+/* test_mixed_parts.c: the parts of a mixed cluster beyond costs and bounds: profiles with
+ * measured times per GPU type (by_gpu), static memory and the advice when nothing fits, per
+ * device (each device's own type and limit). */
 #include "check.h"
+#include "octopipe/problem.h"
 #include "octopipe/sim.h"
 #include "octopipe/tune.h"
 
@@ -139,8 +141,153 @@ TEST(static_need_uniform_is_the_floor) {
     free(l);
 }
 
+
+/* ---- profiles with times per GPU type ---- */
+
+#define BYGPU "tests/data/profiles/by_gpu.json" /* layers E M - M * - L */
+
+/* A100 devices get the profile's A100 times, H100 devices the top-level ones (--gpu H100),
+ * and nothing is scaled. */
+TEST(profile_by_gpu_measured_types) {
+    op_err e = {0};
+    op_problem_opts o;
+    op_problem_opts_default(&o);
+    o.gpus = "h100-80gb:2,a100-80gb:2";
+    op_problem_built b;
+    CHECK_EQ_INT(op_problem_build(&b, BYGPU, NULL, 4, 8, &o, &e), OP_OK);
+    if (e.code) return;
+    CHECK_EQ_INT(b.model.n_gpu, 1);
+    CHECK_EQ_INT(b.model.n_layers, 7);
+    const op_layer_cost *h = op_problem_dev_layers(&b.pr, 1), *a = op_problem_dev_layers(&b.pr, 2);
+    CHECK_NEAR(h[1].f_ms, 1.0, 0);
+    CHECK_NEAR(h[1].i_ms, 2.0, 0);
+    CHECK_NEAR(h[1].w_ms, 0.5, 0);
+    CHECK_NEAR(a[1].f_ms, 2.5, 0);
+    CHECK_NEAR(a[1].i_ms, 5.0, 0);
+    CHECK_NEAR(a[1].w_ms, 1.0, 0);
+    CHECK_NEAR(a[6].f_ms, 6.0, 0);
+    CHECK_NEAR(a[0].w_ms, 0.5, 0);
+    /* recompute: measured 0.5 of 1.25 on H100; the A100 keeps that share of its F (2.0) */
+    CHECK_NEAR(h[4].f_sel_ms, 0.5, 0);
+    CHECK_NEAR(a[4].f_sel_ms, 0.5 * 2.0 / 1.25, 1e-15);
+    /* sizes are per layer: the same on both types */
+    CHECK_EQ_INT(a[1].act_bytes, h[1].act_bytes);
+    /* H100 has no entry of its own: the problem cannot tell it is --gpu (the CLI can, and
+     * names only the types scaled, tests/sh_mixed_profile.sh) */
+    CHECK_EQ_INT(op_problem_profile_scaled(&b.pr, &b.model), 1);
+    op_problem_built_free(&b);
+}
+
+/* A type the profile did not measure (H200) is scaled from the --gpu times per layer kind,
+ * exactly as for a profile without by_gpu; and that profile still loads unchanged. */
+TEST(profile_by_gpu_others_scaled) {
+    op_err e = {0};
+    op_problem_opts o;
+    op_problem_opts_default(&o);
+    o.gpus = "a100-80gb:2,h200:2";
+    op_problem_built b, old;
+    CHECK_EQ_INT(op_problem_build(&b, BYGPU, "h100-80gb", 4, 8, &o, &e), OP_OK);
+    CHECK_EQ_INT(op_problem_build(&old, "tests/data/profiles/tiny.json", "h100-80gb", 4, 8, &o, &e), OP_OK);
+    if (e.code) return;
+    CHECK_EQ_INT(old.model.n_gpu, 0);
+    CHECK_EQ_INT(op_problem_profile_scaled(&b.pr, &b.model), 1);
+    op_device h, h2;
+    op_device_preset("h100-80gb", &h, &e);
+    op_device_preset("h200", &h2, &e);
+    double r[3];
+    CHECK_EQ_INT(op_cost_kind_ratio(OP_LAYER_MAMBA, &o.train, &h2, &h, r), 1);
+    const op_layer_cost *x = op_problem_dev_layers(&b.pr, 3), *y = op_problem_dev_layers(&old.pr, 3);
+    CHECK_NEAR(x[1].f_ms, 1.0 * r[0], 1e-12);
+    CHECK_NEAR(x[1].i_ms, 2.0 * r[1], 1e-12);
+    CHECK_EQ_INT(memcmp(&x[1], &y[1], sizeof *x), 0); /* by_gpu changes nothing for H200 */
+    CHECK_NEAR(op_problem_dev_layers(&b.pr, 0)[1].f_ms, 2.5, 0);   /* A100: measured */
+    CHECK(op_problem_dev_layers(&old.pr, 0)[1].f_ms > 1.0); /* A100 without by_gpu: scaled up */
+    op_problem_built_free(&b);
+    op_problem_built_free(&old);
+}
+
+/* The base the others scale from is --gpu's own by_gpu entry when it has one; on one GPU the
+ * cost model takes that GPU's entry directly. */
+TEST(profile_by_gpu_base_and_uniform) {
+    op_err e = {0};
+    const char *txt = "{\"pattern\": \"M\", \"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1},"
+                      " \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1},"
+                      " \"by_gpu\": {\"h100\": {\"forward_ms\": {\"E\": 2, \"M\": 4, \"L\": 2},"
+                      " \"backward_ms\": {\"E\": 2, \"M\": 8, \"L\": 2}}}}";
+    op_model m;
+    CHECK_EQ_INT(op_model_from_profile_json(txt, "p.json", &m, &e), OP_OK);
+    if (e.code) return;
+    CHECK(op_model_gpu_ms(&m, "h100-80gb") != NULL); /* stored under the preset's own name */
+    CHECK(op_model_gpu_ms(&m, "h100") == NULL);
+    op_device h, h2;
+    op_device_preset("h100", &h, &e);
+    op_device_preset("h200", &h2, &e);
+    op_train_cfg t;
+    op_train_cfg_default(&t);
+    op_layer_cost c[3];
+    CHECK_EQ_INT(op_cost_layers(&m, &t, &h, c, &e), OP_OK);
+    CHECK_NEAR(c[1].f_ms, 4, 0);
+    CHECK_NEAR(c[1].i_ms, 8, 0);
+    CHECK_NEAR(c[1].w_ms, 0, 0);
+    CHECK_EQ_INT(op_cost_layers(&m, &t, &h2, c, &e), OP_OK);
+    CHECK_NEAR(c[1].f_ms, 1, 0); /* one GPU not measured: the top level */
+    op_cluster cl;
+    op_problem_opts o;
+    op_problem_opts_default(&o);
+    o.gpus = "h100:1,h200:2";
+    o.cluster = &cl;
+    op_problem pr;
+    op_layer_cost costs[3];
+    CHECK_EQ_INT(op_problem_from_model(&pr, &m, &h, 3, 4, &o, costs, &e), OP_OK);
+    double r[3];
+    op_cost_kind_ratio(OP_LAYER_MAMBA, &t, &h2, &h, r);
+    CHECK_NEAR(op_problem_dev_layers(&pr, 0)[1].f_ms, 4, 0);
+    CHECK_NEAR(op_problem_dev_layers(&pr, 2)[1].f_ms, 4 * r[0], 1e-12); /* from H100's 4, not 1 */
+    CHECK_NEAR(op_problem_dev_layers(&pr, 2)[1].i_ms, 8 * r[1], 1e-12);
+    op_cluster_free(&cl);
+    op_model_free(&m);
+}
+
+/* Bad by_gpu entries: one line naming the file and the field. */
+TEST(profile_by_gpu_rejects_bad_input) {
+    static const struct { const char *by_gpu, *want; } cases[] = {
+        {"{\"v100\": {}}", "p.json: by_gpu: unknown device 'v100' (known: a100-80gb"},
+        {"{\"a100\": {\"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}}}",
+         "p.json: by_gpu.a100-80gb.forward_ms: missing"},
+        {"{\"a100\": {\"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}, \"backward_ms\": {\"E\": 1, \"L\": 1}}}",
+         "p.json: by_gpu.a100-80gb.backward_ms has no time for symbol 'M'"},
+        {"{\"a100\": {\"forward_ms\": {\"E\": 1, \"M\": -1, \"L\": 1}, \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}}}",
+         "p.json: by_gpu.a100-80gb.forward_ms['M']: expected a number >= 0"},
+        {"{\"a100\": {\"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}, \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1},"
+         " \"weight_ms\": {\"M\": 1}}}",
+         "p.json: by_gpu.a100-80gb.weight_ms has no time for symbol 'E' (give 0 if none)"},
+        {"{\"a100\": {\"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}, \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}},"
+         " \"a100-80gb\": {}}", "p.json: by_gpu: 'a100-80gb' is a100-80gb again: one entry per GPU"},
+        {"{\"a100\": {\"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}, \"bwd\": 1}}",
+         "p.json: by_gpu.a100-80gb: unknown key 'bwd'"},
+        {"{\"a100\": {\"forward_ms\": {\"Q\": 1}}}", "p.json: by_gpu.a100-80gb.forward_ms: unknown symbol 'Q'"},
+        {"{\"a100\": 3}", "p.json: by_gpu.a100-80gb: expected an object"},
+        {"{}", "p.json: by_gpu: expected an object of 1 to 16 GPUs"},
+        {"[1]", "p.json: by_gpu: expected an object of 1 to 16 GPUs"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char txt[1024];
+        snprintf(txt, sizeof txt, "{\"pattern\": \"M\", \"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1},"
+                 " \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}, \"by_gpu\": %s}", cases[i].by_gpu);
+        op_model m;
+        op_err e = {0};
+        CHECK_EQ_INT(op_model_from_profile_json(txt, "p.json", &m, &e), OP_EINVAL);
+        CHECK_STR_CONTAINS(e.msg, cases[i].want);
+        CHECK(!strchr(e.msg, '\n'));
+    }
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
+    RUN(profile_by_gpu_measured_types);
+    RUN(profile_by_gpu_others_scaled);
+    RUN(profile_by_gpu_base_and_uniform);
+    RUN(profile_by_gpu_rejects_bad_input);
     RUN(static_need_per_device_only_small_fail);
     RUN(static_need_heavy_layer_on_big_devices);
     RUN(static_need_when_nothing_fits);

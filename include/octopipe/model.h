@@ -108,7 +108,18 @@ typedef struct op_model {
     int n_layers;
     op_layer *layers; /* n_layers, in model order */
     op_arena arena;   /* owns layers */
+    /* Measured times per GPU type (a profile's "by_gpu"; 0 / NULL otherwise): gpu_name[g] a
+     * GPU preset's own name, gpu_ms[(g * n_layers + l) * 4 + {0 F, 1 I, 2 W, 3 recompute}]
+     * (recompute < 0: not measured).  The cost model uses them on that preset
+     * (op_model_gpu_ms); the top-level times stay those of the GPU the caller names. */
+    int n_gpu;
+    char (*gpu_name)[32];
+    double *gpu_ms;
 } op_model;
+
+/* Row of m's measured times on the GPU preset named `gpu` (its own name, not an alias):
+ * [n_layers * 4] as gpu_ms above; NULL when m has none for it. */
+const double *op_model_gpu_ms(const op_model *m, const char *gpu);
 
 /* Loads FILE (HF config.json or profile JSON, told apart by content) or a preset name. */
 int op_model_load(const char *file_or_preset, op_model *m, op_err *err);

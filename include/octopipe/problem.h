@@ -49,13 +49,15 @@ void op_problem_opts_default(op_problem_opts *o);
  * and each device's limit is OP_MEM_HEADROOM x its own memory (unless o->mem_limit_bytes says
  * otherwise; pr->mem_limit_bytes is then the smallest, dev_mem_limit NULL when all are equal).
  * The host link (offload) is the slowest type's: op_comm has one for all devices.
- * A profile's measured times are taken as measured on dev (--gpu); each type's are them scaled
- * per layer kind by the analytic ratio of the two presets (op_cost_kind_ratio). */
+ * A profile's measured times are taken as measured on dev (--gpu); a type the profile measured
+ * too (its "by_gpu") gets those, any other type the times on dev scaled per layer kind by the
+ * analytic ratio of the two presets (op_cost_kind_ratio). */
 int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *dev, int P, int M,
                           const op_problem_opts *o, op_layer_cost *costs, op_err *err);
 
-/* 1 when pr (built by op_problem_from_model for m) has device types and m has measured layers:
- * their times on the other types were scaled by the analytic model, which callers say. */
+/* 1 when pr (built by op_problem_from_model for m) has device types, m has measured layers
+ * and some type has no times of its own in the profile (by_gpu): their times on the types
+ * other than --gpu were scaled by the analytic model, which callers say. */
 int op_problem_profile_scaled(const op_problem *pr, const op_model *m);
 
 /* A problem with everything it points to.  pr points into the struct itself: use it where it

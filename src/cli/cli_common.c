@@ -235,7 +235,16 @@ void op_cli_print_types(FILE *f, const op_cli_setup *s) {
         else snprintf(lim, sizeof lim, "limits %.2f-%.2f GiB", llo, lhi);
         fprintf(f, "  %d x %s (%s): %s, %s\n", n, c->type_dev[t].name, where, mem, lim);
     }
-    if (op_problem_profile_scaled(&s->pr, &s->model))
-        fprintf(f, "  note: the profile's times are taken as measured on %s (--gpu); on other types they "
-                "are scaled per layer kind by the analytic model's ratio\n", s->gpu);
+    op_device g;
+    op_err ge = {0};
+    char scaled[160] = "";
+    for (int t = 0; t < c->n_types && op_problem_profile_scaled(&s->pr, &s->model); t++)
+        if (!op_model_gpu_ms(&s->model, c->type_dev[t].name) &&
+            (op_device_preset(s->gpu, &g, &ge) || strcmp(g.name, c->type_dev[t].name)))
+            snprintf(scaled + strlen(scaled), sizeof scaled - strlen(scaled), "%s%s", *scaled ? ", " : "",
+                     c->type_dev[t].name);
+    if (*scaled)
+        fprintf(f, "  note: the profile's times are taken as measured on %s (--gpu); it has none of its "
+                "own (by_gpu) for %s: those are scaled per layer kind by the analytic model's ratio\n",
+                s->gpu, scaled);
 }

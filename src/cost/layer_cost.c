@@ -298,22 +298,27 @@ int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
         c->act_sel_bytes = c->act_bytes - to_i64(sel / tp);
 
         if (l->has_measured) {
-            c->f_ms = l->f_ms;
-            c->i_ms = l->i_ms;
-            c->w_ms = l->w_ms;
+            /* the profile's times on this GPU when it measured them there (by_gpu) */
+            const double *g = op_model_gpu_ms(m, d->name);
+            const double mf = g ? g[i * 4] : l->f_ms;
+            double mrec = g ? g[i * 4 + 3] : l->recompute_ms;
+            if (g && mrec < 0 && l->recompute_ms > 0 && l->f_ms > 0) mrec = l->recompute_ms * mf / l->f_ms;
+            c->f_ms = mf;
+            c->i_ms = g ? g[i * 4 + 1] : l->i_ms;
+            c->w_ms = g ? g[i * 4 + 2] : l->w_ms;
             c->comm_f_ms = c->comm_i_ms = 0; /* inside the measurement */
             if (l->act_bytes_measured > 0) {
                 double share = a.act > 0 ? act_w / a.act : MEASURED_W_SHARE;
                 c->act_bytes = l->act_bytes_measured;
                 c->act_w_bytes = to_i64(share * (double)l->act_bytes_measured);
             }
-            if (!(l->w_ms > 0)) c->act_w_bytes = 0; /* nothing waits for a W without work */
+            if (!(c->w_ms > 0)) c->act_w_bytes = 0; /* nothing waits for a W without work */
             /* measured layers: the core keeps its analytic share of F and of the stash */
             double fa = a.ms[OP_PASS_F] + comm[OP_PASS_F];
-            c->f_sel_ms = fa > 0 && a.sel_ms > 0 ? l->f_ms * a.sel_ms / fa : 0;
+            c->f_sel_ms = fa > 0 && a.sel_ms > 0 ? mf * a.sel_ms / fa : 0;
             c->act_sel_bytes = a.act > 0 ? c->act_bytes - to_i64((double)c->act_bytes * sel / a.act)
                                          : c->act_bytes;
-            if (l->recompute_ms > 0) c->f_sel_ms = l->recompute_ms;
+            if (mrec > 0) c->f_sel_ms = mrec;
             if (l->act_sel_bytes_measured > 0) c->act_sel_bytes = l->act_sel_bytes_measured;
             if (l->param_bytes_measured > 0) {
                 c->param_bytes = l->param_bytes_measured;

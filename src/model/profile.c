@@ -14,7 +14,16 @@
  *                                          (what selective recomputation re-runs)
  *     "act_sel_bytes": {sym: n},           optional, what F stashes under selective
  *     "hidden": n, "vocab": n,             optional, for whatever the cost model derives
+ *     "by_gpu": {                          optional: times measured on other GPUs
+ *       "a100-80gb": {"forward_ms": {...}, "backward_ms": {...},        required, every symbol
+ *                     "weight_ms": {...}, "recompute_ms": {...}}, ...},  optional, as above
+ *                                          (recompute_ms absent: the top level's share of F)
  *     "name": "...", "description": "..." }
+ *
+ * The top-level times are taken as measured on the GPU the caller names (--gpu).  by_gpu keys
+ * are GPU presets (a100-80gb, h100-80gb, h200, or an alias); on a GPU it lists the cost model
+ * uses those times, on any other GPU the top-level ones (scaled per layer kind on a mixed
+ * cluster, problem.h).  Sizes are per layer, not per GPU: they stay at the top level.
  *
  * Time and byte keys always use OctoPipe symbols ('#' MoE, 'E' embedding), also with
  * "pattern_style": "megatron".  E and L are added at the ends when the pattern has none (E goes
@@ -22,11 +31,12 @@
 #include <string.h>
 
 #include "model/model_internal.h"
+#include "octopipe/cost.h" /* by_gpu names are GPU presets (op_device_preset) */
 
 static const char *const known_keys[] = {"pattern", "pattern_style", "forward_ms", "backward_ms",
                                          "weight_ms", "act_bytes", "param_bytes", "out_bytes",
                                          "hidden", "vocab", "name", "description",
-                                         "recompute_ms", "act_sel_bytes", NULL};
+                                         "recompute_ms", "act_sel_bytes", "by_gpu", NULL};
 
 typedef struct {
     const char *file;
@@ -65,22 +75,27 @@ static int sym_number(pctx *c, json_t *dict, const char *field, char sym, double
     return OP_OK;
 }
 
-/* A {sym: n} object: must be an object whose keys are known symbols. */
-static int check_dict(pctx *c, json_t *root, const char *field, json_t **out) {
-    json_t *d = json_object_get(root, field);
+/* obj[key] as a {sym: n} object: must be an object whose keys are known symbols; messages
+ * call it `shown`. */
+static int check_dict_in(pctx *c, json_t *obj, const char *key, const char *shown, json_t **out) {
+    json_t *d = json_object_get(obj, key);
     *out = NULL;
     if (!d) return OP_OK;
     if (!json_is_object(d))
-        return op_errf(c->err, OP_EINVAL, "%s: %s: expected an object {symbol: value}", c->file, field);
+        return op_errf(c->err, OP_EINVAL, "%s: %s: expected an object {symbol: value}", c->file, shown);
     const char *k;
     json_t *v;
     json_object_foreach(d, k, v) {
         if (strlen(k) != 1 || op_layer_kind_from_sym(k[0]) < 0)
             return op_errf(c->err, OP_EINVAL, "%s: %s: unknown symbol '%s' (known: E L * M - # T H V m)",
-                           c->file, field, k);
+                           c->file, shown, k);
     }
     *out = d;
     return OP_OK;
+}
+
+static int check_dict(pctx *c, json_t *root, const char *field, json_t **out) {
+    return check_dict_in(c, root, field, field, out);
 }
 
 static int opt_int(pctx *c, json_t *root, const char *key, int *out) {
@@ -216,6 +231,84 @@ static int fill_layers(pctx *c, json_t *root, op_mbuild *b) {
     return OP_OK;
 }
 
+/* One GPU's times under by_gpu: forward_ms and backward_ms for every symbol of the pattern,
+ * weight_ms (absent: 0) and recompute_ms (absent: not measured), as at the top level. */
+static int read_gpu_times(pctx *c, json_t *o, const char *gname, const op_mbuild *b, double *row) {
+    static const char *const keys[] = {"forward_ms", "backward_ms", "weight_ms", "recompute_ms"};
+    char shown[4][96];
+    json_t *dict[4];
+    const char *k;
+    json_t *v;
+    if (!json_is_object(o))
+        return op_errf(c->err, OP_EINVAL, "%s: by_gpu.%s: expected an object {\"forward_ms\": {...}, "
+                       "\"backward_ms\": {...}, ...}", c->file, gname);
+    json_object_foreach(o, k, v) {
+        int ok = k[0] == '_';
+        for (int j = 0; j < 4 && !ok; j++) ok = !strcmp(k, keys[j]);
+        if (!ok)
+            return op_errf(c->err, OP_EINVAL, "%s: by_gpu.%s: unknown key '%.64s' (known: forward_ms, "
+                           "backward_ms, weight_ms, recompute_ms)", c->file, gname, k);
+    }
+    for (int j = 0; j < 4; j++) {
+        snprintf(shown[j], sizeof shown[j], "by_gpu.%s.%s", gname, keys[j]);
+        int rc = check_dict_in(c, o, keys[j], shown[j], &dict[j]);
+        if (rc) return rc;
+        if (j < 2 && !dict[j])
+            return op_errf(c->err, OP_EINVAL, "%s: %s: missing (every GPU under by_gpu needs forward_ms "
+                           "and backward_ms)", c->file, shown[j]);
+    }
+    for (int i = 0; i < b->n; i++) {
+        char s = op_layer_kind_sym(b->v[i].kind);
+        double *x = row + (size_t)i * 4;
+        for (int j = 0; j < 4; j++) {
+            int found = 0, rc;
+            x[j] = j == 3 ? -1 : 0;
+            if ((rc = sym_number(c, dict[j], shown[j], s, OP_MAX_MS, &x[j], &found))) return rc;
+            if (!found && (j < 2 || (j == 2 && dict[j])))
+                return op_errf(c->err, OP_EINVAL, "%s: %s has no time for symbol '%c'%s", c->file,
+                               shown[j], s, j == 2 ? " (give 0 if none)" : "");
+        }
+    }
+    return OP_OK;
+}
+
+/* "by_gpu": {GPU: {...}, ...}: measured times per GPU preset (names or aliases of
+ * op_device_preset, stored under the preset's own name; one entry per GPU). */
+static int read_by_gpu(pctx *c, json_t *root, const op_mbuild *b, op_model *m) {
+    json_t *bg = json_object_get(root, "by_gpu"), *v;
+    const char *k;
+    if (!bg) return OP_OK;
+    int n = 0;
+    if (json_is_object(bg)) json_object_foreach(bg, k, v) n += k[0] != '_';
+    if (!json_is_object(bg) || n < 1 || n > 16)
+        return op_errf(c->err, OP_EINVAL, "%s: by_gpu: expected an object of 1 to 16 GPUs {\"a100-80gb\": "
+                       "{\"forward_ms\": {...}, \"backward_ms\": {...}}, ...}", c->file);
+    m->gpu_name = op_arena_alloc(&m->arena, sizeof *m->gpu_name * (size_t)n);
+    m->gpu_ms = OP_ARENA_NEW(&m->arena, double, (size_t)n * (size_t)b->n * 4);
+    m->n_gpu = 0;
+    json_object_foreach(bg, k, v) {
+        if (k[0] == '_') continue;
+        op_device d;
+        op_err e = {0};
+        if (op_device_preset(k, &d, &e) != OP_OK)
+            return op_errf(c->err, OP_EINVAL, "%s: by_gpu: %s", c->file, e.msg);
+        for (int g = 0; g < m->n_gpu; g++)
+            if (!strcmp(m->gpu_name[g], d.name))
+                return op_errf(c->err, OP_EINVAL, "%s: by_gpu: '%.64s' is %s again: one entry per GPU",
+                               c->file, k, d.name);
+        int rc = read_gpu_times(c, v, d.name, b, m->gpu_ms + (size_t)m->n_gpu * (size_t)b->n * 4);
+        if (rc) return rc;
+        snprintf(m->gpu_name[m->n_gpu++], sizeof *m->gpu_name, "%s", d.name);
+    }
+    return OP_OK;
+}
+
+const double *op_model_gpu_ms(const op_model *m, const char *gpu) {
+    for (int g = 0; m && gpu && g < m->n_gpu; g++)
+        if (!strcmp(m->gpu_name[g], gpu)) return m->gpu_ms + (size_t)g * (size_t)m->n_layers * 4;
+    return NULL;
+}
+
 int op_model_from_profile_json(const char *json_text, const char *name, op_model *m, op_err *err) {
     OP_ASSERT(json_text && m, "op_model_from_profile_json: NULL argument");
     pctx c = {.file = name ? name : "profile.json", .err = err};
@@ -237,12 +330,14 @@ int op_model_from_profile_json(const char *json_text, const char *name, op_model
         for (const char *const *q = known_keys; *q && !ok; q++) ok = !strcmp(*q, k);
         if (!ok) {
             rc = op_errf(err, OP_EINVAL, "%s: unknown key '%s' (known: pattern, pattern_style, forward_ms, "
-                         "backward_ms, weight_ms, act_bytes, param_bytes, out_bytes, hidden, vocab, name, "
-                         "description)", c.file, k);
+                         "backward_ms, weight_ms, act_bytes, param_bytes, out_bytes, recompute_ms, act_sel_bytes, "
+                         "by_gpu, hidden, vocab, name, description)", c.file, k);
             goto out;
         }
     }
-    if ((rc = read_pattern(&c, root, &b)) || (rc = fill_layers(&c, root, &b))) goto out;
+    if ((rc = read_pattern(&c, root, &b)) || (rc = fill_layers(&c, root, &b)) ||
+        (rc = read_by_gpu(&c, root, &b, m)))
+        goto out;
     json_t *hv = json_object_get(root, "hidden"), *vv = json_object_get(root, "vocab");
     m->hidden = hv ? (int)json_integer_value(hv) : 0;
     m->vocab = vv ? (int)json_integer_value(vv) : 0;

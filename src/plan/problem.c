@@ -28,11 +28,19 @@ static int describe(const op_problem_opts *o, op_cluster *cl, op_err *err) {
     return OP_OK;
 }
 
-/* A profile's measured times are for one GPU, `measured_on` (--gpu): on type `to` they become
- * the measured times scaled per layer kind by the analytic ratio of the two presets
- * (op_cost_kind_ratio).  Layers the cost model derived are left alone. */
+/* A profile's measured times are for one GPU, `measured_on` (--gpu), unless it measured type
+ * `to` too (by_gpu: row has those already): on `to` they become the times on measured_on
+ * scaled per layer kind by the analytic ratio of the two presets (op_cost_kind_ratio).  Layers
+ * the cost model derived are left alone. */
 static void scale_measured(const op_model *m, const op_train_cfg *t, const op_device *to,
                            const op_device *measured_on, op_layer_cost *row) {
+    if (op_model_gpu_ms(m, to->name)) return;
+    op_layer_cost *base = NULL; /* measured_on's own by_gpu times, when the profile has them */
+    op_err e = {0};
+    if (op_model_gpu_ms(m, measured_on->name)) {
+        base = op_xcalloc((size_t)m->n_layers, sizeof *base);
+        if (op_cost_layers(m, t, measured_on, base, &e) != OP_OK) free(base), base = NULL;
+    }
     double r[OP_LAYER_KIND_COUNT][3];
     int have[OP_LAYER_KIND_COUNT] = {0};
     for (int l = 0; l < m->n_layers; l++) {
@@ -40,16 +48,19 @@ static void scale_measured(const op_model *m, const op_train_cfg *t, const op_de
         if (!ly->has_measured) continue;
         int k = (int)ly->kind;
         if (!have[k]) op_cost_kind_ratio(k, t, to, measured_on, r[k]), have[k] = 1;
-        row[l].f_ms *= r[k][0], row[l].i_ms *= r[k][1], row[l].w_ms *= r[k][2];
-        row[l].f_sel_ms *= r[k][0];
+        const op_layer_cost *src = base ? &base[l] : &row[l];
+        row[l].f_ms = src->f_ms * r[k][0], row[l].i_ms = src->i_ms * r[k][1];
+        row[l].w_ms = src->w_ms * r[k][2], row[l].f_sel_ms = src->f_sel_ms * r[k][0];
     }
+    free(base);
 }
 
 int op_problem_profile_scaled(const op_problem *pr, const op_model *m) {
     if (pr->n_types <= 1) return 0;
-    for (int l = 0; l < m->n_layers; l++)
-        if (m->layers[l].has_measured) return 1;
-    return 0;
+    int measured = 0, all_typed = 1;
+    for (int l = 0; l < m->n_layers; l++) measured |= m->layers[l].has_measured;
+    for (int t = 0; t < pr->n_types; t++) all_typed &= pr->type_name && op_model_gpu_ms(m, pr->type_name[t]) != NULL;
+    return measured && !all_typed;
 }
 
 /* Per-type costs, names and per-device limits of a described cluster (stored in cl). */
