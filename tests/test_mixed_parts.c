@@ -1,6 +1,8 @@
 /* test_mixed_parts.c: the parts of a mixed cluster beyond costs and bounds: profiles with
  * measured times per GPU type (by_gpu), static memory and the advice when nothing fits, per
  * device (each device's own type and limit). */
+#include <unistd.h>
+
 #include "check.h"
 #include "octopipe/problem.h"
 #include "octopipe/sim.h"
@@ -282,12 +284,56 @@ TEST(profile_by_gpu_rejects_bad_input) {
     }
 }
 
+/* ---- the cluster file `profile comm` writes ---- */
+
+/* Per-pair links written and read back exactly (to the 9 digits written); links only when
+ * there are none. */
+TEST(cluster_pairs_round_trip) {
+    op_err e = {0};
+    const double lat[9] = {0, 0.011, 0.027, 0.012, 0, 0.0305, 0.026, 0.031, 0};
+    const double bw[9] = {1, 355.5, 41.25, 350, 1, 39.5, 42, 38.125, 1};
+    op_comm c = {0};
+    c.nodes_of = 2;
+    c.intra_lat_ms = 0.01, c.intra_bw_GBps = 360, c.inter_lat_ms = 0.025, c.inter_bw_GBps = 40;
+    c.pair_n = 3, c.pair_lat_ms = lat, c.pair_bw_GBps = bw;
+    char path[] = "/tmp/op_cluster_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    CHECK_EQ_INT(op_cluster_write(path, &c, "hand-made", &e), OP_OK);
+    op_cluster cl;
+    CHECK_EQ_INT(op_cluster_load(path, &cl, &e), OP_OK);
+    CHECK_EQ_INT(cl.comm.pair_n, 3);
+    CHECK_EQ_INT(cl.comm.nodes_of, 2);
+    CHECK_NEAR(cl.comm.inter_bw_GBps, 40, 0);
+    for (int k = 0; k < 9 && cl.comm.pair_n == 3; k++) {
+        CHECK_NEAR(cl.comm.pair_lat_ms[k], lat[k], 1e-9);
+        CHECK_NEAR(cl.comm.pair_bw_GBps[k], bw[k], 1e-9);
+    }
+    /* the loaded links are the ones transfers take: 1 -> 2 crosses at 39.5 GB/s */
+    CHECK_NEAR(op_comm_ms(&cl.comm, 1, 2, 79000000), 0.0305 + 2.0, 1e-12);
+    op_cluster_free(&cl);
+    /* links only: no pair keys, and a file read back without them */
+    c.pair_n = 0;
+    CHECK_EQ_INT(op_cluster_write(path, &c, NULL, &e), OP_OK);
+    char *txt = NULL;
+    CHECK_EQ_INT(op_read_file(path, &txt, NULL, &e), OP_OK);
+    CHECK(txt && !strstr(txt, "pair_"));
+    free(txt);
+    CHECK_EQ_INT(op_cluster_load(path, &cl, &e), OP_OK);
+    CHECK_EQ_INT(cl.comm.pair_n, 0);
+    op_cluster_free(&cl);
+    unlink(path);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(profile_by_gpu_measured_types);
     RUN(profile_by_gpu_others_scaled);
     RUN(profile_by_gpu_base_and_uniform);
     RUN(profile_by_gpu_rejects_bad_input);
+    RUN(cluster_pairs_round_trip);
     RUN(static_need_per_device_only_small_fail);
     RUN(static_need_heavy_layer_on_big_devices);
     RUN(static_need_when_nothing_fits);

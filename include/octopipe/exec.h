@@ -294,6 +294,12 @@ int op_exec_launch(int P, char *const *args, int nargs, double timeout_s, op_buf
  * t = lat + bytes / bw by least squares (rank 0 fills lat_ms, bw_GBps). */
 int op_exec_pingpong(op_xport *x, int64_t max_bytes, int iters, double *lat_ms, double *bw_GBps,
                      op_buf *table, op_err *err);
+/* Ping-pong between every pair of ranks a < b of x, one pair at a time (the others wait at a
+ * barrier): iters round trips of 8 B and of `large` bytes each, the median one-way time of
+ * each, and t = lat + bytes / bw through those two points.  Rank 0 fills lat_ms and bw_GBps,
+ * [size * size] row-major (a -> b; the same both ways; diagonal lat 0, bw 1, unused). */
+int op_exec_pingpong_pairs(op_xport *x, int64_t large, int iters, double *lat_ms, double *bw_GBps,
+                           op_err *err);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
-/* cmd_profile.c: `octopipe profile comm` measures P2P links (ping-pong between 2 MPI ranks) and
- * writes a cluster file; `octopipe profile --model ...` is the reference model's layer profiler. */
+/* cmd_profile.c: `octopipe profile comm` measures P2P links (ping-pong between MPI ranks 0 and
+ * 1, and between every pair over 3 or more ranks) and writes a cluster file; `octopipe profile --model ...` is the reference model's layer profiler. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,25 +10,42 @@
 #include "octopipe/train.h" /* op_cli_profile_model: a strong reference pulls it from the archive */
 
 static void help(void) {
-    printf("usage: octopipe profile comm [--out FILE] [--max-bytes N] [--iters N] [--as intra|inter|both]\n"
+    printf("usage: octopipe profile comm [--out FILE] [--ranks N] [--pairs | --no-pairs] [--max-bytes N]\n"
+           "                              [--iters N] [--as intra|inter|both]\n"
            "       octopipe profile --model ...   (per-layer costs of the reference model)\n\n"
-           "profile comm measures one-way point-to-point time between 2 MPI ranks over message\n"
+           "profile comm measures one-way point-to-point time between MPI ranks 0 and 1 over message\n"
            "sizes 8 B .. --max-bytes (ping-pong, using the executor's own polite waits), fits\n"
            "t = latency + bytes / bandwidth, prints the table and writes the fit as a cluster file\n"
-           "(octopipe.cluster/1) that --cluster FILE loads.  Without mpirun around it, it starts\n"
-           "`mpirun -np 2` on itself; under your own mpirun put the 2 ranks where you want them\n"
-           "(two hosts measure the inter-node link: --as inter).\n\n"
+           "(octopipe.cluster/1) that --cluster FILE loads.  Over 3 or more ranks it also measures\n"
+           "every pair of ranks (8 B and a large message each, one pair at a time) and writes them as\n"
+           "pair_lat_ms / pair_bw_GBps: the file then describes exactly that many devices, device d\n"
+           "being rank d.  Without mpirun around it, it starts `mpirun -np N` on itself (--ranks,\n"
+           "default 2); under your own mpirun put the ranks where the devices are (two hosts measure\n"
+           "the inter-node link: --as inter).\n\n"
            "options:\n"
            "  --out FILE        cluster file to write (default: print only)\n"
-           "  --max-bytes N     largest message (default 16777216)\n"
-           "  --iters N         round trips per size (default 200)\n"
+           "  --ranks N         ranks to start when not under mpirun (2 to 64, default 2)\n"
+           "  --pairs           measure and write every pair also over 2 ranks\n"
+           "  --no-pairs        only the fit, also over 3 or more ranks (the file fits any device count)\n"
+           "  --max-bytes N     largest message (default 16777216; per pair at most 4 MiB)\n"
+           "  --iters N         round trips per size (default 200; per pair a quarter, 5 to 50)\n"
            "  --as WHAT         which link the fit describes: intra (default), inter, or both\n\n"
-           "example:\n  octopipe profile comm --out cluster.json\n");
+           "examples:\n  octopipe profile comm --out cluster.json\n"
+           "  octopipe profile comm --ranks 4 --out cluster4.json   (then: plan --cluster cluster4.json --devices 4)\n");
+}
+
+/* Rank 0: the per-pair table (one line per pair a < b; the links are the same both ways). */
+static void print_pairs(FILE *f, int P, const double *lat, const double *bw) {
+    fprintf(f, "%6s %6s %12s %12s\n", "rank a", "rank b", "latency ms", "GB/s");
+    for (int a = 0; a < P; a++)
+        for (int b = a + 1; b < P; b++)
+            fprintf(f, "%6d %6d %12.4f %12.3f\n", a, b, lat[a * P + b], bw[a * P + b]);
 }
 
 static int profile_comm(int argc, char **argv) {
     const char *out = NULL, *as = "intra";
-    long max_bytes = 16 << 20, iters = 200;
+    long max_bytes = 16 << 20, iters = 200, ranks = 2;
+    int pairs = -1; /* -1: over 3 or more ranks */
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -43,6 +60,15 @@ static int profile_comm(int argc, char **argv) {
                 return 2;
             }
             as = v, i++;
+        } else if (!strcmp(a, "--pairs") || !strcmp(a, "--no-pairs")) {
+            pairs = a[2] == 'p';
+        } else if (!strcmp(a, "--ranks")) {
+            long x = v ? strtol(v, &end, 10) : 0;
+            if (!v || *end || x < 2 || x > 64) {
+                fprintf(stderr, "octopipe profile: --ranks needs an integer in [2, 64] (got '%s')\n", v ? v : "");
+                return 2;
+            }
+            ranks = x, i++;
         } else if (!strcmp(a, "--max-bytes") || !strcmp(a, "--iters")) {
             long x = v ? strtol(v, &end, 10) : 0;
             if (!v || *end || x < 1 || x > (1L << 30)) {
@@ -60,7 +86,7 @@ static int profile_comm(int argc, char **argv) {
     if (op_cli_check_out("profile", out)) return 2; /* before mpirun starts */
     op_err e = {0};
     if (!getenv("OMPI_COMM_WORLD_SIZE")) { /* not under mpirun: start 2 ranks of ourselves */
-        int code = op_exec_launch(2, argv, argc, 120, NULL, &e);
+        int code = op_exec_launch((int)ranks, argv, argc, 120 + 30 * (double)ranks, NULL, &e);
         if (code) fprintf(stderr, "octopipe profile: %s\n", e.msg[0] ? e.msg : "mpirun failed");
         return code ? 1 : 0;
     }
@@ -77,19 +103,38 @@ static int profile_comm(int argc, char **argv) {
         op_xport_mpi_finalize(&x);
         return 2;
     }
+    const int P = x.size;
+    if (pairs < 0) pairs = P >= 3;
+    double *plat = NULL, *pbw = NULL;
+    const long large = max_bytes < (4L << 20) ? max_bytes : 4L << 20;
+    const long piters = iters / 4 < 5 ? 5 : iters / 4 > 50 ? 50 : iters / 4;
+    if (pairs) {
+        plat = op_xcalloc((size_t)P * (size_t)P, sizeof(double));
+        pbw = op_xcalloc((size_t)P * (size_t)P, sizeof(double));
+        if ((rc = op_exec_pingpong_pairs(&x, large, (int)piters, plat, pbw, &e))) {
+            if (x.rank == 0) fprintf(stderr, "octopipe profile: %s\n", e.msg);
+            free(plat), free(pbw), op_buf_free(&tab);
+            op_xport_mpi_finalize(&x);
+            return 2;
+        }
+    }
     int code = 0;
     if (x.rank == 0) {
         FILE *info = op_cli_info(out); /* --out -: the cluster file alone on stdout */
         fputs(tab.data, info);
         fprintf(info, "fit: latency %.4f ms, bandwidth %.3f GB/s (%s)\n", lat, bw, as);
+        if (pairs) print_pairs(info, P, plat, pbw);
         if (out) {
             op_comm c = {0};
             c.intra_lat_ms = c.inter_lat_ms = lat;
             c.intra_bw_GBps = c.inter_bw_GBps = bw;
             if (!strcmp(as, "inter")) c.nodes_of = 1; /* every rank its own node */
-            char src[160];
-            snprintf(src, sizeof src, "octopipe profile comm: ping-pong 8 B..%ld B, %ld iters, %s link",
-                     max_bytes, iters, as);
+            if (pairs) c.pair_n = P, c.pair_lat_ms = plat, c.pair_bw_GBps = pbw;
+            char src[200], ps[80] = "";
+            if (pairs)
+                snprintf(ps, sizeof ps, "; every pair of %d ranks: 8 B and %ld B, %ld iters", P, large, piters);
+            snprintf(src, sizeof src, "octopipe profile comm: ping-pong 8 B..%ld B, %ld iters, %s link%s",
+                     max_bytes, iters, as, ps);
             if (op_cluster_write(out, &c, src, &e)) {
                 fprintf(stderr, "octopipe profile: %s\n", e.msg);
                 code = 1;
@@ -98,6 +143,8 @@ static int profile_comm(int argc, char **argv) {
             }
         }
     }
+    free(plat);
+    free(pbw);
     op_buf_free(&tab);
     op_xport_mpi_finalize(&x);
     return code;

@@ -82,3 +82,78 @@ int op_exec_pingpong(op_xport *x, int64_t max_bytes, int iters, double *lat_ms, 
     }
     return OP_OK;
 }
+
+/* Median one-way time (ms) of `iters` round trips of n bytes between ranks a (starts) and b. */
+static double pair_time(op_xport *x, char *buf, int64_t n, int a, int b, int iters) {
+    double *one = op_xcalloc((size_t)iters, sizeof(double));
+    for (int k = -2; k < iters; k++) { /* 2 warm-ups */
+        double t0 = op_now_s();
+        op_xreq r = {0};
+        if (x->rank == a) {
+            x->isend(x, buf, n, b, 3, &r);
+            wait_req(x, &r);
+            x->irecv(x, buf, n, b, 4, &r);
+            wait_req(x, &r);
+        } else {
+            x->irecv(x, buf, n, a, 3, &r);
+            wait_req(x, &r);
+            x->isend(x, buf, n, a, 4, &r);
+            wait_req(x, &r);
+        }
+        if (k >= 0) one[k] = (op_now_s() - t0) / 2 * 1e3;
+    }
+    qsort(one, (size_t)iters, sizeof(double), cmp_double);
+    double t = one[iters / 2];
+    free(one);
+    return t;
+}
+
+int op_exec_pingpong_pairs(op_xport *x, int64_t large, int iters, double *lat_ms, double *bw_GBps,
+                           op_err *err) {
+    const int P = x->size;
+    const int64_t small = 8;
+    if (P < 2) return op_errf(err, OP_EINVAL, "profile comm needs 2 ranks (got %d)", P);
+    if (large <= small) large = 2 * small;
+    if (iters < 1) iters = 1;
+    char *buf = op_xcalloc((size_t)large, 1);
+    /* this rank's measurements as the lower rank of a pair: {a, b, t_small, t_large} each */
+    double *mine = op_xcalloc((size_t)P * 4, sizeof(double));
+    int nm = 0;
+    op_exec_timer_slack_fine();
+    for (int a = 0; a < P; a++)
+        for (int b = a + 1; b < P; b++) {
+            x->barrier(x); /* one pair at a time: the others must not load the link or the cores */
+            if (x->rank != a && x->rank != b) continue;
+            double ts = pair_time(x, buf, small, a, b, iters), tl = pair_time(x, buf, large, a, b, iters);
+            if (x->rank == a) {
+                double *m = mine + (size_t)nm++ * 4;
+                m[0] = a, m[1] = b, m[2] = ts, m[3] = tl;
+            }
+        }
+    free(buf);
+    void **got = x->rank == 0 ? op_xcalloc((size_t)P, sizeof(void *)) : NULL;
+    int64_t *lens = x->rank == 0 ? op_xcalloc((size_t)P, sizeof(int64_t)) : NULL;
+    x->gather(x, mine, (int64_t)nm * 4 * (int64_t)sizeof(double), got, lens);
+    free(mine);
+    if (x->rank != 0) return OP_OK;
+    for (int i = 0; i < P * P; i++) lat_ms[i] = 0, bw_GBps[i] = 0;
+    for (int r = 0; r < P; r++) {
+        const double *m = got[r];
+        for (int64_t k = 0; k + 4 <= lens[r] / (int64_t)sizeof(double); k += 4) {
+            int a = (int)m[k], b = (int)m[k + 1];
+            double ts = m[k + 2], tl = m[k + 3];
+            /* t = lat + n / bw through the two points; a large message no slower than a small
+             * one (noise) bounds the link by the large message alone */
+            double per_byte = tl > ts ? (tl - ts) / (double)(large - small) : tl / (double)large;
+            double lat = fmax(ts - per_byte * (double)small, 0);
+            double bw = 1.0 / fmax(per_byte, 1e-15) * 1e3 / 1e9;
+            lat_ms[a * P + b] = lat_ms[b * P + a] = lat;
+            bw_GBps[a * P + b] = bw_GBps[b * P + a] = bw;
+        }
+        free(got[r]);
+    }
+    for (int d = 0; d < P; d++) bw_GBps[d * P + d] = 1; /* unused (no link to itself); > 0 */
+    free(got);
+    free(lens);
+    return OP_OK;
+}

@@ -204,12 +204,27 @@ int op_cluster_read(const char *path, op_comm *c, op_err *err) {
     return links_only(op_cluster_load(path, &cl, err), &cl, c);
 }
 
+/* n x n rows of m as a JSON array of arrays. */
+static json_t *matrix(const double *m, int n) {
+    json_t *rows = json_array();
+    for (int a = 0; a < n; a++) {
+        json_t *row = json_array();
+        for (int b = 0; b < n; b++) json_array_append_new(row, json_real(m[(size_t)a * n + b]));
+        json_array_append_new(rows, row);
+    }
+    return rows;
+}
+
 int op_cluster_write(const char *path, const op_comm *c, const char *source, op_err *err) {
     json_t *o = json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:s}", "format", "octopipe.cluster/1",
                           "nodes_of", c->nodes_of, "intra_lat_ms", c->intra_lat_ms,
                           "intra_bw_GBps", c->intra_bw_GBps, "inter_lat_ms", c->inter_lat_ms,
                           "inter_bw_GBps", c->inter_bw_GBps, "source", source ? source : "");
     OP_ASSERT(o, "json_pack failed");
+    if (c->pair_n > 0 && c->pair_lat_ms && c->pair_bw_GBps) {
+        json_object_set_new(o, "pair_lat_ms", matrix(c->pair_lat_ms, c->pair_n));
+        json_object_set_new(o, "pair_bw_GBps", matrix(c->pair_bw_GBps, c->pair_n));
+    }
     char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
     json_decref(o);
     op_buf b = {0};

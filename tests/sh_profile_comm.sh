@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# profile comm over several ranks: every pair of ranks is measured and written as the cluster
+# file's pair_lat_ms / pair_bw_GBps (N x N, the same both ways), which plan and compare read
+# back for N devices (and refuse for another count); over 2 ranks only the fit, as before,
+# unless --pairs.  Starts MPI ranks: OCTOPIPE_SAN_NO_LEAK_CHECK
+set -u
+. "$(dirname "$0")/lib.sh"
+
+run() { # log args...
+  local log=$1; shift
+  timeout -k 5 150 "$OP" "$@" > "$log" 2>&1
+}
+run "$tmp/p3.log" profile comm --ranks 3 --max-bytes 65536 --iters 12 --out "$tmp/c3.json" \
+  || bad "profile comm --ranks 3: $(tail -n 5 "$tmp/p3.log")"
+jq -e '(.pair_lat_ms | length) == 3 and (.pair_bw_GBps | length) == 3 and all(.pair_lat_ms[]; length == 3)
+       and all(.pair_bw_GBps[]; length == 3)' "$tmp/c3.json" > /dev/null && ok || bad "c3.json: no 3 x 3 matrices"
+# measured both ways once: symmetric; every link off the diagonal has a bandwidth > 0 and a latency >= 0
+jq -e '[range(3) as $a | range(3) as $b | select($a != $b)
+        | (.pair_lat_ms[$a][$b] == .pair_lat_ms[$b][$a]) and (.pair_bw_GBps[$a][$b] == .pair_bw_GBps[$b][$a])
+          and .pair_bw_GBps[$a][$b] > 0 and .pair_lat_ms[$a][$b] >= 0] | all' "$tmp/c3.json" > /dev/null \
+  && ok || bad "c3.json: matrices not symmetric or not positive: $(jq -c '.pair_bw_GBps' "$tmp/c3.json")"
+grep -q "rank a rank b" "$tmp/p3.log" && grep -qE '^ +1 +2 ' "$tmp/p3.log" && ok || bad "no per-pair table: $(cat "$tmp/p3.log")"
+# read back: 3 devices take the matrix (the plan file keeps it), 4 are refused
+run "$tmp/plan.log" plan --model llama2-7b --cluster "$tmp/c3.json" --devices 3 --microbatches 6 --quiet --out "$tmp/p.json" \
+  || bad "plan --cluster c3.json: $(tail -n 3 "$tmp/plan.log")"
+want=$(jq '.pair_bw_GBps[1][2]' "$tmp/c3.json")
+jq -e --argjson w "$want" '(.comm.pair_bw_GBps[1][2] - $w) | fabs < 1e-6 * $w' "$tmp/p.json" > /dev/null \
+  && ok || bad "plan file's pair link 1 -> 2 is not the measured $want: $(jq -c '.comm.pair_bw_GBps' "$tmp/p.json")"
+timeout -k 5 60 "$OP" compare --model llama2-7b --cluster "$tmp/c3.json" --devices 4 --microbatches 6 --no-tune > /dev/null 2> "$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "c3.json: pair_lat_ms/pair_bw_GBps are 3 x 3 but there are 4 devices" "$tmp/err" \
+  && ok || bad "4 devices on a 3 x 3 file: rc=$rc $(cat "$tmp/err")"
+# 2 ranks: the fit only (the file fits any device count); --pairs adds the 2 x 2 matrix
+run "$tmp/p2.log" profile comm --max-bytes 65536 --iters 12 --out "$tmp/c2.json" || bad "profile comm: $(tail -n 3 "$tmp/p2.log")"
+jq -e 'has("pair_lat_ms") | not' "$tmp/c2.json" > /dev/null && ok || bad "2 ranks wrote a matrix"
+run "$tmp/p2p.log" profile comm --pairs --max-bytes 65536 --iters 12 --out "$tmp/c2p.json" || bad "profile comm --pairs: $(tail -n 3 "$tmp/p2p.log")"
+jq -e '(.pair_bw_GBps | length) == 2' "$tmp/c2p.json" > /dev/null && ok || bad "--pairs over 2 ranks wrote no 2 x 2 matrix"
+timeout -k 5 10 "$OP" profile comm --ranks 1 > /dev/null 2> "$tmp/err"
+[ $? -eq 2 ] && grep -q -- "--ranks needs an integer in \[2, 64\]" "$tmp/err" && ok || bad "--ranks 1 accepted: $(cat "$tmp/err")"
+
+echo "sh_profile_comm: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
