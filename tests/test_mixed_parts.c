@@ -5,6 +5,7 @@
 
 #include "check.h"
 #include "octopipe/problem.h"
+#include "octopipe/sched.h"
 #include "octopipe/sim.h"
 #include "octopipe/tune.h"
 
@@ -327,6 +328,92 @@ TEST(cluster_pairs_round_trip) {
     unlink(path);
 }
 
+/* ---- each device's own host link ---- */
+
+/* An H100 (PCIe Gen5, 50 GB/s) next to an A100 (Gen4, 25 GB/s): each has its own host link;
+ * H200 + H100 share one (both 50), so that problem is as before (no per-device links). */
+TEST(host_link_per_device_type) {
+    op_err e = {0};
+    op_problem_opts o;
+    op_problem_opts_default(&o);
+    o.gpus = "h100-80gb:2,a100-80gb:2";
+    op_problem_built b;
+    CHECK_EQ_INT(op_problem_build(&b, "llama2-7b", NULL, 4, 8, &o, &e), OP_OK);
+    if (e.code) return;
+    CHECK_EQ_INT(b.pr.comm.host_n, 4);
+    CHECK_NEAR(op_comm_host_bw(&b.pr.comm, 0), 50, 0);
+    CHECK_NEAR(op_comm_host_bw(&b.pr.comm, 3), 25, 0);
+    CHECK_NEAR(b.pr.comm.host_bw_GBps, 25, 0); /* the one link of code that knows one */
+    /* 1e9 bytes: 10 us + 20 ms on an H100, 10 us + 40 ms on an A100 */
+    CHECK_NEAR(op_comm_host_ms_dev(&b.pr.comm, 1, 1000000000), 0.010 + 20, 1e-12);
+    CHECK_NEAR(op_comm_host_ms_dev(&b.pr.comm, 2, 1000000000), 0.010 + 40, 1e-12);
+    op_problem_built_free(&b);
+    o.gpus = "h200:2,h100-80gb:2";
+    CHECK_EQ_INT(op_problem_build(&b, "llama2-7b", NULL, 4, 8, &o, &e), OP_OK);
+    CHECK_EQ_INT(b.pr.comm.host_n, 0);
+    CHECK_NEAR(b.pr.comm.host_bw_GBps, 50, 0);
+    op_problem_built_free(&b);
+}
+
+/* Two one-layer stages on two devices, both offloaded: each stage's copies take its own
+ * device's link (act 1e7 bytes, no latency: 0.25 ms at 40 GB/s on device 0, 1 ms at 10 GB/s on
+ * device 1), in the simulator and after a write/read round trip of the plan file. */
+TEST(host_link_per_device_in_sim_and_file) {
+    op_layer_cost l[2] = {0};
+    for (int i = 0; i < 2; i++) {
+        snprintf(l[i].name, sizeof l[i].name, "l%d", i);
+        l[i].sym = 'T';
+        l[i].f_ms = 2, l[i].i_ms = 2, l[i].w_ms = 1;
+        l[i].act_bytes = 10000000, l[i].out_bytes = 8;
+    }
+    const double host[2] = {40, 10};
+    op_problem pr = {.model = "t", .layers = l, .n_layers = 2, .P = 2, .M = 4, .tokens_per_mb = 1};
+    pr.comm.none = 1;
+    pr.comm.host_lat_ms = 0, pr.comm.host_bw_GBps = 10;
+    pr.comm.host_n = 2, pr.comm.host_bw_dev_GBps = host;
+    op_plan p;
+    op_err e = {0};
+    CHECK_EQ_INT(op_sched_build("1f1b", &pr, &p, &e), OP_OK);
+    if (e.code) return;
+    for (int s = 0; s < p.S; s++) p.stage_act[s] = OP_ACT_OFFLOAD;
+    CHECK_EQ_INT(p.stage_dev[0], 0);
+    CHECK_NEAR(op_stage_copy_ms(&p, 0), 0.25, 1e-12);
+    CHECK_NEAR(op_stage_copy_ms(&p, 1), 1.0, 1e-12);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
+    const double *x = p.pred.copy_ms; /* [(s * M + m) * 4]: offload start, end, reload start, end */
+    CHECK(x != NULL);
+    if (x) {
+        CHECK_NEAR(x[1] - x[0], 0.25, 1e-12);
+        CHECK_NEAR(x[3] - x[2], 0.25, 1e-12);
+        CHECK_NEAR(x[(1 * 4 + 2) * 4 + 1] - x[(1 * 4 + 2) * 4], 1.0, 1e-12);
+    }
+    op_buf b = {0};
+    CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
+    CHECK_STR_CONTAINS(b.data, "\"host_bw_GBps_per_device\": [40, 10]");
+    op_plan q;
+    CHECK_EQ_INT(op_plan_from_json(b.data, "p.json", &q, &e), OP_OK);
+    if (e.code == 0) {
+        CHECK_EQ_INT(q.comm.host_n, 2);
+        CHECK_NEAR(op_stage_copy_ms(&q, 1), 1.0, 1e-12);
+        op_buf c = {0};
+        CHECK_EQ_INT(op_plan_to_json(&q, &c), OP_OK);
+        CHECK(c.len == b.len && !memcmp(c.data, b.data, b.len)); /* write/read/write identical */
+        op_buf_free(&c);
+        op_plan_free(&q);
+    }
+    /* bad per-device links are refused with the field named */
+    char *bad = strdup(b.data), *at = strstr(bad, "[40, 10]");
+    if (at) memcpy(at, "[40, -1]", 8);
+    CHECK_EQ_INT(op_plan_from_json(bad, "p.json", &q, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "comm.host_bw_GBps_per_device[1]");
+    if (at) memcpy(at, "[40]    ", 8);
+    CHECK_EQ_INT(op_plan_from_json(bad, "p.json", &q, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "comm.host_bw_GBps_per_device: expected 2 numbers");
+    free(bad);
+    op_buf_free(&b);
+    op_plan_free(&p);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(profile_by_gpu_measured_types);
@@ -334,6 +421,8 @@ int main(int argc, char **argv) {
     RUN(profile_by_gpu_base_and_uniform);
     RUN(profile_by_gpu_rejects_bad_input);
     RUN(cluster_pairs_round_trip);
+    RUN(host_link_per_device_type);
+    RUN(host_link_per_device_in_sim_and_file);
     RUN(static_need_per_device_only_small_fail);
     RUN(static_need_heavy_layer_on_big_devices);
     RUN(static_need_when_nothing_fits);

@@ -75,6 +75,13 @@ typedef struct op_comm {
      * filled the struct (a plan copies them into its arena).  pair_n = 0: none. */
     int pair_n;
     const double *pair_lat_ms, *pair_bw_GBps;
+    /* Optional host link per device (mixed clusters: each GPU's own, PCIe Gen4 on an A100,
+     * Gen5 on an H100): host_n devices, host_bw_dev_GBps[d] replaces host_bw_GBps for device
+     * d < host_n (host_lat_ms is shared).  Set only where devices differ, so a uniform cluster
+     * has host_n = 0 and host_bw_GBps, the slowest, is what code that knows one link uses.  The
+     * array belongs to whoever filled the struct (a plan copies it into its arena). */
+    int host_n;
+    const double *host_bw_dev_GBps;
 } op_comm;
 
 double op_comm_ms(const op_comm *c, int dev_a, int dev_b, int64_t bytes);
@@ -111,6 +118,13 @@ void op_comm_default(op_comm *c, int nodes_of); /* NVLink inside a node, IB betw
 void op_comm_set_host(op_comm *c, const op_device *d);
 /* One host copy of n bytes (offload or reload); +inf when there is no host link. */
 double op_comm_host_ms(const op_comm *c, int64_t bytes);
+/* The same on device d's own host link (host_bw_dev_GBps when set), and that link's GB/s. */
+double op_comm_host_ms_dev(const op_comm *c, int d, int64_t bytes);
+double op_comm_host_bw(const op_comm *c, int d);
+/* Each of P devices gets its own type's host link (types[dev_type[d]].host_bw_GBps, when
+ * > 0): where they differ, bw (the caller's [P], kept as long as c) holds them and c points to
+ * it; host_bw_GBps becomes the slowest.  Where all are the same, c keeps one link. */
+void op_comm_set_host_devs(op_comm *c, const op_device *types, const int *dev_type, int P, double *bw);
 
 /* Ratio, per pass (F, I, W), of a layer of `kind` (op_layer_kind) on preset `to` to the same
  * layer on `from`, by the analytic model over the layers of that kind in a built-in model (all

@@ -28,6 +28,32 @@ double op_comm_host_ms(const op_comm *c, int64_t bytes) {
     return c->host_lat_ms + (double)(bytes > 0 ? bytes : 0) / (c->host_bw_GBps * 1e9) * 1e3;
 }
 
+double op_comm_host_bw(const op_comm *c, int d) {
+    if (c->host_n > 0 && c->host_bw_dev_GBps && d >= 0 && d < c->host_n) return c->host_bw_dev_GBps[d];
+    return c->host_bw_GBps;
+}
+
+double op_comm_host_ms_dev(const op_comm *c, int d, int64_t bytes) {
+    double bw = op_comm_host_bw(c, d);
+    if (!(bw > 0)) return INFINITY;
+    return c->host_lat_ms + (double)(bytes > 0 ? bytes : 0) / (bw * 1e9) * 1e3;
+}
+
+void op_comm_set_host_devs(op_comm *c, const op_device *types, const int *dev_type, int P, double *bw) {
+    int same = 1;
+    double lo = INFINITY;
+    for (int d = 0; d < P; d++) {
+        const op_device *t = &types[dev_type[d]];
+        bw[d] = t->host_bw_GBps > 0 ? t->host_bw_GBps : c->host_bw_GBps;
+        same &= bw[d] == bw[0];
+        lo = fmin(lo, bw[d]);
+    }
+    if (P < 1) return;
+    c->host_bw_GBps = lo; /* the one link of code that knows one: the slowest */
+    c->host_n = same ? 0 : P;
+    c->host_bw_dev_GBps = same ? NULL : bw;
+}
+
 double op_comm_ms(const op_comm *c, int dev_a, int dev_b, int64_t bytes) {
     if (c->none || dev_a == dev_b) return 0.0;
     if (c->pair_n > 0 && dev_a < c->pair_n && dev_b < c->pair_n && c->pair_bw_GBps) {

@@ -101,7 +101,7 @@ static int emu_setup(void *ctx, const op_plan *p, int rank, op_err *err) {
     emu_state = (emu){p, rank, 0, 0, 25e9, 0, NULL, o ? o->copy_stats : NULL};
     if (emu_state.stats) emu_state.stats[rank] = (op_exec_copy_stats){0, 0};
     /* the plan's host link unless the caller sets one */
-    if (p->comm.host_bw_GBps > 0) emu_state.bw_Bps = p->comm.host_bw_GBps * 1e9;
+    if (op_comm_host_bw(&p->comm, rank) > 0) emu_state.bw_Bps = op_comm_host_bw(&p->comm, rank) * 1e9;
     if (p->comm.host_lat_ms > 0) emu_state.lat_s = p->comm.host_lat_ms * 1e-3;
     if (o && o->host_bw_GBps > 0) emu_state.bw_Bps = o->host_bw_GBps * 1e9;
     if (o && o->host_lat_ms > 0) emu_state.lat_s = o->host_lat_ms * 1e-3;

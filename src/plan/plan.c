@@ -28,6 +28,13 @@ void op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int
         p->comm.pair_n = 0;
         p->comm.pair_lat_ms = p->comm.pair_bw_GBps = NULL;
     }
+    if (p->comm.host_n > 0 && p->comm.host_bw_dev_GBps) { /* per-device host links */
+        double *h = OP_ARENA_NEW(&p->arena, double, p->comm.host_n);
+        memcpy(h, comm->host_bw_dev_GBps, sizeof(double) * (size_t)p->comm.host_n);
+        p->comm.host_bw_dev_GBps = h;
+    } else {
+        p->comm.host_n = 0, p->comm.host_bw_dev_GBps = NULL;
+    }
     p->tokens_per_mb = 0;
     p->layers = OP_ARENA_NEW(&p->arena, op_layer_cost, n_layers);
     memcpy(p->layers, layers, sizeof(op_layer_cost) * (size_t)n_layers);
@@ -233,7 +240,7 @@ double op_stage_recompute_ms(const op_plan *p, int s) {
 
 double op_stage_copy_ms(const op_plan *p, int s) {
     if (stage_policy(p, s) != OP_ACT_OFFLOAD) return 0;
-    return op_comm_host_ms(&p->comm, op_stage_act_bytes(p, s));
+    return op_comm_host_ms_dev(&p->comm, p->stage_dev[s], op_stage_act_bytes(p, s)); /* its device's link */
 }
 
 int64_t op_stage_out_bytes(const op_plan *p, int s) {

@@ -80,7 +80,7 @@ static const char *const k_root_req[] = {"format", "devices", "microbatches", "l
 static const char *const k_comm[] = {"none", "nodes_of", "intra_lat_ms", "intra_bw_GBps",
                                      "inter_lat_ms", "inter_bw_GBps", "host_lat_ms",
                                      "host_bw_GBps", "host_mem_bytes", "pair_lat_ms",
-                                     "pair_bw_GBps", NULL};
+                                     "pair_bw_GBps", "host_bw_GBps_per_device", NULL};
 static const char *const k_none[] = {NULL};
 static const char *const k_layer[] = {"name", "kind", "F", "I", "W", "out_bytes", "act_bytes",
                                       "act_w_bytes", "act_i_bytes", "param_bytes",
@@ -165,6 +165,26 @@ static int read_matrix(rd *r, json_t *v, const char *what, int n, int bw, double
             m[(size_t)a * n + b] = x;
         }
     }
+    return OP_OK;
+}
+
+/* comm.host_bw_GBps_per_device: P host links (mixed clusters), each > 0. */
+static int read_host_devs(rd *r, json_t *o, int P, op_comm *c, double **out) {
+    json_t *v = o ? json_object_get(o, "host_bw_GBps_per_device") : NULL;
+    if (!v) return OP_OK;
+    if (!json_is_array(v) || (int)json_array_size(v) != P)
+        return fail(r, "comm.host_bw_GBps_per_device", "expected %d numbers (one per device)", P);
+    double *h = op_xmalloc(sizeof(double) * (size_t)P);
+    *out = h;
+    for (int d = 0; d < P; d++) {
+        char path[64];
+        snprintf(path, sizeof path, "comm.host_bw_GBps_per_device[%d]", d);
+        int rc = get_num(r, json_array_get(v, (size_t)d), path, &h[d]);
+        if (rc) return rc;
+        if (!(h[d] > 0)) return fail(r, path, "bandwidth must be > 0");
+    }
+    c->host_n = P;
+    c->host_bw_dev_GBps = h;
     return OP_OK;
 }
 
@@ -651,7 +671,7 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
     if (!root) return op_errf(err, OP_EINVAL, "%s:%d:%d: %s", r.src, je.line, je.column, je.text);
     op_layer_cost *L = NULL;
     op_op **rec = NULL;
-    double *pair_lat = NULL, *pair_bw = NULL;
+    double *pair_lat = NULL, *pair_bw = NULL, *host_devs = NULL;
     int nL = 0, inited = 0, rc;
     if ((rc = check_keys(&r, root, "top level", k_root, k_root_req))) goto out;
     json_t *v = json_object_get(root, "format");
@@ -667,7 +687,8 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
         goto out;
     op_comm comm = {0};
     if ((rc = read_comm(&r, json_object_get(root, "comm"), &comm))) goto out;
-    if ((rc = read_pairs(&r, json_object_get(root, "comm"), (int)P, &comm, &pair_lat, &pair_bw)))
+    if ((rc = read_pairs(&r, json_object_get(root, "comm"), (int)P, &comm, &pair_lat, &pair_bw)) ||
+        (rc = read_host_devs(&r, json_object_get(root, "comm"), (int)P, &comm, &host_devs)))
         goto out;
     if ((rc = read_layers(&r, json_object_get(root, "layers"), "layers", &L, &nL))) goto out;
     if ((rc = op_layer_costs_validate(L, nL, (int)M, r.src, err))) goto out;
@@ -751,6 +772,7 @@ out:
     free(L);
     free(pair_lat);
     free(pair_bw);
+    free(host_devs);
     json_decref(root);
     if (rc != OP_OK && inited) op_plan_free(p);
     if (info_out) *info_out = info;

@@ -158,6 +158,10 @@ int op_plan_to_json(const op_plan *p, op_buf *out) {
         op_buf_printf(b, ",\n    \"pair_bw_GBps\": ");
         put_matrix(b, c->pair_bw_GBps, c->pair_n, &bad);
     }
+    if (c->host_n > 0) { /* each device's own host link (mixed clusters) */
+        op_buf_printf(b, ",\n    \"host_bw_GBps_per_device\": ");
+        put_darr(b, c->host_bw_dev_GBps, c->host_n, &bad);
+    }
     op_buf_printf(b, "},\n  \"layers\": [\n");
     put_layers(b, p->layers, p->n_layers, "    ", &bad);
     if (op_plan_is_mixed(p)) {

@@ -77,6 +77,7 @@ static int fill_types(op_problem *pr, const op_model *m, const op_device *measur
         snprintf(cl->type_name[t], 32, "%s", cl->type_dev[t].name);
     }
     memcpy(costs, cl->type_layers, sizeof *costs * (size_t)L); /* row 0 = device 0's type */
+    op_comm_set_host_devs(&pr->comm, cl->type_dev, cl->dev_type, P, OP_ARENA_NEW(&cl->arena, double, P));
     pr->n_types = T;
     pr->type_layers = cl->type_layers;
     pr->dev_type = cl->dev_type;
@@ -125,7 +126,7 @@ int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *de
         op_cluster_free(cl);
         return rc;
     }
-    /* the host link is per device in reality but one in op_comm: take the slowest type's */
+    /* the host link: one for all first (the slowest type's); fill_types gives each device its own */
     const op_device *host = dev, *measured_on = dev;
     if (cl->P > 0) {
         dev = host = &cl->type_dev[0];

@@ -50,6 +50,13 @@ static int check_link(const char *name, double lat, double bw, op_err *err) {
 }
 
 int op_comm_validate(const op_comm *c, int P, op_err *err) {
+    /* per-device host links (offload; independent of none) */
+    if (c->host_n != 0 && (c->host_n != P || !c->host_bw_dev_GBps))
+        return op_errf(err, OP_EINVAL, "links: %d per-device host links but there are %d devices", c->host_n, P);
+    for (int d = 0; d < c->host_n; d++)
+        if (!(c->host_bw_dev_GBps[d] > 0 && isfinite(c->host_bw_dev_GBps[d])))
+            return op_errf(err, OP_EINVAL, "links: device %d's host link %.6g GB/s must be > 0", d,
+                           c->host_bw_dev_GBps[d]);
     if (c->none) return OP_OK;
     int rc;
     if (c->nodes_of < 0) return op_errf(err, OP_EINVAL, "links: nodes_of %d must be >= 0", c->nodes_of);
