@@ -48,7 +48,8 @@ void op_problem_opts_default(op_problem_opts *o);
  * the first device's type (row 0), each type's costs are the analytic model on its preset,
  * and each device's limit is OP_MEM_HEADROOM x its own memory (unless o->mem_limit_bytes says
  * otherwise; pr->mem_limit_bytes is then the smallest, dev_mem_limit NULL when all are equal).
- * The host link (offload) is the slowest type's: op_comm has one for all devices.
+ * The host link (offload) is each device's own type's (op_comm_set_host_devs): one link where
+ * all are the same, else per device with comm.host_bw_GBps the slowest.
  * A profile's measured times are taken as measured on dev (--gpu); a type the profile measured
  * too (its "by_gpu") gets those, any other type the times on dev scaled per layer kind by the
  * analytic ratio of the two presets (op_cost_kind_ratio). */
