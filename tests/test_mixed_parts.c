@@ -98,6 +98,12 @@ TEST(static_need_heavy_layer_on_big_devices) {
     op_tune_advise(NULL, NULL, NULL, &pr, buf, sizeof buf);
     CHECK_STR_CONTAINS(buf, "devices 2-3 (small, limit 0.10 GiB) cannot hold layer 0 (l0, 0.15 GiB");
     CHECK(!strstr(buf, "no recomputation or schedule helps"));
+    /* a device without a limit holds anything: it is never named */
+    lim[3] = 0;
+    CHECK(op_tune_static_need(&pr, NULL) == 0);
+    op_tune_advise(NULL, NULL, NULL, &pr, buf, sizeof buf);
+    CHECK_STR_CONTAINS(buf, "device 2 (small, limit 0.10 GiB) cannot hold layer 0");
+    CHECK(!strstr(buf, "device 3"));
     free(l);
 }
 

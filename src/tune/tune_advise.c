@@ -160,6 +160,7 @@ static void say_static(const op_problem *pr, char *buf, size_t n, size_t *k, int
                         !strcmp(type_of(pr, b), type_of(pr, a));
              b++) {
         }
+        if (!(la > 0)) continue; /* no limit: holds anything */
         double hs = (double)op_problem_dev_layers(pr, a)[heavy].static_bytes;
         char who[96], range[32];
         if (b - a > 1) snprintf(range, sizeof range, "devices %d-%d", a, b - 1);
