@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "octopipe/exec.h"
 #include "octopipe/problem.h"
 #include "octopipe/sched.h"
 #include "octopipe/sim.h"
@@ -420,6 +421,44 @@ TEST(host_link_per_device_in_sim_and_file) {
     op_plan_free(&p);
 }
 
+/* The emulated executor's copy engine takes each rank's own host link: two one-stage ranks,
+ * both offloaded, 1e7 bytes a stash, 1 GB/s on rank 0 and 0.5 GB/s on rank 1: each transfer
+ * lasts at least 10 and 20 ms there (a loaded machine only lengthens them). */
+TEST(host_link_per_device_emulated) {
+    op_layer_cost l[2] = {0};
+    for (int i = 0; i < 2; i++) {
+        snprintf(l[i].name, sizeof l[i].name, "l%d", i);
+        l[i].sym = 'T';
+        l[i].f_ms = 2, l[i].i_ms = 2, l[i].w_ms = 1;
+        l[i].act_bytes = 10000000, l[i].out_bytes = 8;
+    }
+    const double host[2] = {1, 0.5};
+    op_problem pr = {.model = "t", .layers = l, .n_layers = 2, .P = 2, .M = 2, .tokens_per_mb = 1};
+    pr.comm.none = 1;
+    /* the one link is the fast one here: an engine that took it would copy rank 1's in 10 ms */
+    pr.comm.host_lat_ms = 0, pr.comm.host_bw_GBps = 1;
+    pr.comm.host_n = 2, pr.comm.host_bw_dev_GBps = host;
+    op_plan p;
+    op_err e = {0};
+    CHECK_EQ_INT(op_sched_build("1f1b", &pr, &p, &e), OP_OK);
+    if (e.code) return;
+    for (int s = 0; s < p.S; s++) p.stage_act[s] = OP_ACT_OFFLOAD;
+    op_exec_copy_stats cs[2] = {{0}};
+    op_exec_opts eo = {0};
+    eo.copy_stats = cs;
+    op_compute c = op_compute_emulate_opts(&eo);
+    op_exec_result r;
+    CHECK_EQ_INT(op_exec_run_threads(&p, &c, &eo, &r, &e), OP_OK);
+    if (e.code == 0) op_exec_result_free(&r);
+    printf("  copy engines: rank 0 %d transfers %.2f ms, rank 1 %d transfers %.2f ms\n", cs[0].n_xfers,
+           cs[0].busy_ms, cs[1].n_xfers, cs[1].busy_ms);
+    CHECK_EQ_INT(cs[0].n_xfers, 4);
+    CHECK_EQ_INT(cs[1].n_xfers, 4);
+    CHECK(cs[0].busy_ms >= 4 * 10 - 0.1);
+    CHECK(cs[1].busy_ms >= 4 * 20 - 0.1); /* rank 1 on rank 0's link would take 40 */
+    op_plan_free(&p);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(profile_by_gpu_measured_types);
@@ -429,6 +468,7 @@ int main(int argc, char **argv) {
     RUN(cluster_pairs_round_trip);
     RUN(host_link_per_device_type);
     RUN(host_link_per_device_in_sim_and_file);
+    RUN(host_link_per_device_emulated);
     RUN(static_need_per_device_only_small_fail);
     RUN(static_need_heavy_layer_on_big_devices);
     RUN(static_need_when_nothing_fits);
