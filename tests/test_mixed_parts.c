@@ -126,6 +126,9 @@ TEST(static_need_when_nothing_fits) {
      * holds a stage: a small one takes one layer) */
     l = rows2(12, 90, 90);
     pr = mixed(l, 12, 4, dt, lim, 400, 100);
+    const double host[4] = {50, 50, 25, 25}; /* per-device links: the added devices get one too */
+    pr.comm.host_bw_GBps = 25, pr.comm.host_lat_ms = 0.01;
+    pr.comm.host_n = 4, pr.comm.host_bw_dev_GBps = host;
     CHECK_NEAR(op_tune_static_need(&pr, &wl), 1080.0 / 1000.0, 1e-12);
     CHECK_EQ_INT(wl, -1);
     int k = op_tune_advise(NULL, NULL, NULL, &pr, buf, sizeof buf);

@@ -80,13 +80,19 @@ static double with_cfg(const op_model *m, const op_train_cfg *t0, const op_train
     return mk;
 }
 
-/* pr on P2 >= P devices: the added ones are copies of device `like` (type and limit); measured
- * per-pair links end at the old devices, so the extended problem takes the intra/inter model.
- * *dt and *lim (freed by the caller) hold the new per-device arrays. */
-static op_problem widen(const op_problem *pr, int P2, int like, int **dt, double **lim) {
+/* pr on P2 >= P devices: the added ones are copies of device `like` (type, limit, host link);
+ * measured per-pair links end at the old devices, so the extended problem takes the
+ * intra/inter model.  *dt, *lim and *host (freed by the caller) hold the new per-device arrays. */
+static op_problem widen(const op_problem *pr, int P2, int like, int **dt, double **lim, double **host) {
     op_problem q = *pr;
     q.P = P2;
-    *dt = NULL, *lim = NULL;
+    *dt = NULL, *lim = NULL, *host = NULL;
+    if (pr->comm.host_n > 0) {
+        *host = op_xcalloc((size_t)P2, sizeof **host);
+        for (int d = 0; d < P2; d++) (*host)[d] = op_comm_host_bw(&pr->comm, d < pr->P ? d : like);
+        q.comm.host_n = P2;
+        q.comm.host_bw_dev_GBps = *host;
+    }
     if (pr->n_types > 1 && pr->dev_type) {
         *dt = op_xcalloc((size_t)P2, sizeof **dt);
         for (int d = 0; d < P2; d++) (*dt)[d] = pr->dev_type[d < pr->P ? d : like];
@@ -220,11 +226,12 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
     for (int P2 = pr->P + (pr->P + 1) / 2; P2 <= 4 * pr->P; P2 += (pr->P + 1) / 2) {
         if (P2 > pr->n_layers) break;
         int *dt;
-        double *lim, mk = 0;
-        op_problem q = widen(pr, P2, like, &dt, &lim);
+        double *lim, *host, mk = 0;
+        op_problem q = widen(pr, P2, like, &dt, &lim, &host);
         if (op_tune_static_need(&q, NULL) <= 1) mk = quick(&q, NULL);
         free(dt);
         free(lim);
+        free(host);
         if (mk > 0 && !mixed) SAY("--devices %d: a plan fits (%.1f ms)\n", P2, mk);
         else if (mk > 0)
             SAY("%d more device%s like device %d (%s, limit %.2f GiB), %d in all: a plan fits (%.1f ms)\n",
