@@ -229,6 +229,52 @@ TEST(bound_warmup_tight_plan) {
  * checking what is left fits the other type.  The bound must equal the larger of it and the
  * uniform bound over the fastest layers, on random layers and device counts.  The layers have
  * no F (I and W only), so no device waits to start and the warm-up adds nothing. */
+/* The summed pigeonhole (bound_mixed.c part 4) by brute force over subsets: for each k with
+ * kP < L, the kP + 1 layers of largest least work (ties: lower index first, as a stable sort
+ * would), and the least sum of k + 1 of them at one type, over every (k+1)-subset and type:
+ * M times the largest of these.  L <= 16. */
+static double pigeon_brute(const op_layer_cost *rows, int T, int L, const int *dt, int P, int M) {
+    int has[4] = {0}, ord[16];
+    double key[16];
+    for (int d = 0; d < P; d++) has[dt[d]] = 1;
+    for (int l = 0; l < L; l++) {
+        key[l] = INFINITY;
+        for (int t = 0; t < T; t++) {
+            const op_layer_cost *c = &rows[t * L + l];
+            if (has[t]) key[l] = fmin(key[l], c->f_ms + c->i_ms + c->w_ms);
+        }
+    }
+    for (int i = 0; i < L; i++) { /* selection: heaviest first */
+        int b = -1;
+        for (int l = 0; l < L; l++) {
+            int used = 0;
+            for (int j = 0; j < i; j++) used |= ord[j] == l;
+            if (!used && (b < 0 || key[l] > key[b])) b = l;
+        }
+        ord[i] = b;
+    }
+    double best = 0;
+    for (int k = 1; k * P < L; k++) {
+        int n = k * P + 1;
+        double lo = INFINITY;
+        for (unsigned m = 0; m < 1u << n; m++) {
+            if (__builtin_popcount(m) != k + 1) continue;
+            for (int t = 0; t < T; t++) {
+                if (!has[t]) continue;
+                double s = 0;
+                for (int i = 0; i < n; i++)
+                    if (m >> i & 1) {
+                        const op_layer_cost *c = &rows[t * L + ord[i]];
+                        s += c->f_ms + c->i_ms + c->w_ms;
+                    }
+                lo = fmin(lo, s);
+            }
+        }
+        best = fmax(best, M * lo);
+    }
+    return best;
+}
+
 static int cmp_ratio_asc(const void *a, const void *b) {
     const double *x = a, *y = b;
     return x[0] * y[1] < y[0] * x[1] ? -1 : x[0] * y[1] > y[0] * x[1] ? 1 : 0;
@@ -267,7 +313,7 @@ TEST(bound_lp_two_types) {
             if (need1 <= (P - c0) * T / M) hi = T;
             else lo = T;
         }
-        double want = fmax(hi, op_lower_bound(fast, L, P, M));
+        double want = fmax(fmax(hi, op_lower_bound(fast, L, P, M)), pigeon_brute(rows, 2, L, dt, P, M));
         CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), want, 1e-9);
     }
 }
@@ -337,8 +383,9 @@ TEST(bound_warmup_relaxation) {
             fast[l].w_ms = fmin(rows[l].w_ms, rows[L + l].w_ms);
         }
         double u = op_lower_bound(fast, L, P, M);
-        CHECK_MSG(b <= fmax(r, u) * (1 + 1e-9), "trial %d: bound %.9g > relaxation %.9g", trial, b,
-                  r);
+        double pig = pigeon_brute(rows, 2, L, dt, P, M); /* part 4: not in the relaxation */
+        CHECK_MSG(b <= fmax(fmax(r, u), pig) * (1 + 1e-9), "trial %d: bound %.9g > relaxation %.9g",
+                  trial, b, r);
         CHECK_MSG(b >= plain * (1 - 1e-12), "trial %d: %.9g below the bound without warm-up %.9g",
                   trial, b, plain);
         tight += b >= r * (1 - 1e-6) || u >= r;
@@ -347,8 +394,64 @@ TEST(bound_warmup_relaxation) {
     CHECK(tight > 60);
 }
 
+/* Summed pigeonhole by hand: W-only layers of 10, 10 and 6 ms on two devices (both types
+ * alike), M = 4.  Some device holds two of the three layers, at least 10 + 6 a microbatch:
+ * 64 ms, which the plan {layer 0} | {layers 1, 2} reaches; work / P says 52, and k + 1 times
+ * the (kP+1)-th heaviest 48.  With the second device twice as slow the best plan is 80 (the
+ * fast device holds layers 0 and 1, or the slow one a 10), and the work bound over unequal
+ * speeds passes the pigeonhole: the fast device's share x of the 26 ms balances
+ * x = 2 (26 - x) at x = 52/3, T = 4 x = 208/3. */
+TEST(bound_pigeonhole_by_hand) {
+    op_layer_cost rows[6];
+    const double w[3] = {10, 10, 6};
+    for (int t = 0; t < 2; t++)
+        for (int l = 0; l < 3; l++) {
+            layer(&rows[t * 3 + l], "x", 0, 0);
+            rows[t * 3 + l].w_ms = w[l];
+        }
+    const int dt[2] = {0, 1};
+    CHECK_NEAR(op_lower_bound(rows, 3, 2, 4), 52, 1e-12);
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 3, dt, 2, 4), 64, 1e-12);
+    for (int l = 0; l < 3; l++) rows[3 + l].w_ms = 2 * w[l];
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 3, dt, 2, 4), 208.0 / 3, 1e-12);
+}
+
+/* W-only layers (F = I = 0: every chain and warm-up wait is 0, and a plan's makespan is its
+ * busiest device's M x work): the bound is never above the best assignment of layers to
+ * devices, found by trying all P^L of them, and often equals it. */
+TEST(bound_below_best_assignment) {
+    uint64_t seed = 11;
+    int tight = 0;
+    for (int trial = 0; trial < 60; trial++) {
+        enum { L = 7 };
+        int P = 2 + trial % 2, M = 1 + trial % 3, dt[3];
+        for (int d = 0; d < P; d++) dt[d] = d >= 1 + trial % (P - 1) + (trial / 2) % 2 * (P > 2);
+        op_layer_cost rows[2 * L];
+        for (int l = 0; l < L; l++)
+            for (int t = 0; t < 2; t++) {
+                seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                layer(&rows[t * L + l], "x", 0, 0);
+                rows[t * L + l].w_ms = 0.2 + (double)(seed >> 44) / (1 << 18);
+            }
+        double opt = INFINITY;
+        int n = 1;
+        for (int l = 0; l < L; l++) n *= P;
+        for (int a = 0; a < n; a++) {
+            double load[3] = {0, 0, 0};
+            for (int l = 0, x = a; l < L; l++, x /= P) load[x % P] += rows[dt[x % P] * L + l].w_ms;
+            double mx = fmax(load[0], fmax(load[1], load[2]));
+            opt = fmin(opt, M * mx);
+        }
+        double b = op_lower_bound_mixed(rows, 2, L, dt, P, M);
+        CHECK_MSG(b <= opt * (1 + 1e-12), "trial %d: bound %.9g > best assignment %.9g", trial, b, opt);
+        tight += b >= opt * (1 - 1e-9);
+    }
+    printf("  bound equals the best assignment in %d of 60 cases\n", tight);
+    CHECK(tight > 0);
+}
+
 /* Random layers: with identical rows for every type, the mixed bound equals the uniform one,
- * warm-up term included (min over k used devices of (M work + H_k) / k, H_k the F chains
+ * warm-up term and summed pigeonhole included (min over k used devices of (M work + H_k) / k, H_k the F chains
  * of the first i layers, i < k), here computed by hand. */
 TEST(bound_uniform_equal) {
     uint64_t seed = 7;
@@ -372,7 +475,8 @@ TEST(bound_uniform_equal) {
             head += rows[k - 1].f_ms;
             warm = fmin(warm, (M * work + H) / k);
         }
-        CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), fmax(u, warm), 1e-9 * u);
+        double pig = pigeon_brute(rows, 2, L, dt, P, M);
+        CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), fmax(fmax(u, warm), pig), 1e-9 * u);
         CHECK_NEAR(op_lower_bound_mixed(rows, 1, L, dt, P, M), u, 0);
     }
 }
@@ -827,6 +931,8 @@ int main(int argc, char **argv) {
     RUN(bound_warmup_tight_plan);
     RUN(bound_lp_two_types);
     RUN(bound_warmup_relaxation);
+    RUN(bound_pigeonhole_by_hand);
+    RUN(bound_below_best_assignment);
     RUN(bound_uniform_equal);
     RUN(bound_below_every_plan);
     RUN(bound_below_tuned);

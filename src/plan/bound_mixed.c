@@ -1,7 +1,7 @@
 /* bound_mixed.c: lower bound on the makespan of any plan on a cluster of unequal devices
  * (device d of type dev_type[d], layer costs row dev_type[d] of type_layers).
  *
- * Three parts, each valid for every partition, placement, policy and op order:
+ * Four parts, each valid for every partition, placement, policy and op order:
  *
  * 1. The uniform bound (op_lower_bound) over the "fastest" layers: layer l with f, i and w each
  *    the least over the types present.  Every term of op_lower_bound (chains, per-layer terms,
@@ -54,6 +54,16 @@
  *    ... + head(k-1): the uniform bound's warm-up term.  A matching cool-down (the I chain
  *    below a_d after d's last I) does not hold for the whole work: W ops have no successor and
  *    may fill the drain, so it is left out.
+ *
+ * 4. Pigeonhole over the heaviest layers, summed.  Order the layers by their least work over
+ *    the types present, heaviest first, and let S be the first kP + 1 (for k >= 1, kP < L).
+ *    Each layer sits on one device, so some device d holds at least k + 1 layers of S, and runs
+ *    all M microbatches of F, I and W of each at its own type t: its busy time, and so T, is
+ *    at least M times the sum of the k + 1 smallest w[t][l] over S, hence at least M times
+ *    min over the types present of that sum.  op_lower_bound's pigeonhole term takes k + 1
+ *    times the (kP+1)-th heaviest, which this never falls below; the sum matters when S mixes
+ *    light and heavy layers (Llama's head with 32 blocks on 16 devices: a device holds two
+ *    blocks and the head, 27.97 ms a microbatch, where the (kP+1)-th alone says 3 x 6.81).
  *
  * Communication, overheads and memory are ignored: they only add time, so leaving them out
  * keeps the bound valid (the same choice as op_lower_bound). */
@@ -119,6 +129,48 @@ static double coord_best(const double *w, const int *cnt, double *y, int T, int 
         }
     }
     return cur;
+}
+
+static int cmp_dbl(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/* Part 4: max over k >= 1 with kP < L of M x min over the types present of the sum of the k + 1
+ * smallest w[t][l] over the kP + 1 layers of largest least work. */
+static double pigeon_bound(const double *w, const int *cnt, int T, int L, int P, int M) {
+    int *ord = op_xmalloc(sizeof(int) * (size_t)L);
+    double *key = op_xmalloc(sizeof(double) * (size_t)L), *v = op_xmalloc(sizeof(double) * (size_t)L);
+    for (int l = 0; l < L; l++) {
+        key[l] = INFINITY;
+        for (int t = 0; t < T; t++)
+            if (cnt[t]) key[l] = fmin(key[l], w[(size_t)t * L + l]);
+        ord[l] = l;
+    }
+    for (int i = 1; i < L; i++) /* heaviest first (insertion sort: L is a few hundred at most) */
+        for (int j = i; j > 0 && key[ord[j]] > key[ord[j - 1]]; j--) {
+            int x = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = x;
+        }
+    double best = 0;
+    for (long k = 1; k * P < L; k++) {
+        int n = (int)(k * P + 1);
+        double lo = INFINITY;
+        for (int t = 0; t < T; t++) {
+            if (!cnt[t]) continue;
+            for (int i = 0; i < n; i++) v[i] = w[(size_t)t * L + ord[i]];
+            qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+            double s = 0;
+            for (int i = 0; i <= k; i++) s += v[i];
+            lo = fmin(lo, s);
+        }
+        best = fmax(best, (double)M * lo);
+    }
+    free(ord);
+    free(key);
+    free(v);
+    return best;
 }
 
 /* Part 3's data: per-type work w [T * L], device counts, head[i] = F chain of layers 0..i-1 at
@@ -269,6 +321,7 @@ double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n
         if (!(wb > before * (1 + 1e-12))) break;
     }
     best = fmax(best, wb);
+    best = fmax(best, pigeon_bound(w, cnt, T, L, P, M));
     free(head);
     free(buf);
     free(y);
