@@ -55,15 +55,19 @@
  *    below a_d after d's last I) does not hold for the whole work: W ops have no successor and
  *    may fill the drain, so it is left out.
  *
- * 4. Pigeonhole over the heaviest layers, summed.  Order the layers by their least work over
- *    the types present, heaviest first, and let S be the first kP + 1 (for k >= 1, kP < L).
- *    Each layer sits on one device, so some device d holds at least k + 1 layers of S, and runs
- *    all M microbatches of F, I and W of each at its own type t: its busy time, and so T, is
- *    at least M times the sum of the k + 1 smallest w[t][l] over S, hence at least M times
- *    min over the types present of that sum.  op_lower_bound's pigeonhole term takes k + 1
- *    times the (kP+1)-th heaviest, which this never falls below; the sum matters when S mixes
- *    light and heavy layers (Llama's head with 32 blocks on 16 devices: a device holds two
- *    blocks and the head, 27.97 ms a microbatch, where the (kP+1)-th alone says 3 x 6.81).
+ * 4. Counting the heaviest layers per device type.  Order the layers by their least work over
+ *    the types present, heaviest first, and let S be the first n (any n <= L).  A device d of
+ *    type t holding j layers of S runs all M microbatches of F, I and W of each at type t, so
+ *    its busy time is at least M p[t][j], p[t][j] the sum of the j smallest w[t][l] over S.
+ *    With makespan T it holds at most cap[t](T) = max { j : M p[t][j] <= T } of them, and as
+ *    each layer of S sits on one device, a plan needs sum_t c[t] cap[t](T) >= n.  cap only
+ *    grows with T, so the least T that meets this (one of the M p[t][j], tried in order) is a
+ *    bound for every n.  On one type it is the pigeonhole M p[ceil(n / P)] (op_lower_bound
+ *    takes k + 1 times the (kP+1)-th heaviest instead, never more); over types it sees that
+ *    a slow device has room for fewer layers: Llama-7B on 8 H100 + 8 A100 at M = 32, where
+ *    an A100 runs one block in 949 ms and two in 1898, leaves 24 blocks and the head to the
+ *    8 H100s, one of which takes three blocks and the head (1234 ms), whatever the memory-free
+ *    LP over fractional layers says (1055 ms).
  *
  * Communication, overheads and memory are ignored: they only add time, so leaving them out
  * keeps the bound valid (the same choice as op_lower_bound). */
@@ -136,11 +140,13 @@ static int cmp_dbl(const void *x, const void *y) {
     return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/* Part 4: max over k >= 1 with kP < L of M x min over the types present of the sum of the k + 1
- * smallest w[t][l] over the kP + 1 layers of largest least work. */
-static double pigeon_bound(const double *w, const int *cnt, int T, int L, int P, int M) {
+/* Part 4: for each n, the least T with sum_t c[t] cap[t](T) >= n over the n layers of
+ * largest least work; the largest of these. */
+static double count_bound(const double *w, const int *cnt, int T, int L, int M) {
     int *ord = op_xmalloc(sizeof(int) * (size_t)L);
-    double *key = op_xmalloc(sizeof(double) * (size_t)L), *v = op_xmalloc(sizeof(double) * (size_t)L);
+    double *key = op_xmalloc(sizeof(double) * (size_t)L);
+    double *p = op_xmalloc(sizeof(double) * (size_t)T * (L + 1)); /* [T][L+1] prefix sums */
+    double *cand = op_xmalloc(sizeof(double) * (size_t)T * L);
     for (int l = 0; l < L; l++) {
         key[l] = INFINITY;
         for (int t = 0; t < T; t++)
@@ -154,22 +160,38 @@ static double pigeon_bound(const double *w, const int *cnt, int T, int L, int P,
             ord[j - 1] = x;
         }
     double best = 0;
-    for (long k = 1; k * P < L; k++) {
-        int n = (int)(k * P + 1);
-        double lo = INFINITY;
+    for (int n = 1; n <= L; n++) {
+        int nc = 0;
         for (int t = 0; t < T; t++) {
             if (!cnt[t]) continue;
-            for (int i = 0; i < n; i++) v[i] = w[(size_t)t * L + ord[i]];
-            qsort(v, (size_t)n, sizeof *v, cmp_dbl);
-            double s = 0;
-            for (int i = 0; i <= k; i++) s += v[i];
-            lo = fmin(lo, s);
+            double *pt = p + (size_t)t * (L + 1);
+            for (int i = 0; i < n; i++) pt[i + 1] = w[(size_t)t * L + ord[i]];
+            qsort(pt + 1, (size_t)n, sizeof *pt, cmp_dbl);
+            pt[0] = 0;
+            for (int i = 1; i <= n; i++) pt[i] += pt[i - 1], cand[nc++] = (double)M * pt[i];
         }
-        best = fmax(best, (double)M * lo);
+        qsort(cand, (size_t)nc, sizeof *cand, cmp_dbl);
+        /* the least candidate at which the devices have room for all n (the largest, M times
+         * one device's p[t][n], always does) */
+        for (int k = 0; k < nc; k++) {
+            long room = 0;
+            for (int t = 0; t < T && room < n; t++) {
+                if (!cnt[t]) continue;
+                const double *pt = p + (size_t)t * (L + 1);
+                int j = 0;
+                while (j < n && (double)M * pt[j + 1] <= cand[k]) j++;
+                room += (long)cnt[t] * j;
+            }
+            if (room >= n) {
+                best = fmax(best, cand[k]);
+                break;
+            }
+        }
     }
     free(ord);
     free(key);
-    free(v);
+    free(p);
+    free(cand);
     return best;
 }
 
@@ -321,7 +343,7 @@ double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n
         if (!(wb > before * (1 + 1e-12))) break;
     }
     best = fmax(best, wb);
-    best = fmax(best, pigeon_bound(w, cnt, T, L, P, M));
+    best = fmax(best, count_bound(w, cnt, T, L, M));
     free(head);
     free(buf);
     free(y);
