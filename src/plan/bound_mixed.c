@@ -135,18 +135,34 @@ static double coord_best(const double *w, const int *cnt, double *y, int T, int 
     return cur;
 }
 
-static int cmp_dbl(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b ? 1 : 0;
+/* Room for layers of the sorted prefix sums p ([T][L+1], first n + 1 valid) by makespan x:
+ * sum_t c[t] times the most j with M p[t][j] <= x. */
+static long count_room(const double *p, const int *cnt, int T, int L, int M, int n, double x) {
+    long room = 0;
+    for (int t = 0; t < T && room < n; t++) {
+        if (!cnt[t]) continue;
+        const double *pt = p + (size_t)t * (L + 1);
+        int a = 0, b = n;
+        while (a < b) {
+            int m = (a + b + 1) / 2;
+            if ((double)M * pt[m] <= x) a = m;
+            else b = m - 1;
+        }
+        room += (long)cnt[t] * a;
+    }
+    return room;
 }
 
 /* Part 4: for each n, the least T with sum_t c[t] cap[t](T) >= n over the n layers of
- * largest least work; the largest of these. */
+ * largest least work; the largest of these.  Per type the times of the first n stay sorted
+ * (one insertion as n grows).  The least T is some M p[t][j]; room only grows with T, so
+ * per type a bisection over j finds its least such value that has room, and the least over
+ * the types is the answer.  O(L^2 T): the simulator computes the bound for every plan. */
 static double count_bound(const double *w, const int *cnt, int T, int L, int M) {
     int *ord = op_xmalloc(sizeof(int) * (size_t)L);
     double *key = op_xmalloc(sizeof(double) * (size_t)L);
+    double *v = op_xmalloc(sizeof(double) * (size_t)T * L);       /* [T][L] sorted times */
     double *p = op_xmalloc(sizeof(double) * (size_t)T * (L + 1)); /* [T][L+1] prefix sums */
-    double *cand = op_xmalloc(sizeof(double) * (size_t)T * L);
     for (int l = 0; l < L; l++) {
         key[l] = INFINITY;
         for (int t = 0; t < T; t++)
@@ -161,37 +177,33 @@ static double count_bound(const double *w, const int *cnt, int T, int L, int M) 
         }
     double best = 0;
     for (int n = 1; n <= L; n++) {
-        int nc = 0;
         for (int t = 0; t < T; t++) {
             if (!cnt[t]) continue;
-            double *pt = p + (size_t)t * (L + 1);
-            for (int i = 0; i < n; i++) pt[i + 1] = w[(size_t)t * L + ord[i]];
-            qsort(pt + 1, (size_t)n, sizeof *pt, cmp_dbl);
+            double *vt = v + (size_t)t * L, *pt = p + (size_t)t * (L + 1), x = w[(size_t)t * L + ord[n - 1]];
+            int j = n - 1;
+            for (; j > 0 && vt[j - 1] > x; j--) vt[j] = vt[j - 1];
+            vt[j] = x;
             pt[0] = 0;
-            for (int i = 1; i <= n; i++) pt[i] += pt[i - 1], cand[nc++] = (double)M * pt[i];
+            for (int i = 0; i < n; i++) pt[i + 1] = pt[i] + vt[i];
         }
-        qsort(cand, (size_t)nc, sizeof *cand, cmp_dbl);
-        /* the least candidate at which the devices have room for all n (the largest, M times
-         * one device's p[t][n], always does) */
-        for (int k = 0; k < nc; k++) {
-            long room = 0;
-            for (int t = 0; t < T && room < n; t++) {
-                if (!cnt[t]) continue;
-                const double *pt = p + (size_t)t * (L + 1);
-                int j = 0;
-                while (j < n && (double)M * pt[j + 1] <= cand[k]) j++;
-                room += (long)cnt[t] * j;
+        double least = INFINITY; /* M p[t][n] of a present type has room for all n: finite */
+        for (int t = 0; t < T; t++) {
+            if (!cnt[t]) continue;
+            const double *pt = p + (size_t)t * (L + 1);
+            int a = 1, b = n; /* the least j in [1, n] whose M p[t][j] has room */
+            while (a < b) {
+                int m = (a + b) / 2;
+                if (count_room(p, cnt, T, L, M, n, (double)M * pt[m]) >= n) b = m;
+                else a = m + 1;
             }
-            if (room >= n) {
-                best = fmax(best, cand[k]);
-                break;
-            }
+            least = fmin(least, (double)M * pt[a]);
         }
+        best = fmax(best, least);
     }
     free(ord);
     free(key);
+    free(v);
     free(p);
-    free(cand);
     return best;
 }
 
