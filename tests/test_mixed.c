@@ -145,8 +145,10 @@ TEST(bound_by_hand) {
     rows[11].w_ms = 0.5;
     /* fast device 5 layers x 1 vs slow device (0.5 + 2x): best fractional split T = 4.5 - ...
      * solved: fast takes x of layers 0..4 (x <= 5), slow takes layer 5 (0.5) and 5 - x layers
-     * at 2: x = 2 (5 - x) + 0.5  ->  x = 3.5, T = 3.5 */
-    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 6, dt, 2, 1), 3.5, 1e-12);
+     * at 2: x = 2 (5 - x) + 0.5  ->  x = 3.5, T = 3.5.  Whole layers (part 4): below 4 the
+     * fast device has room for 3 and the slow one for 2 (0.5 + 2), 5 of 6; at 4 the fast one
+     * takes 4 and the slow one layer 5 and one more (2.5): the bound is 4, the best plan's */
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 6, dt, 2, 1), 4.0, 1e-12);
 }
 
 /* Warm-up by hand: 4 layers, F = I = 1, W = 0 on the fast type, twice that on the slow one; one
@@ -155,7 +157,9 @@ TEST(bound_by_hand) {
  * (one alone needs >= 32 ms), and the one without layer 0 waits >= 1 ms (layer 0's fastest
  * F).  Fast starts at 0: fast runs x layers, 8x <= T, slow 16 (4 - x) <= T - 1: T >= 65/3.
  * Slow starts at 0: 8x <= T - 1, 16 (4 - x) <= T: T >= 22.  The plan may pick the better:
- * 65/3 (the other terms: chains 14, pigeonhole 16). */
+ * 65/3 (the other terms: chains 14, pigeonhole 16).  Whole layers say more (part 4): below
+ * 24 the fast device has room for two layers and the slow one for one, three of four, so
+ * the bound is 24 (a plan with three layers on the fast device reaches it, warm-up aside). */
 TEST(bound_warmup_by_hand) {
     op_layer_cost rows[8];
     for (int l = 0; l < 8; l++) {
@@ -163,14 +167,14 @@ TEST(bound_warmup_by_hand) {
         rows[l].w_ms = 0;
     }
     const int dt[2] = {0, 1};
-    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 4, dt, 2, 4), 65.0 / 3, 1e-12);
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 4, dt, 2, 4), 24, 1e-12);
     const int td[2] = {1, 0}; /* the order of devices does not matter */
-    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 4, td, 2, 4), 65.0 / 3, 1e-12);
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 4, td, 2, 4), 24, 1e-12);
     /* layer 0's F 4 ms on both types (F + I: 5 fast, 6 slow), so the second device waits 4.
      * Fast starts at 0: it takes layers 1-3 (24) and a of layer 0 (20a), slow the rest:
      * 24 (1 - a) <= T - 4 = 20 + 20a: a = 1/11, T = 24 + 20/11 = 284/11.  Slow starts at 0:
      * 80/3 (fast takes (T - 4)/8 of layers 1-3, slow 24 + 16 (3 - (T - 4)/8) <= T).  One
-     * device alone: 44.  Other terms: layer 0 at 20, pigeonhole 16. */
+     * device alone: 44.  Other terms: layer 0 at 20, pigeonhole 16, counting 24. */
     rows[0].f_ms = 4, rows[4].f_ms = 4;
     CHECK_NEAR(op_lower_bound_mixed(rows, 2, 4, dt, 2, 4), 284.0 / 11, 1e-12);
 }
@@ -229,6 +233,64 @@ TEST(bound_warmup_tight_plan) {
  * checking what is left fits the other type.  The bound must equal the larger of it and the
  * uniform bound over the fastest layers, on random layers and device counts.  The layers have
  * no F (I and W only), so no device waits to start and the warm-up adds nothing. */
+static int cmp_dbl_asc(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* The counting bound (bound_mixed.c part 4) another way: for each n, the n layers of largest
+ * least work (ties: lower index first), and by bisection the least T at which the devices of
+ * each type have room for n of them, a device of type t for the most j whose j smallest
+ * times at t, M times, fit in T.  The largest over n.  L <= 16, types <= 4. */
+static double count_bisect(const op_layer_cost *rows, int T, int L, const int *dt, int P, int M) {
+    int cnt[4] = {0}, ord[16];
+    double key[16], v[16];
+    for (int d = 0; d < P; d++) cnt[dt[d]]++;
+    for (int l = 0; l < L; l++) {
+        key[l] = INFINITY;
+        for (int t = 0; t < T; t++) {
+            const op_layer_cost *c = &rows[t * L + l];
+            if (cnt[t]) key[l] = fmin(key[l], c->f_ms + c->i_ms + c->w_ms);
+        }
+    }
+    for (int i = 0; i < L; i++) { /* selection: heaviest first */
+        int b = -1;
+        for (int l = 0; l < L; l++) {
+            int used = 0;
+            for (int j = 0; j < i; j++) used |= ord[j] == l;
+            if (!used && (b < 0 || key[l] > key[b])) b = l;
+        }
+        ord[i] = b;
+    }
+    double best = 0;
+    for (int n = 1; n <= L; n++) {
+        double lo = 0, hi = 0;
+        for (int l = 0; l < L; l++)
+            for (int t = 0; t < T; t++) hi += M * (rows[t * L + l].f_ms + rows[t * L + l].i_ms + rows[t * L + l].w_ms);
+        for (int it = 0; it < 200 && hi > lo; it++) {
+            double mid = 0.5 * (lo + hi);
+            if (mid <= lo || mid >= hi) break;
+            long room = 0;
+            for (int t = 0; t < T; t++) {
+                if (!cnt[t]) continue;
+                for (int i = 0; i < n; i++) {
+                    const op_layer_cost *c = &rows[t * L + ord[i]];
+                    v[i] = c->f_ms + c->i_ms + c->w_ms;
+                }
+                qsort(v, (size_t)n, sizeof *v, cmp_dbl_asc);
+                double sum = 0;
+                int j = 0;
+                while (j < n && M * (sum + v[j]) <= mid) sum += v[j++];
+                room += (long)cnt[t] * j;
+            }
+            if (room >= n) hi = mid;
+            else lo = mid;
+        }
+        best = fmax(best, hi);
+    }
+    return best;
+}
+
 static int cmp_ratio_asc(const void *a, const void *b) {
     const double *x = a, *y = b;
     return x[0] * y[1] < y[0] * x[1] ? -1 : x[0] * y[1] > y[0] * x[1] ? 1 : 0;
@@ -267,8 +329,8 @@ TEST(bound_lp_two_types) {
             if (need1 <= (P - c0) * T / M) hi = T;
             else lo = T;
         }
-        double want = fmax(hi, op_lower_bound(fast, L, P, M));
-        CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), want, 1e-9);
+        double want = fmax(fmax(hi, op_lower_bound(fast, L, P, M)), count_bisect(rows, 2, L, dt, P, M));
+        CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), want, 1e-9 * want);
     }
 }
 
@@ -337,8 +399,9 @@ TEST(bound_warmup_relaxation) {
             fast[l].w_ms = fmin(rows[l].w_ms, rows[L + l].w_ms);
         }
         double u = op_lower_bound(fast, L, P, M);
-        CHECK_MSG(b <= fmax(r, u) * (1 + 1e-9), "trial %d: bound %.9g > relaxation %.9g", trial, b,
-                  r);
+        double pig = count_bisect(rows, 2, L, dt, P, M); /* part 4: not in the relaxation */
+        CHECK_MSG(b <= fmax(fmax(r, u), pig) * (1 + 1e-9), "trial %d: bound %.9g > relaxation %.9g",
+                  trial, b, r);
         CHECK_MSG(b >= plain * (1 - 1e-12), "trial %d: %.9g below the bound without warm-up %.9g",
                   trial, b, plain);
         tight += b >= r * (1 - 1e-6) || u >= r;
@@ -347,8 +410,65 @@ TEST(bound_warmup_relaxation) {
     CHECK(tight > 60);
 }
 
+/* Counting by hand: W-only layers of 10, 10 and 6 ms on two devices, M = 4.  Both types
+ * alike: some device holds two of the three layers, at least 10 + 6 a microbatch: 64 ms,
+ * which the plan {layer 0} | {layers 1, 2} reaches; work / P says 52, and k + 1 times the
+ * (kP+1)-th heaviest 48.  With the second device twice as slow (20, 20, 12) the best plan is
+ * 80 ({0, 1} | {2}: 4 x 20 on each), and counting finds it: below 80 the fast device has room
+ * for two layers (64 <= T) and the slow one for none but the 12 (48 <= T < 128), three in
+ * all only from T = 4 x 20 = 80, where the slow one takes a 20 (its two smallest, 12 + 20,
+ * need 128); the memory-free LP over fractional layers says 208/3. */
+TEST(bound_count_by_hand) {
+    op_layer_cost rows[6];
+    const double w[3] = {10, 10, 6};
+    for (int t = 0; t < 2; t++)
+        for (int l = 0; l < 3; l++) {
+            layer(&rows[t * 3 + l], "x", 0, 0);
+            rows[t * 3 + l].w_ms = w[l];
+        }
+    const int dt[2] = {0, 1};
+    CHECK_NEAR(op_lower_bound(rows, 3, 2, 4), 52, 1e-12);
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 3, dt, 2, 4), 64, 1e-12);
+    for (int l = 0; l < 3; l++) rows[3 + l].w_ms = 2 * w[l];
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 3, dt, 2, 4), 80, 1e-12);
+}
+
+/* W-only layers (F = I = 0: every chain and warm-up wait is 0, and a plan's makespan is its
+ * busiest device's M x work): the bound is never above the best assignment of layers to
+ * devices, found by trying all P^L of them, and often equals it. */
+TEST(bound_below_best_assignment) {
+    uint64_t seed = 11;
+    int tight = 0;
+    for (int trial = 0; trial < 60; trial++) {
+        enum { L = 7 };
+        int P = 2 + trial % 2, M = 1 + trial % 3, dt[3];
+        for (int d = 0; d < P; d++) dt[d] = d >= 1 + trial % (P - 1) + (trial / 2) % 2 * (P > 2);
+        op_layer_cost rows[2 * L];
+        for (int l = 0; l < L; l++)
+            for (int t = 0; t < 2; t++) {
+                seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                layer(&rows[t * L + l], "x", 0, 0);
+                rows[t * L + l].w_ms = 0.2 + (double)(seed >> 44) / (1 << 18);
+            }
+        double opt = INFINITY;
+        int n = 1;
+        for (int l = 0; l < L; l++) n *= P;
+        for (int a = 0; a < n; a++) {
+            double load[3] = {0, 0, 0};
+            for (int l = 0, x = a; l < L; l++, x /= P) load[x % P] += rows[dt[x % P] * L + l].w_ms;
+            double mx = fmax(load[0], fmax(load[1], load[2]));
+            opt = fmin(opt, M * mx);
+        }
+        double b = op_lower_bound_mixed(rows, 2, L, dt, P, M);
+        CHECK_MSG(b <= opt * (1 + 1e-12), "trial %d: bound %.9g > best assignment %.9g", trial, b, opt);
+        tight += b >= opt * (1 - 1e-9);
+    }
+    printf("  bound equals the best assignment in %d of 60 cases\n", tight);
+    CHECK(tight > 0);
+}
+
 /* Random layers: with identical rows for every type, the mixed bound equals the uniform one,
- * warm-up term included (min over k used devices of (M work + H_k) / k, H_k the F chains
+ * warm-up term and counting (part 4) included (min over k used devices of (M work + H_k) / k, H_k the F chains
  * of the first i layers, i < k), here computed by hand. */
 TEST(bound_uniform_equal) {
     uint64_t seed = 7;
@@ -372,7 +492,8 @@ TEST(bound_uniform_equal) {
             head += rows[k - 1].f_ms;
             warm = fmin(warm, (M * work + H) / k);
         }
-        CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), fmax(u, warm), 1e-9 * u);
+        double pig = count_bisect(rows, 2, L, dt, P, M);
+        CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), fmax(fmax(u, warm), pig), 1e-9 * u);
         CHECK_NEAR(op_lower_bound_mixed(rows, 1, L, dt, P, M), u, 0);
     }
 }
@@ -827,6 +948,8 @@ int main(int argc, char **argv) {
     RUN(bound_warmup_tight_plan);
     RUN(bound_lp_two_types);
     RUN(bound_warmup_relaxation);
+    RUN(bound_count_by_hand);
+    RUN(bound_below_best_assignment);
     RUN(bound_uniform_equal);
     RUN(bound_below_every_plan);
     RUN(bound_below_tuned);

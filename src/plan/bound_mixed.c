@@ -1,7 +1,7 @@
 /* bound_mixed.c: lower bound on the makespan of any plan on a cluster of unequal devices
  * (device d of type dev_type[d], layer costs row dev_type[d] of type_layers).
  *
- * Three parts, each valid for every partition, placement, policy and op order:
+ * Four parts, each valid for every partition, placement, policy and op order:
  *
  * 1. The uniform bound (op_lower_bound) over the "fastest" layers: layer l with f, i and w each
  *    the least over the types present.  Every term of op_lower_bound (chains, per-layer terms,
@@ -54,6 +54,20 @@
  *    ... + head(k-1): the uniform bound's warm-up term.  A matching cool-down (the I chain
  *    below a_d after d's last I) does not hold for the whole work: W ops have no successor and
  *    may fill the drain, so it is left out.
+ *
+ * 4. Counting the heaviest layers per device type.  Order the layers by their least work over
+ *    the types present, heaviest first, and let S be the first n (any n <= L).  A device d of
+ *    type t holding j layers of S runs all M microbatches of F, I and W of each at type t, so
+ *    its busy time is at least M p[t][j], p[t][j] the sum of the j smallest w[t][l] over S.
+ *    With makespan T it holds at most cap[t](T) = max { j : M p[t][j] <= T } of them, and as
+ *    each layer of S sits on one device, a plan needs sum_t c[t] cap[t](T) >= n.  cap only
+ *    grows with T, so the least T that meets this (one of the M p[t][j], tried in order) is a
+ *    bound for every n.  On one type it is the pigeonhole M p[ceil(n / P)] (op_lower_bound
+ *    takes k + 1 times the (kP+1)-th heaviest instead, never more); over types it sees that
+ *    a slow device has room for fewer layers: Llama-7B on 8 H100 + 8 A100 at M = 32, where
+ *    an A100 runs one block in 949 ms and two in 1898, leaves 24 blocks and the head to the
+ *    8 H100s, one of which takes three blocks and the head (1234 ms), whatever the memory-free
+ *    LP over fractional layers says (1055 ms).
  *
  * Communication, overheads and memory are ignored: they only add time, so leaving them out
  * keeps the bound valid (the same choice as op_lower_bound). */
@@ -119,6 +133,78 @@ static double coord_best(const double *w, const int *cnt, double *y, int T, int 
         }
     }
     return cur;
+}
+
+/* Room for layers of the sorted prefix sums p ([T][L+1], first n + 1 valid) by makespan x:
+ * sum_t c[t] times the most j with M p[t][j] <= x. */
+static long count_room(const double *p, const int *cnt, int T, int L, int M, int n, double x) {
+    long room = 0;
+    for (int t = 0; t < T && room < n; t++) {
+        if (!cnt[t]) continue;
+        const double *pt = p + (size_t)t * (L + 1);
+        int a = 0, b = n;
+        while (a < b) {
+            int m = (a + b + 1) / 2;
+            if ((double)M * pt[m] <= x) a = m;
+            else b = m - 1;
+        }
+        room += (long)cnt[t] * a;
+    }
+    return room;
+}
+
+/* Part 4: for each n, the least T with sum_t c[t] cap[t](T) >= n over the n layers of
+ * largest least work; the largest of these.  Per type the times of the first n stay sorted
+ * (one insertion as n grows).  The least T is some M p[t][j]; room only grows with T, so
+ * per type a bisection over j finds its least such value that has room, and the least over
+ * the types is the answer.  O(L^2 T): the simulator computes the bound for every plan. */
+static double count_bound(const double *w, const int *cnt, int T, int L, int M) {
+    int *ord = op_xmalloc(sizeof(int) * (size_t)L);
+    double *key = op_xmalloc(sizeof(double) * (size_t)L);
+    double *v = op_xmalloc(sizeof(double) * (size_t)T * L);       /* [T][L] sorted times */
+    double *p = op_xmalloc(sizeof(double) * (size_t)T * (L + 1)); /* [T][L+1] prefix sums */
+    for (int l = 0; l < L; l++) {
+        key[l] = INFINITY;
+        for (int t = 0; t < T; t++)
+            if (cnt[t]) key[l] = fmin(key[l], w[(size_t)t * L + l]);
+        ord[l] = l;
+    }
+    for (int i = 1; i < L; i++) /* heaviest first (insertion sort: L is a few hundred at most) */
+        for (int j = i; j > 0 && key[ord[j]] > key[ord[j - 1]]; j--) {
+            int x = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = x;
+        }
+    double best = 0;
+    for (int n = 1; n <= L; n++) {
+        for (int t = 0; t < T; t++) {
+            if (!cnt[t]) continue;
+            double *vt = v + (size_t)t * L, *pt = p + (size_t)t * (L + 1), x = w[(size_t)t * L + ord[n - 1]];
+            int j = n - 1;
+            for (; j > 0 && vt[j - 1] > x; j--) vt[j] = vt[j - 1];
+            vt[j] = x;
+            pt[0] = 0;
+            for (int i = 0; i < n; i++) pt[i + 1] = pt[i] + vt[i];
+        }
+        double least = INFINITY; /* M p[t][n] of a present type has room for all n: finite */
+        for (int t = 0; t < T; t++) {
+            if (!cnt[t]) continue;
+            const double *pt = p + (size_t)t * (L + 1);
+            int a = 1, b = n; /* the least j in [1, n] whose M p[t][j] has room */
+            while (a < b) {
+                int m = (a + b) / 2;
+                if (count_room(p, cnt, T, L, M, n, (double)M * pt[m]) >= n) b = m;
+                else a = m + 1;
+            }
+            least = fmin(least, (double)M * pt[a]);
+        }
+        best = fmax(best, least);
+    }
+    free(ord);
+    free(key);
+    free(v);
+    free(p);
+    return best;
 }
 
 /* Part 3's data: per-type work w [T * L], device counts, head[i] = F chain of layers 0..i-1 at
@@ -269,6 +355,7 @@ double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n
         if (!(wb > before * (1 + 1e-12))) break;
     }
     best = fmax(best, wb);
+    best = fmax(best, count_bound(w, cnt, T, L, M));
     free(head);
     free(buf);
     free(y);
