@@ -214,8 +214,22 @@ double op_problem_lower_bound(const op_problem *pr);
  * static memory alone exceeds P * limit (no plan fits). */
 double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int M,
                           double mem_limit_bytes, const op_comm *comm);
-/* On a plan with device types or per-device limits: op_plan_lower_bound (memory-free). */
+/* Whole layers counted against time and memory (plan/bound_count.c proves it): for any set S
+ * of layers, a device holds at most as many of them as both its time (M x the sum of the
+ * smallest works on its type) and its limit (the sum of the smallest static bytes) allow, and
+ * all devices together must hold S.  Valid for any plan whose devices keep their layers'
+ * static bytes within their limits.  type_layers [n_types * n_layers] (n_types <= 1 or
+ * dev_type NULL: row 0 for every device); dev_lim [P] per-device limits or NULL (every
+ * device lim_all); a limit <= 0 is none. */
+double op_lower_bound_count_mem(const op_layer_cost *type_layers, int n_types, int n_layers,
+                                const int *dev_type, const double *dev_lim, double lim_all, int P,
+                                int M);
+/* The memory-aware bound of a plan: op_lower_bound_mem on uniform clusters; on every cluster
+ * also op_lower_bound_count_mem with each device's own limit, and on clusters with device
+ * types or per-device limits the memory-free op_plan_lower_bound. */
 double op_plan_lower_bound_mem(const op_plan *p);
+/* The same from a problem (its per-device types and limits). */
+double op_problem_lower_bound_mem(const op_problem *pr);
 
 /* Shape and layout only: P, M, S >= 1; stages contiguous, non-empty, covering every layer;
  * every stage on a device in 0..P-1. */

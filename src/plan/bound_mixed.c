@@ -69,13 +69,16 @@
  *    8 H100s, one of which takes three blocks and the head (1234 ms), whatever the memory-free
  *    LP over fractional layers says (1055 ms).
  *
+ *    bound_count.c has the computation (shared with the memory-aware form, which also caps what a
+ *    device holds by its limit).
+ *
  * Communication, overheads and memory are ignored: they only add time, so leaving them out
  * keeps the bound valid (the same choice as op_lower_bound). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "octopipe/plan.h"
+#include "plan/bound_int.h"
 
 static double layer_work(const op_layer_cost *c) { return c->f_ms + c->i_ms + c->w_ms; }
 
@@ -135,76 +138,15 @@ static double coord_best(const double *w, const int *cnt, double *y, int T, int 
     return cur;
 }
 
-/* Room for layers of the sorted prefix sums p ([T][L+1], first n + 1 valid) by makespan x:
- * sum_t c[t] times the most j with M p[t][j] <= x. */
-static long count_room(const double *p, const int *cnt, int T, int L, int M, int n, double x) {
-    long room = 0;
-    for (int t = 0; t < T && room < n; t++) {
-        if (!cnt[t]) continue;
-        const double *pt = p + (size_t)t * (L + 1);
-        int a = 0, b = n;
-        while (a < b) {
-            int m = (a + b + 1) / 2;
-            if ((double)M * pt[m] <= x) a = m;
-            else b = m - 1;
-        }
-        room += (long)cnt[t] * a;
-    }
-    return room;
-}
-
-/* Part 4: for each n, the least T with sum_t c[t] cap[t](T) >= n over the n layers of
- * largest least work; the largest of these.  Per type the times of the first n stay sorted
- * (one insertion as n grows).  The least T is some M p[t][j]; room only grows with T, so
- * per type a bisection over j finds its least such value that has room, and the least over
- * the types is the answer.  O(L^2 T): the simulator computes the bound for every plan. */
+/* Part 4 (bound_count.c): the device types as groups, without limits. */
 static double count_bound(const double *w, const int *cnt, int T, int L, int M) {
-    int *ord = op_xmalloc(sizeof(int) * (size_t)L);
-    double *key = op_xmalloc(sizeof(double) * (size_t)L);
-    double *v = op_xmalloc(sizeof(double) * (size_t)T * L);       /* [T][L] sorted times */
-    double *p = op_xmalloc(sizeof(double) * (size_t)T * (L + 1)); /* [T][L+1] prefix sums */
-    for (int l = 0; l < L; l++) {
-        key[l] = INFINITY;
-        for (int t = 0; t < T; t++)
-            if (cnt[t]) key[l] = fmin(key[l], w[(size_t)t * L + l]);
-        ord[l] = l;
-    }
-    for (int i = 1; i < L; i++) /* heaviest first (insertion sort: L is a few hundred at most) */
-        for (int j = i; j > 0 && key[ord[j]] > key[ord[j - 1]]; j--) {
-            int x = ord[j];
-            ord[j] = ord[j - 1];
-            ord[j - 1] = x;
-        }
-    double best = 0;
-    for (int n = 1; n <= L; n++) {
-        for (int t = 0; t < T; t++) {
-            if (!cnt[t]) continue;
-            double *vt = v + (size_t)t * L, *pt = p + (size_t)t * (L + 1), x = w[(size_t)t * L + ord[n - 1]];
-            int j = n - 1;
-            for (; j > 0 && vt[j - 1] > x; j--) vt[j] = vt[j - 1];
-            vt[j] = x;
-            pt[0] = 0;
-            for (int i = 0; i < n; i++) pt[i + 1] = pt[i] + vt[i];
-        }
-        double least = INFINITY; /* M p[t][n] of a present type has room for all n: finite */
-        for (int t = 0; t < T; t++) {
-            if (!cnt[t]) continue;
-            const double *pt = p + (size_t)t * (L + 1);
-            int a = 1, b = n; /* the least j in [1, n] whose M p[t][j] has room */
-            while (a < b) {
-                int m = (a + b) / 2;
-                if (count_room(p, cnt, T, L, M, n, (double)M * pt[m]) >= n) b = m;
-                else a = m + 1;
-            }
-            least = fmin(least, (double)M * pt[a]);
-        }
-        best = fmax(best, least);
-    }
-    free(ord);
-    free(key);
-    free(v);
-    free(p);
-    return best;
+    int *gt = op_xmalloc(sizeof(int) * (size_t)T), *gc = op_xmalloc(sizeof(int) * (size_t)T), n = 0;
+    for (int t = 0; t < T; t++)
+        if (cnt[t]) gt[n] = t, gc[n++] = cnt[t];
+    op_bound_groups gr = {n, gt, gc, NULL};
+    double b = op_bound_count(w, NULL, T, L, M, &gr);
+    free(gt), free(gc);
+    return b;
 }
 
 /* Part 3's data: per-type work w [T * L], device counts, head[i] = F chain of layers 0..i-1 at
@@ -374,4 +316,13 @@ double op_problem_lower_bound(const op_problem *pr) {
 
 double op_plan_lower_bound_mixed(const op_plan *p) {
     return op_lower_bound_mixed(p->type_layers, p->n_types, p->n_layers, p->dev_type, p->P, p->M);
+}
+
+double op_problem_lower_bound_mem(const op_problem *pr) {
+    int mixed = pr->n_types > 1 && pr->type_layers && pr->dev_type;
+    double c = op_lower_bound_count_mem(mixed ? pr->type_layers : pr->layers, mixed ? pr->n_types : 1,
+                                        pr->n_layers, mixed ? pr->dev_type : NULL, pr->dev_mem_limit,
+                                        pr->mem_limit_bytes, pr->P, pr->M);
+    if (mixed || pr->dev_mem_limit) return fmax(op_problem_lower_bound(pr), c);
+    return fmax(op_lower_bound_mem(pr->layers, pr->n_layers, pr->P, pr->M, pr->mem_limit_bytes, &pr->comm), c);
 }

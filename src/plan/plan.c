@@ -562,8 +562,11 @@ double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int 
 }
 
 double op_plan_lower_bound_mem(const op_plan *p) {
-    if (op_plan_is_mixed(p)) return op_plan_lower_bound(p); /* bound_mixed.c: memory-free */
-    return op_lower_bound_mem(p->layers, p->n_layers, p->P, p->M, p->mem_limit_bytes, &p->comm);
+    double c = op_lower_bound_count_mem(p->n_types > 1 ? p->type_layers : p->layers, p->n_types,
+                                        p->n_layers, p->dev_type, p->dev_mem_limit,
+                                        p->mem_limit_bytes, p->P, p->M);
+    if (op_plan_is_mixed(p)) return fmax(op_plan_lower_bound(p), c); /* bound_mixed.c */
+    return fmax(op_lower_bound_mem(p->layers, p->n_layers, p->P, p->M, p->mem_limit_bytes, &p->comm), c);
 }
 
 int op_plan_validate_layout(const op_plan *p, op_err *err) {
