@@ -31,7 +31,6 @@
 #include <string.h>
 
 #include "model/model_internal.h"
-#include "octopipe/cost.h" /* by_gpu names are GPU presets (op_device_preset) */
 
 static const char *const known_keys[] = {"pattern", "pattern_style", "forward_ms", "backward_ms",
                                          "weight_ms", "act_bytes", "param_bytes", "out_bytes",
@@ -273,7 +272,7 @@ static int read_gpu_times(pctx *c, json_t *o, const char *gname, const op_mbuild
 }
 
 /* "by_gpu": {GPU: {...}, ...}: measured times per GPU preset (names or aliases of
- * op_device_preset, stored under the preset's own name; one entry per GPU). */
+ * op_gpu_name, stored under the canonical name; one entry per GPU). */
 static int read_by_gpu(pctx *c, json_t *root, const op_mbuild *b, op_model *m) {
     json_t *bg = json_object_get(root, "by_gpu"), *v;
     const char *k;
@@ -288,17 +287,17 @@ static int read_by_gpu(pctx *c, json_t *root, const op_mbuild *b, op_model *m) {
     m->n_gpu = 0;
     json_object_foreach(bg, k, v) {
         if (k[0] == '_') continue;
-        op_device d;
+        const char *gname;
         op_err e = {0};
-        if (op_device_preset(k, &d, &e) != OP_OK)
+        if (op_gpu_name(k, &gname, &e) != OP_OK)
             return op_errf(c->err, OP_EINVAL, "%s: by_gpu: %s", c->file, e.msg);
         for (int g = 0; g < m->n_gpu; g++)
-            if (!strcmp(m->gpu_name[g], d.name))
+            if (!strcmp(m->gpu_name[g], gname))
                 return op_errf(c->err, OP_EINVAL, "%s: by_gpu: '%.64s' is %s again: one entry per GPU",
-                               c->file, k, d.name);
-        int rc = read_gpu_times(c, v, d.name, b, m->gpu_ms + (size_t)m->n_gpu * (size_t)b->n * 4);
+                               c->file, k, gname);
+        int rc = read_gpu_times(c, v, gname, b, m->gpu_ms + (size_t)m->n_gpu * (size_t)b->n * 4);
         if (rc) return rc;
-        snprintf(m->gpu_name[m->n_gpu++], sizeof *m->gpu_name, "%s", d.name);
+        snprintf(m->gpu_name[m->n_gpu++], sizeof *m->gpu_name, "%s", gname);
     }
     return OP_OK;
 }
