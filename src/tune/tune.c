@@ -142,6 +142,7 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
     tn_cand best;
     tn_cand_alloc(&best, pb);
     double bsc = 1e300;
+    for (int s = 0; s < c->S; s++) c->pol[s] = (uint8_t)(st->pol0 > 0 ? st->pol0 : OP_ACT_KEEP);
     for (int split = 1; split >= 0; split--)
         for (int cm = 0; cm < 3; cm++) {
             c->split = split;
@@ -238,6 +239,7 @@ static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_
     memcpy(out->stage_first, c->first, sizeof(int) * (size_t)(c->S + 1));
     memcpy(out->stage_dev, c->dev, sizeof(int) * (size_t)c->S);
     for (int s = 0; s < c->S; s++) out->stage_split[s] = (uint8_t)c->split;
+    for (int s = 0; s < c->S; s++) out->stage_act[s] = c->pol[s];
     size_t per = (size_t)c->S * (size_t)pb->M * 3;
     op_op *buf = op_xmalloc(sizeof(op_op) * per * (size_t)P);
     op_op **ops = op_xmalloc(sizeof(op_op *) * (size_t)P);
@@ -273,6 +275,11 @@ static long auto_evals(const tn_prob *pb, int *s_ref) {
 }
 
 int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
+    return tn_tune_core_pol(pr, oin, -1, out, err);
+}
+
+int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0, op_plan *out,
+                     op_err *err) {
     op_tune_opts o;
     if (oin) o = *oin;
     else op_tune_opts_default(&o);
@@ -293,6 +300,7 @@ int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op
     tn_res_alloc(&st.r, pb.P);
     tn_res_alloc(&st.cr, pb.P);
     st.mode = o.placement;
+    st.pol0 = pb.mx ? -1 : pol0; /* mixed clusters: per-type stage times carry no recompute */
     st.o = &o;
     st.t0 = st.last_progress = op_now_s();
     st.deadline = o.time_budget_s > 0 ? st.t0 + o.time_budget_s : 0;
