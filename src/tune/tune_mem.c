@@ -8,7 +8,9 @@
  *      is at the limit while the plan is more than 2% above the memory-free lower bound; unless
  *      nothing fits or it is more than 5% above, that plan is the answer (today's figures,
  *      today's speed);
- *   2. where it binds, search again on the layer view of selective recomputation on every
+ *   2. where it binds, the joint search (tn_tune_core_pol): each stage's policy is one more
+ *      searched dimension, from full everywhere and from keep everywhere; then
+ *      search again on the layer view of selective recomputation on every
  *      stage (op_act_layers; the partition, placement and depth are chosen knowing the smaller
  *      stash), and, while nothing lighter fits or the best so far is still more than 5% above
  *      the memory-free bound, of full recomputation on the first quarter, the first half, and
