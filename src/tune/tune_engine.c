@@ -252,6 +252,17 @@ static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
         e->act[s] = pb->pact[b] - pb->pact[a];
         e->actw[s] = c->split ? pb->pactw[b] - pb->pactw[a] : 0;
         e->acti[s] = pb->pacti[b] - pb->pacti[a];
+        if (c->pol[s] == OP_ACT_SELECTIVE || c->pol[s] == OP_ACT_FULL) {
+            /* plan.h's rules: F holds the stash only; I re-runs the dropped part of the
+             * forward first (its time on I) and holds the re-materialised bytes through I */
+            int full = c->pol[s] == OP_ACT_FULL;
+            int64_t in = a > 0 ? pb->pr->layers[a - 1].out_bytes : pb->in0;
+            int64_t stash = full ? in : pb->psel[b] - pb->psel[a];
+            if (full && stash > e->act[s]) stash = e->act[s]; /* as op_stage_stash_bytes */
+            e->ti[s] += full ? pb->pf[b] - pb->pf[a] : pb->pfsel[b] - pb->pfsel[a];
+            e->acti[s] += e->act[s] - stash;
+            e->act[s] = stash;
+        }
         /* an F reserves its stash plus what its own I will add on top (the transient act_i,
          * or the growth to act_w): the simulator's dynamic mode admits F the same way */
         int64_t extra = e->acti[s] > e->actw[s] - e->act[s] ? e->acti[s] : e->actw[s] - e->act[s];

@@ -16,6 +16,9 @@ typedef struct tn_prob {
     double *pf, *pi, *pw;           /* [L+1] prefix sums of F, I, W ms */
     int64_t *pact, *pactw, *pstat;  /* [L+1] prefix sums of act, act_w, static bytes */
     int64_t *pacti;                 /* [L+1] prefix sums of act_i (transient during I/B) */
+    int64_t *psel;                  /* [L+1] prefix sums of the selective stash (sel bytes) */
+    double *pfsel;                  /* [L+1] prefix sums of f_sel_ms (selective's recompute) */
+    int64_t in0;                    /* what full keeps of stage 0's input (op_stage_in_bytes) */
     double ovh;                     /* per-op overhead ms */
     double lb;                      /* lower bound ms */
     double mem_limit;               /* bytes, 0 = none */
@@ -47,6 +50,8 @@ typedef struct tn_cand {
     int *dev;   /* [L] */
     int *cap;   /* [P] in-flight F-without-I cap per device, 0 = none */
     int *wlim;  /* [P] pending-W count that forces a W ahead of F, 0 = none */
+    uint8_t *pol; /* [L] per-stage activation policy: keep, selective or full (op_act_policy;
+                   * set only by searches with policy moves, tn_search.pol0 >= 0) */
 } tn_cand;
 
 void tn_cand_alloc(tn_cand *c, const tn_prob *pb);
@@ -116,6 +121,8 @@ typedef struct tn_search {
     tn_cand best;             /* best candidate seen anywhere */
     double best_score;
     int64_t min_peak;         /* smallest peak over all evaluations (for OP_ENOMEM) */
+    int pol0;                 /* -1: every stage keeps (no policy moves); else the policy
+                               * seeds start with, and the local search moves policies */
 } tn_search;
 
 /* Fitting candidates score their makespan; others 1e15 + peak bytes, so that when nothing

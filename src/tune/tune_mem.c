@@ -8,7 +8,9 @@
  *      is at the limit while the plan is more than 2% above the memory-free lower bound; unless
  *      nothing fits or it is more than 5% above, that plan is the answer (today's figures,
  *      today's speed);
- *   2. where it binds, search again on the layer view of selective recomputation on every
+ *   2. where it binds, the joint search (tn_tune_core_pol): each stage's policy is one more
+ *      searched dimension, from full everywhere and from keep everywhere; then
+ *      search again on the layer view of selective recomputation on every
  *      stage (op_act_layers; the partition, placement and depth are chosen knowing the smaller
  *      stash), and, while nothing lighter fits or the best so far is still more than 5% above
  *      the memory-free bound, of full recomputation on the first quarter, the first half, and
@@ -67,6 +69,7 @@ static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int
                        op_plan *out, op_tune_stats *st, op_err *err) {
     op_tune_opts oo = *o;
     oo.stats = st;
+    if (cut < 0) return tn_tune_core_pol(pr, &oo, pol, out, err); /* policies searched per stage */
     if (pol == OP_ACT_KEEP || cut <= 0) return tn_tune_core(pr, &oo, out, err);
     int L = pr->n_layers;
     if (cut > L) cut = L;
@@ -196,18 +199,23 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
     if (auto_mode && (!have || binds(pr, out, 0.05))) {
         st.mem_binds = 2;
         op_layer_cost *lv = op_xmalloc(sizeof *lv * (size_t)pr->n_layers);
-        /* trials: selective everywhere; then, while the best is still far from the bound,
-         * full on the first eighth / quarter / half of the layers, and full everywhere */
+        /* trials: the joint search (per-stage policies as a searched dimension, from full
+         * everywhere, then from keep everywhere); then the layer views: selective everywhere,
+         * and, while the best is still far from the bound, full on the first eighth / quarter
+         * / half of the layers, and full everywhere */
         int L = pr->n_layers;
-        const int tpol[5] = {OP_ACT_SELECTIVE, OP_ACT_FULL, OP_ACT_FULL, OP_ACT_FULL, OP_ACT_FULL};
-        const int tcut[5] = {L, L / 8, L / 4, L / 2, L};
-        for (int k = 0; k < 5; k++) {
+        enum { NT = 7 };
+        const int tpol[NT] = {OP_ACT_FULL,      OP_ACT_KEEP, OP_ACT_SELECTIVE, OP_ACT_FULL,
+                              OP_ACT_FULL,      OP_ACT_FULL, OP_ACT_FULL};
+        const int tcut[NT] = {-1, -1, L, L / 8, L / 4, L / 2, L}; /* -1: the joint search */
+        for (int k = 0; k < NT; k++) {
             int pol = tpol[k];
             /* full costs a whole forward per stage: worth a search only when nothing lighter
              * fits, or what fits is still far (> 5%) from the memory-free bound */
-            if (pol == OP_ACT_FULL && have && out->pred.makespan_ms <= 1.05 * out->pred.lower_bound_ms)
-                break;
-            if (!op_act_layers(pr->layers, tcut[k], pol, lv) || tcut[k] < 1) continue;
+            if (k > 2 && have && out->pred.makespan_ms <= 1.05 * out->pred.lower_bound_ms) break;
+            if (tcut[k] < 0 && pr->n_types > 1) continue; /* mixed: the engine's per-type times
+                                                           * carry no recompute (tune.c) */
+            if (tcut[k] >= 0 && (!op_act_layers(pr->layers, tcut[k], pol, lv) || tcut[k] < 1)) continue;
             op_plan p;
             op_err e2 = {0};
             memset(&tmp, 0, sizeof tmp);

@@ -16,7 +16,7 @@
 #include "tune/tune_int.h"
 
 enum { MV_SHIFT, MV_MOVE, MV_SWAP, MV_SPLIT, MV_MERGE, MV_CAP, MV_CAPALL, MV_WLIM, MV_FMODE,
-       MV_SPLITMODE, MV_FFIRST, MV_LOOK, MV_REBAL, MV_IMODE, MV_LPT, MV_PAIR, MV_RAMP };
+       MV_SPLITMODE, MV_FFIRST, MV_LOOK, MV_REBAL, MV_IMODE, MV_LPT, MV_PAIR, MV_RAMP, MV_POL };
 
 typedef struct tn_move {
     int type, a, b;
@@ -81,6 +81,8 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
         while (cut + 1 < hi && tn_work(pb, lo, cut + 1) <= half) cut++;
         memmove(&c->first[s + 2], &c->first[s + 1], sizeof(int) * (size_t)(S - s));
         memmove(&c->dev[s + 2], &c->dev[s + 1], sizeof(int) * (size_t)(S - s - 1));
+        memmove(&c->pol[s + 2], &c->pol[s + 1], (size_t)(S - s - 1)); /* both halves keep s's */
+        c->pol[s + 1] = c->pol[s];
         c->first[s + 1] = cut;
         c->dev[s + 1] = mv->b;
         c->S = S + 1;
@@ -92,6 +94,8 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
         c->dev[s] = mv->b;
         memmove(&c->first[s + 1], &c->first[s + 2], sizeof(int) * (size_t)(S - s - 1));
         memmove(&c->dev[s + 1], &c->dev[s + 2], sizeof(int) * (size_t)(S - s - 2));
+        if (c->pol[s + 1] > c->pol[s]) c->pol[s] = c->pol[s + 1]; /* the lighter stash of the two */
+        memmove(&c->pol[s + 1], &c->pol[s + 2], (size_t)(S - s - 2));
         c->S = S - 1;
         return 1;
     }
@@ -206,6 +210,10 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
         free(load);
         return changed;
     }
+    case MV_POL:
+        if (c->pol[mv->a] == mv->b) return 0;
+        c->pol[mv->a] = (uint8_t)mv->b;
+        return 1;
     case MV_IMODE:
         c->imode = !c->imode;
         return 1;
@@ -357,9 +365,34 @@ static void gen_placement(const tn_search *st, const tn_cand *c, tn_moves *m, op
         }
 }
 
+/* Activation-policy moves (searches with st->pol0 >= 0): while the plan does not fit, a
+ * lighter stash on the stages of devices over their limit goes first (the score is then the
+ * peak); once it fits, a cheaper policy where it saves recompute time (the device's freed
+ * time), and a lighter stash on devices near their limit (room for a deeper warm-up, which the
+ * engine's admission of F under the limit takes by itself). */
+static void gen_policy(const tn_search *st, const tn_cand *c, tn_moves *m, op_rng *rng) {
+    const tn_prob *pb = st->pb;
+    double T = st->cr.makespan;
+    for (int s = 0; s < c->S; s++) {
+        int a = c->first[s], b = c->first[s + 1], d = c->dev[s];
+        double lim = tn_dev_lim(pb, d), peak = (double)st->cr.peak[d];
+        int sel_ok = pb->psel[b] - pb->psel[a] < pb->pact[b] - pb->pact[a];
+        double redo[3] = {0, (pb->pfsel[b] - pb->pfsel[a]) * pb->M, (pb->pf[b] - pb->pf[a]) * pb->M};
+        for (int q = OP_ACT_KEEP; q <= OP_ACT_FULL; q++) {
+            if (q == c->pol[s] || (q == OP_ACT_SELECTIVE && !sel_ok)) continue;
+            double prio;
+            if (!st->cr.fits) prio = q > c->pol[s] && lim > 0 && peak > lim ? 3 * T * peak / lim : -1;
+            else if (q < c->pol[s]) prio = redo[c->pol[s]] - redo[q];
+            else prio = lim > 0 && peak > 0.9 * lim ? 0.5 * (T - st->cr.busy[d]) - redo[q] : -1;
+            if (prio >= 0) mv_add(m, MV_POL, s, q, prio, rng);
+        }
+    }
+}
+
 static void gen_schedule(const tn_search *st, const tn_cand *c, tn_moves *m, op_rng *rng) {
     int P = st->pb->P;
     double T = st->cr.makespan;
+    if (st->pol0 >= 0) gen_policy(st, c, m, rng);
     for (int d = 0; d < P; d++) {
         double resid = T - st->cr.busy[d] - st->cr.first_start[d] - (T - st->cr.last_end[d]);
         mv_add(m, MV_CAP, d, -1, resid, rng);
@@ -395,6 +428,9 @@ static int try_phase(tn_search *st, int phase, tn_cand *cur, double *cur_score, 
         tried++;
         (*budget)--;
         double sc = tn_score_cut(st, trial, *cur_score);
+        /* strict only, policy moves too: taking a cheaper policy at an equal makespan (to
+         * free the device) did worse, nemotron-h-8b P=4 M=8 at 42 GiB seeds 1..3 averaged
+         * 1087.8 ms against 1068.7; relax (tune_mem.c) drops unneeded recomputation after */
         if (sc < *cur_score * (1 - 1e-9)) {
             tn_cand_copy(cur, trial, st->pb);
             tn_res_copy(&st->cr, &st->r, st->pb->P);
@@ -419,7 +455,8 @@ static void phase_order(const tn_search *st, const tn_cand *c, int order[3]) {
         res += bub - bnd;
     }
     (void)c;
-    if (bmax - bmin > st->pb->t_layer * st->pb->M) order[0] = 0, order[1] = 1, order[2] = 2;
+    if (st->pol0 >= 0 && !st->cr.fits) order[0] = 2, order[1] = 0, order[2] = 1; /* policies */
+    else if (bmax - bmin > st->pb->t_layer * st->pb->M) order[0] = 0, order[1] = 1, order[2] = 2;
     else if (bd > res) order[0] = 1, order[1] = 0, order[2] = 2;
     else order[0] = 2, order[1] = 0, order[2] = 1;
 }

@@ -20,6 +20,8 @@ void tn_prob_init(tn_prob *pb, const op_problem *pr) {
     pb->pactw = op_xcalloc(n, sizeof(int64_t));
     pb->pstat = op_xcalloc(n, sizeof(int64_t));
     pb->pacti = op_xcalloc(n, sizeof(int64_t));
+    pb->psel = op_xcalloc(n, sizeof(int64_t));
+    pb->pfsel = op_xcalloc(n, sizeof(double));
     double tl = 1e300;
     for (int l = 0; l < pb->L; l++) {
         const op_layer_cost *c = &pr->layers[l];
@@ -30,9 +32,17 @@ void tn_prob_init(tn_prob *pb, const op_problem *pr) {
         pb->pactw[l + 1] = pb->pactw[l] + c->act_w_bytes;
         pb->pstat[l + 1] = pb->pstat[l] + c->static_bytes;
         pb->pacti[l + 1] = pb->pacti[l] + c->act_i_bytes;
+        int64_t sel = op_layer_stash_bytes(c, OP_ACT_SELECTIVE);
+        pb->psel[l + 1] = pb->psel[l] + sel;
+        pb->pfsel[l + 1] = pb->pfsel[l] + op_layer_recompute_ms(c, OP_ACT_SELECTIVE);
         double w = c->f_ms + c->i_ms + c->w_ms;
         if (w < tl) tl = w;
     }
+    /* stage 0's input under full: the token ids (op_stage_in_bytes' rule) */
+    double ids = 4.0 * ceil(pr->tokens_per_mb);
+    pb->in0 = pr->tokens_per_mb > 0 ? (ids < OP_MAX_BYTES ? ((int64_t)ids + 15) / 16 * 16
+                                                          : (int64_t)OP_MAX_BYTES)
+                                    : pr->layers[0].out_bytes;
     pb->lb = op_problem_lower_bound(pr); /* over each device's own speed on mixed clusters */
     pb->ovh = pr->op_overhead_ms;
     pb->mem_limit = pr->mem_limit_bytes;
@@ -49,6 +59,8 @@ void tn_prob_free(tn_prob *pb) {
     free(pb->pactw);
     free(pb->pstat);
     free(pb->pacti);
+    free(pb->psel);
+    free(pb->pfsel);
     memset(pb, 0, sizeof *pb);
 }
 
@@ -58,6 +70,7 @@ void tn_cand_alloc(tn_cand *c, const tn_prob *pb) {
     c->dev = op_xcalloc((size_t)pb->L, sizeof(int));
     c->cap = op_xcalloc((size_t)pb->P, sizeof(int));
     c->wlim = op_xcalloc((size_t)pb->P, sizeof(int));
+    c->pol = op_xcalloc((size_t)pb->L, sizeof(uint8_t));
 }
 
 void tn_cand_free(tn_cand *c) {
@@ -65,6 +78,7 @@ void tn_cand_free(tn_cand *c) {
     free(c->dev);
     free(c->cap);
     free(c->wlim);
+    free(c->pol);
     memset(c, 0, sizeof *c);
 }
 
@@ -79,6 +93,7 @@ void tn_cand_copy(tn_cand *dst, const tn_cand *src, const tn_prob *pb) {
     memcpy(dst->dev, src->dev, sizeof(int) * (size_t)src->S);
     memcpy(dst->cap, src->cap, sizeof(int) * (size_t)pb->P);
     memcpy(dst->wlim, src->wlim, sizeof(int) * (size_t)pb->P);
+    memcpy(dst->pol, src->pol, (size_t)src->S);
 }
 
 void tn_place_loop(tn_cand *c, int P, int S) {

@@ -1,0 +1,129 @@
+/* test_tune_pol.c: per-stage activation policies inside the tuner's search.  The engine that
+ * ranks candidates (tune_engine.c) must time and size a stage under keep, selective and full
+ * exactly as the simulator does (plan.h's rules), or the search would chase plans that do not
+ * fit or are not fast; and the joint search must find a plan that fits where keep cannot. */
+#include "check.h"
+#include "octopipe/sim.h"
+#include "octopipe/tune.h"
+#include "tune/tune_int.h"
+#include "tune/tune_mem.h"
+
+#define MIB (1 << 20)
+
+/* n layers of unequal cost; every third has an attention core (selective saves there). */
+static op_layer_cost *layers(int n) {
+    op_layer_cost *l = calloc((size_t)n, sizeof *l);
+    for (int i = 0; i < n; i++) {
+        snprintf(l[i].name, sizeof l[i].name, "l%d", i);
+        l[i].sym = 'T';
+        l[i].f_ms = 1 + 0.25 * (i % 4), l[i].i_ms = 1.5 + 0.1 * (i % 3), l[i].w_ms = 0.5;
+        l[i].act_bytes = (40 + 8 * (i % 5)) * (int64_t)MIB;
+        l[i].act_w_bytes = 10 * (int64_t)MIB;
+        l[i].act_i_bytes = 4 * (int64_t)MIB;
+        l[i].out_bytes = (2 + i % 2) * (int64_t)MIB;
+        l[i].static_bytes = 100 * (int64_t)MIB;
+        l[i].param_bytes = 12 * (int64_t)MIB;
+        if (i % 3 == 0) l[i].f_sel_ms = 0.3, l[i].act_sel_bytes = 25 * (int64_t)MIB;
+    }
+    return l;
+}
+
+static op_problem problem(op_layer_cost *l, int n, int P, int M, double limit_mib) {
+    op_problem pr = {0};
+    pr.model = "t";
+    pr.layers = l;
+    pr.n_layers = n;
+    pr.P = P;
+    pr.M = M;
+    pr.tokens_per_mb = 4096;
+    pr.comm.none = 1;
+    pr.mem_limit_bytes = limit_mib * MIB;
+    return pr;
+}
+
+/* Random candidates (partition, placement, policies, split): the engine's makespan and per
+ * device peak equal the simulator's on the plan built from the engine's own order. */
+TEST(engine_times_policies_as_the_simulator) {
+    int L = 12, P = 3, M = 6;
+    op_layer_cost *ly = layers(L);
+    op_problem pr = problem(ly, L, P, M, 0);
+    tn_prob pb;
+    tn_prob_init(&pb, &pr);
+    tn_eng *e = tn_eng_new(&pb);
+    tn_res r;
+    tn_res_alloc(&r, P);
+    tn_cand c;
+    tn_cand_alloc(&c, &pb);
+    op_rng rng;
+    op_rng_seed(&rng, 7);
+    int n_pol[3] = {0};
+    for (int trial = 0; trial < 40; trial++) {
+        int S = P * (1 + op_rng_int(&rng, 2)); /* 3 or 6 stages */
+        tn_place_loop(&c, P, S);
+        tn_partition_balanced(&pb, &c, 0);
+        c.split = op_rng_int(&rng, 2);
+        for (int s = 0; s < S; s++) {
+            c.pol[s] = (uint8_t)op_rng_int(&rng, 3);
+            n_pol[c.pol[s]]++;
+        }
+        size_t per = (size_t)S * (size_t)M * 3;
+        op_op *buf = malloc(sizeof(op_op) * per * (size_t)P);
+        op_op *ops[3];
+        int n[3];
+        for (int d = 0; d < P; d++) ops[d] = buf + per * (size_t)d;
+        double mk = tn_eval(e, &pb, &c, &r, ops, n, 0);
+        op_plan p;
+        op_plan_init_problem(&p, "t", &pr, S);
+        memcpy(p.stage_first, c.first, sizeof(int) * (size_t)(S + 1));
+        memcpy(p.stage_dev, c.dev, sizeof(int) * (size_t)S);
+        for (int s = 0; s < S; s++) p.stage_split[s] = (uint8_t)c.split, p.stage_act[s] = c.pol[s];
+        for (int d = 0; d < P; d++) op_plan_set_ops(&p, d, ops[d], n[d]);
+        op_err err = {0};
+        CHECK(op_plan_validate(&p, &err) == OP_OK);
+        CHECK(op_sim_replay(&p, NULL, &err) == OP_OK);
+        CHECK_NEAR(p.pred.makespan_ms, mk, 1e-9 * mk);
+        for (int d = 0; d < P; d++) CHECK_EQ_INT(p.pred.peak_bytes[d], r.peak[d]);
+        op_plan_free(&p);
+        free(buf);
+    }
+    CHECK(n_pol[0] > 0 && n_pol[1] > 0 && n_pol[2] > 0); /* every policy was exercised */
+    tn_cand_free(&c);
+    tn_res_free(&r);
+    tn_eng_free(e);
+    tn_prob_free(&pb);
+    free(ly);
+}
+
+/* Where keep cannot fit, the joint search starts from full everywhere, moves policies stage by
+ * stage, and returns a plan that fits with a policy on some stage and keep where it can. */
+TEST(joint_search_fits_where_keep_cannot) {
+    int L = 12, P = 3, M = 8;
+    op_layer_cost *ly = layers(L);
+    /* static 400 MiB per device; keep's 1F1B stage 0 holds 3 stashes of ~200 MiB */
+    op_problem pr = problem(ly, L, P, M, 560);
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    o.max_evals = 600;
+    o.recompute = OP_TUNE_RC_NONE;
+    op_plan keep, joint;
+    op_err e = {0};
+    int rc_keep = op_tune(&pr, &o, &keep, &e);
+    CHECK_EQ_INT(rc_keep, OP_ENOMEM);
+    if (rc_keep == OP_OK) op_plan_free(&keep);
+    op_err e2 = {0};
+    CHECK(tn_tune_core_pol(&pr, &o, OP_ACT_FULL, &joint, &e2) == OP_OK);
+    CHECK(op_plan_fits(&joint));
+    int n_rc = 0;
+    for (int s = 0; s < joint.S; s++) n_rc += joint.stage_act[s] != OP_ACT_KEEP;
+    CHECK_MSG(n_rc > 0 && n_rc < joint.S, "%d of %d stages recompute (keep rc %d)", n_rc, joint.S, rc_keep);
+    CHECK(joint.pred.makespan_ms >= op_problem_lower_bound(&pr) * (1 - 1e-9));
+    op_plan_free(&joint);
+    free(ly);
+}
+
+int main(int argc, char **argv) {
+    CHECK_INIT(argc, argv);
+    RUN(engine_times_policies_as_the_simulator);
+    RUN(joint_search_fits_where_keep_cannot);
+    return check_report("tune_pol");
+}
