@@ -58,7 +58,7 @@
 
 /* JB_BUDGET search nodes (about 5 ms here) per problem; the last problem's answer is kept
  * per thread (JB_CACHE_L layers at most), since every simulation asks again for its plan. */
-enum { JB_MAXK = 12, JB_BUDGET = 100000, JB_HASH_BITS = 17, JB_CACHE_L = 256 };
+enum { JB_MAXK = 12, JB_BUDGET = 60000, JB_HASH_BITS = 17, JB_CACHE_L = 256 };
 
 typedef struct {
     int K, k, M;
@@ -248,7 +248,7 @@ static double joint_search(const op_layer_cost *layers, int n_layers, int P, int
     }
     double states = 1;
     for (int q = 0; q < c.K; q++) states *= c.cnt[q] + 1.0;
-    if (states * k > 1e15) return lo;
+    if (states * k > 4e6) return lo; /* the search would not finish: not cheap here */
     uint64_t rad = 1;
     for (int q = 0; q < c.K; q++) c.radix[q] = rad, rad *= (uint64_t)c.cnt[q] + 1;
 
@@ -269,7 +269,7 @@ static double joint_search(const op_layer_cost *layers, int n_layers, int P, int
     c.gen = OP_ARENA_NEW(&a, uint32_t, (size_t)1 << JB_HASH_BITS); /* 0: cur starts at 1 */
     double hi = greedy(&c, c.capw, c.capfi); /* scratch: overwritten by feasible() */
     /* lo is below J or equal to it; hi is a packing's value, so J <= hi */
-    for (int it = 0; it < 60 && hi - lo > 1e-9 * hi && !c.aborted; it++) {
+    for (int it = 0; it < 60 && hi - lo > 1e-7 * hi && !c.aborted; it++) {
         double mid = 0.5 * (lo + hi);
         if (feasible(&c, mid)) hi = mid;
         else lo = mid; /* proven: no packing at mid, so J > mid */
