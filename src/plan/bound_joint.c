@@ -69,7 +69,8 @@ typedef struct {
     double *capw, *capfi;           /* [k] per microbatch: (T - head) / M, (T - head - tail) / M */
     double *sumw, *sumfi;           /* [k + 1] capacities of bins r.. */
     uint64_t *memo;                 /* failed (bin, state) keys + 1 ... */
-    uint32_t *gen, cur;             /* ... valid where gen == cur (this T) */
+    uint32_t *gen, cur;             /* ... valid where gen == cur (this T or a larger one) */
+    double memo_T;                  /* the smallest T they were found at */
     long nodes, memo_n;
     int aborted;
 } jb_ctx;
@@ -164,8 +165,11 @@ static int feasible(jb_ctx *c, double T) {
         c->sumw[r] = c->sumw[r + 1] + (use ? c->capw[r] : 0);
         c->sumfi[r] = c->sumfi[r + 1] + (use ? c->capfi[r] : 0);
     }
-    c->cur++; /* forgets the failures of another T */
-    c->memo_n = 0;
+    if (!(T <= c->memo_T)) { /* none at T' >= T means none at T: kept while T goes down */
+        c->cur++;
+        c->memo_n = 0;
+    }
+    c->memo_T = T;
     int rem[JB_MAXK];
     double remw = 0, remfi = 0;
     for (int q = 0; q < c->K; q++) {
