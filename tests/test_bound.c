@@ -63,6 +63,22 @@ TEST(drain_without_w_in_the_fraction) {
     CHECK_NEAR(op_lower_bound_joint(L, 2, 2, 1), 6, 1e-6);
 }
 
+/* Edges: free layers, more devices than layers (extra devices stay empty), and more kinds than
+ * the exact search takes (the fractional form stands in). */
+TEST(edges) {
+    layer(0, 0, 0, 0);
+    layer(1, 0, 0, 0);
+    CHECK(op_lower_bound_joint(L, 2, 2, 3) == 0);
+    CHECK(op_lower_bound(L, 2, 2, 3) == 0);
+    layer(0, 1, 1, 1);
+    layer(1, 1, 1, 1);
+    CHECK_NEAR(op_lower_bound_joint(L, 2, 5, 1), op_lower_bound_joint(L, 2, 2, 1), 1e-12);
+    CHECK_NEAR(op_lower_bound_joint(L, 2, 5, 1), 5, 1e-6);
+    for (int l = 0; l < 13; l++) layer(l, 1 + 0.01 * l, 1, 1); /* 13 kinds */
+    CHECK_NEAR(op_lower_bound_joint(L, 13, 2, 4), op_lower_bound_joint_frac(L, 13, 2, 4), 0);
+    CHECK(op_lower_bound_joint(L, 13, 2, 4) >= op_lower_bound_warmup(L, 13, 2, 4));
+}
+
 /* Brute force over every assignment of layers to ranks (ranks by index; head/tail at the
  * rank): the least over assignments of the largest g.  Slow, for L <= 7, P <= 3. */
 static double brute_joint(const op_layer_cost *ly, int n, int P, int M) {
@@ -242,6 +258,7 @@ int main(int argc, char **argv) {
     RUN(two_layers_one_microbatch_5_not_4);
     RUN(four_layers_indivisible_25_not_24_5);
     RUN(drain_without_w_in_the_fraction);
+    RUN(edges);
     RUN(search_equals_brute_force);
     RUN(never_above_any_simulated_plan);
     RUN(nemotron_h_8b_profile_p4_m8);
