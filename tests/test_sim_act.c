@@ -366,17 +366,18 @@ TEST(lower_bound_mem_time_by_hand) {
  * Keep holds 7200.  Offload layers 0-3 and a of layer 4 (4 + a = T / 16), full on the rest of
  * layer 4 and b of layer 5 (1 - a + b = T / 4 - 16.125): saved 3600 - 600 (a - b) and
  * a - b = 17.125 - T / 4, so 7200 - 13875 + 150 T = 50 T: the least T is 69.375 (memory-free
- * 64.5 with the warm-up, recomputation only 80, a free link 64.5). */
+ * 66 by the joint bound: the second device starts after one F and, four layers of 16 later,
+ * has I0 after it; recomputation only 80, a free link 66). */
 TEST(lower_bound_mem_charges_the_copy_engine) {
     op_layer_cost L[8];
     for (int l = 0; l < 8; l++) L[l] = (op_layer_cost){.f_ms = 1, .i_ms = 1, .act_bytes = 100};
-    CHECK_NEAR(op_lower_bound(L, 8, 2, 8), 64.5, 1e-12);
+    CHECK_NEAR(op_lower_bound(L, 8, 2, 8), 66, 1e-6);
     CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, NULL), 80, 1e-6);
     op_comm c;
     op_comm_default(&c, 0);
     c.host_lat_ms = 0;
     c.host_bw_GBps = 1e6;
-    CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, &c), 64.5, 1e-6);
+    CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, &c), 66, 1e-6);
     c.host_bw_GBps = 5e-5;
     CHECK_NEAR(op_lower_bound_mem(L, 8, 2, 8, 200, &c), 69.375, 1e-6);
     /* a host budget of 100 B per device takes part of it: between 69.375 and 80 */
@@ -393,7 +394,8 @@ TEST(lower_bound_mem_never_above_a_fitting_plan) {
 #define RND() ((seed = seed * 1103515245u + 12345u) >> 8 & 0xffff)
     int checked = 0, above_free = 0, checked_biting = 0;
     for (int trial = 0; trial < 60; trial++) {
-        int n = 3 + RND() % 4, P = 2 + RND() % 2, M = P + RND() % 7;
+        int n = 5 + RND() % 4, P = 2 + RND() % 2, M = P + RND() % 7; /* 5..8: with fewer
+         * layers the joint bound (indivisible layers) leaves memory nothing to add */
         if (n < P) n = P;
         op_layer_cost L[8];
         int64_t stat = 0, act = 0;

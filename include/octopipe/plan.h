@@ -187,6 +187,16 @@ double op_lower_bound(const op_layer_cost *layers, int n_layers, int P, int M);
  * of the forward chains F_0 + ... + F_(i-1) for i < k (device i in order of lowest layer cannot
  * start earlier).  Always >= M * work / P. */
 double op_lower_bound_warmup(const op_layer_cost *layers, int n_layers, int P, int M);
+/* The joint warm-up x balance x drain bound (plan/bound_joint.c proves it): the least over
+ * assignments of layers to devices of the largest, over devices, of
+ *   head(r) + M * (f + i of its layers) + max(M * (w of its layers), tail(r)),
+ * r the device's rank by lowest layer, head(r) the F chain below layer r, tail(r) the longest
+ * I chain below r ending in a W.  Solved exactly over layer kinds when the search is small,
+ * else (and never less than) op_lower_bound_joint_frac.  Always >= op_lower_bound_warmup. */
+double op_lower_bound_joint(const op_layer_cost *layers, int n_layers, int P, int M);
+/* Its fractional relaxation, O(L): min over k used devices of the larger of
+ * (M * work + sum_(r<k) head(r)) / k and (M * (f + i) + sum_(r<k) (head(r) + tail(r))) / k. */
+double op_lower_bound_joint_frac(const op_layer_cost *layers, int n_layers, int P, int M);
 /* op_plan_lower_bound: op_plan_lower_bound_mixed on a plan with device types. */
 double op_plan_lower_bound(const op_plan *p);
 /* Mixed clusters (plan/bound_mixed.c says why it holds): valid for any partition, placement,
