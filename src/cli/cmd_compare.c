@@ -192,12 +192,8 @@ int cmd_compare(int argc, char **argv) {
         if (!op_plan_fits(pl)) continue; /* each device against its own limit */
         if (best == 0 || pl->pred.makespan_ms < best) best = pl->pred.makespan_ms;
     }
-    /* mixed clusters: the whole-layer count against each device's own limit (bound_count.c);
-     * uniform: the memory x time relaxation at `limit` and the same count */
-    double lbm = op_cli_mixed(&s)
-                     ? fmax(lb, op_problem_lower_bound_mem(&s.pr))
-                     : fmax(op_lower_bound_mem(s.pr.layers, s.pr.n_layers, s.P, s.M, limit, &s.pr.comm),
-                            op_lower_bound_count_mem(s.pr.layers, 1, s.pr.n_layers, NULL, NULL, limit, s.P, s.M));
+    /* the problem's memory-aware bound: each device against its own limit (plan.h) */
+    double lbm = fmax(lb, op_problem_lower_bound_mem(&s.pr));
     int rc = 0;
     if (json) {
         json_t *root = json_object(), *arr = json_array(), *skipped = json_array();
