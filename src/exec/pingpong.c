@@ -1,6 +1,7 @@
-/* pingpong.c: P2P latency and bandwidth between ranks 0 and 1, measured with the executor's own
- * transport and polite waits (so the fit is the link the executor sees, poll sleeps included),
- * fitted as one-way t = lat + bytes / bw. */
+/* pingpong.c: P2P latency and bandwidth between ranks 0 and 1 (op_exec_pingpong) or between
+ * every pair of ranks (op_exec_pingpong_pairs), measured with the executor's own transport and
+ * polite waits (so the fit is the link the executor sees, poll sleeps included), fitted as
+ * one-way t = lat + bytes / bw. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,35 @@ static int wait_req(op_xport *x, op_xreq *r) {
     }
 }
 
+/* Median one-way time (ms) over `iters` round trips of n bytes between ranks a (it starts)
+ * and b, after `warm` unrecorded ones.  sync_all: every rank meets at a barrier before each
+ * trip (ranks other than a and b only do that), so no trip overlaps another rank's work. */
+static double round_trip_ms(op_xport *x, char *buf, int64_t n, int a, int b, int iters, int warm,
+                            int sync_all) {
+    double *one = op_xcalloc((size_t)iters, sizeof(double));
+    for (int k = -warm; k < iters; k++) {
+        if (sync_all) x->barrier(x);
+        double t0 = op_now_s();
+        op_xreq r = {0};
+        if (x->rank == a) {
+            x->isend(x, buf, n, b, 1, &r);
+            wait_req(x, &r);
+            x->irecv(x, buf, n, b, 2, &r);
+            wait_req(x, &r);
+        } else if (x->rank == b) {
+            x->irecv(x, buf, n, a, 1, &r);
+            wait_req(x, &r);
+            x->isend(x, buf, n, a, 2, &r);
+            wait_req(x, &r);
+        }
+        if (k >= 0) one[k] = (op_now_s() - t0) / 2 * 1e3;
+    }
+    qsort(one, (size_t)iters, sizeof(double), cmp_double);
+    double t = one[iters / 2];
+    free(one);
+    return t;
+}
+
 int op_exec_pingpong(op_xport *x, int64_t max_bytes, int iters, double *lat_ms, double *bw_GBps,
                      op_buf *table, op_err *err) {
     if (x->size < 2) return op_errf(err, OP_EINVAL, "profile comm needs 2 ranks (got %d)", x->size);
@@ -31,31 +61,11 @@ int op_exec_pingpong(op_xport *x, int64_t max_bytes, int iters, double *lat_ms, 
     for (int64_t n = 8; n <= max_bytes && ns < 32; n *= 4) {
         int it = iters;
         if (n >= (1 << 20)) it = iters / 4 > 5 ? iters / 4 : 5;
-        double *one = op_xcalloc((size_t)it, sizeof(double));
-        for (int k = -3; k < it; k++) { /* 3 warm-ups */
-            x->barrier(x);
-            double t0 = op_now_s();
-            op_xreq r = {0};
-            if (x->rank == 0) {
-                x->isend(x, buf, n, 1, 1, &r);
-                wait_req(x, &r);
-                x->irecv(x, buf, n, 1, 2, &r);
-                wait_req(x, &r);
-            } else if (x->rank == 1) {
-                x->irecv(x, buf, n, 0, 1, &r);
-                wait_req(x, &r);
-                x->isend(x, buf, n, 0, 2, &r);
-                wait_req(x, &r);
-            }
-            if (k >= 0) one[k] = (op_now_s() - t0) / 2 * 1e3;
-        }
+        sz[ns] = (double)n;
         /* median: the executor meets the typical transfer, not the best one, and a load spike
          * from other work on the machine must not become the link */
-        qsort(one, (size_t)it, sizeof(double), cmp_double);
-        sz[ns] = (double)n;
-        t[ns] = one[it / 2];
+        t[ns] = round_trip_ms(x, buf, n, 0, 1, it, 3, 1);
         ns++;
-        free(one);
     }
     free(buf);
     if (x->rank != 0) return OP_OK;
@@ -83,31 +93,6 @@ int op_exec_pingpong(op_xport *x, int64_t max_bytes, int iters, double *lat_ms, 
     return OP_OK;
 }
 
-/* Median one-way time (ms) of `iters` round trips of n bytes between ranks a (starts) and b. */
-static double pair_time(op_xport *x, char *buf, int64_t n, int a, int b, int iters) {
-    double *one = op_xcalloc((size_t)iters, sizeof(double));
-    for (int k = -2; k < iters; k++) { /* 2 warm-ups */
-        double t0 = op_now_s();
-        op_xreq r = {0};
-        if (x->rank == a) {
-            x->isend(x, buf, n, b, 3, &r);
-            wait_req(x, &r);
-            x->irecv(x, buf, n, b, 4, &r);
-            wait_req(x, &r);
-        } else {
-            x->irecv(x, buf, n, a, 3, &r);
-            wait_req(x, &r);
-            x->isend(x, buf, n, a, 4, &r);
-            wait_req(x, &r);
-        }
-        if (k >= 0) one[k] = (op_now_s() - t0) / 2 * 1e3;
-    }
-    qsort(one, (size_t)iters, sizeof(double), cmp_double);
-    double t = one[iters / 2];
-    free(one);
-    return t;
-}
-
 int op_exec_pingpong_pairs(op_xport *x, int64_t large, int iters, double *lat_ms, double *bw_GBps,
                            op_err *err) {
     const int P = x->size;
@@ -124,7 +109,8 @@ int op_exec_pingpong_pairs(op_xport *x, int64_t large, int iters, double *lat_ms
         for (int b = a + 1; b < P; b++) {
             x->barrier(x); /* one pair at a time: the others must not load the link or the cores */
             if (x->rank != a && x->rank != b) continue;
-            double ts = pair_time(x, buf, small, a, b, iters), tl = pair_time(x, buf, large, a, b, iters);
+            double ts = round_trip_ms(x, buf, small, a, b, iters, 2, 0);
+            double tl = round_trip_ms(x, buf, large, a, b, iters, 2, 0);
             if (x->rank == a) {
                 double *m = mine + (size_t)nm++ * 4;
                 m[0] = a, m[1] = b, m[2] = ts, m[3] = tl;
