@@ -244,6 +244,14 @@ double op_lower_bound_count_mem(const op_layer_cost *type_layers, int n_types, i
 double op_lower_bound_mem_mixed(const op_layer_cost *type_layers, int n_types, int n_layers,
                                 const int *dev_type, const double *dev_lim, double lim_all, int P,
                                 int M, const op_comm *comm);
+/* The same relaxation per group of like devices (type, limit, host link; plan/bound_memgroup.c
+ * proves it): each group's own time, memory x time and copy engines must carry the layers it
+ * runs, with their static bytes, stashes, recompute and copies at that group's costs.  Returns
+ * the largest T above `lo` (a bound the caller already has) that it proves impossible, else
+ * lo.  Arguments as op_lower_bound_mem_mixed. */
+double op_lower_bound_mem_groups(const op_layer_cost *type_layers, int n_types, int n_layers,
+                                 const int *dev_type, const double *dev_lim, double lim_all, int P,
+                                 int M, const op_comm *comm, double lo);
 /* The memory-aware bound of a plan: the largest of op_lower_bound_mem_mixed (the memory-free
  * bound of the plan's cluster included) and op_lower_bound_count_mem with each device's own
  * limit. */

@@ -354,6 +354,9 @@ double op_plan_lower_bound_mem(const op_plan *p) {
     double m = op_lower_bound_mem_mixed(rows, mixed ? p->n_types : 1, p->n_layers,
                                         mixed ? p->dev_type : NULL, p->dev_mem_limit,
                                         p->mem_limit_bytes, p->P, p->M, &p->comm);
+    if (mixed || p->dev_mem_limit) /* groups of unlike devices: each carries its own layers */
+        m = op_lower_bound_mem_groups(rows, mixed ? p->n_types : 1, p->n_layers, mixed ? p->dev_type : NULL,
+                                      p->dev_mem_limit, p->mem_limit_bytes, p->P, p->M, &p->comm, fmax(m, c));
     return fmax(m, c);
 }
 
@@ -366,5 +369,8 @@ double op_problem_lower_bound_mem(const op_problem *pr) {
     double m = op_lower_bound_mem_mixed(rows, mixed ? pr->n_types : 1, pr->n_layers,
                                         mixed ? pr->dev_type : NULL, pr->dev_mem_limit,
                                         pr->mem_limit_bytes, pr->P, pr->M, &pr->comm);
+    if (mixed || pr->dev_mem_limit) /* groups of unlike devices: each carries its own layers */
+        m = op_lower_bound_mem_groups(rows, mixed ? pr->n_types : 1, pr->n_layers, mixed ? pr->dev_type : NULL,
+                                      pr->dev_mem_limit, pr->mem_limit_bytes, pr->P, pr->M, &pr->comm, fmax(m, c));
     return fmax(m, c);
 }
