@@ -57,6 +57,7 @@ typedef struct {
     const int *rank;     /* [L] position in the static order */
     const int *cg, *cn;  /* [nc] cut: group, set size */
     const double *ccap;  /* [nc] cnt_g J */
+    double *cw;          /* [L][G] scratch */
 } mg_ctx;
 
 static int mg_rows(const mg_ctx *c) { return 3 * c->G + c->nc; }
@@ -69,6 +70,11 @@ static double mg_N(const mg_ctx *c, double T, const double *v, double *load) {
     double N = 0;
     const int R = mg_rows(c);
     for (int k = 0; k < R; k++) load[k] = 0;
+    double *cw = c->cw; /* [L][G]: the cut rows' weights each (layer, group) pays */
+    for (size_t i = 0; i < (size_t)c->L * c->G; i++) cw[i] = 0;
+    for (int q = 0; q < c->nc; q++)
+        for (int l = 0; l < c->L; l++)
+            if (c->rank[l] < c->cn[q]) cw[(size_t)l * c->G + c->cg[q]] += v[3 * c->G + q] / c->ccap[q];
     for (int l = 0; l < c->L; l++) {
         double best = INFINITY;
         int bg = 0, bj = 0;
@@ -76,9 +82,7 @@ static double mg_N(const mg_ctx *c, double T, const double *v, double *load) {
             const double cap = c->cnt[g] * T, a = v[3 * g] / cap, u = v[3 * g + 2] / cap;
             const double b = isfinite(c->lim[g]) ? v[3 * g + 1] / (cap * c->lim[g]) : 0;
             const size_t i = ((size_t)l * c->G + g) * NOPT;
-            double s = b * T * c->st[(size_t)l * c->G + g];
-            for (int q = 0; q < c->nc; q++)
-                if (c->cg[q] == g && c->rank[l] < c->cn[q]) s += v[3 * c->G + q] / c->ccap[q];
+            const double s = b * T * c->st[(size_t)l * c->G + g] + cw[(size_t)l * c->G + g];
             for (int j = 0; j < NOPT; j++) {
                 if (!isfinite(c->m[i + j])) continue;
                 double x = c->M * (a * c->t[i + j] + (b > 0 ? b * c->m[i + j] : 0) + (u > 0 ? u * c->cp[i + j] : 0)) + s;
@@ -223,7 +227,8 @@ double op_lower_bound_mem_groups(const op_layer_cost *type_layers, int n_types, 
         }
     }
     free(sv), free(key), free(ord);
-    mg_ctx c = {L, G, M, nc, gc, gl, tt, mm, cp, st, rank, cg, cn, ccap};
+    double *cw = op_xmalloc(sizeof(double) * (size_t)L * G);
+    mg_ctx c = {L, G, M, nc, gc, gl, tt, mm, cp, st, rank, cg, cn, ccap, cw};
     const int K = mg_rows(&c);
     double *v = op_xmalloc(sizeof(double) * 3 * (size_t)K), *vb = v + K, *load = v + 2 * K, nz = 0;
     for (int k = 0; k < K; k++) nz += v[k] = mg_off(&c, k) ? 0 : 1;
@@ -233,17 +238,17 @@ double op_lower_bound_mem_groups(const op_layer_cost *type_layers, int n_types, 
      * next, which is what makes the ascent converge.  A T not proven impossible is never
      * returned; lo is returned when nothing above it is proven. */
     double T0 = lo > 0 ? lo / 16 : 1e-3, got = 0, hi = T0;
-    for (int it = 0; it < 60 && mg_impossible(&c, hi, v, vb, load, 400); it++) got = hi, hi *= 2;
+    for (int it = 0; it < 60 && mg_impossible(&c, hi, v, vb, load, 250); it++) got = hi, hi *= 2;
     if (got > 0)
-        for (int it = 0; it < 25 && hi > got * (1 + 1e-4); it++) {
+        for (int it = 0; it < 25 && hi > got * (1 + 1e-3); it++) {
             double mid = 0.5 * (got + hi);
-            if (mg_impossible(&c, mid, v, vb, load, 400)) got = mid;
+            if (mg_impossible(&c, mid, v, vb, load, 250)) got = mid;
             else hi = mid;
         }
     lo = fmax(lo, got);
     free(v);
     (void)tmax, (void)mmax;
-    free(rank), free(cg), free(cn), free(ccap);
+    free(rank), free(cg), free(cn), free(ccap), free(cw);
     free(tt), free(mm), free(cp), free(st), free(up);
     free(gt), free(gc), free(gl), free(gb);
     return lo;
