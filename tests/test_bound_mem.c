@@ -136,7 +136,9 @@ TEST(never_above_a_fitting_plan) {
         double slow = 1.5 + RND() % 100 / 66.0;
         for (int l = 0; l < n; l++) {
             op_layer_cost *c = &rows[l];
-            *c = lay(0.5 + RND() % 100 / 50.0, 0, 0, 1000 + RND() % 4000, 1000 + RND() % 3000);
+            double f = 0.5 + RND() % 100 / 50.0; /* one RND() per statement: order matters */
+            int64_t a = 1000 + RND() % 4000, st = 1000 + RND() % 3000;
+            *c = lay(f, 0, 0, a, st);
             c->i_ms = c->f_ms * (1 + RND() % 100 / 100.0);
             c->w_ms = c->f_ms * (RND() % 100 / 100.0);
             c->act_sel_bytes = RND() % 2 ? c->act_bytes / 2 : 0;
