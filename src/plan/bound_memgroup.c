@@ -35,7 +35,17 @@
  * a valid bound; a better search only makes it tighter.  A group without a limit has no memory
  * row (beta_g = 0); one without a host link has no offload.  Dropping the chain, warm-up and
  * host-budget constraints only loosens it.  With one group it is weaker than bound_mem.c (no
- * warm-up, no chain), which the callers take beside it. */
+ * warm-up, no chain), which the callers take beside it.
+ *
+ * Whole layers (cut rows).  A fractional x lets a group hold half of a layer whose static
+ * bytes fill most of a device.  For any set S of layers, a device of g holds at most J_g(S)
+ * of them, the most whose smallest static bytes (on type t_g) fit lim_g (weights, gradients
+ * and optimizer state stay resident whatever the policy), so every plan has
+ *   sum_{l in S} sum_j x[l][g][j] <= cnt_g J_g(S),
+ * one more row of the same duality.  S runs over the n layers of largest static bytes; for
+ * each group and each J <= 4 the largest such n with J_g = J (the strongest of them) is a
+ * row.  Jamba at tp 1 on 8 H100 + 8 A100: 16 MoE blocks of 47 GiB, one per 72 GiB device,
+ * so each group runs exactly 8 of them, as bound_count.c counts. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -177,7 +187,6 @@ double op_lower_bound_mem_groups(const op_layer_cost *type_layers, int n_types, 
     size_t n = (size_t)L * G * NOPT;
     double *tt = op_xmalloc(sizeof(double) * n), *mm = op_xmalloc(sizeof(double) * n);
     double *cp = op_xmalloc(sizeof(double) * n), *st = op_xmalloc(sizeof(double) * (size_t)L * G);
-    double tmax = 0, mmax = 0;
     for (int l = 0; l < L; l++)
         for (int g = 0; g < G; g++) {
             const op_layer_cost *y = &type_layers[(size_t)gt[g] * L + l];
@@ -191,8 +200,6 @@ double op_lower_bound_mem_groups(const op_layer_cost *type_layers, int n_types, 
             tt[i + 2] = w + fmax(y->f_ms, 0), mm[i + 2] = 0, cp[i + 2] = 0;
             tt[i + 3] = w, mm[i + 3] = INFINITY, cp[i + 3] = 0;
             if (B > 0) mm[i + 3] = a * (y->f_ms + y->i_ms + 2 * a / B), cp[i + 3] = 2 * a / B;
-            tmax = fmax(tmax, w);
-            mmax = fmax(mmax, a * cg);
         }
     /* cuts: layers by static bytes (least over the groups), largest first; for each group
      * and each J <= 4, the largest n whose S_n lets a device of the group hold at most J */
@@ -247,7 +254,6 @@ double op_lower_bound_mem_groups(const op_layer_cost *type_layers, int n_types, 
         }
     lo = fmax(lo, got);
     free(v);
-    (void)tmax, (void)mmax;
     free(rank), free(cg), free(cn), free(ccap), free(cw);
     free(tt), free(mm), free(cp), free(st), free(up);
     free(gt), free(gc), free(gl), free(gb);
