@@ -234,9 +234,27 @@ double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int 
 double op_lower_bound_count_mem(const op_layer_cost *type_layers, int n_types, int n_layers,
                                 const int *dev_type, const double *dev_lim, double lim_all, int P,
                                 int M);
-/* The memory-aware bound of a plan: op_lower_bound_mem on uniform clusters; on every cluster
- * also op_lower_bound_count_mem with each device's own limit, and on clusters with device
- * types or per-device limits the memory-free op_plan_lower_bound. */
+/* The same relaxation on any cluster (plan/bound_mem.c proves it): devices of types
+ * dev_type[P] (costs row t of type_layers [n_types * n_layers]; n_types <= 1 or dev_type NULL:
+ * row 0 everywhere), limits dev_lim[P] (NULL: every device lim_all; a device without a limit
+ * makes it the memory-free bound).  Each layer at its fastest type for the chains and the
+ * recompute, the devices' limits summed, each device's busy time scaled by its type's best
+ * speed ratio over layers and op kinds, each device's own host link (op_comm_host_bw) for the
+ * copies.  On one type and one limit it equals op_lower_bound_mem. */
+double op_lower_bound_mem_mixed(const op_layer_cost *type_layers, int n_types, int n_layers,
+                                const int *dev_type, const double *dev_lim, double lim_all, int P,
+                                int M, const op_comm *comm);
+/* The same relaxation per group of like devices (type, limit, host link; plan/bound_memgroup.c
+ * proves it): each group's own time, memory x time and copy engines must carry the layers it
+ * runs, with their static bytes, stashes, recompute and copies at that group's costs.  Returns
+ * the largest T above `lo` (a bound the caller already has) that it proves impossible, else
+ * lo.  Arguments as op_lower_bound_mem_mixed. */
+double op_lower_bound_mem_groups(const op_layer_cost *type_layers, int n_types, int n_layers,
+                                 const int *dev_type, const double *dev_lim, double lim_all, int P,
+                                 int M, const op_comm *comm, double lo);
+/* The memory-aware bound of a plan: the largest of op_lower_bound_mem_mixed (the memory-free
+ * bound of the plan's cluster included) and op_lower_bound_count_mem with each device's own
+ * limit. */
 double op_plan_lower_bound_mem(const op_plan *p);
 /* The same from a problem (its per-device types and limits). */
 double op_problem_lower_bound_mem(const op_problem *pr);

@@ -317,12 +317,3 @@ double op_problem_lower_bound(const op_problem *pr) {
 double op_plan_lower_bound_mixed(const op_plan *p) {
     return op_lower_bound_mixed(p->type_layers, p->n_types, p->n_layers, p->dev_type, p->P, p->M);
 }
-
-double op_problem_lower_bound_mem(const op_problem *pr) {
-    int mixed = pr->n_types > 1 && pr->type_layers && pr->dev_type;
-    double c = op_lower_bound_count_mem(mixed ? pr->type_layers : pr->layers, mixed ? pr->n_types : 1,
-                                        pr->n_layers, mixed ? pr->dev_type : NULL, pr->dev_mem_limit,
-                                        pr->mem_limit_bytes, pr->P, pr->M);
-    if (mixed || pr->dev_mem_limit) return fmax(op_problem_lower_bound(pr), c);
-    return fmax(op_lower_bound_mem(pr->layers, pr->n_layers, pr->P, pr->M, pr->mem_limit_bytes, &pr->comm), c);
-}
