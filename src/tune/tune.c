@@ -300,7 +300,7 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0, op
     tn_res_alloc(&st.r, pb.P);
     tn_res_alloc(&st.cr, pb.P);
     st.mode = o.placement;
-    st.pol0 = pb.mx ? -1 : pol0; /* mixed clusters: per-type stage times carry no recompute */
+    st.pol0 = pol0; /* mixed clusters too: tn_mixed_stage_times adds each type's recompute */
     st.o = &o;
     st.t0 = st.last_progress = op_now_s();
     st.deadline = o.time_budget_s > 0 ? st.t0 + o.time_budget_s : 0;

@@ -1,0 +1,131 @@
+/* tune_mixed_heavy.c: seeds for mixed clusters where some layers are heavy in static memory.
+ *
+ * Why: when two of a model's layers do not fit one device together (Jamba's MoE layers at tp 1:
+ * 47 GiB of weights and optimizer state each against a 72 GiB limit), every device holds at
+ * most one, and with as many heavy layers as devices, exactly one.  The slow devices then
+ * cannot shed their heavy layer's time; the balance comes from the light layers between the
+ * heavy ones: a slow device should run its heavy layer alone and the fast devices the light
+ * runs (a Jamba MoE layer takes 48 ms per microbatch on an A100, 20 ms on an H100; the three
+ * light layers between two MoE layers 19 ms on an H100).  No contiguous split reaches that:
+ * each stage of such a split holds a heavy layer with its neighbours.  So these seeds cut the
+ * model at every heavy layer (a heavy layer is a stage of its own, light runs are stages,
+ * long runs cut in pieces), give the heavy stages to devices one each (slowest devices first;
+ * which heavy layers the slow devices take: spread evenly, the first ones, the last ones),
+ * then the light pieces, heaviest first, to the device that ends least loaded on its own speed
+ * among those whose weights still fit (LPT).  Memory of the stashes is left to the schedule
+ * search and the per-stage policies (seeds start from keep and from full). */
+#include <stdlib.h>
+
+#include "tune/tune_mixed_heavy.h"
+
+/* Slow set of heavy order `kind`: is heavy layer i (of K, ns of them slow) on a slow device?
+ * 0: spread evenly, 1: the first ns, 2: the last ns. */
+static int heavy_slow(int kind, int i, int K, int ns) {
+    if (kind == 1) return i < ns;
+    if (kind == 2) return i >= K - ns;
+    return (long)(i + 1) * ns / K > (long)i * ns / K;
+}
+
+/* Devices by speed, slowest first (stable: rank order among equals). */
+static void by_speed(const tn_prob *pb, int *ord, double *t) {
+    int P = pb->P;
+    for (int d = 0; d < P; d++) {
+        ord[d] = d;
+        t[d] = tn_mixed_work(pb, d, 0, pb->L);
+    }
+    for (int i = 1; i < P; i++)
+        for (int j = i; j > 0 && t[ord[j]] > t[ord[j - 1]]; j--) {
+            int x = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = x;
+        }
+}
+
+void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_cand *, const char *),
+                          void *ctx) {
+    const tn_prob *pb = st->pb;
+    const op_problem *pr = pb->pr;
+    if (!pb->mx || st->mode != OP_TUNE_PLACE_ANY) return;
+    int P = pb->P, L = pb->L;
+    double minlim = 0;
+    for (int d = 0; d < P; d++) {
+        double lim = tn_dev_lim(pb, d);
+        if (lim <= 0) return; /* a device without a limit: nothing forces one heavy layer each */
+        if (d == 0 || lim < minlim) minlim = lim;
+    }
+    int K = 0;
+    for (int l = 0; l < L; l++) K += 2.0 * (double)pr->layers[l].static_bytes > minlim;
+    if (K < 1 || K > P) return;
+
+    int *ord = op_xcalloc((size_t)P, sizeof(int));
+    double *t = op_xcalloc((size_t)P, sizeof(double)), *load = op_xcalloc((size_t)P, sizeof(double));
+    double *stat = op_xcalloc((size_t)P, sizeof(double));
+    int *pc = op_xcalloc((size_t)L, sizeof(int)); /* light pieces, heaviest first */
+    by_speed(pb, ord, t);
+    int ns = 0; /* slow: more than 5% slower than the fastest of the K heavy devices */
+    for (int i = 0; i < K; i++) ns += t[ord[i]] > 1.05 * t[ord[K - 1]];
+    /* light pieces: at most half a device's mean share each (on the fastest type), so the
+     * LPT has pieces to balance with */
+    double piece = 0.5 * tn_mixed_work(pb, ord[P - 1], 0, L) / P;
+    tn_cand c;
+    tn_cand_alloc(&c, pb);
+    for (int kind = 0; kind < 3 && !tn_out_of_budget(st); kind++) {
+        if (kind > 0 && (ns == 0 || ns == K)) break; /* every order is the same */
+        /* stages: each heavy layer alone; each light run cut in pieces of at most `piece` */
+        int S = 0, hi = 0, si = 0, fj = ns; /* slow: ord[0, ns), fast: ord[ns, K) */
+        for (int l = 0; l < L;) {
+            c.first[S] = l;
+            if (2.0 * (double)pr->layers[l].static_bytes > minlim) {
+                int slow = heavy_slow(kind, hi++, K, ns);
+                c.dev[S++] = slow ? ord[si++] : ord[fj++];
+                l++;
+                continue;
+            }
+            int e = l + 1;
+            while (e < L && 2.0 * (double)pr->layers[e].static_bytes <= minlim &&
+                   tn_mixed_work(pb, ord[P - 1], l, e + 1) <= piece)
+                e++;
+            c.dev[S++] = -1; /* placed below */
+            l = e;
+        }
+        c.first[S] = L;
+        c.S = S;
+        for (int d = 0; d < P; d++) load[d] = stat[d] = 0;
+        for (int s = 0; s < S; s++)
+            if (c.dev[s] >= 0) {
+                load[c.dev[s]] += tn_mixed_work(pb, c.dev[s], c.first[s], c.first[s + 1]);
+                stat[c.dev[s]] += (double)(pb->pstat[c.first[s + 1]] - pb->pstat[c.first[s]]);
+            }
+        int n = 0;
+        for (int s = 0; s < S; s++)
+            if (c.dev[s] < 0) pc[n++] = s;
+        for (int i = 1; i < n; i++) /* heaviest first (on the fastest type) */
+            for (int j = i; j > 0; j--) {
+                int a = pc[j], b = pc[j - 1];
+                if (tn_work(pb, c.first[a], c.first[a + 1]) <= tn_work(pb, c.first[b], c.first[b + 1])) break;
+                pc[j] = b;
+                pc[j - 1] = a;
+            }
+        for (int i = 0; i < n; i++) {
+            int s = pc[i], a = c.first[s], b = c.first[s + 1], best = -1;
+            double sb = (double)(pb->pstat[b] - pb->pstat[a]), bend = 0;
+            for (int pass = 0; pass < 2 && best < 0; pass++) /* pass 1: weights over the limit */
+                for (int d = 0; d < P; d++) {
+                    /* room for the stashes: weights within 85% of the limit */
+                    if (!pass && stat[d] + sb > 0.85 * tn_dev_lim(pb, d)) continue;
+                    double end = load[d] + tn_mixed_work(pb, d, a, b);
+                    if (best < 0 || end < bend - 1e-9) best = d, bend = end;
+                }
+            c.dev[s] = best;
+            load[best] = bend;
+            stat[best] += sb;
+        }
+        offer(st, ctx, &c, "irregular");
+    }
+    tn_cand_free(&c);
+    free(ord);
+    free(t);
+    free(load);
+    free(stat);
+    free(pc);
+}

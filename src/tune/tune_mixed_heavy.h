@@ -1,0 +1,17 @@
+/* tune_mixed_heavy.h: seeds for mixed clusters whose layers are heavy in static memory
+ * (tune_mixed_heavy.c), and the per-device costs they need from tune_mixed.c. */
+#ifndef OCTOPIPE_TUNE_MIXED_HEAVY_H
+#define OCTOPIPE_TUNE_MIXED_HEAVY_H
+#include "tune/tune_int.h"
+
+/* F+I+W ms of layers [a, b) on device d's own type (tune_mixed.c; pb->mx must be set). */
+double tn_mixed_work(const tn_prob *pb, int d, int a, int b);
+
+/* Seeds that give every device at most one heavy layer (two of them would not fit the
+ * smallest device limit), the slowest devices the heavy layers alone and the light runs
+ * between them to the fast devices; handed to offer like tn_mixed_seeds'.  No-op when no layer
+ * is heavy or more layers are heavy than there are devices. */
+void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_cand *, const char *),
+                          void *ctx);
+
+#endif
