@@ -12,7 +12,9 @@
  * long runs cut in pieces), give the heavy stages to devices one each (slowest devices first;
  * which heavy layers the slow devices take: spread evenly, the first ones, the last ones),
  * then the light pieces, heaviest first, to the device that ends least loaded on its own speed
- * among those whose weights still fit (LPT).  Memory of the stashes is left to the schedule
+ * among those whose weights still fit within 85% or 97% of its limit (LPT), a neighbouring
+ * stage's device when it ends within 5% of that; each seed also with neighbouring stages on one
+ * device merged.  Memory of the stashes is left to the schedule
  * search and the per-stage policies (seeds start from keep and from full). */
 #include <stdlib.h>
 
@@ -69,7 +71,11 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
     double piece = 0.5 * tn_mixed_work(pb, ord[P - 1], 0, L) / P;
     tn_cand c;
     tn_cand_alloc(&c, pb);
-    for (int kind = 0; kind < 3 && !tn_out_of_budget(st); kind++) {
+    for (int v = 0; v < 6 && !tn_out_of_budget(st); v++) {
+        /* room: the share of a device's limit the weights may take (the rest for stashes;
+         * under full recomputation a stash is one boundary's bytes, so nearly all of it) */
+        int kind = v / 2;
+        double room = v % 2 ? 0.97 : 0.85;
         if (kind > 0 && (ns == 0 || ns == K)) break; /* every order is the same */
         /* stages: each heavy layer alone; each light run cut in pieces of at most `piece` */
         int S = 0, hi = 0, si = 0, fj = ns; /* slow: ord[0, ns), fast: ord[ns, K) */
@@ -111,16 +117,30 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
             double sb = (double)(pb->pstat[b] - pb->pstat[a]), bend = 0;
             for (int pass = 0; pass < 2 && best < 0; pass++) /* pass 1: weights over the limit */
                 for (int d = 0; d < P; d++) {
-                    /* room for the stashes: weights within 85% of the limit */
-                    if (!pass && stat[d] + sb > 0.85 * tn_dev_lim(pb, d)) continue;
+                    if (!pass && stat[d] + sb > room * tn_dev_lim(pb, d)) continue;
                     double end = load[d] + tn_mixed_work(pb, d, a, b);
                     if (best < 0 || end < bend - 1e-9) best = d, bend = end;
                 }
+            /* a neighbour's device within 5% of the best: one transfer less, and the two
+             * stages merge into one (shorter chain, fewer bubbles) */
+            for (int k = -1; k <= 1; k += 2) {
+                int nb = s + k >= 0 && s + k < S ? c.dev[s + k] : -1;
+                if (nb < 0 || nb == best || stat[nb] + sb > room * tn_dev_lim(pb, nb)) continue;
+                double end = load[nb] + tn_mixed_work(pb, nb, a, b);
+                if (end <= 1.05 * bend) best = nb, bend = end;
+            }
             c.dev[s] = best;
             load[best] = bend;
             stat[best] += sb;
         }
         offer(st, ctx, &c, "irregular");
+        /* the same with neighbouring stages on one device merged */
+        int m = 0;
+        for (int s = 0; s < S; s++)
+            if (m == 0 || c.dev[s] != c.dev[m - 1]) c.first[m] = c.first[s], c.dev[m++] = c.dev[s];
+        c.first[m] = L;
+        c.S = m;
+        if (m < S) offer(st, ctx, &c, "irregular");
     }
     tn_cand_free(&c);
     free(ord);
