@@ -96,6 +96,11 @@ double tn_mixed_work(const tn_prob *pb, int d, int a, int b) {
     return (mx->pf[o + b] - mx->pf[o + a]) + (mx->pi[o + b] - mx->pi[o + a]) + (mx->pw[o + b] - mx->pw[o + a]);
 }
 
+double tn_mixed_fwd(const tn_prob *pb, int d, int a, int b) {
+    size_t o = (size_t)pb->mx->dev_type[d] * (size_t)(pb->L + 1);
+    return pb->mx->pf[o + b] - pb->mx->pf[o + a];
+}
+
 /* Relative time of device d: its type's total F+I+W over row 0's (smaller = faster). */
 static double dev_time(const tn_prob *pb, int d) {
     const tn_mixed *mx = pb->mx;

@@ -29,6 +29,13 @@ static int heavy_slow(int kind, int i, int K, int ns) {
 }
 
 /* Devices by speed, slowest first (stable: rank order among equals). */
+/* Time of layers [a, b) on device d as the seeds will run them: with full recomputation when
+ * the search starts from full everywhere (its F once more before I). */
+static double cost(const tn_search *st, int d, int a, int b) {
+    double t = tn_mixed_work(st->pb, d, a, b);
+    return st->pol0 == OP_ACT_FULL ? t + tn_mixed_fwd(st->pb, d, a, b) : t;
+}
+
 static void by_speed(const tn_prob *pb, int *ord, double *t) {
     int P = pb->P;
     for (int d = 0; d < P; d++) {
@@ -99,7 +106,7 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
         for (int d = 0; d < P; d++) load[d] = stat[d] = 0;
         for (int s = 0; s < S; s++)
             if (c.dev[s] >= 0) {
-                load[c.dev[s]] += tn_mixed_work(pb, c.dev[s], c.first[s], c.first[s + 1]);
+                load[c.dev[s]] += cost(st, c.dev[s], c.first[s], c.first[s + 1]);
                 stat[c.dev[s]] += (double)(pb->pstat[c.first[s + 1]] - pb->pstat[c.first[s]]);
             }
         int n = 0;
@@ -118,7 +125,7 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
             for (int pass = 0; pass < 2 && best < 0; pass++) /* pass 1: weights over the limit */
                 for (int d = 0; d < P; d++) {
                     if (!pass && stat[d] + sb > room * tn_dev_lim(pb, d)) continue;
-                    double end = load[d] + tn_mixed_work(pb, d, a, b);
+                    double end = load[d] + cost(st, d, a, b);
                     if (best < 0 || end < bend - 1e-9) best = d, bend = end;
                 }
             /* a neighbour's device within 5% of the best: one transfer less, and the two
@@ -126,7 +133,7 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
             for (int k = -1; k <= 1; k += 2) {
                 int nb = s + k >= 0 && s + k < S ? c.dev[s + k] : -1;
                 if (nb < 0 || nb == best || stat[nb] + sb > room * tn_dev_lim(pb, nb)) continue;
-                double end = load[nb] + tn_mixed_work(pb, nb, a, b);
+                double end = load[nb] + cost(st, nb, a, b);
                 if (end <= 1.05 * bend) best = nb, bend = end;
             }
             c.dev[s] = best;

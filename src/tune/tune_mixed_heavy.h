@@ -6,6 +6,8 @@
 
 /* F+I+W ms of layers [a, b) on device d's own type (tune_mixed.c; pb->mx must be set). */
 double tn_mixed_work(const tn_prob *pb, int d, int a, int b);
+/* F ms of layers [a, b) on device d's own type: what full recomputation adds. */
+double tn_mixed_fwd(const tn_prob *pb, int d, int a, int b);
 
 /* Seeds that give every device at most one heavy layer (two of them would not fit the
  * smallest device limit), the slowest devices the heavy layers alone and the light runs
