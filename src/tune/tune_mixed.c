@@ -3,8 +3,10 @@
  *
  * Costs: a stage's F, I, W durations are those of the device it is placed on, so the engine's
  * uniform per-stage sums (prefix sums of row 0) are replaced, stage by stage, by the prefix
- * sums of the stage's device type.  Memory: each device is checked against its own limit
- * (tn_dev_lim).
+ * sums of the stage's device type, its policy's recompute included (selective's f_sel or
+ * full's F on that type, before I, as the simulator times it), so the per-stage policy search
+ * (tune_mem.c) runs on mixed clusters too.  Memory: each device is checked against its own
+ * limit (tn_dev_lim).
  * Seeds: the device order of the pipeline decides which stages (the head, the embedding, the
  * middle) land on fast devices and which boundaries cross the slow inter-node link, so the
  * seeds try a few orders (as given; nodes reversed; fast devices first or last inside each
@@ -12,7 +14,7 @@
  * also takes a last stage (embedding and head on the fastest device), each cut by the speed-proportional
  * split (op_sched_speed_split: every stage about equally long on its own device).  The local
  * search then moves stages and layers as usual, the engine scoring every move with per-device
- * costs. */
+ * costs.  Layers two of which fill a device get their own seeds (tune_mixed_heavy.c). */
 #include <stdlib.h>
 #include <string.h>
 
