@@ -12,8 +12,8 @@
 
 #include "octopipe/sched.h"
 #include "octopipe/sim.h"
-#include "tune/tune_int.h"
 #include "tune/tune_mem.h"
+#include "tune/tune_mixed_heavy.h"
 
 /* Search restarts (tn_tune_core): one per TN_ROUND_EVALS simulations of budget, at most
  * TN_ROUNDS (a round with fewer simulations than that stops short of a local optimum). */
@@ -359,6 +359,7 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0, op
             miss = st.best_score < before * (1 - 1e-12) ? 0 : miss + 1;
         }
     }
+    tn_mixed_heavy_kick(&st); /* mixed clusters, layers two of which fill a device */
     tn_cand_free(&cur);
     tn_cand_free(&round_start);
 

@@ -20,6 +20,11 @@
 
 #include "tune/tune_mixed_heavy.h"
 
+/* Two of layer l do not fit the smallest limit. */
+static int heavy(const op_problem *pr, int l, double minlim) {
+    return 2.0 * (double)pr->layers[l].static_bytes > minlim;
+}
+
 /* Slow set of heavy order `kind`: is heavy layer i (of K, ns of them slow) on a slow device?
  * 0: spread evenly, 1: the first ns, 2: the last ns. */
 static int heavy_slow(int kind, int i, int K, int ns) {
@@ -50,35 +55,87 @@ static void by_speed(const tn_prob *pb, int *ord, double *t) {
         }
 }
 
+/* The heavy layers' setting: minlim (the smallest device limit), ord (devices slowest first),
+ * t (each device's whole-model time), slow[d] (device d is one of the ns slow ones among the K
+ * that take a heavy layer).  Returns K, or 0 when the seeds do not apply. */
+static int setup(const tn_search *st, double *minlim, int *ord, double *t, char *slow, int *ns) {
+    const tn_prob *pb = st->pb;
+    int P = pb->P, K = 0;
+    if (!pb->mx || st->mode != OP_TUNE_PLACE_ANY) return 0;
+    for (int d = 0; d < P; d++) {
+        double lim = tn_dev_lim(pb, d);
+        if (lim <= 0) return 0; /* a device without a limit: nothing forces one heavy layer each */
+        if (d == 0 || lim < *minlim) *minlim = lim;
+    }
+    for (int l = 0; l < pb->L; l++) K += heavy(pb->pr, l, *minlim);
+    if (K < 1 || K > P) return 0;
+    by_speed(pb, ord, t);
+    *ns = 0; /* slow: more than 5% slower than the fastest of the K heavy devices */
+    for (int i = 0; i < K; i++) *ns += slow[ord[i]] = t[ord[i]] > 1.05 * t[ord[K - 1]];
+    return K;
+}
+
+/* Each slow device's lone heavy layer takes the light layer before it, from a fast device's
+ * stage of two or more layers: the fast devices then run full recomputation on fewer layers
+ * where their weights leave no room for stashes, while a slow device has room.  Returns how
+ * many stages grew. */
+static int grow(const tn_prob *pb, tn_cand *c, const char *slow, double minlim) {
+    int grown = 0;
+    for (int s = 1; s < c->S; s++) {
+        int a = c->first[s];
+        if (!slow[c->dev[s]] || slow[c->dev[s - 1]] || c->first[s + 1] - a != 1 ||
+            a - c->first[s - 1] < 2 || !heavy(pb->pr, a, minlim) || heavy(pb->pr, a - 1, minlim))
+            continue;
+        c->first[s]--;
+        grown++;
+    }
+    return grown;
+}
+
+void tn_mixed_heavy_kick(tn_search *st) {
+    const tn_prob *pb = st->pb;
+    int P = pb->P, ns = 0;
+    if (!pb->mx || st->best_score >= TN_NOFIT) return;
+    double minlim = 0, *t = op_xcalloc((size_t)P, sizeof(double));
+    int *ord = op_xcalloc((size_t)P, sizeof(int));
+    char *slow = op_xcalloc((size_t)P, 1);
+    if (setup(st, &minlim, ord, t, slow, &ns) && ns > 0) {
+        tn_cand c;
+        tn_cand_alloc(&c, pb);
+        tn_cand_copy(&c, &st->best, pb);
+        if (grow(pb, &c, slow, minlim)) {
+            /* a slow device has the room: its stages keep their activations */
+            for (int s = 0; s < c.S && st->pol0 >= 0; s++)
+                if (slow[c.dev[s]]) c.pol[s] = OP_ACT_KEEP;
+            long extra = st->max_evals * 2 / 3 > 1 ? st->max_evals * 2 / 3 : 1;
+            st->max_evals += extra;
+            tn_local_search(st, &c, extra);
+        }
+        tn_cand_free(&c);
+    }
+    free(t);
+    free(ord);
+    free(slow);
+}
+
 void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_cand *, const char *),
                           void *ctx) {
     const tn_prob *pb = st->pb;
     const op_problem *pr = pb->pr;
-    if (!pb->mx || st->mode != OP_TUNE_PLACE_ANY) return;
-    int P = pb->P, L = pb->L;
+    int P = pb->P, L = pb->L, ns = 0;
     double minlim = 0;
-    for (int d = 0; d < P; d++) {
-        double lim = tn_dev_lim(pb, d);
-        if (lim <= 0) return; /* a device without a limit: nothing forces one heavy layer each */
-        if (d == 0 || lim < minlim) minlim = lim;
-    }
-    int K = 0;
-    for (int l = 0; l < L; l++) K += 2.0 * (double)pr->layers[l].static_bytes > minlim;
-    if (K < 1 || K > P) return;
-
     int *ord = op_xcalloc((size_t)P, sizeof(int));
     double *t = op_xcalloc((size_t)P, sizeof(double)), *load = op_xcalloc((size_t)P, sizeof(double));
     double *stat = op_xcalloc((size_t)P, sizeof(double));
     int *pc = op_xcalloc((size_t)L, sizeof(int)); /* light pieces, heaviest first */
-    by_speed(pb, ord, t);
-    int ns = 0; /* slow: more than 5% slower than the fastest of the K heavy devices */
-    for (int i = 0; i < K; i++) ns += t[ord[i]] > 1.05 * t[ord[K - 1]];
-    /* light pieces: at most half a device's mean share each (on the fastest type), so the
-     * LPT has pieces to balance with */
-    double piece = 0.5 * tn_mixed_work(pb, ord[P - 1], 0, L) / P;
+    char *slow = op_xcalloc((size_t)P, 1);
+    int K = setup(st, &minlim, ord, t, slow, &ns);
     tn_cand c;
     tn_cand_alloc(&c, pb);
-    for (int v = 0; v < 6 && !tn_out_of_budget(st); v++) {
+    /* light pieces: at most half a device's mean share each (on the fastest type), so the
+     * LPT has pieces to balance with */
+    double piece = K ? 0.5 * tn_mixed_work(pb, ord[P - 1], 0, L) / P : 0;
+    for (int v = 0; v < 6 && K && !tn_out_of_budget(st); v++) {
         /* room: the share of a device's limit the weights may take (the rest for stashes;
          * under full recomputation a stash is one boundary's bytes, so nearly all of it) */
         int kind = v / 2;
@@ -88,14 +145,14 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
         int S = 0, hi = 0, si = 0, fj = ns; /* slow: ord[0, ns), fast: ord[ns, K) */
         for (int l = 0; l < L;) {
             c.first[S] = l;
-            if (2.0 * (double)pr->layers[l].static_bytes > minlim) {
-                int slow = heavy_slow(kind, hi++, K, ns);
-                c.dev[S++] = slow ? ord[si++] : ord[fj++];
+            if (heavy(pr, l, minlim)) {
+                int to_slow = heavy_slow(kind, hi++, K, ns);
+                c.dev[S++] = to_slow ? ord[si++] : ord[fj++];
                 l++;
                 continue;
             }
             int e = l + 1;
-            while (e < L && 2.0 * (double)pr->layers[e].static_bytes <= minlim &&
+            while (e < L && !heavy(pr, e, minlim) &&
                    tn_mixed_work(pb, ord[P - 1], l, e + 1) <= piece)
                 e++;
             c.dev[S++] = -1; /* placed below */
@@ -148,6 +205,8 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
         c.first[m] = L;
         c.S = m;
         if (m < S) offer(st, ctx, &c, "irregular");
+        /* and with each slow device's lone heavy layer taking the light layer before it */
+        if (grow(pb, &c, slow, minlim)) offer(st, ctx, &c, "irregular");
     }
     tn_cand_free(&c);
     free(ord);
@@ -155,4 +214,5 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
     free(load);
     free(stat);
     free(pc);
+    free(slow);
 }

@@ -15,5 +15,10 @@ double tn_mixed_fwd(const tn_prob *pb, int d, int a, int b);
  * is heavy or more layers are heavy than there are devices. */
 void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_cand *, const char *),
                           void *ctx);
+/* After the search: the best plan with each slow device's lone heavy layer also taking the
+ * light layer before it, refined by one more local search (two thirds more simulations); a move
+ * of two boundaries' worth the local search does not make by itself.  No-op where the seeds
+ * do not apply. */
+void tn_mixed_heavy_kick(tn_search *st);
 
 #endif
