@@ -342,6 +342,74 @@ TEST(tuner_gives_the_slow_device_its_heavy_layer_alone) {
     op_plan_free(&p);
 }
 
+/* The restart after the search (tn_mixed_heavy_kick): from a best plan whose slow device runs
+ * a heavy layer alone after a fast stage of two light layers, it searches again (simulations
+ * are spent) from the slow device also taking the light layer before it, and never returns
+ * anything worse than the best it started from.  Layers l0 l1 h2 l3 h4 (heavy: 10 bytes of 15),
+ * fast device 0, slow device 1 (3x). */
+TEST(kick_restarts_from_the_slow_device_taking_a_light_layer) {
+    two_speed x;
+    int types[2] = {0, 1};
+    two_speed_init(&x, 5, 2, types, 4);
+    for (int t = 0; t < 2; t++)
+        for (int l = 0; l < 5; l++) {
+            op_layer_cost *c = &x.rows[t * 5 + l];
+            int hv = l == 2 || l == 4;
+            c->f_ms = c->i_ms = (t ? 3 : 1) * (hv ? 2 : 1);
+            c->static_bytes = c->param_bytes = hv ? 10 : 1;
+        }
+    double lim[2] = {15, 15};
+    x.pr.dev_mem_limit = lim;
+    x.pr.mem_limit_bytes = 15;
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    tn_prob pb;
+    tn_prob_init(&pb, &x.pr);
+    tn_search st;
+    memset(&st, 0, sizeof st);
+    st.pb = &pb;
+    st.o = &o;
+    st.e = tn_eng_new(&pb);
+    tn_res_alloc(&st.r, 2);
+    tn_res_alloc(&st.cr, 2);
+    st.mode = OP_TUNE_PLACE_ANY;
+    st.max_evals = 300;
+    st.s_ref = pb.L;
+    st.best_score = 1e300;
+    st.min_peak = INT64_MAX;
+    st.pol0 = -1;
+    op_rng_seed(&st.rng, 1);
+    tn_cand_alloc(&st.best, &pb);
+    tn_cand c;
+    tn_cand_alloc(&c, &pb);
+    c.S = 3;
+    int first[4] = {0, 2, 3, 5}, dev[3] = {0, 1, 0};
+    memcpy(c.first, first, sizeof first);
+    memcpy(c.dev, dev, sizeof dev);
+    c.split = 1;
+    double start = tn_score(&st, &c); /* becomes st.best */
+    CHECK(start < TN_NOFIT);
+    long sims = st.sims;
+    tn_mixed_heavy_kick(&st);
+    CHECK_MSG(st.sims > sims + 1, "the restart ran no search (%ld simulations)", st.sims - sims);
+    CHECK(st.best_score <= start);
+    /* uniform: nothing to do */
+    x.pr.n_types = 1;
+    tn_prob pu;
+    tn_prob_init(&pu, &x.pr);
+    st.pb = &pu;
+    sims = st.sims;
+    tn_mixed_heavy_kick(&st);
+    CHECK_EQ_INT((int)(st.sims - sims), 0);
+    tn_prob_free(&pu);
+    tn_cand_free(&c);
+    tn_cand_free(&st.best);
+    tn_res_free(&st.r);
+    tn_res_free(&st.cr);
+    tn_eng_free(st.e);
+    tn_prob_free(&pb);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(speed_split_gives_the_fast_device_more_layers);
@@ -352,5 +420,6 @@ int main(int argc, char **argv) {
     RUN(tuner_keeps_the_big_boundary_off_the_slow_link);
     RUN(engine_times_policies_on_each_type_as_the_simulator);
     RUN(tuner_gives_the_slow_device_its_heavy_layer_alone);
+    RUN(kick_restarts_from_the_slow_device_taking_a_light_layer);
     return check_report("tune_mixed");
 }
