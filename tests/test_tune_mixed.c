@@ -21,6 +21,7 @@
 #include "octopipe/sched.h"
 #include "octopipe/sim.h"
 #include "octopipe/tune.h"
+#include "tune/tune_int.h"
 #include "tune/tune_mixed_heavy.h"
 
 static void layer(op_layer_cost *l, int i, double f, double b, int64_t out) {

@@ -12,6 +12,7 @@
 
 #include "octopipe/sched.h"
 #include "octopipe/sim.h"
+#include "tune/tune_int.h"
 #include "tune/tune_mem.h"
 #include "tune/tune_mixed_heavy.h"
 

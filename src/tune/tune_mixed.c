@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "octopipe/sched.h"
+#include "tune/tune_int.h"
 #include "tune/tune_mixed_heavy.h"
 
 struct tn_mixed {

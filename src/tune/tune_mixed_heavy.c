@@ -18,6 +18,7 @@
  * search and the per-stage policies (seeds start from keep and from full). */
 #include <stdlib.h>
 
+#include "tune/tune_int.h"
 #include "tune/tune_mixed_heavy.h"
 
 /* Two of layer l do not fit the smallest limit. */

@@ -1,8 +1,9 @@
 /* tune_mixed_heavy.h: seeds for mixed clusters whose layers are heavy in static memory
- * (tune_mixed_heavy.c), and the per-device costs they need from tune_mixed.c. */
+ * (tune_mixed_heavy.c), and the per-device costs they need from tune_mixed.c.  Include it
+ * after tune/tune_int.h (whose search state lies outside that header's include guard, so it
+ * is included once, by the .c file). */
 #ifndef OCTOPIPE_TUNE_MIXED_HEAVY_H
 #define OCTOPIPE_TUNE_MIXED_HEAVY_H
-#include "tune/tune_int.h"
 
 /* F+I+W ms of layers [a, b) on device d's own type (tune_mixed.c; pb->mx must be set). */
 double tn_mixed_work(const tn_prob *pb, int d, int a, int b);
