@@ -21,6 +21,8 @@
 #include "octopipe/sched.h"
 #include "octopipe/sim.h"
 #include "octopipe/tune.h"
+#include "tune/tune_int.h"
+#include "tune/tune_mixed_heavy.h"
 
 static void layer(op_layer_cost *l, int i, double f, double b, int64_t out) {
     memset(l, 0, sizeof *l);
@@ -195,6 +197,220 @@ TEST(tuner_keeps_the_big_boundary_off_the_slow_link) {
     op_plan_free(&p);
 }
 
+/* Mixed types with per-stage policies: the engine's makespan and per-device peaks equal the
+ * simulator's on the plan built from the engine's own order.  Type 1 is 2.5x slower and each
+ * stage's recompute (selective's f_sel, full's F) must run at its own device's speed. */
+TEST(engine_times_policies_on_each_type_as_the_simulator) {
+    enum { L = 10, P = 3, M = 5 };
+    op_layer_cost rows[2 * L];
+    int types[P] = {0, 1, 0};
+    for (int t = 0; t < 2; t++)
+        for (int l = 0; l < L; l++) {
+            op_layer_cost *c = &rows[t * L + l];
+            double k = t ? 2.5 : 1;
+            layer(c, l, k * (1 + 0.25 * (l % 4)), k * (1.5 + 0.1 * (l % 3)), (2 + l % 2) << 20);
+            c->w_ms = k * 0.5;
+            c->act_bytes = (int64_t)(40 + 8 * (l % 5)) << 20;
+            c->act_w_bytes = 10 << 20;
+            c->act_i_bytes = 4 << 20;
+            c->static_bytes = 100 << 20;
+            if (l % 3 == 0) c->f_sel_ms = k * 0.3, c->act_sel_bytes = 25 << 20;
+        }
+    op_problem pr = {0};
+    pr.model = "mixed-pol";
+    pr.layers = rows;
+    pr.n_layers = L;
+    pr.P = P;
+    pr.M = M;
+    pr.tokens_per_mb = 4096;
+    pr.comm.none = 1;
+    pr.n_types = 2;
+    pr.type_layers = rows;
+    pr.dev_type = types;
+    tn_prob pb;
+    tn_prob_init(&pb, &pr);
+    tn_eng *e = tn_eng_new(&pb);
+    tn_res r;
+    tn_res_alloc(&r, P);
+    tn_cand c;
+    tn_cand_alloc(&c, &pb);
+    op_rng rng;
+    op_rng_seed(&rng, 11);
+    int n_pol[3] = {0}, slow_rc = 0;
+    for (int trial = 0; trial < 40; trial++) {
+        int S = P * (1 + op_rng_int(&rng, 2)); /* 3 or 6 stages, irregular placement */
+        c.S = S;
+        for (int s = 0; s < S; s++) c.dev[s] = op_rng_int(&rng, P);
+        tn_partition_balanced(&pb, &c, 0);
+        c.split = op_rng_int(&rng, 2);
+        for (int s = 0; s < S; s++) {
+            c.pol[s] = (uint8_t)op_rng_int(&rng, 3);
+            n_pol[c.pol[s]]++;
+            slow_rc += c.pol[s] != OP_ACT_KEEP && c.dev[s] == 1;
+        }
+        size_t per = (size_t)S * M * 3;
+        op_op *buf = malloc(sizeof(op_op) * per * P);
+        op_op *ops[P];
+        int n[P];
+        for (int d = 0; d < P; d++) ops[d] = buf + per * (size_t)d;
+        double mk = tn_eval(e, &pb, &c, &r, ops, n, 0);
+        op_plan p;
+        op_plan_init_problem(&p, "t", &pr, S);
+        memcpy(p.stage_first, c.first, sizeof(int) * (size_t)(S + 1));
+        memcpy(p.stage_dev, c.dev, sizeof(int) * (size_t)S);
+        for (int s = 0; s < S; s++) p.stage_split[s] = (uint8_t)c.split, p.stage_act[s] = c.pol[s];
+        for (int d = 0; d < P; d++) op_plan_set_ops(&p, d, ops[d], n[d]);
+        op_err err = {0};
+        CHECK(op_plan_validate(&p, &err) == OP_OK);
+        CHECK(op_sim_replay(&p, NULL, &err) == OP_OK);
+        CHECK_NEAR(p.pred.makespan_ms, mk, 1e-9 * mk);
+        for (int d = 0; d < P; d++) CHECK_EQ_INT(p.pred.peak_bytes[d], r.peak[d]);
+        op_plan_free(&p);
+        free(buf);
+    }
+    CHECK(n_pol[0] > 0 && n_pol[1] > 0 && n_pol[2] > 0 && slow_rc > 0);
+    tn_cand_free(&c);
+    tn_res_free(&r);
+    tn_eng_free(e);
+    tn_prob_free(&pb);
+}
+
+/* tn_mixed_heavy_seeds' offer: checks every seed of the 5-layer case below. */
+static int seen, alone;
+static void collect(tn_search *st, void *ctx, tn_cand *c, const char *shape) {
+    (void)st, (void)ctx;
+    seen++;
+    CHECK_STR_CONTAINS(shape, "irregular");
+    int on1 = 0, heavy1 = 0, heavy0 = 0;
+    for (int s = 0; s < c->S; s++)
+        for (int l = c->first[s]; l < c->first[s + 1]; l++) {
+            if (c->dev[s] == 1) on1++, heavy1 += l % 2;
+            else heavy0 += l % 2;
+        }
+    CHECK_MSG(heavy1 == 1 && heavy0 == 1, "heavy layers: %d on the slow device, %d on the fast", heavy1, heavy0);
+    alone += on1 == 1; /* with room for its weights (97% of the limit) the fast one takes every light layer */
+}
+
+/* Layers two of which fill a device: light l0, heavy h1, light l2, heavy h3, light l4 on a fast
+ * device 0 and a slow device 1 (3x), each limited to 15 bytes, heavy layers 10 static bytes,
+ * light ones 1.  Per microbatch (F + B): light 2 / 6 ms, heavy 4 / 12 ms.  Each device holds one
+ * heavy layer.  A contiguous split gives the slow device its heavy layer with at least one
+ * light neighbour: >= 18 ms a microbatch, 72 ms for M = 4.  The slow device running h1 alone
+ * (12 ms a microbatch, 48 in all) and the fast one l0 and l2-h3-l4 (10 ms) needs three stages
+ * and reaches about 48 plus the fill (l0's F and B, 1 ms each, and the fast stage's F and B
+ * between the slow device's F and B). */
+TEST(tuner_gives_the_slow_device_its_heavy_layer_alone) {
+    two_speed x;
+    int types[2] = {0, 1};
+    two_speed_init(&x, 5, 2, types, 4);
+    for (int t = 0; t < 2; t++)
+        for (int l = 0; l < 5; l++) {
+            op_layer_cost *c = &x.rows[t * 5 + l];
+            double k = t ? 3 : 1, h = l % 2 ? 2 : 1;
+            c->f_ms = k * h, c->i_ms = k * h;
+            c->static_bytes = c->param_bytes = l % 2 ? 10 : 1;
+        }
+    double lim[2] = {15, 15};
+    x.pr.dev_mem_limit = lim;
+    x.pr.mem_limit_bytes = 15;
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    o.no_baselines = 1;
+    /* the seeds themselves: one heavy layer per device, and some with the slow device's alone */
+    tn_prob pb;
+    tn_prob_init(&pb, &x.pr);
+    tn_search st;
+    memset(&st, 0, sizeof st);
+    st.pb = &pb;
+    st.o = &o;
+    st.mode = OP_TUNE_PLACE_ANY;
+    st.max_evals = 1000;
+    seen = alone = 0;
+    tn_mixed_heavy_seeds(&st, collect, NULL);
+    CHECK(seen > 0 && alone > 0);
+    tn_prob_free(&pb);
+    op_plan p;
+    op_err e = {0};
+    CHECK_EQ_INT(op_tune(&x.pr, &o, &p, &e), OP_OK);
+    int on_slow = 0, heavy_slow = 0;
+    for (int s = 0; s < p.S; s++)
+        if (p.stage_dev[s] == 1)
+            for (int l = p.stage_first[s]; l < p.stage_first[s + 1]; l++) on_slow++, heavy_slow += l % 2;
+    CHECK_MSG(on_slow == 1 && heavy_slow == 1, "slow device holds %d layers, %d heavy", on_slow, heavy_slow);
+    CHECK(op_plan_fits(&p));
+    CHECK_MSG(p.pred.makespan_ms < 60, "%.3f ms: no better than a contiguous split's 72", p.pred.makespan_ms);
+    CHECK(p.pred.makespan_ms >= 48 - 1e-9);
+    op_plan_free(&p);
+}
+
+/* The restart after the search (tn_mixed_heavy_kick): from a best plan whose slow device runs
+ * a heavy layer alone after a fast stage of two light layers, it searches again (simulations
+ * are spent) from the slow device also taking the light layer before it, and never returns
+ * anything worse than the best it started from.  Layers l0 l1 h2 l3 h4 (heavy: 10 bytes of 15),
+ * fast device 0, slow device 1 (3x). */
+TEST(kick_restarts_from_the_slow_device_taking_a_light_layer) {
+    two_speed x;
+    int types[2] = {0, 1};
+    two_speed_init(&x, 5, 2, types, 4);
+    for (int t = 0; t < 2; t++)
+        for (int l = 0; l < 5; l++) {
+            op_layer_cost *c = &x.rows[t * 5 + l];
+            int hv = l == 2 || l == 4;
+            c->f_ms = c->i_ms = (t ? 3 : 1) * (hv ? 2 : 1);
+            c->static_bytes = c->param_bytes = hv ? 10 : 1;
+        }
+    double lim[2] = {15, 15};
+    x.pr.dev_mem_limit = lim;
+    x.pr.mem_limit_bytes = 15;
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    tn_prob pb;
+    tn_prob_init(&pb, &x.pr);
+    tn_search st;
+    memset(&st, 0, sizeof st);
+    st.pb = &pb;
+    st.o = &o;
+    st.e = tn_eng_new(&pb);
+    tn_res_alloc(&st.r, 2);
+    tn_res_alloc(&st.cr, 2);
+    st.mode = OP_TUNE_PLACE_ANY;
+    st.max_evals = 300;
+    st.s_ref = pb.L;
+    st.best_score = 1e300;
+    st.min_peak = INT64_MAX;
+    st.pol0 = -1;
+    op_rng_seed(&st.rng, 1);
+    tn_cand_alloc(&st.best, &pb);
+    tn_cand c;
+    tn_cand_alloc(&c, &pb);
+    c.S = 3;
+    int first[4] = {0, 2, 3, 5}, dev[3] = {0, 1, 0};
+    memcpy(c.first, first, sizeof first);
+    memcpy(c.dev, dev, sizeof dev);
+    c.split = 1;
+    double start = tn_score(&st, &c); /* becomes st.best */
+    CHECK(start < TN_NOFIT);
+    long sims = st.sims;
+    tn_mixed_heavy_kick(&st);
+    CHECK_MSG(st.sims > sims + 1, "the restart ran no search (%ld simulations)", st.sims - sims);
+    CHECK(st.best_score <= start);
+    /* uniform: nothing to do */
+    x.pr.n_types = 1;
+    tn_prob pu;
+    tn_prob_init(&pu, &x.pr);
+    st.pb = &pu;
+    sims = st.sims;
+    tn_mixed_heavy_kick(&st);
+    CHECK_EQ_INT((int)(st.sims - sims), 0);
+    tn_prob_free(&pu);
+    tn_cand_free(&c);
+    tn_cand_free(&st.best);
+    tn_res_free(&st.r);
+    tn_res_free(&st.cr);
+    tn_eng_free(st.e);
+    tn_prob_free(&pb);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(speed_split_gives_the_fast_device_more_layers);
@@ -203,5 +419,8 @@ int main(int argc, char **argv) {
     RUN(tuner_any_placement_reaches_the_hand_optimum);
     RUN(each_device_keeps_to_its_own_memory_limit);
     RUN(tuner_keeps_the_big_boundary_off_the_slow_link);
+    RUN(engine_times_policies_on_each_type_as_the_simulator);
+    RUN(tuner_gives_the_slow_device_its_heavy_layer_alone);
+    RUN(kick_restarts_from_the_slow_device_taking_a_light_layer);
     return check_report("tune_mixed");
 }

@@ -14,6 +14,7 @@
 #include "octopipe/sim.h"
 #include "tune/tune_int.h"
 #include "tune/tune_mem.h"
+#include "tune/tune_mixed_heavy.h"
 
 /* Search restarts (tn_tune_core): one per TN_ROUND_EVALS simulations of budget, at most
  * TN_ROUNDS (a round with fewer simulations than that stops short of a local optimum). */
@@ -300,7 +301,7 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0, op
     tn_res_alloc(&st.r, pb.P);
     tn_res_alloc(&st.cr, pb.P);
     st.mode = o.placement;
-    st.pol0 = pb.mx ? -1 : pol0; /* mixed clusters: per-type stage times carry no recompute */
+    st.pol0 = pol0; /* mixed clusters too: tn_mixed_stage_times adds each type's recompute */
     st.o = &o;
     st.t0 = st.last_progress = op_now_s();
     st.deadline = o.time_budget_s > 0 ? st.t0 + o.time_budget_s : 0;
@@ -359,6 +360,7 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0, op
             miss = st.best_score < before * (1 - 1e-12) ? 0 : miss + 1;
         }
     }
+    tn_mixed_heavy_kick(&st); /* mixed clusters, layers two of which fill a device */
     tn_cand_free(&cur);
     tn_cand_free(&round_start);
 

@@ -213,8 +213,6 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
             /* full costs a whole forward per stage: worth a search only when nothing lighter
              * fits, or what fits is still far (> 5%) from the memory-free bound */
             if (k > 2 && have && out->pred.makespan_ms <= 1.05 * out->pred.lower_bound_ms) break;
-            if (tcut[k] < 0 && pr->n_types > 1) continue; /* mixed: the engine's per-type times
-                                                           * carry no recompute (tune.c) */
             if (tcut[k] >= 0 && (!op_act_layers(pr->layers, tcut[k], pol, lv) || tcut[k] < 1)) continue;
             op_plan p;
             op_err e2 = {0};

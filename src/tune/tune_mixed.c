@@ -3,8 +3,10 @@
  *
  * Costs: a stage's F, I, W durations are those of the device it is placed on, so the engine's
  * uniform per-stage sums (prefix sums of row 0) are replaced, stage by stage, by the prefix
- * sums of the stage's device type.  Memory: each device is checked against its own limit
- * (tn_dev_lim).
+ * sums of the stage's device type, its policy's recompute included (selective's f_sel or
+ * full's F on that type, before I, as the simulator times it), so the per-stage policy search
+ * (tune_mem.c) runs on mixed clusters too.  Memory: each device is checked against its own
+ * limit (tn_dev_lim).
  * Seeds: the device order of the pipeline decides which stages (the head, the embedding, the
  * middle) land on fast devices and which boundaries cross the slow inter-node link, so the
  * seeds try a few orders (as given; nodes reversed; fast devices first or last inside each
@@ -12,17 +14,19 @@
  * also takes a last stage (embedding and head on the fastest device), each cut by the speed-proportional
  * split (op_sched_speed_split: every stage about equally long on its own device).  The local
  * search then moves stages and layers as usual, the engine scoring every move with per-device
- * costs. */
+ * costs.  Layers two of which fill a device get their own seeds (tune_mixed_heavy.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "octopipe/sched.h"
 #include "tune/tune_int.h"
+#include "tune/tune_mixed_heavy.h"
 
 struct tn_mixed {
     int T;                /* device types */
     const int *dev_type;  /* [P] */
     double *pf, *pi, *pw; /* [T * (L+1)] prefix sums of F, I, W per type */
+    double *pfsel;        /* [T * (L+1)] prefix sums of f_sel_ms (selective's recompute) */
 };
 
 void tn_mixed_init(tn_prob *pb) {
@@ -40,6 +44,7 @@ void tn_mixed_init(tn_prob *pb) {
     mx->pf = op_xcalloc(n, sizeof(double));
     mx->pi = op_xcalloc(n, sizeof(double));
     mx->pw = op_xcalloc(n, sizeof(double));
+    mx->pfsel = op_xcalloc(n, sizeof(double));
     for (int t = 0; t < mx->T; t++) {
         const op_layer_cost *row = pr->type_layers + (size_t)t * (size_t)L;
         size_t o = (size_t)t * (size_t)(L + 1);
@@ -47,6 +52,7 @@ void tn_mixed_init(tn_prob *pb) {
             mx->pf[o + l + 1] = mx->pf[o + l] + row[l].f_ms;
             mx->pi[o + l + 1] = mx->pi[o + l] + row[l].i_ms;
             mx->pw[o + l + 1] = mx->pw[o + l] + row[l].w_ms;
+            mx->pfsel[o + l + 1] = mx->pfsel[o + l] + op_layer_recompute_ms(&row[l], OP_ACT_SELECTIVE);
         }
     }
     pb->mx = mx;
@@ -57,6 +63,7 @@ void tn_mixed_free(tn_prob *pb) {
         free(pb->mx->pf);
         free(pb->mx->pi);
         free(pb->mx->pw);
+        free(pb->mx->pfsel);
         free(pb->mx);
     }
     free(pb->dev_lim);
@@ -71,6 +78,10 @@ void tn_mixed_stage_times(const tn_prob *pb, const tn_cand *c, double *tf, doubl
         int a = c->first[s], b = c->first[s + 1];
         double f = mx->pf[o + b] - mx->pf[o + a], i = mx->pi[o + b] - mx->pi[o + a];
         double w = mx->pw[o + b] - mx->pw[o + a];
+        /* the policy's recompute runs before I on the stage's own device (plan.h), as the
+         * engine's uniform setup adds row 0's */
+        if (c->pol[s] == OP_ACT_FULL) i += f;
+        else if (c->pol[s] == OP_ACT_SELECTIVE) i += mx->pfsel[o + b] - mx->pfsel[o + a];
         tf[s] = f + pb->ovh;
         if (c->split) {
             ti[s] = i + pb->ovh;
@@ -80,6 +91,17 @@ void tn_mixed_stage_times(const tn_prob *pb, const tn_cand *c, double *tf, doubl
             tw[s] = 0;
         }
     }
+}
+
+double tn_mixed_work(const tn_prob *pb, int d, int a, int b) {
+    const tn_mixed *mx = pb->mx;
+    size_t o = (size_t)mx->dev_type[d] * (size_t)(pb->L + 1);
+    return (mx->pf[o + b] - mx->pf[o + a]) + (mx->pi[o + b] - mx->pi[o + a]) + (mx->pw[o + b] - mx->pw[o + a]);
+}
+
+double tn_mixed_fwd(const tn_prob *pb, int d, int a, int b) {
+    size_t o = (size_t)pb->mx->dev_type[d] * (size_t)(pb->L + 1);
+    return pb->mx->pf[o + b] - pb->mx->pf[o + a];
 }
 
 /* Relative time of device d: its type's total F+I+W over row 0's (smaller = faster). */
@@ -158,4 +180,5 @@ void tn_mixed_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_cand *,
     tn_cand_free(&c);
     free(ord);
     free(prev);
+    tn_mixed_heavy_seeds(st, offer, ctx); /* layers two of which fill a device */
 }
