@@ -121,6 +121,10 @@ int op_sim_dynamic(op_plan *p, const op_sim_policy *pol, op_sim_ws *ws, op_err *
 /* Makespan only, no memory or idle accounting: the tuner's fast path. Returns < 0 on deadlock.
  * Does not run op_plan_validate (the caller built the plan); ops out of range return < 0. */
 double op_sim_makespan(const op_plan *p, op_sim_ws *ws);
+/* Same replay, but writes every op's start/end into p->ops (as op_sim_replay does) and fills
+ * no prediction: for searches that re-time many orders of one validated plan and need the
+ * full prediction only for the few they keep.  Returns < 0 on deadlock or a bad layout. */
+double op_sim_retime(op_plan *p, op_sim_ws *ws);
 
 /* Fills p->pred from the start/end times already in p->ops (memory walk, idle split, bubble
  * ratio, lower bound, tokens/s).  op_sim_replay and op_sim_dynamic call it. */

@@ -26,6 +26,9 @@ int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
     int64_t peak0 = p->pred.peak_bytes_max;
     long sims = 0;
     int kept = 0;
+    /* validity does not depend on the order (a move keeps each op on its device): checked
+     * once here, not per move; an invalid plan keeps no move, as every simulation would fail */
+    if (op_plan_validate(p, &e) != OP_OK) max_sims = 0;
     /* moves: op i to position i + k (|k| <= 4; k = 1 is the neighbour swap), nearest first */
     static const int ks[] = {1, 2, -2, 3, -3, 4, -4};
     for (int improved = 1; improved && sims < max_sims;) {
@@ -47,10 +50,19 @@ int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
                     else memmove(&o[j + 1], &o[j], sizeof(op_op) * (size_t)(i - j));
                     o[j] = mv;
                     sims++;
-                    int ok = op_sim_replay(p, ws, &e) == OP_OK && p->pred.peak_bytes_max <= peak0;
-                    double m = ok ? p->pred.makespan_ms : 0, m2 = ok ? second(p) : 0;
-                    if (ok && (m < best * (1 - 1e-12) ||
-                               (m <= best * (1 + 1e-12) && m2 < best2 * (1 - 1e-12)))) {
+                    /* The times decide most moves (a longer makespan, or a plateau whose I
+                     * chain ends no earlier); only a move that would be kept pays for the
+                     * memory walk.  The same decisions as op_sim_replay (validate, this
+                     * replay, op_sim_fill_pred) per move. */
+                    double m = op_sim_retime(p, ws), m2 = m >= 0 ? second(p) : 0;
+                    int ok = m >= 0 &&
+                             (m < best * (1 - 1e-12) ||
+                              (m <= best * (1 + 1e-12) && m2 < best2 * (1 - 1e-12)));
+                    if (ok) {
+                        op_sim_fill_pred(p);
+                        ok = p->pred.peak_bytes_max <= peak0;
+                    }
+                    if (ok) {
                         best = m;
                         best2 = m2;
                         improved = 1;

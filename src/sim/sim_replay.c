@@ -218,3 +218,13 @@ double op_sim_makespan(const op_plan *p, op_sim_ws *ws) {
     op_sim_ws_free(own);
     return T;
 }
+
+double op_sim_retime(op_plan *p, op_sim_ws *ws) {
+    if (sim_check_layout(p, NULL) != OP_OK) return -1.0; /* replay indexes by stage_dev */
+    op_sim_ws *own = ws ? NULL : op_sim_ws_new();
+    if (!ws) ws = own;
+    sim_prepare(ws, p, 1);
+    double T = sim_replay_core(p, ws, 1);
+    op_sim_ws_free(own);
+    return T;
+}
