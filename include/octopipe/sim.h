@@ -125,6 +125,13 @@ double op_sim_makespan(const op_plan *p, op_sim_ws *ws);
  * no prediction: for searches that re-time many orders of one validated plan and need the
  * full prediction only for the few they keep.  Returns < 0 on deadlock or a bad layout. */
 double op_sim_retime(op_plan *p, op_sim_ws *ws);
+/* op_sim_retime after device d's order changed at positions lo..hi only (the same ops,
+ * reordered), while p->ops still holds every op's times under the order before the change
+ * (from op_sim_retime or op_sim_replay): the ops that started before the moved ones keep
+ * their times and only the rest is replayed.  The same times and result as op_sim_retime.
+ * from[P] (or NULL) receives each device's first position whose times were rewritten
+ * (0 everywhere when everything was); a search that undoes the change restores those. */
+double op_sim_retime_from(op_plan *p, op_sim_ws *ws, int d, int lo, int hi, int *from);
 
 /* Fills p->pred from the start/end times already in p->ops (memory walk, idle split, bubble
  * ratio, lower bound, tokens/s).  op_sim_replay and op_sim_dynamic call it. */
