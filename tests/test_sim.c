@@ -466,6 +466,7 @@ TEST(replay_matches_naive_reference) {
         double T = p.pred.makespan_ms;
         CHECK_NEAR(naive_makespan(&p), T, 1e-12);
         CHECK(op_sim_makespan(&p, ws) == T);
+        CHECK(op_sim_peak_max(&p) == p.pred.peak_bytes_max); /* the walk alone, same peak */
         /* idle split sums to P * makespan - busy */
         double idle = 0, busy = 0;
         for (int d = 0; d < p.P; d++) {
@@ -478,6 +479,11 @@ TEST(replay_matches_naive_reference) {
         }
         CHECK_NEAR(idle, p.P * T - busy, 1e-9);
         CHECK_NEAR(p.pred.bubble_ratio, idle / (p.P * T), 1e-12);
+        if (it % 3 == 0) { /* recomputation re-materialises from I's start: same peak again */
+            for (int s = 0; s < p.S; s++) p.stage_act[s] = (uint8_t)(s % 3); /* keep, sel, full */
+            CHECK_EQ_INT(op_sim_replay(&p, ws, NULL), OP_OK);
+            CHECK(op_sim_peak_max(&p) == p.pred.peak_bytes_max);
+        }
         op_plan_free(&p);
     }
     op_sim_ws_free(ws);

@@ -75,10 +75,7 @@ int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
                     int ok = m >= 0 &&
                              (m < best * (1 - 1e-12) ||
                               (m <= best * (1 + 1e-12) && m2 < best2 * (1 - 1e-12)));
-                    if (ok) {
-                        op_sim_fill_pred(p);
-                        ok = p->pred.peak_bytes_max <= peak0;
-                    }
+                    if (ok) ok = op_sim_peak_max(p) <= peak0;
                     if (ok) {
                         best = m;
                         best2 = m2;
