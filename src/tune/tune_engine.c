@@ -36,7 +36,8 @@ struct tn_eng {
     int *cs, *ck, *cbs;             /* [P] cached stage and kind; blocked F stage */
     unsigned char *dirty;           /* [P] */
     int *dlist, nd;                 /* [P] the dirty devices, in the order they became dirty */
-    int Q, *seg;                    /* [2Q] min-tree over ct (ties: lower device), Q >= P */
+    int Q, *si;                     /* [2Q] min-tree over ct (ties: lower device), Q >= P: */
+    double *sk;                     /* each node's winning device and its key */
     double *rem;                    /* [P] work not yet scheduled (ms) */
     double *qf, *qi, *qw;           /* [L] pick's ready times by local stage slot (dst order) */
     tn_memo *memo;                  /* results of candidates already evaluated */
@@ -85,7 +86,8 @@ tn_eng *tn_eng_new(const tn_prob *pb) {
     e->dirty = op_xcalloc((size_t)P, 1);
     e->dlist = op_xcalloc((size_t)P, sizeof(int));
     for (e->Q = 1; e->Q < P; e->Q *= 2) {}
-    e->seg = op_xcalloc(2 * (size_t)e->Q, sizeof(int));
+    e->si = op_xcalloc(2 * (size_t)e->Q, sizeof(int));
+    e->sk = op_xcalloc(2 * (size_t)e->Q, sizeof(double));
     e->rem = op_xcalloc((size_t)P, sizeof(double));
     e->qf = op_xcalloc((size_t)L, sizeof(double));
     e->qi = op_xcalloc((size_t)L, sizeof(double));
@@ -99,7 +101,7 @@ void tn_eng_free(tn_eng *e) {
     void *ptrs[] = {e->tf, e->ti, e->tw, e->cf, e->cb, e->act, e->actw, e->acti, e->fneed,
                     e->nF, e->nI, e->nW, e->fend, e->iend, e->tfree, e->inflight, e->pendW, e->maxinf,
                     e->acur, e->stat, e->amax, e->dstart, e->dst, e->ct, e->cbt, e->cs,
-                    e->ck, e->cbs, e->dirty, e->dlist, e->seg, e->rem, e->qf, e->qi, e->qw};
+                    e->ck, e->cbs, e->dirty, e->dlist, e->si, e->sk, e->rem, e->qf, e->qi, e->qw};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
     tn_memo_free(e->memo);
     free(e);
@@ -237,19 +239,22 @@ static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
 
 /* The next device to run is the one whose picked op starts first (lowest device on ties): a
  * min-tree over ct makes that O(log P) per op instead of a scan of every device, which at
- * P = 64 was most of the tuner's time.  seg[Q + d] = d; seg[i] = the better child. */
-static inline int seg_better(const tn_eng *e, int a, int b) {
-    if (a < 0) return b;
-    if (b < 0) return a;
-    return e->ct[b] < e->ct[a] || (e->ct[b] == e->ct[a] && b < a) ? b : a;
+ * P = 64 was most of the tuner's time.  Node i holds its winner's key and device (sk, si):
+ * leaf Q + d is (ct[d], d), padding leaves (TN_INF, P).  Every device under a left child is
+ * lower than those under its right sibling, so a tie goes left and a node takes its right
+ * child only when that key is strictly smaller: one compare of two adjacent keys, no
+ * indirection through ct. */
+static inline int seg_pick(const tn_eng *e, int i) { /* the winning child of node i */
+    return e->sk[2 * i + 1] < e->sk[2 * i] ? 2 * i + 1 : 2 * i;
 }
-/* After ct[d] alone changed: a node that keeps a winner other than d leaves every node above
- * it as it was, so the walk stops there. */
+/* After ct[d] changed: every node from its leaf up, always to the root (a fixed trip of
+ * selects; stopping where the winner stays was slower at P = 64, the exit mispredicts). */
 static void seg_update(tn_eng *e, int d) {
+    e->sk[e->Q + d] = e->ct[d];
     for (int i = (e->Q + d) / 2; i >= 1; i /= 2) {
-        int w = seg_better(e, e->seg[2 * i], e->seg[2 * i + 1]);
-        if (w == e->seg[i] && w != d) break;
-        e->seg[i] = w;
+        int w = seg_pick(e, i);
+        e->sk[i] = e->sk[w];
+        e->si[i] = e->si[w];
     }
 }
 static inline void mark_dirty(tn_eng *e, int d) {
@@ -311,8 +316,15 @@ static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
         e->ct[d] = TN_INF;
     }
     e->nd = P;
-    for (int i = 0; i < e->Q; i++) e->seg[e->Q + i] = i < P ? i : -1;
-    for (int i = e->Q - 1; i >= 1; i--) e->seg[i] = seg_better(e, e->seg[2 * i], e->seg[2 * i + 1]);
+    for (int i = 0; i < e->Q; i++) {
+        e->sk[e->Q + i] = TN_INF;
+        e->si[e->Q + i] = i < P ? i : P;
+    }
+    for (int i = e->Q - 1; i >= 1; i--) {
+        int w = seg_pick(e, i);
+        e->sk[i] = e->sk[w];
+        e->si[i] = e->si[w];
+    }
     for (int s = 0; s < S; s++)
         e->stat[c->dev[s]] += pb->pstat[c->first[s + 1]] - pb->pstat[c->first[s]];
 }
@@ -344,9 +356,9 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
             seg_update(e, d);
         }
         e->nd = 0;
-        int bd = e->seg[1];
+        int bd = e->si[1];
         double bt = TN_INF;
-        if (bd >= 0 && e->ct[bd] < TN_INF) bt = e->ct[bd];
+        if (bd < P && e->ct[bd] < TN_INF) bt = e->ct[bd];
         else bd = -1;
         int s, kind;
         if (bd < 0) { /* only held-back F ops are ready: run the earliest */
