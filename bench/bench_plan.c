@@ -9,7 +9,8 @@
  * (P=8 M=32 ~60 layers, P=64 M=256 ~200 layers).  JSON goes to $BUILD/bench-results/plan.json.
  *
  * Usage: bench_plan [--quick | --tune-time]   (--quick: P in {4, 8} and no P=64 case;
- *        --tune-time: only the tune-time cases, for profiling the tuner) */
+ *        --tune-time: only the tune-time cases, for profiling the tuner;
+ *        --tune-time-quick: only the first (P=8) tune-time case) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,7 +174,8 @@ static op_layer_cost *profile_layers(int n_mixers, int *L) {
 
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
-    int tt_only = argc > 1 && !strcmp(argv[1], "--tune-time");
+    int tt_quick = argc > 1 && !strcmp(argv[1], "--tune-time-quick");
+    int tt_only = tt_quick || (argc > 1 && !strcmp(argv[1], "--tune-time"));
     const char *const *names = op_sched_names();
     printf("tuned plan vs baselines: H100-80GB nodes of 8, seq 4096, mbs 1, tp 1, limit 80 GiB; "
            "makespans in ms, '!' = does not fit memory, model* = no schedule fits 80 GiB, so the "
@@ -244,7 +246,7 @@ int main(int argc, char **argv) {
     op_buf_printf(&js, "\"tune_time\": [");
     struct { const char *what; int P, M, mixers; } tt[] = {
         {"profile-nemotron 60 layers", 8, 32, 58}, {"profile-nemotron 200 layers", 64, 256, 198}};
-    for (int k = 0; k < (quick ? 1 : 2); k++) {
+    for (int k = 0; k < (quick || tt_quick ? 1 : 2); k++) {
         int L;
         op_layer_cost *l = profile_layers(tt[k].mixers, &L);
         op_problem pr = {0};

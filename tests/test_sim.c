@@ -466,6 +466,7 @@ TEST(replay_matches_naive_reference) {
         double T = p.pred.makespan_ms;
         CHECK_NEAR(naive_makespan(&p), T, 1e-12);
         CHECK(op_sim_makespan(&p, ws) == T);
+        CHECK(op_sim_peak_max(&p) == p.pred.peak_bytes_max); /* the walk alone, same peak */
         /* idle split sums to P * makespan - busy */
         double idle = 0, busy = 0;
         for (int d = 0; d < p.P; d++) {
@@ -478,9 +479,74 @@ TEST(replay_matches_naive_reference) {
         }
         CHECK_NEAR(idle, p.P * T - busy, 1e-9);
         CHECK_NEAR(p.pred.bubble_ratio, idle / (p.P * T), 1e-12);
+        if (it % 3 == 0) { /* recomputation re-materialises from I's start: same peak again */
+            for (int s = 0; s < p.S; s++) p.stage_act[s] = (uint8_t)(s % 3); /* keep, sel, full */
+            CHECK_EQ_INT(op_sim_replay(&p, ws, NULL), OP_OK);
+            CHECK(op_sim_peak_max(&p) == p.pred.peak_bytes_max);
+        }
         op_plan_free(&p);
     }
     op_sim_ws_free(ws);
+}
+
+/* op_sim_retime_from after moving one op of a device (as the polish step does) gives the
+ * times of a full re-time bit for bit, deadlocks included; it keeps the ops that started
+ * before the moved ones (so it does skip work), and putting back the times from[] names
+ * restores the timeline before the move. */
+TEST(retime_from_equals_full) {
+    op_rng r;
+    op_rng_seed(&r, 23);
+    op_sim_ws *ws = op_sim_ws_new(), *ws2 = op_sim_ws_new();
+    long kept = 0, moves = 0, deadlocks = 0;
+    for (int it = 0; it < 150; it++) {
+        op_plan p;
+        random_plan(&p, &r, ws);
+        CHECK(op_sim_retime(&p, ws) == p.pred.makespan_ms); /* what op_sim_replay gave */
+        int *from = op_xmalloc(sizeof(int) * (size_t)p.P);
+        for (int k = 0; k < 40; k++) {
+            int d = op_rng_int(&r, p.P), n = p.n_ops[d];
+            if (n < 2) continue;
+            int i = op_rng_int(&r, n), j = i + (op_rng_int(&r, 2) ? 1 : -1) * (1 + op_rng_int(&r, 4));
+            if (j < 0 || j >= n) continue;
+            int lo = i < j ? i : j, hi = i < j ? j : i;
+            op_plan before;
+            op_plan_copy(&before, &p);
+            op_op mv = p.ops[d][i];
+            if (j > i) memmove(&p.ops[d][i], &p.ops[d][i + 1], sizeof(op_op) * (size_t)(j - i));
+            else memmove(&p.ops[d][j + 1], &p.ops[d][j], sizeof(op_op) * (size_t)(i - j));
+            p.ops[d][j] = mv;
+            op_plan full;
+            op_plan_copy(&full, &p);
+            double tf = op_sim_retime(&full, ws2), ti = op_sim_retime_from(&p, ws, d, lo, hi, from);
+            moves++;
+            CHECK(from[d] <= lo);
+            CHECK((tf < 0 && ti < 0) || tf == ti);
+            if (tf >= 0) {
+                for (int e = 0; e < p.P; e++) {
+                    kept += from[e];
+                    for (int x = 0; x < p.n_ops[e]; x++)
+                        CHECK(p.ops[e][x].start == full.ops[e][x].start &&
+                              p.ops[e][x].end == full.ops[e][x].end);
+                }
+            } else { /* undo the move, put back what was rewritten */
+                deadlocks++;
+                memcpy(p.ops[d], before.ops[d], sizeof(op_op) * (size_t)n);
+                for (int e = 0; e < p.P; e++)
+                    memcpy(p.ops[e] + from[e], before.ops[e] + from[e],
+                           sizeof(op_op) * (size_t)(p.n_ops[e] - from[e]));
+                for (int e = 0; e < p.P; e++)
+                    CHECK(!memcmp(p.ops[e], before.ops[e], sizeof(op_op) * (size_t)p.n_ops[e]));
+            }
+            op_plan_free(&full);
+            op_plan_free(&before);
+        }
+        free(from);
+        op_plan_free(&p);
+    }
+    CHECK(moves > 1000 && deadlocks > 0);
+    CHECK(kept > moves); /* ops before the move were kept, not replayed */
+    op_sim_ws_free(ws);
+    op_sim_ws_free(ws2);
 }
 
 /* Dynamic mode: its own output replays to identical times. */
@@ -743,6 +809,7 @@ int main(int argc, char **argv) {
     RUN(invalid_plan_rejected);
     RUN(replay_matches_naive_reference);
     RUN(dynamic_equals_replay);
+    RUN(retime_from_equals_full);
     RUN(dynamic_pinned);
     RUN(dynamic_builtin_1f1b);
     RUN(dynamic_custom_priority);

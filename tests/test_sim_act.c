@@ -277,6 +277,7 @@ TEST(offload_dynamic_equals_replay) {
     CHECK_EQ_INT(op_sim_replay(&q, NULL, &e), OP_OK);
     CHECK_NEAR(q.pred.makespan_ms, p.pred.makespan_ms, 1e-9);
     CHECK_EQ_INT(q.pred.peak_bytes_max, p.pred.peak_bytes_max);
+    CHECK_EQ_INT(op_sim_peak_max(&q), q.pred.peak_bytes_max);
     /* every I of an offloaded stash starts after its reload ends */
     int checked = 0;
     for (int d = 0; d < 2; d++)

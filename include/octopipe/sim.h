@@ -121,10 +121,25 @@ int op_sim_dynamic(op_plan *p, const op_sim_policy *pol, op_sim_ws *ws, op_err *
 /* Makespan only, no memory or idle accounting: the tuner's fast path. Returns < 0 on deadlock.
  * Does not run op_plan_validate (the caller built the plan); ops out of range return < 0. */
 double op_sim_makespan(const op_plan *p, op_sim_ws *ws);
+/* Same replay, but writes every op's start/end into p->ops (as op_sim_replay does) and fills
+ * no prediction: for searches that re-time many orders of one validated plan and need the
+ * full prediction only for the few they keep.  Returns < 0 on deadlock or a bad layout. */
+double op_sim_retime(op_plan *p, op_sim_ws *ws);
+/* op_sim_retime after device d's order changed at positions lo..hi only (the same ops,
+ * reordered), while p->ops still holds every op's times under the order before the change
+ * (from op_sim_retime or op_sim_replay): the ops that started before the moved ones keep
+ * their times and only the rest is replayed.  The same times and result as op_sim_retime.
+ * from[P] (or NULL) receives each device's first position whose times were rewritten
+ * (0 everywhere when everything was); a search that undoes the change restores those. */
+double op_sim_retime_from(op_plan *p, op_sim_ws *ws, int d, int lo, int hi, int *from);
 
 /* Fills p->pred from the start/end times already in p->ops (memory walk, idle split, bubble
  * ratio, lower bound, tokens/s).  op_sim_replay and op_sim_dynamic call it. */
 void op_sim_fill_pred(op_plan *p);
+/* The p->pred.peak_bytes_max op_sim_fill_pred would give, alone (no idle split, no lower
+ * bound): for searches that test memory on many orders.  A plan that offloads gets the full
+ * op_sim_fill_pred (its peaks need the copy engines' times). */
+int64_t op_sim_peak_max(op_plan *p);
 /* 1 when every device's predicted peak (p->pred.peak_bytes, from a simulation) is within its
  * own limit, op_plan_dev_mem_limit (0 = none): on a mixed cluster a small device can refuse a
  * plan that a larger one would hold. */

@@ -4,6 +4,7 @@
  * earlier) and the peak memory does not grow.  An order that
  * would deadlock fails to simulate and is undone.  Bounded by a number of simulations, so the
  * cost stays within a baseline's budget; deterministic (devices and positions in order). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "octopipe/sim.h"
@@ -26,6 +27,23 @@ int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
     int64_t peak0 = p->pred.peak_bytes_max;
     long sims = 0;
     int kept = 0;
+    /* validity does not depend on the order (a move keeps each op on its device): checked
+     * once here, not per move; an invalid plan keeps no move, as every simulation would fail */
+    if (op_plan_validate(p, &e) != OP_OK) max_sims = 0;
+    /* Incremental re-timing (op_sim_retime_from): p->ops holds the times of the kept order
+     * (base: a copy of them), a move re-times only what starts from the moved ops on, and a
+     * rejected move puts back the times it rewrote.  inc = 0 (the order as given does not
+     * replay): every move re-times the whole order. */
+    long nall = 0;
+    for (int d = 0; d < p->P; d++) nall += p->n_ops[d];
+    op_op *base = op_xmalloc(sizeof(op_op) * (size_t)(nall > 0 ? nall : 1));
+    long *boff = op_xmalloc(sizeof(long) * (size_t)p->P);
+    int *from = op_xmalloc(sizeof(int) * (size_t)p->P);
+    int inc = max_sims > 0 && op_sim_retime(p, ws) >= 0;
+    for (int d = 0, k = 0; d < p->P; k += p->n_ops[d], d++) {
+        boff[d] = k;
+        memcpy(base + k, p->ops[d], sizeof(op_op) * (size_t)p->n_ops[d]);
+    }
     /* moves: op i to position i + k (|k| <= 4; k = 1 is the neighbour swap), nearest first */
     static const int ks[] = {1, 2, -2, 3, -3, 4, -4};
     for (int improved = 1; improved && sims < max_sims;) {
@@ -47,21 +65,38 @@ int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
                     else memmove(&o[j + 1], &o[j], sizeof(op_op) * (size_t)(i - j));
                     o[j] = mv;
                     sims++;
-                    int ok = op_sim_replay(p, ws, &e) == OP_OK && p->pred.peak_bytes_max <= peak0;
-                    double m = ok ? p->pred.makespan_ms : 0, m2 = ok ? second(p) : 0;
-                    if (ok && (m < best * (1 - 1e-12) ||
-                               (m <= best * (1 + 1e-12) && m2 < best2 * (1 - 1e-12)))) {
+                    /* The times decide most moves (a longer makespan, or a plateau whose I
+                     * chain ends no earlier); only a move that would be kept pays for the
+                     * memory walk.  The same decisions as op_sim_replay (validate, this
+                     * replay, op_sim_fill_pred) per move. */
+                    double m = inc ? op_sim_retime_from(p, ws, d, lo, hi, from)
+                                   : op_sim_retime(p, ws);
+                    double m2 = m >= 0 ? second(p) : 0;
+                    int ok = m >= 0 &&
+                             (m < best * (1 - 1e-12) ||
+                              (m <= best * (1 + 1e-12) && m2 < best2 * (1 - 1e-12)));
+                    if (ok) ok = op_sim_peak_max(p) <= peak0;
+                    if (ok) {
                         best = m;
                         best2 = m2;
                         improved = 1;
                         kept++;
+                        for (int x = 0; inc && x < p->P; x++)
+                            memcpy(base + boff[x] + from[x], p->ops[x] + from[x],
+                                   sizeof(op_op) * (size_t)(p->n_ops[x] - from[x]));
                     } else { /* undo */
                         if (j > i) memmove(&o[i + 1], &o[i], sizeof(op_op) * (size_t)(j - i));
                         else memmove(&o[j], &o[j + 1], sizeof(op_op) * (size_t)(i - j));
                         o[i] = mv;
+                        for (int x = 0; inc && x < p->P; x++)
+                            memcpy(p->ops[x] + from[x], base + boff[x] + from[x],
+                                   sizeof(op_op) * (size_t)(p->n_ops[x] - from[x]));
                     }
                 }
     }
+    free(base);
+    free(boff);
+    free(from);
     int rc = op_sim_replay(p, ws, &e);
     OP_ASSERT(rc == OP_OK, "polished order does not simulate: %s", e.msg);
     return kept;

@@ -80,18 +80,11 @@ static int fill_copies(op_plan *p) {
     return 1;
 }
 
-void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
-    op_pred *r = &p->pred;
-    const int P = p->P;
-    if (tb < 0) tb = T;
-    /* boundaries of the three idle windows: [0, a) warm-up, [a, b) residual, [b, T] cool-down */
-    const double a = tb, b = tf > tb ? tf : tb;
-    double idle_total = 0.0;
-    int64_t peak_max = 0;
-    /* per stage: [0] stash (F), [1] act_i (transient during I/B), [2] act_w (held from I end
-     * to W end; 0 for a B stage), [3] remat (held again from I start: recompute); then static
-     * per device */
-    int64_t *sb = op_xcalloc((size_t)p->S * 4 + (size_t)P, sizeof(int64_t));
+/* Per stage: [0] stash (F), [1] act_i (transient during I/B), [2] act_w (held from I end to
+ * W end; 0 for a B stage), [3] remat (held again from I start: recompute); then static bytes
+ * per device.  One allocation: sb[4 * S + P]. */
+static int64_t *stage_bytes(const op_plan *p) {
+    int64_t *sb = op_xcalloc((size_t)p->S * 4 + (size_t)p->P, sizeof(int64_t));
     int64_t *stat_d = sb + (size_t)p->S * 4;
     for (int s = 0; s < p->S; s++) {
         sb[4 * s] = op_stage_stash_bytes(p, s);
@@ -100,14 +93,97 @@ void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
         sb[4 * s + 3] = op_stage_remat_bytes(p, s);
         stat_d[p->stage_dev[s]] += op_stage_static_bytes(p, s);
     }
+    return sb;
+}
+
+/* Idle time of one device, split by the windows [0, a) warm-up, [a, b) residual, [b, T]. */
+typedef struct {
+    double busy, warm, res, cool;
+} dev_idle;
+
+/* Device d's walk: its peak bytes (static + activations, with the copy events ev[0..ne) in
+ * time order), and its busy and idle split when id != NULL.  op_sim_peak_max and the
+ * prediction share it, so both read the same peak. */
+static inline int64_t dev_walk(const op_plan *p, int d, const int64_t *sb, int64_t stat,
+                               const mem_ev *ev, int ne, double a, double b, double T,
+                               dev_idle *id) {
+    double busy = 0.0, warm = 0.0, res = 0.0, cool = 0.0, t = 0.0;
+    int64_t act = 0, peak = stat;
+    int ie = 0;
+    for (int i = 0; i < p->n_ops[d]; i++) {
+        const op_op *o = &p->ops[d][i];
+        /* copy events up to this op's start (frees at the same instant come first) */
+        for (; ie < ne && ev[ie].t <= o->start; ie++) {
+            act += ev[ie].delta;
+            if (stat + act > peak) peak = stat + act;
+        }
+        if (id) {
+            /* gap before this op (most ops have none: skipping adds nothing but +0.0) */
+            if (o->start > t) {
+                warm += overlap(t, o->start, 0.0, a);
+                res += overlap(t, o->start, a, b);
+                cool += overlap(t, o->start, b, T);
+            }
+            busy += o->end - o->start;
+            t = o->end;
+        }
+        int s = o->stage;
+        const int isb = o->kind == OP_I || o->kind == OP_B;
+        switch ((op_kind)o->kind) {
+        case OP_F:
+            act += sb[4 * s];
+            if (stat + act > peak) peak = stat + act;
+            break;
+        case OP_I:
+        case OP_B:
+            /* recompute re-materialises, then the transient peak while the op runs */
+            act += sb[4 * s + 3];
+            if (stat + act + sb[4 * s + 1] > peak) peak = stat + act + sb[4 * s + 1];
+            break;
+        case OP_W: break;
+        }
+        /* copy events while the op runs (with I|B's transient on top) */
+        for (; ie < ne && ev[ie].t < o->end; ie++) {
+            act += ev[ie].delta;
+            int64_t at = stat + act + (isb ? sb[4 * s + 1] : 0);
+            if (at > peak) peak = at;
+        }
+        if (isb) { /* what it leaves held */
+            act += (o->kind == OP_I ? sb[4 * s + 2] : 0) - sb[4 * s] - sb[4 * s + 3];
+            if (stat + act > peak) peak = stat + act;
+        } else if (o->kind == OP_W) {
+            act -= sb[4 * s + 2];
+        }
+    }
+    for (; ie < ne; ie++) { /* copies after the device's last op */
+        act += ev[ie].delta;
+        if (stat + act > peak) peak = stat + act;
+    }
+    if (id) {
+        warm += overlap(t, T, 0.0, a);
+        res += overlap(t, T, a, b);
+        cool += overlap(t, T, b, T);
+        *id = (dev_idle){busy, warm, res, cool};
+    }
+    return peak;
+}
+
+void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
+    op_pred *r = &p->pred;
+    const int P = p->P;
+    if (tb < 0) tb = T;
+    /* boundaries of the three idle windows: [0, a) warm-up, [a, b) residual, [b, T] cool-down */
+    const double a = tb, b = tf > tb ? tf : tb;
+    double idle_total = 0.0;
+    int64_t peak_max = 0;
+    int64_t *sb = stage_bytes(p);
+    const int64_t *stat_d = sb + (size_t)p->S * 4;
     const int offl = fill_copies(p);
     mem_ev *ev = NULL;
     if (offl) ev = op_xmalloc(sizeof *ev * ((size_t)p->S * p->M * 2 + 1));
     for (int d = 0; d < P; d++) {
         const int64_t stat = stat_d[d];
-        double busy = 0.0, warm = 0.0, res = 0.0, cool = 0.0, t = 0.0;
-        int64_t act = 0, peak = stat;
-        int ne = 0, ie = 0;
+        int ne = 0;
         if (offl) { /* this device's copy-end frees and reload-start allocations, in time order */
             for (int s = 0; s < p->S; s++) {
                 if (p->stage_dev[s] != d || p->stage_act[s] != OP_ACT_OFFLOAD) continue;
@@ -120,64 +196,16 @@ void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
             }
             qsort(ev, (size_t)ne, sizeof *ev, cmp_ev);
         }
-        for (int i = 0; i < p->n_ops[d]; i++) {
-            const op_op *o = &p->ops[d][i];
-            /* copy events up to this op's start (frees at the same instant come first) */
-            for (; ie < ne && ev[ie].t <= o->start; ie++) {
-                act += ev[ie].delta;
-                if (stat + act > peak) peak = stat + act;
-            }
-            /* gap before this op (most ops have none: skipping adds nothing but +0.0) */
-            if (o->start > t) {
-                warm += overlap(t, o->start, 0.0, a);
-                res += overlap(t, o->start, a, b);
-                cool += overlap(t, o->start, b, T);
-            }
-            busy += o->end - o->start;
-            t = o->end;
-            int s = o->stage;
-            const int isb = o->kind == OP_I || o->kind == OP_B;
-            switch ((op_kind)o->kind) {
-            case OP_F:
-                act += sb[4 * s];
-                if (stat + act > peak) peak = stat + act;
-                break;
-            case OP_I:
-            case OP_B:
-                /* recompute re-materialises, then the transient peak while the op runs */
-                act += sb[4 * s + 3];
-                if (stat + act + sb[4 * s + 1] > peak) peak = stat + act + sb[4 * s + 1];
-                break;
-            case OP_W: break;
-            }
-            /* copy events while the op runs (with I|B's transient on top) */
-            for (; ie < ne && ev[ie].t < o->end; ie++) {
-                act += ev[ie].delta;
-                int64_t at = stat + act + (isb ? sb[4 * s + 1] : 0);
-                if (at > peak) peak = at;
-            }
-            if (isb) { /* what it leaves held */
-                act += (o->kind == OP_I ? sb[4 * s + 2] : 0) - sb[4 * s] - sb[4 * s + 3];
-                if (stat + act > peak) peak = stat + act;
-            } else if (o->kind == OP_W) {
-                act -= sb[4 * s + 2];
-            }
-        }
-        for (; ie < ne; ie++) { /* copies after the device's last op */
-            act += ev[ie].delta;
-            if (stat + act > peak) peak = stat + act;
-        }
-        warm += overlap(t, T, 0.0, a);
-        res += overlap(t, T, a, b);
-        cool += overlap(t, T, b, T);
-        r->busy_ms[d] = busy;
-        r->warmup_ms[d] = warm;
-        r->residual_ms[d] = res;
-        r->cooldown_ms[d] = cool;
+        dev_idle id;
+        int64_t peak = dev_walk(p, d, sb, stat, ev, ne, a, b, T, &id);
+        r->busy_ms[d] = id.busy;
+        r->warmup_ms[d] = id.warm;
+        r->residual_ms[d] = id.res;
+        r->cooldown_ms[d] = id.cool;
         r->static_bytes[d] = stat;
         r->peak_bytes[d] = peak;
         if (peak > peak_max) peak_max = peak;
-        idle_total += warm + res + cool;
+        idle_total += id.warm + id.res + id.cool;
     }
     free(sb);
     free(ev);
@@ -187,6 +215,21 @@ void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
     r->lower_bound_ms = op_plan_lower_bound(p);
     r->tokens_per_s = T > 0 ? p->tokens_per_mb * p->M / (T / 1000.0) : 0.0;
     r->valid = 1;
+}
+
+int64_t op_sim_peak_max(op_plan *p) {
+    for (int s = 0; s < p->S; s++)
+        if (p->stage_act && p->stage_act[s] == OP_ACT_OFFLOAD) { /* peaks need the copies */
+            op_sim_fill_pred(p);
+            return p->pred.peak_bytes_max;
+        }
+    int64_t *sb = stage_bytes(p), peak_max = 0;
+    for (int d = 0; d < p->P; d++) {
+        int64_t peak = dev_walk(p, d, sb, sb[(size_t)p->S * 4 + (size_t)d], NULL, 0, 0, 0, 0, NULL);
+        if (peak > peak_max) peak_max = peak;
+    }
+    free(sb);
+    return peak_max;
 }
 
 int op_plan_fits(const op_plan *p) {

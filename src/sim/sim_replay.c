@@ -12,7 +12,9 @@
 
 #include "sim/sim_internal.h"
 
-double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write) {
+/* The replay proper, from ws->pos / ws->free_t as set (each device's next op and free time;
+ * ws->end holds the ends of the ops before them, -1 for the rest). */
+static double replay_from(const op_plan *p, op_sim_ws *ws, int write) {
     const int P = p->P, M = p->M, S = p->S;
     const sim_stage *st = ws->st;
     double *end = ws->end;
@@ -22,11 +24,8 @@ double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write) {
     const int off = ws->any_offload;
     sim_copy *cp = &ws->cp;
     const int64_t SM = (int64_t)S * M; /* plane size; the next stage's row is M further */
-    if (off) sim_copy_triggers(cp, p);
     int sp = 0;
     for (int d = P - 1; d >= 0; d--) {
-        pos[d] = 0;
-        fr[d] = 0.0;
         stack[sp++] = d;
         inq[d] = 1;
     }
@@ -103,6 +102,15 @@ double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write) {
         if (fr[d] > T) T = fr[d];
     }
     return T;
+}
+
+double sim_replay_core(const op_plan *p, op_sim_ws *ws, int write) {
+    if (ws->any_offload) sim_copy_triggers(&ws->cp, p);
+    for (int d = 0; d < p->P; d++) {
+        ws->pos[d] = 0;
+        ws->free_t[d] = 0.0;
+    }
+    return replay_from(p, ws, write);
 }
 
 /* Producer of op o (its id), or -1 for F(0,m). */
@@ -215,6 +223,59 @@ double op_sim_makespan(const op_plan *p, op_sim_ws *ws) {
     if (!ws) ws = own;
     sim_prepare(ws, p, 1);
     double T = sim_replay_core(p, ws, 0);
+    op_sim_ws_free(own);
+    return T;
+}
+
+double op_sim_retime(op_plan *p, op_sim_ws *ws) {
+    if (sim_check_layout(p, NULL) != OP_OK) return -1.0; /* replay indexes by stage_dev */
+    op_sim_ws *own = ws ? NULL : op_sim_ws_new();
+    if (!ws) ws = own;
+    sim_prepare(ws, p, 1);
+    double T = sim_replay_core(p, ws, 1);
+    op_sim_ws_free(own);
+    return T;
+}
+
+/* Ops that started before t0, the earliest start among the moved ones, keep their times: all
+ * their inputs ended before t0 too, so none of them waits, directly or not, on a moved op or
+ * on an op after one (those start at t0 or later), and the order among them is unchanged.
+ * Each device resumes at its first op from t0 on (device d at lo at the latest), and the
+ * replay from there is the full replay's, as the order devices advance in changes no time. */
+double op_sim_retime_from(op_plan *p, op_sim_ws *ws, int d, int lo, int hi, int *from) {
+    const int P = p->P, S = p->S, M = p->M;
+    if (from)
+        for (int e = 0; e < P; e++) from[e] = 0;
+    if (sim_check_layout(p, NULL) != OP_OK) return -1.0;
+    op_sim_ws *own = ws ? NULL : op_sim_ws_new();
+    if (!ws) ws = own;
+    sim_prepare(ws, p, 1);
+    double T;
+    if (ws->any_offload || d < 0 || d >= P || lo < 0 || lo > hi || hi >= p->n_ops[d]) {
+        T = sim_replay_core(p, ws, 1); /* copy engines queue in issue order: replay it all */
+        op_sim_ws_free(own);
+        return T;
+    }
+    double t0 = p->ops[d][lo].start;
+    for (int i = lo + 1; i <= hi; i++)
+        if (p->ops[d][i].start < t0) t0 = p->ops[d][i].start;
+    for (int e = 0; e < P; e++) {
+        const op_op *o = p->ops[e];
+        const int n = e == d ? lo : p->n_ops[e];
+        int i = 0;
+        for (; i < n && o[i].start < t0; i++) {
+            if ((unsigned)o[i].stage >= (unsigned)S || (unsigned)o[i].mb >= (unsigned)M ||
+                o[i].kind > OP_B) {
+                op_sim_ws_free(own);
+                return -1.0; /* the full replay stops there too */
+            }
+            ws->end[sim_id(S, M, o[i].stage, o[i].mb, sim_slot(o[i].kind))] = o[i].end;
+        }
+        ws->pos[e] = i;
+        ws->free_t[e] = i > 0 ? o[i - 1].end : 0.0;
+        if (from) from[e] = i;
+    }
+    T = replay_from(p, ws, 1);
     op_sim_ws_free(own);
     return T;
 }

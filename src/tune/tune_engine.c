@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "tune/tune_int.h"
+#include "tune/tune_memo.h"
 
 struct tn_eng {
     int P, M, L;
@@ -35,8 +36,11 @@ struct tn_eng {
     int *cs, *ck, *cbs;             /* [P] cached stage and kind; blocked F stage */
     unsigned char *dirty;           /* [P] */
     int *dlist, nd;                 /* [P] the dirty devices, in the order they became dirty */
-    int Q, *seg;                    /* [2Q] min-tree over ct (ties: lower device), Q >= P */
+    int Q, *si;                     /* [2Q] min-tree over ct (ties: lower device), Q >= P: */
+    double *sk;                     /* each node's winning device and its key */
     double *rem;                    /* [P] work not yet scheduled (ms) */
+    double *qf, *qi, *qw;           /* [L] pick's ready times by local stage slot (dst order) */
+    tn_memo *memo;                  /* results of candidates already evaluated */
 };
 
 #define TN_INF 1e300
@@ -82,8 +86,13 @@ tn_eng *tn_eng_new(const tn_prob *pb) {
     e->dirty = op_xcalloc((size_t)P, 1);
     e->dlist = op_xcalloc((size_t)P, sizeof(int));
     for (e->Q = 1; e->Q < P; e->Q *= 2) {}
-    e->seg = op_xcalloc(2 * (size_t)e->Q, sizeof(int));
+    e->si = op_xcalloc(2 * (size_t)e->Q, sizeof(int));
+    e->sk = op_xcalloc(2 * (size_t)e->Q, sizeof(double));
     e->rem = op_xcalloc((size_t)P, sizeof(double));
+    e->qf = op_xcalloc((size_t)L, sizeof(double));
+    e->qi = op_xcalloc((size_t)L, sizeof(double));
+    e->qw = op_xcalloc((size_t)L, sizeof(double));
+    e->memo = tn_memo_new(pb);
     return e;
 }
 
@@ -92,8 +101,9 @@ void tn_eng_free(tn_eng *e) {
     void *ptrs[] = {e->tf, e->ti, e->tw, e->cf, e->cb, e->act, e->actw, e->acti, e->fneed,
                     e->nF, e->nI, e->nW, e->fend, e->iend, e->tfree, e->inflight, e->pendW, e->maxinf,
                     e->acur, e->stat, e->amax, e->dstart, e->dst, e->ct, e->cbt, e->cs,
-                    e->ck, e->cbs, e->dirty, e->dlist, e->seg, e->rem};
+                    e->ck, e->cbs, e->dirty, e->dlist, e->si, e->sk, e->rem, e->qf, e->qi, e->qw};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
+    tn_memo_free(e->memo);
     free(e);
 }
 
@@ -147,18 +157,24 @@ static inline double rt_W(const tn_eng *e, int s) {
     return e->iend[(size_t)s * (size_t)e->M + (size_t)m];
 }
 
-/* Chooses device d's next op (cached in ct/cs/ck) and its earliest held-back F (cbt/cbs). */
+/* Chooses device d's next op (cached in ct/cs/ck) and its earliest held-back F (cbt/cbs).
+ * The first pass keeps each local stage's ready times (qf: F when the cap and memory allow
+ * it, else TN_INF) for the second, which picks among those ready by t. */
 static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
     double tfr = e->tfree[d], tmin = TN_INF, bmin = TN_INF, tI = TN_INF, tN = TN_INF;
     int bs = -1, memblock = 0, S = c->S, sI = -1, sN = -1, kN = OP_F;
     int capok = c->cap[d] <= 0 || e->inflight[d] < c->cap[d];
-    for (int j = e->dstart[d]; j < e->dstart[d + 1]; j++) {
+    const int j0 = e->dstart[d], j1 = e->dstart[d + 1];
+    double *qf = e->qf, *qi = e->qi, *qw = e->qw;
+    for (int j = j0; j < j1; j++) {
         int s = e->dst[j];
         double r = rt_F(e, s);
+        qf[j] = TN_INF;
         if (r < TN_INF) {
             int memok = lim <= 0 || (double)(e->stat[d] + e->acur[d] + e->fneed[s]) <= lim;
             if (!memok) memblock = 1;
             if (capok && memok) {
+                qf[j] = r;
                 if (r < tmin) tmin = r;
                 if (r < tN) tN = r, sN = s, kN = OP_F;
             } else if (r < bmin) {
@@ -166,12 +182,13 @@ static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
                 bs = s;
             }
         }
-        r = rt_I(e, s, S);
+        r = qi[j] = rt_I(e, s, S);
         if (r < tmin) tmin = r;
         if (r < tI || (r == tI && s > sI)) tI = r, sI = s;
         if (r <= tN && r < TN_INF) tN = r, sN = s, kN = OP_I;
+        qw[j] = TN_INF;
         if (c->split) {
-            r = rt_W(e, s);
+            r = qw[j] = rt_W(e, s);
             if (r < tmin) tmin = r;
         }
     }
@@ -183,16 +200,15 @@ static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
     }
     double t = tmin > tfr ? tmin : tfr, eps = 1e-12 * (1 + t);
     int bI = -1, bF = -1, bW = -1;
-    for (int j = e->dstart[d]; j < e->dstart[d + 1]; j++) {
+    for (int j = j0; j < j1; j++) {
         int s = e->dst[j];
-        if (rt_I(e, s, S) <= t + eps &&
+        if (qi[j] <= t + eps &&
             (bI < 0 || (c->imode == 0 ? s > bI : e->nI[s] < e->nI[bI] || (e->nI[s] == e->nI[bI] && s > bI))))
             bI = s;
-        if (c->split && rt_W(e, s) <= t + eps &&
+        if (qw[j] <= t + eps &&
             (bW < 0 || e->nW[s] < e->nW[bW] || (e->nW[s] == e->nW[bW] && s > bW)))
             bW = s;
-        if (capok && rt_F(e, s) <= t + eps &&
-            (lim <= 0 || (double)(e->stat[d] + e->acur[d] + e->fneed[s]) <= lim)) {
+        if (qf[j] <= t + eps) {
             if (bF < 0) bF = s;
             else if (c->fmode == 1) bF = s > bF ? s : bF;
             else if (c->fmode == 2) bF = s < bF ? s : bF;
@@ -223,14 +239,23 @@ static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
 
 /* The next device to run is the one whose picked op starts first (lowest device on ties): a
  * min-tree over ct makes that O(log P) per op instead of a scan of every device, which at
- * P = 64 was most of the tuner's time.  seg[Q + d] = d; seg[i] = the better child. */
-static inline int seg_better(const tn_eng *e, int a, int b) {
-    if (a < 0) return b;
-    if (b < 0) return a;
-    return e->ct[b] < e->ct[a] || (e->ct[b] == e->ct[a] && b < a) ? b : a;
+ * P = 64 was most of the tuner's time.  Node i holds its winner's key and device (sk, si):
+ * leaf Q + d is (ct[d], d), padding leaves (TN_INF, P).  Every device under a left child is
+ * lower than those under its right sibling, so a tie goes left and a node takes its right
+ * child only when that key is strictly smaller: one compare of two adjacent keys, no
+ * indirection through ct. */
+static inline int seg_pick(const tn_eng *e, int i) { /* the winning child of node i */
+    return e->sk[2 * i + 1] < e->sk[2 * i] ? 2 * i + 1 : 2 * i;
 }
+/* After ct[d] changed: every node from its leaf up, always to the root (a fixed trip of
+ * selects; stopping where the winner stays was slower at P = 64, the exit mispredicts). */
 static void seg_update(tn_eng *e, int d) {
-    for (int i = (e->Q + d) / 2; i >= 1; i /= 2) e->seg[i] = seg_better(e, e->seg[2 * i], e->seg[2 * i + 1]);
+    e->sk[e->Q + d] = e->ct[d];
+    for (int i = (e->Q + d) / 2; i >= 1; i /= 2) {
+        int w = seg_pick(e, i);
+        e->sk[i] = e->sk[w];
+        e->si[i] = e->si[w];
+    }
 }
 static inline void mark_dirty(tn_eng *e, int d) {
     if (!e->dirty[d]) e->dirty[d] = 1, e->dlist[e->nd++] = d;
@@ -291,8 +316,15 @@ static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
         e->ct[d] = TN_INF;
     }
     e->nd = P;
-    for (int i = 0; i < e->Q; i++) e->seg[e->Q + i] = i < P ? i : -1;
-    for (int i = e->Q - 1; i >= 1; i--) e->seg[i] = seg_better(e, e->seg[2 * i], e->seg[2 * i + 1]);
+    for (int i = 0; i < e->Q; i++) {
+        e->sk[e->Q + i] = TN_INF;
+        e->si[e->Q + i] = i < P ? i : P;
+    }
+    for (int i = e->Q - 1; i >= 1; i--) {
+        int w = seg_pick(e, i);
+        e->sk[i] = e->sk[w];
+        e->si[i] = e->si[w];
+    }
     for (int s = 0; s < S; s++)
         e->stat[c->dev[s]] += pb->pstat[c->first[s + 1]] - pb->pstat[c->first[s]];
 }
@@ -300,6 +332,8 @@ static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
 double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op **ops,
                int *n_ops, double cutoff) {
     int P = pb->P, M = pb->M, S = c->S;
+    double known, xmax = 0; /* xmax: the largest en + rem compared with the cutoff */
+    if (!ops && tn_memo_get(e->memo, pb, c, cutoff, r, &known)) return known;
     setup(e, pb, c);
     for (int d = 0; d < P; d++) {
         r->busy[d] = 0;
@@ -322,9 +356,9 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
             seg_update(e, d);
         }
         e->nd = 0;
-        int bd = e->seg[1];
+        int bd = e->si[1];
         double bt = TN_INF;
-        if (bd >= 0 && e->ct[bd] < TN_INF) bt = e->ct[bd];
+        if (bd < P && e->ct[bd] < TN_INF) bt = e->ct[bd];
         else bd = -1;
         int s, kind;
         if (bd < 0) { /* only held-back F ops are ready: run the earliest */
@@ -372,8 +406,11 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
         mark_dirty(e, d);
         e->tfree[d] = en;
         e->rem[d] -= dur;
-        if (cutoff > 0 && en + e->rem[d] > cutoff * (1 + 1e-12)) {
+        double lb = en + e->rem[d];
+        if (lb > xmax) xmax = lb;
+        if (cutoff > 0 && lb > cutoff * (1 + 1e-12)) {
             r->makespan = -2;
+            if (!ops) tn_memo_put(e->memo, r, 0, xmax);
             return -2;
         }
         r->busy[d] += dur;
@@ -392,5 +429,6 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
         if (r->peak[d] > r->peak_max) r->peak_max = r->peak[d];
         if (tn_dev_lim(pb, d) > 0 && (double)r->peak[d] > tn_dev_lim(pb, d)) r->fits = 0;
     }
+    if (!ops) tn_memo_put(e->memo, r, 1, xmax);
     return mk;
 }
