@@ -142,7 +142,8 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
     tn_cand best;
     tn_cand_alloc(&best, pb);
     double bsc = 1e300;
-    for (int s = 0; s < c->S; s++) c->pol[s] = (uint8_t)(st->pol0 > 0 ? st->pol0 : OP_ACT_KEEP);
+    if (strcmp(shape, "plan")) /* a plan given as seed comes with its own policies */
+        for (int s = 0; s < c->S; s++) c->pol[s] = (uint8_t)(st->pol0 > 0 ? st->pol0 : OP_ACT_KEEP);
     for (int split = 1; split >= 0; split--)
         for (int cm = 0; cm < 3; cm++) {
             c->split = split;
@@ -275,11 +276,27 @@ static long auto_evals(const tn_prob *pb, int *s_ref) {
 }
 
 int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
-    return tn_tune_core_pol(pr, oin, -1, out, err);
+    return tn_tune_core_pol(pr, oin, -1, NULL, out, err);
 }
 
-int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0, op_plan *out,
-                     op_err *err) {
+/* The seed plan's partition, placement, split and policies as one more seed (offload, which
+ * the engine does not model, as full: the lighter stash; relax may bring it back). */
+static void seed_plan(tn_search *st, tn_pool *pl, const op_plan *sp) {
+    const tn_prob *pb = st->pb;
+    if (!sp || sp->S < 1 || sp->S > pb->L || sp->P != pb->P || sp->n_layers != pb->L) return;
+    tn_cand c;
+    tn_cand_alloc(&c, pb);
+    c.S = sp->S;
+    memcpy(c.first, sp->stage_first, sizeof(int) * (size_t)(sp->S + 1));
+    memcpy(c.dev, sp->stage_dev, sizeof(int) * (size_t)sp->S);
+    for (int s = 0; s < c.S; s++)
+        c.pol[s] = (uint8_t)(sp->stage_act[s] == OP_ACT_OFFLOAD ? OP_ACT_FULL : sp->stage_act[s]);
+    seed_knobs(st, pl, &c, "plan");
+    tn_cand_free(&c);
+}
+
+int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0, const op_plan *seed,
+                     op_plan *out, op_err *err) {
     op_tune_opts o;
     if (oin) o = *oin;
     else op_tune_opts_default(&o);
@@ -324,6 +341,7 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0, op
     st.phase = "seeds";
     seed_all(&st, &pl);
     tn_mixed_seeds(&st, seed_offer, &pl); /* mixed clusters: speed- and node-aware seeds */
+    if (st.pol0 >= 0) seed_plan(&st, &pl, seed);
 
     /* Restarts: each round refines the distinct seeds, then polishes the overall best until
      * three restarts in a row find nothing, with its own random stream (the local search

@@ -66,10 +66,10 @@ static int binds(const op_problem *pr, const op_plan *p, double margin) {
  * re-times it and has the last word on its peak.  A prefix because early stages hold the most
  * microbatches in flight (P - d in a 1F1B-like steady state): they need memory first. */
 static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int cut,
-                       op_plan *out, op_tune_stats *st, op_err *err) {
+                       const op_plan *seed, op_plan *out, op_tune_stats *st, op_err *err) {
     op_tune_opts oo = *o;
     oo.stats = st;
-    if (cut < 0) return tn_tune_core_pol(pr, &oo, pol, out, err); /* policies searched per stage */
+    if (cut < 0) return tn_tune_core_pol(pr, &oo, pol, seed, out, err); /* policies per stage */
     if (pol == OP_ACT_KEEP || cut <= 0) return tn_tune_core(pr, &oo, out, err);
     int L = pr->n_layers;
     if (cut > L) cut = L;
@@ -190,7 +190,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
               : o.recompute == OP_TUNE_RC_FULL      ? OP_ACT_FULL
                                                     : OP_ACT_KEEP;
     if (!modelled) first = OP_ACT_KEEP;
-    int rc = tune_policy(pr, &o, first, pr->n_layers, out, &st, err);
+    int rc = tune_policy(pr, &o, first, pr->n_layers, NULL, out, &st, err);
     int have = rc == OP_OK && plan_fits(pr, out);
     if (rc == OP_OK && !have) op_plan_free(out);
     if (rc != OP_OK && rc != OP_ENOMEM) return rc;
@@ -204,15 +204,19 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
          * and, while the best is still far from the bound, full on the first eighth / quarter
          * / half of the layers, and full everywhere */
         int L = pr->n_layers;
-        enum { NT = 7 };
-        const int tpol[NT] = {OP_ACT_FULL,      OP_ACT_KEEP, OP_ACT_SELECTIVE, OP_ACT_FULL,
-                              OP_ACT_FULL,      OP_ACT_FULL, OP_ACT_FULL};
-        const int tcut[NT] = {-1, -1, L, L / 8, L / 4, L / 2, L}; /* -1: the joint search */
+        enum { NT = 8 };
+        const int tpol[NT] = {OP_ACT_FULL, OP_ACT_KEEP, OP_ACT_SELECTIVE, OP_ACT_FULL,
+                              OP_ACT_FULL, OP_ACT_FULL, OP_ACT_FULL,      OP_ACT_KEEP};
+        /* -1: the joint search; -2: the joint search again, seeded with the best plan so far
+         * (its layout and policies), where its moves (partial recomputation inside a stage,
+         * policy by policy) refine what a layer view found */
+        const int tcut[NT] = {-1, -1, L, L / 8, L / 4, L / 2, L, -2};
         for (int k = 0; k < NT; k++) {
             int pol = tpol[k];
             /* full costs a whole forward per stage: worth a search only when nothing lighter
              * fits, or what fits is still far (> 5%) from the memory-free bound */
             if (k > 2 && have && out->pred.makespan_ms <= 1.05 * out->pred.lower_bound_ms) break;
+            if (tcut[k] == -2 && !have) continue;
             if (tcut[k] < 0 && pr->n_types > 1) continue; /* mixed: the engine's per-type times
                                                            * carry no recompute (tune.c) */
             if (tcut[k] >= 0 && (!op_act_layers(pr->layers, tcut[k], pol, lv) || tcut[k] < 1)) continue;
@@ -220,7 +224,9 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
             op_err e2 = {0};
             memset(&tmp, 0, sizeof tmp);
             long ev = st.evals;
-            if (tune_policy(pr, &o, pol, tcut[k], &p, &tmp, &e2) != OP_OK) continue;
+            if (tune_policy(pr, &o, pol, tcut[k] < 0 ? -1 : tcut[k], tcut[k] == -2 ? out : NULL, &p,
+                            &tmp, &e2) != OP_OK)
+                continue;
             tmp.evals += ev;
             if (plan_fits(pr, &p)) relax(pr, &p, &o); /* before comparing: offload may replace it */
             if (plan_fits(pr, &p) && (!have || p.pred.makespan_ms < out->pred.makespan_ms)) {

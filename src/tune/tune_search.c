@@ -16,7 +16,8 @@
 #include "tune/tune_int.h"
 
 enum { MV_SHIFT, MV_MOVE, MV_SWAP, MV_SPLIT, MV_MERGE, MV_CAP, MV_CAPALL, MV_WLIM, MV_FMODE,
-       MV_SPLITMODE, MV_FFIRST, MV_LOOK, MV_REBAL, MV_IMODE, MV_LPT, MV_PAIR, MV_RAMP, MV_POL };
+       MV_SPLITMODE, MV_FFIRST, MV_LOOK, MV_REBAL, MV_IMODE, MV_LPT, MV_PAIR, MV_RAMP, MV_POL,
+       MV_PSPLIT };
 
 typedef struct tn_move {
     int type, a, b;
@@ -210,6 +211,22 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
         free(load);
         return changed;
     }
+    case MV_PSPLIT: { /* stage a splits after its (b / 2)-th layer into two stages on its own
+                       * device; the part b % 2 says (0: first, 1: second) keeps the policy,
+                       * the other keeps its stash: recomputation only where the device needs
+                       * it, e.g. on the early layers whose stashes live longest */
+        int s = mv->a, lo = c->first[s], hi = c->first[s + 1], cut = lo + mv->b / 2;
+        if (cut <= lo || cut >= hi || S >= pb->L || c->pol[s] == OP_ACT_KEEP) return 0;
+        memmove(&c->first[s + 2], &c->first[s + 1], sizeof(int) * (size_t)(S - s));
+        memmove(&c->dev[s + 2], &c->dev[s + 1], sizeof(int) * (size_t)(S - s - 1));
+        memmove(&c->pol[s + 2], &c->pol[s + 1], (size_t)(S - s - 1));
+        c->first[s + 1] = cut;
+        c->dev[s + 1] = c->dev[s];
+        c->pol[s + 1] = mv->b % 2 ? c->pol[s] : (uint8_t)OP_ACT_KEEP;
+        if (mv->b % 2) c->pol[s] = OP_ACT_KEEP;
+        c->S = S + 1;
+        return 1;
+    }
     case MV_POL:
         if (c->pol[mv->a] == mv->b) return 0;
         c->pol[mv->a] = (uint8_t)mv->b;
@@ -386,6 +403,14 @@ static void gen_policy(const tn_search *st, const tn_cand *c, tn_moves *m, op_rn
             else prio = lim > 0 && peak > 0.9 * lim ? 0.5 * (T - st->cr.busy[d]) - redo[q] : -1;
             if (prio >= 0) mv_add(m, MV_POL, s, q, prio, rng);
         }
+        /* partial recomputation: a recomputing stage keeps the stash of part of its layers
+         * (the part's forward is no longer re-run); ranked by the time that saves */
+        if (st->cr.fits && c->pol[s] != OP_ACT_KEEP && b - a >= 2 && c->S < pb->L)
+            for (int cut = a + 1; cut < b; cut++) {
+                double f1 = (pb->pf[cut] - pb->pf[a]) * pb->M, f2 = (pb->pf[b] - pb->pf[cut]) * pb->M;
+                mv_add(m, MV_PSPLIT, s, 2 * (cut - a), f2, rng);     /* second part keeps */
+                mv_add(m, MV_PSPLIT, s, 2 * (cut - a) + 1, f1, rng); /* first part keeps */
+            }
     }
 }
 
