@@ -151,6 +151,7 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
             c->fmode = 0;
             c->ffirst = 0;
             c->imode = 0;
+            c->memres = st->pol0 >= 0; /* where policies are searched, memory binds */
             memset(c->wlim, 0, sizeof(int) * (size_t)pb->P);
             if (cm == 0) memset(c->cap, 0, sizeof(int) * (size_t)pb->P);
             else cap_natural(pb, c, cm == 1 ? 1.0 : 2.0);
@@ -276,27 +277,42 @@ static long auto_evals(const tn_prob *pb, int *s_ref) {
 }
 
 int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
-    return tn_tune_core_pol(pr, oin, -1, NULL, out, err);
+    return tn_tune_core_pol(pr, oin, -1, NULL, NULL, 0, out, err);
 }
 
-/* The seed plan's partition, placement, split and policies as one more seed (offload, which
- * the engine does not model, as full: the lighter stash; relax may bring it back). */
-static void seed_plan(tn_search *st, tn_pool *pl, const op_plan *sp) {
+/* A plan's partition, placement and policies as one more seed (offload, which the engine
+ * does not model, as full: the lighter stash; relax may bring it back).  cut > 0: the plan
+ * came from the layer view of full recomputation on layers [0, cut); a stage that straddles
+ * the cut splits there into two stages on its device, full before, keep after, so the seed
+ * is the plan that view described (a stage's policy covers all its layers). */
+static void seed_plan(tn_search *st, tn_pool *pl, const op_plan *sp, int cut) {
     const tn_prob *pb = st->pb;
-    if (!sp || sp->S < 1 || sp->S > pb->L || sp->P != pb->P || sp->n_layers != pb->L) return;
+    if (!sp || sp->S < 1 || sp->S >= pb->L || sp->P != pb->P || sp->n_layers != pb->L) return;
     tn_cand c;
     tn_cand_alloc(&c, pb);
-    c.S = sp->S;
-    memcpy(c.first, sp->stage_first, sizeof(int) * (size_t)(sp->S + 1));
-    memcpy(c.dev, sp->stage_dev, sizeof(int) * (size_t)sp->S);
-    for (int s = 0; s < c.S; s++)
-        c.pol[s] = (uint8_t)(sp->stage_act[s] == OP_ACT_OFFLOAD ? OP_ACT_FULL : sp->stage_act[s]);
+    int S = 0;
+    for (int s = 0; s < sp->S; s++) {
+        int a = sp->stage_first[s], b = sp->stage_first[s + 1], pol = sp->stage_act[s];
+        if (pol == OP_ACT_OFFLOAD) pol = OP_ACT_FULL;
+        if (cut > 0) pol = a < cut ? OP_ACT_FULL : OP_ACT_KEEP;
+        c.first[S] = a;
+        c.dev[S] = sp->stage_dev[s];
+        c.pol[S++] = (uint8_t)pol;
+        if (cut > a && cut < b && S < pb->L) {
+            c.first[S] = cut;
+            c.dev[S] = sp->stage_dev[s];
+            c.pol[S++] = OP_ACT_KEEP;
+        }
+    }
+    c.S = S;
+    c.first[S] = pb->L;
     seed_knobs(st, pl, &c, "plan");
     tn_cand_free(&c);
 }
 
-int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0, const op_plan *seed,
-                     op_plan *out, op_err *err) {
+int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0,
+                     const op_plan *const *seeds, const int *cuts, int nseeds, op_plan *out,
+                     op_err *err) {
     op_tune_opts o;
     if (oin) o = *oin;
     else op_tune_opts_default(&o);
@@ -341,7 +357,7 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0, co
     st.phase = "seeds";
     seed_all(&st, &pl);
     tn_mixed_seeds(&st, seed_offer, &pl); /* mixed clusters: speed- and node-aware seeds */
-    if (st.pol0 >= 0) seed_plan(&st, &pl, seed);
+    for (int i = 0; i < nseeds && st.pol0 >= 0; i++) seed_plan(&st, &pl, seeds[i], cuts[i]);
 
     /* Restarts: each round refines the distinct seeds, then polishes the overall best until
      * three restarts in a row find nothing, with its own random stream (the local search

@@ -46,6 +46,8 @@ typedef struct tn_cand {
     int ffirst; /* 1: a ready F (under the cap) goes before a ready I */
     int imode;  /* I tie-break: 0 latest stage first, 1 oldest microbatch first */
     int look;   /* bit 1: no W that would delay a known F/I; bit 2: no F that would delay an I */
+    int memres; /* 1: an F leaves room under the limit for one microbatch of each later stage on
+                 * its device (tune_engine.c; searches with policy moves only) */
     int *first; /* [L+1] stage s = layers [first[s], first[s+1]) */
     int *dev;   /* [L] */
     int *cap;   /* [P] in-flight F-without-I cap per device, 0 = none */

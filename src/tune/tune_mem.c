@@ -66,10 +66,12 @@ static int binds(const op_problem *pr, const op_plan *p, double margin) {
  * re-times it and has the last word on its peak.  A prefix because early stages hold the most
  * microbatches in flight (P - d in a 1F1B-like steady state): they need memory first. */
 static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int cut,
-                       const op_plan *seed, op_plan *out, op_tune_stats *st, op_err *err) {
+                       const op_plan *const *seeds, const int *cuts, int nseeds, op_plan *out,
+                       op_tune_stats *st, op_err *err) {
     op_tune_opts oo = *o;
     oo.stats = st;
-    if (cut < 0) return tn_tune_core_pol(pr, &oo, pol, seed, out, err); /* policies per stage */
+    if (cut < 0) /* policies searched per stage */
+        return tn_tune_core_pol(pr, &oo, pol, seeds, cuts, nseeds, out, err);
     if (pol == OP_ACT_KEEP || cut <= 0) return tn_tune_core(pr, &oo, out, err);
     int L = pr->n_layers;
     if (cut > L) cut = L;
@@ -190,7 +192,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
               : o.recompute == OP_TUNE_RC_FULL      ? OP_ACT_FULL
                                                     : OP_ACT_KEEP;
     if (!modelled) first = OP_ACT_KEEP;
-    int rc = tune_policy(pr, &o, first, pr->n_layers, NULL, out, &st, err);
+    int rc = tune_policy(pr, &o, first, pr->n_layers, NULL, NULL, 0, out, &st, err);
     int have = rc == OP_OK && plan_fits(pr, out);
     if (rc == OP_OK && !have) op_plan_free(out);
     if (rc != OP_OK && rc != OP_ENOMEM) return rc;
@@ -211,6 +213,10 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
          * (its layout and policies), where its moves (partial recomputation inside a stage,
          * policy by policy) refine what a layer view found */
         const int tcut[NT] = {-1, -1, L, L / 8, L / 4, L / 2, L, -2};
+        enum { NV = 5 };
+        op_plan views[NV];
+        const op_plan *seeds[NV + 1];
+        int cuts[NV + 1], nseeds = 0;
         for (int k = 0; k < NT; k++) {
             int pol = tpol[k];
             /* full costs a whole forward per stage: worth a search only when nothing lighter
@@ -224,10 +230,19 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
             op_err e2 = {0};
             memset(&tmp, 0, sizeof tmp);
             long ev = st.evals;
-            if (tune_policy(pr, &o, pol, tcut[k] < 0 ? -1 : tcut[k], tcut[k] == -2 ? out : NULL, &p,
-                            &tmp, &e2) != OP_OK)
+            if (tcut[k] == -2) { /* the best plan so far, and each layer view's plan */
+                seeds[nseeds] = out;
+                cuts[nseeds++] = 0;
+            }
+            if (tune_policy(pr, &o, pol, tcut[k] < 0 ? -1 : tcut[k], seeds, cuts,
+                            tcut[k] == -2 ? nseeds : 0, &p, &tmp, &e2) != OP_OK)
                 continue;
             tmp.evals += ev;
+            if (tcut[k] > 0 && pol == OP_ACT_FULL && nseeds < NV) { /* kept for the last search */
+                op_plan_copy(&views[nseeds], &p);
+                seeds[nseeds] = &views[nseeds];
+                cuts[nseeds++] = tcut[k];
+            }
             if (plan_fits(pr, &p)) relax(pr, &p, &o); /* before comparing: offload may replace it */
             if (plan_fits(pr, &p) && (!have || p.pred.makespan_ms < out->pred.makespan_ms)) {
                 if (have) op_plan_free(out);
@@ -241,6 +256,8 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
             op_plan_free(&p);
         }
         free(lv);
+        for (int i = 0; i < nseeds; i++)
+            if (seeds[i] != out) op_plan_free(&views[i]);
         if (!o.no_baselines) baseline_bar(pr, out, &have, &st);
     } else if (have && modelled && lim && o.recompute != OP_TUNE_RC_NONE && first != OP_ACT_KEEP) {
         relax(pr, out, &o); /* a forced policy still leaves stages that need nothing */

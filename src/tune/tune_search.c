@@ -17,7 +17,7 @@
 
 enum { MV_SHIFT, MV_MOVE, MV_SWAP, MV_SPLIT, MV_MERGE, MV_CAP, MV_CAPALL, MV_WLIM, MV_FMODE,
        MV_SPLITMODE, MV_FFIRST, MV_LOOK, MV_REBAL, MV_IMODE, MV_LPT, MV_PAIR, MV_RAMP, MV_POL,
-       MV_PSPLIT };
+       MV_PSPLIT, MV_MEMRES };
 
 typedef struct tn_move {
     int type, a, b;
@@ -237,6 +237,9 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
     case MV_FFIRST:
         c->ffirst = !c->ffirst;
         return 1;
+    case MV_MEMRES:
+        c->memres = !c->memres;
+        return 1;
     case MV_SPLITMODE:
         c->split = !c->split;
         return 1;
@@ -431,6 +434,7 @@ static void gen_schedule(const tn_search *st, const tn_cand *c, tn_moves *m, op_
     mv_add(m, MV_CAPALL, 0, +1, T, rng);
     for (int f = 0; f < 3; f++) mv_add(m, MV_FMODE, 0, f, T, rng);
     mv_add(m, MV_FFIRST, 0, 0, T, rng);
+    if (st->pol0 >= 0) mv_add(m, MV_MEMRES, 0, 0, T, rng);
     mv_add(m, MV_IMODE, 0, 0, T, rng);
     for (int f = 0; f < 4; f++) mv_add(m, MV_LOOK, 0, f, T, rng);
     mv_add(m, MV_SPLITMODE, 0, 0, T, rng);
