@@ -151,7 +151,7 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
             c->fmode = 0;
             c->ffirst = 0;
             c->imode = 0;
-            c->memres = st->pol0 >= 0; /* where policies are searched, memory binds */
+            c->memres = st->refine;
             memset(c->wlim, 0, sizeof(int) * (size_t)pb->P);
             if (cm == 0) memset(c->cap, 0, sizeof(int) * (size_t)pb->P);
             else cap_natural(pb, c, cm == 1 ? 1.0 : 2.0);
@@ -334,6 +334,7 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0,
     tn_res_alloc(&st.cr, pb.P);
     st.mode = o.placement;
     st.pol0 = pb.mx ? -1 : pol0; /* mixed clusters: per-type stage times carry no recompute */
+    st.refine = st.pol0 >= 0 && nseeds > 0;
     st.o = &o;
     st.t0 = st.last_progress = op_now_s();
     st.deadline = o.time_budget_s > 0 ? st.t0 + o.time_budget_s : 0;

@@ -125,6 +125,9 @@ typedef struct tn_search {
     int64_t min_peak;         /* smallest peak over all evaluations (for OP_ENOMEM) */
     int pol0;                 /* -1: every stage keeps (no policy moves); else the policy
                                * seeds start with, and the local search moves policies */
+    int refine;               /* 1 (seeded policy searches): candidates reserve memory for
+                               * later stages (tn_cand.memres) and the local search also splits
+                               * a recomputing stage on its device and flips memres */
 } tn_search;
 
 /* Fitting candidates score their makespan; others 1e15 + peak bytes, so that when nothing

@@ -408,7 +408,7 @@ static void gen_policy(const tn_search *st, const tn_cand *c, tn_moves *m, op_rn
         }
         /* partial recomputation: a recomputing stage keeps the stash of part of its layers
          * (the part's forward is no longer re-run); ranked by the time that saves */
-        if (st->cr.fits && c->pol[s] != OP_ACT_KEEP && b - a >= 2 && c->S < pb->L)
+        if (st->refine && st->cr.fits && c->pol[s] != OP_ACT_KEEP && b - a >= 2 && c->S < pb->L)
             for (int cut = a + 1; cut < b; cut++) {
                 double f1 = (pb->pf[cut] - pb->pf[a]) * pb->M, f2 = (pb->pf[b] - pb->pf[cut]) * pb->M;
                 mv_add(m, MV_PSPLIT, s, 2 * (cut - a), f2, rng);     /* second part keeps */
@@ -434,7 +434,7 @@ static void gen_schedule(const tn_search *st, const tn_cand *c, tn_moves *m, op_
     mv_add(m, MV_CAPALL, 0, +1, T, rng);
     for (int f = 0; f < 3; f++) mv_add(m, MV_FMODE, 0, f, T, rng);
     mv_add(m, MV_FFIRST, 0, 0, T, rng);
-    if (st->pol0 >= 0) mv_add(m, MV_MEMRES, 0, 0, T, rng);
+    if (st->refine) mv_add(m, MV_MEMRES, 0, 0, T, rng);
     mv_add(m, MV_IMODE, 0, 0, T, rng);
     for (int f = 0; f < 4; f++) mv_add(m, MV_LOOK, 0, f, T, rng);
     mv_add(m, MV_SPLITMODE, 0, 0, T, rng);
