@@ -14,7 +14,11 @@
  *      stage (op_act_layers; the partition, placement and depth are chosen knowing the smaller
  *      stash), and, while nothing lighter fits or the best so far is still more than 5% above
  *      the memory-free bound, of full recomputation on the first quarter, the first half, and
- *      all of the layers (early stages hold the most microbatches in flight);
+ *      all of the layers (early stages hold the most microbatches in flight); last, the joint
+ *      search once more, seeded with the best plan so far and with each layer view's plan split
+ *      at its cut, with the memory reserve and partial-recompute moves (tn_search.refine)
+ *      that only this seeded search uses: the earlier trials run as before, so the result can
+ *      only improve;
  *   3. relax per stage, with the simulator as judge: each stage in turn gets the cheaper
  *      policy (full -> selective -> keep, or offload to host) when the plan still fits and is
  *      no slower, so recomputation stays only on the stages whose device needs it;
