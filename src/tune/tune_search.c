@@ -392,7 +392,8 @@ static void gen_placement(const tn_search *st, const tn_cand *c, tn_moves *m, op
  * engine's admission of F under the limit takes by itself). */
 static void gen_policy(const tn_search *st, const tn_cand *c, tn_moves *m, op_rng *rng) {
     const tn_prob *pb = st->pb;
-    double T = st->cr.makespan;
+    double T = st->cr.makespan, busiest = 0;
+    for (int d = 0; d < pb->P; d++) busiest = fmax(busiest, st->cr.busy[d]);
     for (int s = 0; s < c->S; s++) {
         int a = c->first[s], b = c->first[s + 1], d = c->dev[s];
         double lim = tn_dev_lim(pb, d), peak = (double)st->cr.peak[d];
@@ -408,12 +409,15 @@ static void gen_policy(const tn_search *st, const tn_cand *c, tn_moves *m, op_rn
         }
         /* partial recomputation: a recomputing stage keeps the stash of part of its layers
          * (the part's forward is no longer re-run); ranked by the time that saves */
-        if (st->refine && st->cr.fits && c->pol[s] != OP_ACT_KEEP && b - a >= 2 && c->S < pb->L)
+        if (st->refine && st->cr.fits && c->pol[s] != OP_ACT_KEEP && b - a >= 2 && c->S < pb->L) {
+            /* on the busiest device ahead of the schedule knobs: its recompute is the makespan */
+            double hot = st->cr.busy[d] >= busiest ? T : 0;
             for (int cut = a + 1; cut < b; cut++) {
                 double f1 = (pb->pf[cut] - pb->pf[a]) * pb->M, f2 = (pb->pf[b] - pb->pf[cut]) * pb->M;
-                mv_add(m, MV_PSPLIT, s, 2 * (cut - a), f2, rng);     /* second part keeps */
-                mv_add(m, MV_PSPLIT, s, 2 * (cut - a) + 1, f1, rng); /* first part keeps */
+                mv_add(m, MV_PSPLIT, s, 2 * (cut - a), hot + f2, rng);     /* second part keeps */
+                mv_add(m, MV_PSPLIT, s, 2 * (cut - a) + 1, hot + f1, rng); /* first part keeps */
             }
+        }
     }
 }
 
