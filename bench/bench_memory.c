@@ -16,7 +16,8 @@
  * bound), the part it costs this tuner beyond that (tuned / tuned without a limit, less the
  * forced part) and the tuner's own gap where nothing binds (tuned without a limit / bound).
  *
- * Usage: bench_memory [--quick]   (--quick: P in {4, 8}) */
+ * Usage: bench_memory [--quick] [--filter TEXT]   (--quick: P in {4, 8}; --filter: only the
+ * models whose name contains TEXT, e.g. while working on one case) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,16 @@ static op_layer_cost *cost_fit(const op_model *m, int P, double lim, int *tp) {
 }
 
 int main(int argc, char **argv) {
-    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    int quick = 0;
+    const char *filter = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_memory [--quick] [--filter TEXT]\n");
+            return 2;
+        }
+    }
     double lim = 0.9 * 80 * GIB;
     printf("tuned plan under memory: H100-80GB nodes of 8, limit %.1f GiB, seq 4096, mbs 1; "
            "tp = smallest that lets static memory fit; ms; binds = memory binds the keep plan; "
@@ -73,6 +83,7 @@ int main(int argc, char **argv) {
     int cases = 0, static_ok = 0, planned = 0, slower = 0, over = 0, nobl = 0;
     int Ps[] = {4, 8, 16};
     for (int mi = 0; MODELS[mi]; mi++)
+        if (!filter || strstr(MODELS[mi], filter))
         for (int pi = 0; pi < (quick ? 2 : 3); pi++)
             for (int mm = 2; mm <= 4; mm += 2) {
                 int P = Ps[pi], M = mm * P, tp;

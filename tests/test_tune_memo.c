@@ -2,7 +2,8 @@
  * fast a tune runs, never what an evaluation returns.  One engine evaluates candidates drawn
  * from a small pool again and again, under cutoffs above, at and below their makespans (so a
  * stored complete run answers a give-up and a stored give-up answers a lower cutoff); every
- * answer must equal a fresh engine's, which has seen nothing. */
+ * answer must equal a fresh engine's, which has seen nothing.  Half the pool are twins of the
+ * other half that differ only in a stage's policy or the memory reserve. */
 #include "check.h"
 #include "octopipe/tune.h"
 #include "tune/tune_int.h"
@@ -52,24 +53,38 @@ TEST(memo_answers_as_a_fresh_engine) {
     tn_res_alloc(&rf, P);
     tn_cand pool[12];
     double full[12];
+    int twins_differ[2] = {0, 0}; /* [0] policy twins, [1] memory-reserve twins */
     op_rng rng;
     op_rng_seed(&rng, 5);
     for (int k = 0; k < NC; k++) { /* candidates and their makespans, from a fresh engine */
         tn_cand *c = &pool[k];
         tn_cand_alloc(c, &pb);
-        int S = P * (1 + op_rng_int(&rng, 2));
+        if (k >= NC / 2) { /* a twin of an earlier one that differs in one knob: the memo
+                            * must tell them apart */
+            tn_cand_copy(c, &pool[k - NC / 2], &pb);
+            if (k % 2) c->memres = !c->memres;
+            else c->pol[0] = c->pol[0] == OP_ACT_FULL ? OP_ACT_KEEP : OP_ACT_FULL;
+            tn_eng *f = tn_eng_new(&pb);
+            full[k] = tn_eval(f, &pb, c, &rf, NULL, NULL, 0);
+            tn_eng_free(f);
+            twins_differ[k % 2] += full[k] != full[k - NC / 2];
+            continue;
+        }
+        int S = P * (1 + (k % 2 ? 1 : op_rng_int(&rng, 2))); /* V: two stages a device */
         if (k % 2) tn_place_v(c, P, S);
         else tn_place_loop(c, P, S);
         tn_partition_balanced(&pb, c, 0);
         c->split = op_rng_int(&rng, 2);
         c->fmode = op_rng_int(&rng, 3);
         c->look = op_rng_int(&rng, 4);
-        for (int d = 0; d < P; d++) c->cap[d] = op_rng_int(&rng, 4);
+        for (int d = 0; d < P; d++) c->cap[d] = k % 2 ? 0 : op_rng_int(&rng, 4);
         tn_eng *f = tn_eng_new(&pb);
         full[k] = tn_eval(f, &pb, c, &rf, NULL, NULL, 0);
         tn_eng_free(f);
         CHECK(full[k] > 0);
     }
+    CHECK_MSG(twins_differ[0] > 0 && twins_differ[1] > 0, "twins differ: %d policy, %d reserve",
+              twins_differ[0], twins_differ[1]); /* else they test nothing */
     int gave_up = 0, complete = 0, nofit = 0;
     for (int it = 0; it < 400; it++) {
         int k = op_rng_int(&rng, NC);

@@ -62,6 +62,9 @@ TEST(engine_times_policies_as_the_simulator) {
         tn_place_loop(&c, P, S);
         tn_partition_balanced(&pb, &c, 0);
         c.split = op_rng_int(&rng, 2);
+        c.memres = op_rng_int(&rng, 2); /* admission only: the simulator replays the order */
+        if (S > P && op_rng_int(&rng, 2)) /* irregular: a device holds an early and a late stage */
+            for (int s = 0; s < S; s++) c.dev[s] = (s * 2 + s / P) % P;
         for (int s = 0; s < S; s++) {
             c.pol[s] = (uint8_t)op_rng_int(&rng, 3);
             n_pol[c.pol[s]]++;
@@ -111,7 +114,7 @@ TEST(joint_search_fits_where_keep_cannot) {
     CHECK_EQ_INT(rc_keep, OP_ENOMEM);
     if (rc_keep == OP_OK) op_plan_free(&keep);
     op_err e2 = {0};
-    CHECK(tn_tune_core_pol(&pr, &o, OP_ACT_FULL, &joint, &e2) == OP_OK);
+    CHECK(tn_tune_core_pol(&pr, &o, OP_ACT_FULL, NULL, NULL, 0, &joint, &e2) == OP_OK);
     CHECK(op_plan_fits(&joint));
     int n_rc = 0;
     for (int s = 0; s < joint.S; s++) n_rc += joint.stage_act[s] != OP_ACT_KEEP;
@@ -121,9 +124,59 @@ TEST(joint_search_fits_where_keep_cannot) {
     free(ly);
 }
 
+/* Knob memres, by hand: device 0 holds stages 0 and 2 (an early and a late stage), 100 MiB
+ * stash each, fused B, room for exactly 3 stashes.  Without the reserve stage 0 admits 3
+ * microbatches, microbatch 0 comes back to stage 2 and finds no room, every device waits, and
+ * the engine must force an F over the limit.  With it stage 0 admits only 2 (it leaves one
+ * stash of room to stage 2), the pipeline drains microbatch by microbatch, and the plan fits:
+ * peak exactly 3 stashes. */
+TEST(memres_leaves_room_for_a_later_stage) {
+    int L = 3, P = 2, M = 6;
+    op_layer_cost *ly = layers(L);
+    for (int l = 0; l < L; l++) {
+        ly[l].act_bytes = 100 * (int64_t)MIB;
+        ly[l].act_w_bytes = ly[l].act_i_bytes = 0;
+        ly[l].static_bytes = 0;
+        ly[l].f_sel_ms = 0, ly[l].act_sel_bytes = 0;
+    }
+    op_problem pr = problem(ly, L, P, M, 300);
+    tn_prob pb;
+    tn_prob_init(&pb, &pr);
+    tn_eng *e = tn_eng_new(&pb);
+    tn_res r;
+    tn_res_alloc(&r, P);
+    tn_cand c;
+    tn_cand_alloc(&c, &pb);
+    c.S = 3;
+    c.first[0] = 0, c.first[1] = 1, c.first[2] = 2, c.first[3] = 3;
+    c.dev[0] = 0, c.dev[1] = 1, c.dev[2] = 0;
+    c.split = 0;
+    double mk0 = tn_eval(e, &pb, &c, &r, NULL, NULL, 0);
+    CHECK(mk0 > 0);
+    CHECK_MSG(!r.fits && r.peak[0] > 300 * (int64_t)MIB, "without the reserve: peak %.0f MiB",
+              (double)r.peak[0] / MIB);
+    c.memres = 1;
+    double mk1 = tn_eval(e, &pb, &c, &r, NULL, NULL, 0);
+    CHECK(mk1 > 0);
+    CHECK(r.fits);
+    CHECK_EQ_INT(r.peak[0], 300 * (int64_t)MIB);
+    CHECK(r.max_inflight[0] <= 3);
+    /* and the work is all there: device 0 runs F and B of two stages for every microbatch */
+    double w0 = 0;
+    for (int l = 0; l < L; l += 2) w0 += M * (ly[l].f_ms + ly[l].i_ms + ly[l].w_ms);
+    CHECK_NEAR(r.busy[0], w0, 1e-9 * w0);
+    CHECK(mk1 >= w0 * (1 - 1e-12));
+    tn_cand_free(&c);
+    tn_res_free(&r);
+    tn_eng_free(e);
+    tn_prob_free(&pb);
+    free(ly);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(engine_times_policies_as_the_simulator);
     RUN(joint_search_fits_where_keep_cannot);
+    RUN(memres_leaves_room_for_a_later_stage);
     return check_report("tune_pol");
 }

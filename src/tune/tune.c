@@ -143,7 +143,8 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
     tn_cand best;
     tn_cand_alloc(&best, pb);
     double bsc = 1e300;
-    for (int s = 0; s < c->S; s++) c->pol[s] = (uint8_t)(st->pol0 > 0 ? st->pol0 : OP_ACT_KEEP);
+    if (strcmp(shape, "plan")) /* a plan given as seed comes with its own policies */
+        for (int s = 0; s < c->S; s++) c->pol[s] = (uint8_t)(st->pol0 > 0 ? st->pol0 : OP_ACT_KEEP);
     for (int split = 1; split >= 0; split--)
         for (int cm = 0; cm < 3; cm++) {
             c->split = split;
@@ -151,6 +152,7 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
             c->fmode = 0;
             c->ffirst = 0;
             c->imode = 0;
+            c->memres = st->refine;
             memset(c->wlim, 0, sizeof(int) * (size_t)pb->P);
             if (cm == 0) memset(c->cap, 0, sizeof(int) * (size_t)pb->P);
             else cap_natural(pb, c, cm == 1 ? 1.0 : 2.0);
@@ -276,10 +278,41 @@ static long auto_evals(const tn_prob *pb, int *s_ref) {
 }
 
 int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
-    return tn_tune_core_pol(pr, oin, -1, out, err);
+    return tn_tune_core_pol(pr, oin, -1, NULL, NULL, 0, out, err);
 }
 
-int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0, op_plan *out,
+/* A plan's partition, placement and policies as one more seed (offload, which the engine
+ * does not model, as full: the lighter stash; relax may bring it back).  cut > 0: the plan
+ * came from the layer view of full recomputation on layers [0, cut); a stage that straddles
+ * the cut splits there into two stages on its device, full before, keep after, so the seed
+ * is the plan that view described (a stage's policy covers all its layers). */
+static void seed_plan(tn_search *st, tn_pool *pl, const op_plan *sp, int cut) {
+    const tn_prob *pb = st->pb;
+    if (!sp || sp->S < 1 || sp->S >= pb->L || sp->P != pb->P || sp->n_layers != pb->L) return;
+    tn_cand c;
+    tn_cand_alloc(&c, pb);
+    int S = 0;
+    for (int s = 0; s < sp->S; s++) {
+        int a = sp->stage_first[s], b = sp->stage_first[s + 1], pol = sp->stage_act[s];
+        if (pol == OP_ACT_OFFLOAD) pol = OP_ACT_FULL;
+        if (cut > 0) pol = a < cut ? OP_ACT_FULL : OP_ACT_KEEP;
+        c.first[S] = a;
+        c.dev[S] = sp->stage_dev[s];
+        c.pol[S++] = (uint8_t)pol;
+        if (cut > a && cut < b && S < pb->L) {
+            c.first[S] = cut;
+            c.dev[S] = sp->stage_dev[s];
+            c.pol[S++] = OP_ACT_KEEP;
+        }
+    }
+    c.S = S;
+    c.first[S] = pb->L;
+    seed_knobs(st, pl, &c, "plan");
+    tn_cand_free(&c);
+}
+
+int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0,
+                     const op_plan *const *seeds, const int *cuts, int nseeds, op_plan *out,
                      op_err *err) {
     op_tune_opts o;
     if (oin) o = *oin;
@@ -302,6 +335,9 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0, op
     tn_res_alloc(&st.cr, pb.P);
     st.mode = o.placement;
     st.pol0 = pol0; /* mixed clusters too: tn_mixed_stage_times adds each type's recompute */
+    /* the refining search (memory reserve, partial recompute) is tuned and tested on uniform
+     * clusters; mixed ones keep their own restart (tn_mixed_heavy_kick) */
+    st.refine = st.pol0 >= 0 && nseeds > 0 && !pb.mx && !pb.dev_lim;
     st.o = &o;
     st.t0 = st.last_progress = op_now_s();
     st.deadline = o.time_budget_s > 0 ? st.t0 + o.time_budget_s : 0;
@@ -325,6 +361,7 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0, op
     st.phase = "seeds";
     seed_all(&st, &pl);
     tn_mixed_seeds(&st, seed_offer, &pl); /* mixed clusters: speed- and node-aware seeds */
+    for (int i = 0; i < nseeds && st.pol0 >= 0; i++) seed_plan(&st, &pl, seeds[i], cuts[i]);
 
     /* Restarts: each round refines the distinct seeds, then polishes the overall best until
      * three restarts in a row find nothing, with its own random stream (the local search

@@ -261,6 +261,20 @@ static inline void mark_dirty(tn_eng *e, int d) {
     if (!e->dirty[d]) e->dirty[d] = 1, e->dlist[e->nd++] = d;
 }
 
+/* Knob memres (tn_cand): an F of stage s also leaves room for one microbatch of every later
+ * stage on its device (their largest fneed), so an early stage cannot fill the memory that the
+ * device's later stages, on which its own I waits, need (else every device waits and an F must
+ * be forced over the limit).  amax serves as scratch; setup zeroes it next. */
+static void tn_reserve(tn_eng *e, const tn_cand *c) {
+    memset(e->amax, 0, sizeof(int64_t) * (size_t)e->P);
+    for (int s = c->S - 1; s >= 0; s--) {
+        int d = c->dev[s];
+        int64_t own = e->fneed[s];
+        e->fneed[s] += e->amax[d];
+        if (own > e->amax[d]) e->amax[d] = own;
+    }
+}
+
 static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
     int S = c->S, P = pb->P;
     const op_comm *cm = &pb->pr->comm;
@@ -307,6 +321,7 @@ static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
     for (int d = 0; d < P; d++) e->dstart[d + 1] += e->dstart[d];
     for (int d = 0; d < P; d++) e->cs[d] = e->dstart[d]; /* fill cursor */
     for (int s = 0; s < S; s++) e->dst[e->cs[c->dev[s]]++] = s;
+    if (c->memres) tn_reserve(e, c);
     for (int d = 0; d < P; d++) {
         e->tfree[d] = 0;
         e->inflight[d] = e->pendW[d] = e->maxinf[d] = 0;

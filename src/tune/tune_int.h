@@ -46,6 +46,8 @@ typedef struct tn_cand {
     int ffirst; /* 1: a ready F (under the cap) goes before a ready I */
     int imode;  /* I tie-break: 0 latest stage first, 1 oldest microbatch first */
     int look;   /* bit 1: no W that would delay a known F/I; bit 2: no F that would delay an I */
+    int memres; /* 1: an F leaves room under the limit for one microbatch of each later stage on
+                 * its device (tune_engine.c; searches with policy moves only) */
     int *first; /* [L+1] stage s = layers [first[s], first[s+1]) */
     int *dev;   /* [L] */
     int *cap;   /* [P] in-flight F-without-I cap per device, 0 = none */
@@ -123,6 +125,9 @@ typedef struct tn_search {
     int64_t min_peak;         /* smallest peak over all evaluations (for OP_ENOMEM) */
     int pol0;                 /* -1: every stage keeps (no policy moves); else the policy
                                * seeds start with, and the local search moves policies */
+    int refine;               /* 1 (seeded policy searches): candidates reserve memory for
+                               * later stages (tn_cand.memres) and the local search also splits
+                               * a recomputing stage on its device and flips memres */
 } tn_search;
 
 /* Fitting candidates score their makespan; others 1e15 + peak bytes, so that when nothing

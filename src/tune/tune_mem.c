@@ -14,7 +14,11 @@
  *      stage (op_act_layers; the partition, placement and depth are chosen knowing the smaller
  *      stash), and, while nothing lighter fits or the best so far is still more than 5% above
  *      the memory-free bound, of full recomputation on the first quarter, the first half, and
- *      all of the layers (early stages hold the most microbatches in flight);
+ *      all of the layers (early stages hold the most microbatches in flight); last, the joint
+ *      search once more, seeded with the best plan so far and with each layer view's plan split
+ *      at its cut, with the memory reserve and partial-recompute moves (tn_search.refine)
+ *      that only this seeded search uses: the earlier trials run as before, so the result can
+ *      only improve;
  *   3. relax per stage, with the simulator as judge: each stage in turn gets the cheaper
  *      policy (full -> selective -> keep, or offload to host) when the plan still fits and is
  *      no slower, so recomputation stays only on the stages whose device needs it;
@@ -66,10 +70,12 @@ static int binds(const op_problem *pr, const op_plan *p, double margin) {
  * re-times it and has the last word on its peak.  A prefix because early stages hold the most
  * microbatches in flight (P - d in a 1F1B-like steady state): they need memory first. */
 static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int cut,
-                       op_plan *out, op_tune_stats *st, op_err *err) {
+                       const op_plan *const *seeds, const int *cuts, int nseeds, op_plan *out,
+                       op_tune_stats *st, op_err *err) {
     op_tune_opts oo = *o;
     oo.stats = st;
-    if (cut < 0) return tn_tune_core_pol(pr, &oo, pol, out, err); /* policies searched per stage */
+    if (cut < 0) /* policies searched per stage */
+        return tn_tune_core_pol(pr, &oo, pol, seeds, cuts, nseeds, out, err);
     if (pol == OP_ACT_KEEP || cut <= 0) return tn_tune_core(pr, &oo, out, err);
     int L = pr->n_layers;
     if (cut > L) cut = L;
@@ -190,7 +196,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
               : o.recompute == OP_TUNE_RC_FULL      ? OP_ACT_FULL
                                                     : OP_ACT_KEEP;
     if (!modelled) first = OP_ACT_KEEP;
-    int rc = tune_policy(pr, &o, first, pr->n_layers, out, &st, err);
+    int rc = tune_policy(pr, &o, first, pr->n_layers, NULL, NULL, 0, out, &st, err);
     int have = rc == OP_OK && plan_fits(pr, out);
     if (rc == OP_OK && !have) op_plan_free(out);
     if (rc != OP_OK && rc != OP_ENOMEM) return rc;
@@ -204,22 +210,43 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
          * and, while the best is still far from the bound, full on the first eighth / quarter
          * / half of the layers, and full everywhere */
         int L = pr->n_layers;
-        enum { NT = 7 };
-        const int tpol[NT] = {OP_ACT_FULL,      OP_ACT_KEEP, OP_ACT_SELECTIVE, OP_ACT_FULL,
-                              OP_ACT_FULL,      OP_ACT_FULL, OP_ACT_FULL};
-        const int tcut[NT] = {-1, -1, L, L / 8, L / 4, L / 2, L}; /* -1: the joint search */
+        enum { NT = 8 };
+        const int tpol[NT] = {OP_ACT_FULL, OP_ACT_KEEP, OP_ACT_SELECTIVE, OP_ACT_FULL,
+                              OP_ACT_FULL, OP_ACT_FULL, OP_ACT_FULL,      OP_ACT_KEEP};
+        /* -1: the joint search; -2: the joint search again, seeded with the best plan so far
+         * (its layout and policies), where its moves (partial recomputation inside a stage,
+         * policy by policy) refine what a layer view found */
+        const int tcut[NT] = {-1, -1, L, L / 8, L / 4, L / 2, L, -2};
+        enum { NV = 5 };
+        op_plan views[NV];
+        const op_plan *seeds[NV + 1];
+        int cuts[NV + 1], nseeds = 0;
         for (int k = 0; k < NT; k++) {
             int pol = tpol[k];
             /* full costs a whole forward per stage: worth a search only when nothing lighter
              * fits, or what fits is still far (> 5%) from the memory-free bound */
             if (k > 2 && have && out->pred.makespan_ms <= 1.05 * out->pred.lower_bound_ms) break;
+            /* the refining search is for uniform clusters (tune.c); mixed ones restart on
+             * their own (tn_mixed_heavy_kick) */
+            if (tcut[k] == -2 && (!have || pr->n_types > 1 || pr->dev_mem_limit)) continue;
             if (tcut[k] >= 0 && (!op_act_layers(pr->layers, tcut[k], pol, lv) || tcut[k] < 1)) continue;
             op_plan p;
             op_err e2 = {0};
             memset(&tmp, 0, sizeof tmp);
             long ev = st.evals;
-            if (tune_policy(pr, &o, pol, tcut[k], &p, &tmp, &e2) != OP_OK) continue;
+            if (tcut[k] == -2) { /* the best plan so far, and each layer view's plan */
+                seeds[nseeds] = out;
+                cuts[nseeds++] = 0;
+            }
+            if (tune_policy(pr, &o, pol, tcut[k] < 0 ? -1 : tcut[k], seeds, cuts,
+                            tcut[k] == -2 ? nseeds : 0, &p, &tmp, &e2) != OP_OK)
+                continue;
             tmp.evals += ev;
+            if (tcut[k] > 0 && pol == OP_ACT_FULL && nseeds < NV) { /* kept for the last search */
+                op_plan_copy(&views[nseeds], &p);
+                seeds[nseeds] = &views[nseeds];
+                cuts[nseeds++] = tcut[k];
+            }
             if (plan_fits(pr, &p)) relax(pr, &p, &o); /* before comparing: offload may replace it */
             if (plan_fits(pr, &p) && (!have || p.pred.makespan_ms < out->pred.makespan_ms)) {
                 if (have) op_plan_free(out);
@@ -233,6 +260,8 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
             op_plan_free(&p);
         }
         free(lv);
+        for (int i = 0; i < nseeds; i++)
+            if (seeds[i] != out) op_plan_free(&views[i]);
         if (!o.no_baselines) baseline_bar(pr, out, &have, &st);
     } else if (have && modelled && lim && o.recompute != OP_TUNE_RC_NONE && first != OP_ACT_KEEP) {
         relax(pr, out, &o); /* a forced policy still leaves stages that need nothing */

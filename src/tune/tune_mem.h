@@ -7,8 +7,13 @@
 int tn_tune_core(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
 /* The same search with per-stage activation policies (keep, selective, full) as a searched
  * dimension: seeds start with pol0 on every stage and the local search moves policies stage by
- * stage (pol0 < 0: tn_tune_core). */
-int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *o, int pol0, op_plan *out,
+ * stage (pol0 < 0: tn_tune_core).  seeds[0..nseeds) (plans of pr) seed the search too, each
+ * with its layout and policies, or, where cuts[i] > 0, as the layer view of full recomputation
+ * on layers [0, cuts[i]) that it came from (tune.c: seed_plan).  A seeded search refines:
+ * its candidates also reserve memory for their devices' later stages and its local search
+ * splits recomputing stages (tn_search.refine); unseeded searches run as they always did. */
+int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *o, int pol0,
+                     const op_plan *const *seeds, const int *cuts, int nseeds, op_plan *out,
                      op_err *err);
 
 #endif

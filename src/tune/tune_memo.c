@@ -1,6 +1,6 @@
 /* tune_memo.c: a bounded, 2-way set-associative memo from candidates to engine results.
  *
- * Key: every field of the candidate tn_eval reads (S, split, fmode, ffirst, imode, look,
+ * Key: every field of the candidate tn_eval reads (S, split, fmode, ffirst, imode, look, memres,
  * first[0..S], dev, pol [S], cap, wlim [P]), compared in full (the hash only picks the set).
  * Value: the tn_res of a complete run, or only the fact that a run gave up, plus xmax (see
  * tune_memo.h).  Each set keeps its most recently used entry in way 0.  Sized to at most
@@ -44,7 +44,7 @@ static size_t off_key(int P) { return (off_inf(P) + sizeof(int) * (size_t)P + 7)
 tn_memo *tn_memo_new(const tn_prob *pb) {
     tn_memo *m = op_xcalloc(1, sizeof *m);
     m->P = pb->P;
-    m->kmax = 7 + 3 * pb->L + 2 * pb->P;
+    m->kmax = 8 + 3 * pb->L + 2 * pb->P;
     m->esz = (off_key(pb->P) + sizeof(int32_t) * (size_t)m->kmax + 7) / 8 * 8;
     for (m->nsets = 1024; m->nsets > 16 && 2 * m->nsets * m->esz > (size_t)8 << 20; m->nsets /= 2) {}
     m->ent = op_xcalloc(2 * m->nsets, m->esz);
@@ -71,7 +71,7 @@ static unsigned char *way(tn_memo *m, size_t set, int w) {
 static int key_of(const tn_cand *c, int P, int32_t *k) {
     int n = 0;
     k[n++] = c->S, k[n++] = c->split, k[n++] = c->fmode, k[n++] = c->ffirst;
-    k[n++] = c->imode, k[n++] = c->look;
+    k[n++] = c->imode, k[n++] = c->look, k[n++] = c->memres;
     for (int s = 0; s <= c->S; s++) k[n++] = c->first[s];
     for (int s = 0; s < c->S; s++) k[n++] = c->dev[s];
     for (int s = 0; s < c->S; s++) k[n++] = c->pol[s];

@@ -16,7 +16,8 @@
 #include "tune/tune_int.h"
 
 enum { MV_SHIFT, MV_MOVE, MV_SWAP, MV_SPLIT, MV_MERGE, MV_CAP, MV_CAPALL, MV_WLIM, MV_FMODE,
-       MV_SPLITMODE, MV_FFIRST, MV_LOOK, MV_REBAL, MV_IMODE, MV_LPT, MV_PAIR, MV_RAMP, MV_POL };
+       MV_SPLITMODE, MV_FFIRST, MV_LOOK, MV_REBAL, MV_IMODE, MV_LPT, MV_PAIR, MV_RAMP, MV_POL,
+       MV_PSPLIT, MV_MEMRES };
 
 typedef struct tn_move {
     int type, a, b;
@@ -210,6 +211,22 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
         free(load);
         return changed;
     }
+    case MV_PSPLIT: { /* stage a splits after its (b / 2)-th layer into two stages on its own
+                       * device; the part b % 2 says (0: first, 1: second) keeps the policy,
+                       * the other keeps its stash: recomputation only where the device needs
+                       * it, e.g. on the early layers whose stashes live longest */
+        int s = mv->a, lo = c->first[s], hi = c->first[s + 1], cut = lo + mv->b / 2;
+        if (cut <= lo || cut >= hi || S >= pb->L || c->pol[s] == OP_ACT_KEEP) return 0;
+        memmove(&c->first[s + 2], &c->first[s + 1], sizeof(int) * (size_t)(S - s));
+        memmove(&c->dev[s + 2], &c->dev[s + 1], sizeof(int) * (size_t)(S - s - 1));
+        memmove(&c->pol[s + 2], &c->pol[s + 1], (size_t)(S - s - 1));
+        c->first[s + 1] = cut;
+        c->dev[s + 1] = c->dev[s];
+        c->pol[s + 1] = mv->b % 2 ? c->pol[s] : (uint8_t)OP_ACT_KEEP;
+        if (mv->b % 2) c->pol[s] = OP_ACT_KEEP;
+        c->S = S + 1;
+        return 1;
+    }
     case MV_POL:
         if (c->pol[mv->a] == mv->b) return 0;
         c->pol[mv->a] = (uint8_t)mv->b;
@@ -219,6 +236,9 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
         return 1;
     case MV_FFIRST:
         c->ffirst = !c->ffirst;
+        return 1;
+    case MV_MEMRES:
+        c->memres = !c->memres;
         return 1;
     case MV_SPLITMODE:
         c->split = !c->split;
@@ -372,7 +392,8 @@ static void gen_placement(const tn_search *st, const tn_cand *c, tn_moves *m, op
  * engine's admission of F under the limit takes by itself). */
 static void gen_policy(const tn_search *st, const tn_cand *c, tn_moves *m, op_rng *rng) {
     const tn_prob *pb = st->pb;
-    double T = st->cr.makespan;
+    double T = st->cr.makespan, busiest = 0;
+    for (int d = 0; d < pb->P; d++) busiest = fmax(busiest, st->cr.busy[d]);
     for (int s = 0; s < c->S; s++) {
         int a = c->first[s], b = c->first[s + 1], d = c->dev[s];
         double lim = tn_dev_lim(pb, d), peak = (double)st->cr.peak[d];
@@ -385,6 +406,17 @@ static void gen_policy(const tn_search *st, const tn_cand *c, tn_moves *m, op_rn
             else if (q < c->pol[s]) prio = redo[c->pol[s]] - redo[q];
             else prio = lim > 0 && peak > 0.9 * lim ? 0.5 * (T - st->cr.busy[d]) - redo[q] : -1;
             if (prio >= 0) mv_add(m, MV_POL, s, q, prio, rng);
+        }
+        /* partial recomputation: a recomputing stage keeps the stash of part of its layers
+         * (the part's forward is no longer re-run); ranked by the time that saves */
+        if (st->refine && st->cr.fits && c->pol[s] != OP_ACT_KEEP && b - a >= 2 && c->S < pb->L) {
+            /* on the busiest device ahead of the schedule knobs: its recompute is the makespan */
+            double hot = st->cr.busy[d] >= busiest ? T : 0;
+            for (int cut = a + 1; cut < b; cut++) {
+                double f1 = (pb->pf[cut] - pb->pf[a]) * pb->M, f2 = (pb->pf[b] - pb->pf[cut]) * pb->M;
+                mv_add(m, MV_PSPLIT, s, 2 * (cut - a), hot + f2, rng);     /* second part keeps */
+                mv_add(m, MV_PSPLIT, s, 2 * (cut - a) + 1, hot + f1, rng); /* first part keeps */
+            }
         }
     }
 }
@@ -406,6 +438,7 @@ static void gen_schedule(const tn_search *st, const tn_cand *c, tn_moves *m, op_
     mv_add(m, MV_CAPALL, 0, +1, T, rng);
     for (int f = 0; f < 3; f++) mv_add(m, MV_FMODE, 0, f, T, rng);
     mv_add(m, MV_FFIRST, 0, 0, T, rng);
+    if (st->refine) mv_add(m, MV_MEMRES, 0, 0, T, rng);
     mv_add(m, MV_IMODE, 0, 0, T, rng);
     for (int f = 0; f < 4; f++) mv_add(m, MV_LOOK, 0, f, T, rng);
     mv_add(m, MV_SPLITMODE, 0, 0, T, rng);

@@ -89,6 +89,7 @@ void tn_cand_copy(tn_cand *dst, const tn_cand *src, const tn_prob *pb) {
     dst->ffirst = src->ffirst;
     dst->look = src->look;
     dst->imode = src->imode;
+    dst->memres = src->memres;
     memcpy(dst->first, src->first, sizeof(int) * (size_t)(src->S + 1));
     memcpy(dst->dev, src->dev, sizeof(int) * (size_t)src->S);
     memcpy(dst->cap, src->cap, sizeof(int) * (size_t)pb->P);
