@@ -248,8 +248,16 @@ int main(int argc, char **argv) {
             printf("   critical path ms   ");
             for (int d = 0; d < NP; d++) printf("ops r%d %7.2f/%-7.2f gaps r%d %5.2f/%-5.2f ", d, cm[d], cpr[d], d, cm[NP + d], cpr[NP + d]);
             printf("start %.2f/%.2f  (measured over %d quiet steps/predicted)\n", cm[2 * NP], cpr[2 * NP], nq);
+            /* a slowed rank's ops should last k x the compute inside them (pipe_slow.c) */
+            double inner[NP] = {0}, ball[NP] = {0};
+            for (int s = 0; s < q.S; s++)
+                for (int kk = 0; kk < 4; kk++) inner[q.stage_dev[s]] += r->ops[s * 4 + kk].wall_ms;
+            for (int rr = 0; rr < rounds; rr++)
+                for (int d = 0; d < NP; d++) ball[d] += mbusy[((size_t)i * rounds + rr) * NP + d];
             printf("   summed op time ms  ");
-            for (int d = 0; d < NP; d++) printf("r%d %7.2f/%-7.2f ", d, nq ? bm[d] / nq : 0, bp[d]);
+            for (int d = 0; d < NP; d++)
+                printf("r%d %7.2f/%-7.2f (op / compute inside: x%.4f)  ", d, nq ? bm[d] / nq : 0, bp[d],
+                       inner[d] > 0 ? ball[d] / inner[d] : 0);
             printf("\n");
             free(ps), free(pe);
         }

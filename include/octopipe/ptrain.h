@@ -141,8 +141,10 @@ typedef struct op_ptrain_slow {
     op_compute inner;
     const op_plan *p;
     const double *k; /* [P] */
-    double late[64]; /* per rank (< 64): summed lateness of its waits (s), and their count; */
+    double late[64]; /* per rank (< 64): summed lateness of its naps (s), and their count; */
     int n[64];       /* zero-initialise (each rank's thread touches only its own entry) */
+    double spin_cpu[64], spin_wall[64]; /* per rank: thread CPU and wall seconds of its spins
+                                         * (a step's quiet share counts them, pipe_session.c) */
     int cores;       /* online CPUs (set by op_ptrain_slow_compute): spin while P <= cores */
 } op_ptrain_slow;
 op_compute op_ptrain_slow_compute(op_ptrain_slow *s);
