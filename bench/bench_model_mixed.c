@@ -249,15 +249,23 @@ int main(int argc, char **argv) {
             for (int d = 0; d < NP; d++) printf("ops r%d %7.2f/%-7.2f gaps r%d %5.2f/%-5.2f ", d, cm[d], cpr[d], d, cm[NP + d], cpr[NP + d]);
             printf("start %.2f/%.2f  (measured over %d quiet steps/predicted)\n", cm[2 * NP], cpr[2 * NP], nq);
             /* a slowed rank's ops should last k x the compute inside them (pipe_slow.c) */
-            double inner[NP] = {0}, ball[NP] = {0};
+            double inner[NP] = {0}, ball[NP] = {0}, cpu[NP] = {0}, fitted[NP] = {0};
             for (int s = 0; s < q.S; s++)
-                for (int kk = 0; kk < 4; kk++) inner[q.stage_dev[s]] += r->ops[s * 4 + kk].wall_ms;
+                for (int kk = 0; kk < 4; kk++) {
+                    const op_ptrain_opstat *o = &r->ops[s * 4 + kk];
+                    int d = q.stage_dev[s];
+                    inner[d] += o->wall_ms, cpu[d] += o->cpu_ms;
+                    fitted[d] += (double)o->n * op_stage_ms(&q, s, (op_kind)kk) / (i < NU ? 1 : k[d]);
+                }
             for (int rr = 0; rr < rounds; rr++)
                 for (int d = 0; d < NP; d++) ball[d] += mbusy[((size_t)i * rounds + rr) * NP + d];
             printf("   summed op time ms  ");
             for (int d = 0; d < NP; d++)
                 printf("r%d %7.2f/%-7.2f (op / compute inside: x%.4f)  ", d, nq ? bm[d] / nq : 0, bp[d],
                        inner[d] > 0 ? ball[d] / inner[d] : 0);
+            /* compute CPU time against the fitted op times at x1: what a load does not move */
+            printf("\n   compute CPU time vs fitted op times (all timed steps) ");
+            for (int d = 0; d < NP; d++) printf(" r%d %+.2f%%", d, fitted[d] > 0 ? 100 * (cpu[d] / fitted[d] - 1) : 0);
             printf("\n");
             free(ps), free(pe);
         }
