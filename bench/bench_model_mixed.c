@@ -26,7 +26,10 @@
  * --trace adds, per plan, where a step's time goes: its critical path (walked back from the op
  * that ends last, each op's predecessor being whichever of its rank's previous op and its
  * producer ended later) split into each rank's op time and the gaps between ops (messages,
- * reaction), measured (mean over quiet steps) and predicted; and each rank's summed op time.
+ * reaction), measured (mean over quiet steps) and predicted; each rank's summed op time and
+ * how much longer its ops are than the compute inside them (a slowed rank's: k); how much the
+ * predicted makespan moves when one rank's ops take 10% longer; and each rank's compute CPU
+ * time against the fitted op times (thread CPU time: what other jobs on the cores move least).
  * Usage: bench_model_mixed [--rounds N] (default 40) [--trace] [--quiet SHARE] (default 0.97)
  *          [--poll-us U] (executor wait poll, every plan: 0 = the executor's default) */
 #include <math.h>
@@ -263,6 +266,14 @@ int main(int argc, char **argv) {
             for (int d = 0; d < NP; d++)
                 printf("r%d %7.2f/%-7.2f (op / compute inside: x%.4f)  ", d, nq ? bm[d] / nq : 0, bp[d],
                        inner[d] > 0 ? ball[d] / inner[d] : 0);
+            /* how much each rank's op time moves the predicted makespan: +10% on one rank */
+            printf("\n   makespan if one rank's ops take 10%% longer (predicted):");
+            for (int d = 0; d < NP; d++) {
+                double f[NP], mk;
+                for (int j = 0; j < NP; j++) f[j] = j == d ? 1.1 : 1;
+                OP_ASSERT(op_sim_speed_samples(&q, f, 1, &mk, &e) == OP_OK, "%s", e.msg);
+                printf(" r%d %+.2f%%", d, 100 * (mk / q.pred.makespan_ms - 1));
+            }
             /* compute CPU time against the fitted op times at x1: what a load does not move */
             printf("\n   compute CPU time vs fitted op times (all timed steps) ");
             for (int d = 0; d < NP; d++) printf(" r%d %+.2f%%", d, fitted[d] > 0 ? 100 * (cpu[d] / fitted[d] - 1) : 0);
