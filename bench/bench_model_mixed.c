@@ -225,9 +225,11 @@ int main(int argc, char **argv) {
         qsort(ratio, (size_t)nr, sizeof *ratio, cmp_d);
         double med = quantile(ratio, nr, 0.5);
         if (i >= NU && (nr == 0 || fabs(med) > worst)) worst = nr ? fabs(med) : INFINITY;
-        printf("%-6s %-6s %9.2f %9.2f %+7.2f %2d/%-3d | %+7.2f  [%+5.2f, %+5.2f] %3d/%-3d%s\n", names[i],
-               i < NU ? "x1,x1" : "x1,x2", pred, meas, err, r->n_quiet, rounds, med, quantile(ratio, nr, 0.25),
-               quantile(ratio, nr, 0.75), nr, rounds, i < NU ? "  (calibration)" : "");
+        printf("%-6s %-6s %9.2f %9.2f %+7.2f %2d/%-3d | ", names[i], i < NU ? "x1,x1" : "x1,x2", pred, meas,
+               err, r->n_quiet, rounds);
+        if (nr) printf("%+7.2f  [%+5.2f, %+5.2f]", med, quantile(ratio, nr, 0.25), quantile(ratio, nr, 0.75));
+        else printf("%7s  %15s", "-", "-");
+        printf(" %3d/%-3d%s\n", nr, rounds, i < NU ? "  (calibration)" : "");
         if (trace) {
             /* where the time goes: critical path measured (mean over quiet steps) vs predicted */
             for (int d = 0; d < NP; d++)
