@@ -363,6 +363,9 @@ TEST(copy_engine_overlaps) {
     op_ptrain_session_report(ss, &rep);
     CHECK_EQ_INT(rep.copy_xfers[0], 4 * steps);
     CHECK_MSG(rep.copy_busy_ms[0] >= 4 * steps * c - 0.1, "copy engine busy %.2f ms", rep.copy_busy_ms[0]);
+    /* the copies themselves took CPU time, less than the transfers lasted (the link's sleep) */
+    CHECK_MSG(rep.copy_cpu_ms[0] > 0 && rep.copy_cpu_ms[0] < rep.copy_busy_ms[0], "copy CPU %.3f ms of %.2f",
+              rep.copy_cpu_ms[0], rep.copy_busy_ms[0]);
     /* the simulator (whatever the op times: the copies dominate) puts B0 at F0's end + 2c too */
     CHECK(op_sim_replay(&p, NULL, &e) == OP_OK);
     CHECK_NEAR(p.ops[0][1].start - p.ops[0][0].end, 2 * c, 1e-9);

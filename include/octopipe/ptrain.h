@@ -195,6 +195,8 @@ typedef struct op_ptrain_report {
     int copy_xfers[64];      /* per rank, offload/reload transfers of its copy engine (in-process
                               * runs; 0 elsewhere) */
     double copy_busy_ms[64]; /* per rank, ms those transfers lasted */
+    double copy_cpu_ms[64];  /* per rank, CPU ms its engine's thread spent in the copies (memcpy
+                              * and page faults, taken from the cores the ranks compute on) */
     double wall_s;
     /* per step (the first OP_PTRAIN_MAX_STEPS run): makespan and the lowest share over ranks of
      * that step's compute wall time spent on a CPU (op_ptrain_cpu_share for one step) */

@@ -137,6 +137,7 @@ void op_ptrain_session_report(op_ptrain_session *s, op_ptrain_report *rep) {
         rep->peak_act[r] = op_ptrain_peak_act(s->t, r);
         rep->cpu_share[r] = op_ptrain_cpu_share(s->t, r);
         op_ptrain_copy_stats(s->t, r, &rep->copy_xfers[r], &rep->copy_busy_ms[r]);
+        rep->copy_cpu_ms[r] = op_ptrain_copy_cpu_ms(s->t, r);
         rep->cpu_ms_step[r] = rep->steps_run ? 1e3 * op_ptrain_cpu_s(s->t, r) / (double)rep->steps_run : 0;
     }
     op_pstats_finish(&s->st, rep, s->m, s->p);
