@@ -397,11 +397,16 @@ int main(int argc, char **argv) {
         if (!strchr(rows[i].name, '+')) continue;
         const op_ptrain_report *rp = &turns.rep[i];
         printf("%s %s: measured %.1f ms, predicted %.1f (%+.2f%%, quiet %d/%d); peak MiB measured %.1f/%.1f, "
-               "simulated %.1f/%.1f; copy engine %d transfers, %.1f ms per step\n", n_pol ? "   " : "(d)",
+               "simulated %.1f/%.1f; copy engine %d transfers, %.1f ms per step, CPU %.1f ms per step (%.1f%% "
+               "of the prediction)\n", n_pol ? "   " : "(d)",
                rows[i].name, rows[i].meas, rows[i].pred, rows[i].err, rows[i].n_quiet, rows[i].n_all,
                rows[i].mem_meas[0] / 1048576, rows[i].mem_meas[1] / 1048576, rows[i].mem_sim[0] / 1048576,
                rows[i].mem_sim[1] / 1048576, rp->copy_xfers[0] + rp->copy_xfers[1],
-               rp->steps_run ? (rp->copy_busy_ms[0] + rp->copy_busy_ms[1]) / (double)rp->steps_run : 0.0);
+               rp->steps_run ? (rp->copy_busy_ms[0] + rp->copy_busy_ms[1]) / (double)rp->steps_run : 0.0,
+               rp->steps_run ? (rp->copy_cpu_ms[0] + rp->copy_cpu_ms[1]) / (double)rp->steps_run : 0.0,
+               rp->steps_run && rows[i].pred > 0
+                   ? 100 * (rp->copy_cpu_ms[0] + rp->copy_cpu_ms[1]) / (double)rp->steps_run / rows[i].pred
+                   : 0.0);
         n_pol++, pol_in += fabs(rows[i].err) <= 3;
     }
     if (n_pol) printf("verdict (d): %d of %d policy plans within 3%% of the prediction\n", pol_in, n_pol);

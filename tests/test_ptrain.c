@@ -363,6 +363,9 @@ TEST(copy_engine_overlaps) {
     op_ptrain_session_report(ss, &rep);
     CHECK_EQ_INT(rep.copy_xfers[0], 4 * steps);
     CHECK_MSG(rep.copy_busy_ms[0] >= 4 * steps * c - 0.1, "copy engine busy %.2f ms", rep.copy_busy_ms[0]);
+    /* the copies themselves took CPU time, less than the transfers lasted (the link's sleep) */
+    CHECK_MSG(rep.copy_cpu_ms[0] > 0 && rep.copy_cpu_ms[0] < rep.copy_busy_ms[0], "copy CPU %.3f ms of %.2f",
+              rep.copy_cpu_ms[0], rep.copy_busy_ms[0]);
     /* the simulator (whatever the op times: the copies dominate) puts B0 at F0's end + 2c too */
     CHECK(op_sim_replay(&p, NULL, &e) == OP_OK);
     CHECK_NEAR(p.ops[0][1].start - p.ops[0][0].end, 2 * c, 1e-9);
@@ -736,6 +739,36 @@ TEST(sessions_interleaved) {
     }
 }
 
+/* The slow-down wrapper (pipe_slow.c) on 2 ranks with cores of their own spins: rank 1's ops
+ * last at least twice their compute (no wait is cut short to make up for an earlier late one),
+ * its spins are counted (wall time = at least its compute, CPU time no more than the wall),
+ * and rank 0 (k = 1) never waits. */
+TEST(slowed_rank_spins_counted) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 2) return; /* one core: the wrapper naps instead (no spin to count) */
+    op_nn_model m;
+    tiny_model(&m, "EM*-#L");
+    op_layer_cost c[64];
+    fake_costs(&m, c);
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    op_plan p;
+    op_err e = {0};
+    CHECK(op_ptrain_make_plan(&m, c, 2, MB, &comm, 0, "1f1b", &p, &e) == OP_OK);
+    double k[2] = {1, 2}, inner = 0; /* rank 1's emulated compute: its ops' modelled times */
+    for (int x = 0; x < p.n_ops[1]; x++) inner += op_stage_ms(&p, p.ops[1][x].stage, p.ops[1][x].kind);
+    op_ptrain_slow s = {.inner = op_compute_emulate(), .p = &p, .k = k};
+    op_compute cmp = op_ptrain_slow_compute(&s);
+    op_exec_result r;
+    CHECK(op_exec_run_threads(&p, &cmp, NULL, &r, &e) == OP_OK);
+    CHECK(s.spin_wall[0] == 0 && s.spin_cpu[0] == 0);
+    CHECK_MSG(1e3 * s.spin_wall[1] >= 0.999 * inner, "spins %.2f ms, compute %.2f ms", 1e3 * s.spin_wall[1], inner);
+    CHECK(s.spin_cpu[1] > 0 && s.spin_cpu[1] <= s.spin_wall[1] * 1.01 + 1e-4);
+    CHECK_MSG(r.busy_ms[1] >= 2 * 0.999 * inner, "rank 1 busy %.2f ms, 2 x compute %.2f ms", r.busy_ms[1], 2 * inner);
+    op_exec_result_free(&r);
+    op_plan_free(&p);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     setenv("OPENBLAS_NUM_THREADS", "1", 0);
@@ -753,6 +786,7 @@ int main(int argc, char **argv) {
     RUN(fit_costs_with_recompute);
     RUN(step_and_op_stats);
     RUN(sessions_interleaved);
+    RUN(slowed_rank_spins_counted);
     rmtmp();
     return check_report("ptrain");
 }

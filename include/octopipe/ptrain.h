@@ -141,8 +141,10 @@ typedef struct op_ptrain_slow {
     op_compute inner;
     const op_plan *p;
     const double *k; /* [P] */
-    double late[64]; /* per rank (< 64): summed lateness of its waits (s), and their count; */
+    double late[64]; /* per rank (< 64): summed lateness of its naps (s), and their count; */
     int n[64];       /* zero-initialise (each rank's thread touches only its own entry) */
+    double spin_cpu[64], spin_wall[64]; /* per rank: thread CPU and wall seconds of its spins
+                                         * (a step's quiet share counts them, pipe_session.c) */
     int cores;       /* online CPUs (set by op_ptrain_slow_compute): spin while P <= cores */
 } op_ptrain_slow;
 op_compute op_ptrain_slow_compute(op_ptrain_slow *s);
@@ -193,6 +195,8 @@ typedef struct op_ptrain_report {
     int copy_xfers[64];      /* per rank, offload/reload transfers of its copy engine (in-process
                               * runs; 0 elsewhere) */
     double copy_busy_ms[64]; /* per rank, ms those transfers lasted */
+    double copy_cpu_ms[64];  /* per rank, CPU ms its engine's thread spent in the copies (memcpy
+                              * and page faults, taken from the cores the ranks compute on) */
     double wall_s;
     /* per step (the first OP_PTRAIN_MAX_STEPS run): makespan and the lowest share over ranks of
      * that step's compute wall time spent on a CPU (op_ptrain_cpu_share for one step) */

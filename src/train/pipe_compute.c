@@ -221,7 +221,14 @@ int64_t op_ptrain_peak_act(const op_ptrain *t, int rank) {
 
 void op_ptrain_copy_stats(const op_ptrain *t, int rank, int *n_xfers, double *busy_ms) {
     *n_xfers = 0, *busy_ms = 0;
-    if (rank >= 0 && rank < t->P) op_pcopy_stats(t->ce[rank], n_xfers, busy_ms);
+    if (rank >= 0 && rank < t->P) op_pcopy_stats(t->ce[rank], n_xfers, busy_ms, NULL);
+}
+
+double op_ptrain_copy_cpu_ms(const op_ptrain *t, int rank) {
+    int n = 0;
+    double busy = 0, cpu = 0;
+    if (rank >= 0 && rank < t->P) op_pcopy_stats(t->ce[rank], &n, &busy, &cpu);
+    return cpu;
 }
 
 double op_ptrain_cpu_share(const op_ptrain *t, int rank) {

@@ -38,7 +38,14 @@ struct op_pcopy {
     int64_t host, host_cap;
     int n_xfers;
     double busy_s;
+    double cpu_s; /* thread CPU time of the copies themselves (not the link's sleep) */
 };
+
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static void sleep_until(double t) {
     for (double now = op_now_s(); now < t; now = op_now_s()) {
@@ -57,12 +64,14 @@ static void *copy_main(void *a) {
         xfer x = c->q[c->head++];
         c->active = 1;
         pthread_mutex_unlock(&c->mu);
-        double t0 = op_now_s();
+        double t0 = op_now_s(), c0 = thread_cpu_s();
         if (x.back) op_nn_stage_reload(c->st[x.s], x.mb);
         else op_nn_stage_offload(c->st[x.s], x.mb);
+        double dc = thread_cpu_s() - c0;
         sleep_until(t0 + 1e-3 * op_stage_copy_ms(c->p, x.s)); /* the modelled link */
         pthread_mutex_lock(&c->mu);
         c->busy_s += op_now_s() - t0;
+        c->cpu_s += dc;
         c->n_xfers++;
         c->active = 0;
         if (x.back) c->x[x.s * c->p->M + x.mb] = X_DONE;
@@ -169,10 +178,12 @@ void op_pcopy_after(op_pcopy *c, const op_compute_call *call) {
     pthread_mutex_unlock(&c->mu);
 }
 
-void op_pcopy_stats(const op_pcopy *c, int *n_xfers, double *busy_ms) {
+void op_pcopy_stats(const op_pcopy *c, int *n_xfers, double *busy_ms, double *cpu_ms) {
     *n_xfers = 0, *busy_ms = 0;
+    if (cpu_ms) *cpu_ms = 0;
     if (!c) return;
     pthread_mutex_lock((pthread_mutex_t *)&c->mu);
     *n_xfers = c->n_xfers, *busy_ms = 1e3 * c->busy_s;
+    if (cpu_ms) *cpu_ms = 1e3 * c->cpu_s;
     pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
 }

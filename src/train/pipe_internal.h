@@ -44,7 +44,10 @@ void op_pcopy_begin_step(op_pcopy *c);
 void op_pcopy_before(op_pcopy *c, int op_index, const op_compute_call *call);
 /* After an op: F of an offload stage queues its stash's offload. */
 void op_pcopy_after(op_pcopy *c, const op_compute_call *call);
-/* Transfers done and ms spent on them so far. */
-void op_pcopy_stats(const op_pcopy *c, int *n_xfers, double *busy_ms);
+/* Transfers done, ms spent on them so far, and (cpu_ms non-NULL) the engine thread's CPU ms
+ * in the copies themselves: what it took from the cores the ranks compute on. */
+void op_pcopy_stats(const op_pcopy *c, int *n_xfers, double *busy_ms, double *cpu_ms);
+/* That CPU time of rank's copy engine (0 when it has none). */
+double op_ptrain_copy_cpu_ms(const op_ptrain *t, int rank);
 
 #endif

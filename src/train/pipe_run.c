@@ -156,8 +156,9 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
         msg[SM] = (double)op_ptrain_peak_act(t, x->rank);
         msg[SM + 1] = op_ptrain_cpu_share(t, x->rank);
         msg[SM + 2] = 1e3 * op_ptrain_cpu_s(t, x->rank) / (double)(step + 1 - st.first);
-        {   /* this step's CPU share of compute wall time */
+        {   /* this step's CPU share of compute wall time (a slowed rank's spins count) */
             double cn = op_ptrain_cpu_s(t, x->rank), wn = op_ptrain_wall_s(t, x->rank);
+            if (o->slowdown && x->rank < 64) cn += slow.spin_cpu[x->rank], wn += slow.spin_wall[x->rank];
             msg[SM + 3] = wn > w_prev ? (cn - c_prev) / (wn - w_prev) : 1;
             c_prev = cn, w_prev = wn;
         }

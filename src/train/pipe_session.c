@@ -22,6 +22,7 @@ struct op_ptrain_session {
     int64_t step;
     op_pstats st;
     double c0[64], w0[64]; /* per-rank CPU / wall totals at the last step's end */
+    double sc0[64], sw0[64]; /* the same of a slowed rank's spins (pipe_slow.c) */
     double exc;            /* sum over timed steps of the executor's per-op cost in the records */
     int n_exc;
     op_ptrain_report acc;  /* what the steps add up: losses, quiet per-op stats, last result */
@@ -71,14 +72,17 @@ static void add_quiet(op_ptrain_session *s, const op_ptrain_opstat *prev) {
         }
 }
 
-/* The lowest share of a rank's compute wall time spent on a CPU over the step just run. */
+/* The lowest share of a rank's compute wall time spent on a CPU over the step just run.  A
+ * slowed rank's spins count as compute: a spin that lost its core stretched the op beyond k
+ * times its compute, so that step is not quiet either. */
 static double step_share(op_ptrain_session *s) {
     double lo = 1;
     for (int r = 0; r < s->p->P && r < 64; r++) {
         double c = op_ptrain_cpu_s(s->t, r), w = op_ptrain_wall_s(s->t, r);
-        double dc = c - s->c0[r], dw = w - s->w0[r];
+        double sc = s->slow.spin_cpu[r], sw = s->slow.spin_wall[r];
+        double dc = c - s->c0[r] + sc - s->sc0[r], dw = w - s->w0[r] + sw - s->sw0[r];
         if (dw > 0 && dc / dw < lo) lo = dc / dw;
-        s->c0[r] = c, s->w0[r] = w;
+        s->c0[r] = c, s->w0[r] = w, s->sc0[r] = sc, s->sw0[r] = sw;
     }
     return lo;
 }
@@ -133,6 +137,7 @@ void op_ptrain_session_report(op_ptrain_session *s, op_ptrain_report *rep) {
         rep->peak_act[r] = op_ptrain_peak_act(s->t, r);
         rep->cpu_share[r] = op_ptrain_cpu_share(s->t, r);
         op_ptrain_copy_stats(s->t, r, &rep->copy_xfers[r], &rep->copy_busy_ms[r]);
+        rep->copy_cpu_ms[r] = op_ptrain_copy_cpu_ms(s->t, r);
         rep->cpu_ms_step[r] = rep->steps_run ? 1e3 * op_ptrain_cpu_s(s->t, r) / (double)rep->steps_run : 0;
     }
     op_pstats_finish(&s->st, rep, s->m, s->p);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "octopipe/ptrain.h"
@@ -122,6 +123,12 @@ static int slow_setup(void *ctx, const op_plan *p, int rank, op_err *err) {
     return s->inner.setup ? s->inner.setup(s->inner.ctx, p, rank, err) : OP_OK;
 }
 
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int slow_run(void *ctx, const op_compute_call *c, op_err *err) {
     op_ptrain_slow *s = ctx;
     double t0 = op_now_s();
@@ -130,18 +137,25 @@ static int slow_run(void *ctx, const op_compute_call *c, op_err *err) {
     int r = s->p->stage_dev[c->stage];
     double k = s->k[r];
     if (k <= 1) return OP_OK;
-    /* aim early by the running mean of how late this rank's waits woke up (as emulation
-     * does), so a stretched op lasts k times the op on average */
     double t1 = op_now_s(), want = t1 + (k - 1) * (t1 - t0);
-    double aim = r < 64 && s->n[r] > 0 ? want - s->late[r] / s->n[r] : want;
     if (s->p->P <= s->cores) {
-        do /* spin, progressing messages */
+        /* spin, progressing messages: it ends within a microsecond of `want` unless the thread
+         * lost its core meanwhile, and then the step was disturbed: the spin's own CPU share
+         * says so (op_ptrain_slow.spin_cpu), no later wait makes up for it */
+        double c0 = thread_cpu_s();
+        do
             if (op_exec_sleep_until(c->rt, op_now_s()) != OP_OK)
                 return op_errf(err, OP_ETIMEOUT, "stopped while slowed down");
-        while (op_now_s() < aim);
-    } else if (op_exec_sleep_until(c->rt, aim > t1 ? aim : t1) != OP_OK) {
-        return op_errf(err, OP_ETIMEOUT, "stopped while slowed down");
+        while (op_now_s() < want);
+        if (r < 64) s->spin_cpu[r] += thread_cpu_s() - c0, s->spin_wall[r] += op_now_s() - t1;
+        return OP_OK;
     }
+    /* napping wakes up late by the timer's slack and the scheduler's delay: aim early by the
+     * running mean of how late this rank's naps woke up (as emulation does), so a stretched op
+     * lasts k times the op on average */
+    double aim = r < 64 && s->n[r] > 0 ? want - s->late[r] / s->n[r] : want;
+    if (op_exec_sleep_until(c->rt, aim > t1 ? aim : t1) != OP_OK)
+        return op_errf(err, OP_ETIMEOUT, "stopped while slowed down");
     if (r < 64) {
         double late = op_now_s() - aim;
         s->late[r] += late > 0 ? late : 0, s->n[r]++;
