@@ -346,31 +346,29 @@ double op_lower_bound_mem_mixed(const op_layer_cost *type_layers, int n_types, i
     return r;
 }
 
-double op_plan_lower_bound_mem(const op_plan *p) {
-    const int mixed = p->n_types > 1;
-    const op_layer_cost *rows = mixed ? p->type_layers : p->layers;
-    double c = op_lower_bound_count_mem(rows, p->n_types, p->n_layers, p->dev_type, p->dev_mem_limit,
-                                        p->mem_limit_bytes, p->P, p->M);
-    double m = op_lower_bound_mem_mixed(rows, mixed ? p->n_types : 1, p->n_layers,
-                                        mixed ? p->dev_type : NULL, p->dev_mem_limit,
-                                        p->mem_limit_bytes, p->P, p->M, &p->comm);
-    if (mixed || p->dev_mem_limit) /* groups of unlike devices: each carries its own layers */
-        m = op_lower_bound_mem_groups(rows, mixed ? p->n_types : 1, p->n_layers, mixed ? p->dev_type : NULL,
-                                      p->dev_mem_limit, p->mem_limit_bytes, p->P, p->M, &p->comm, fmax(m, c));
+/* The memory-aware bound from a plan's or a problem's fields: the counting bound with each
+ * device's limit, the memory x time relaxation pooled, and where devices differ (types or
+ * limits) per group of like devices. */
+static double lb_mem_of(const op_layer_cost *layers, const op_layer_cost *type_layers, int n_types,
+                        const int *dev_type, int n_layers, const double *dev_lim, double lim, int P,
+                        int M, const op_comm *comm) {
+    const int mixed = n_types > 1 && type_layers && dev_type;
+    const op_layer_cost *rows = mixed ? type_layers : layers;
+    const int nt = mixed ? n_types : 1;
+    const int *dt = mixed ? dev_type : NULL;
+    double c = op_lower_bound_count_mem(rows, nt, n_layers, dt, dev_lim, lim, P, M);
+    double m = op_lower_bound_mem_mixed(rows, nt, n_layers, dt, dev_lim, lim, P, M, comm);
+    if (mixed || dev_lim) /* groups of unlike devices: each carries its own layers */
+        m = op_lower_bound_mem_groups(rows, nt, n_layers, dt, dev_lim, lim, P, M, comm, fmax(m, c));
     return fmax(m, c);
 }
 
+double op_plan_lower_bound_mem(const op_plan *p) {
+    return lb_mem_of(p->layers, p->type_layers, p->n_types, p->dev_type, p->n_layers,
+                     p->dev_mem_limit, p->mem_limit_bytes, p->P, p->M, &p->comm);
+}
+
 double op_problem_lower_bound_mem(const op_problem *pr) {
-    int mixed = pr->n_types > 1 && pr->type_layers && pr->dev_type;
-    const op_layer_cost *rows = mixed ? pr->type_layers : pr->layers;
-    double c = op_lower_bound_count_mem(rows, mixed ? pr->n_types : 1, pr->n_layers,
-                                        mixed ? pr->dev_type : NULL, pr->dev_mem_limit,
-                                        pr->mem_limit_bytes, pr->P, pr->M);
-    double m = op_lower_bound_mem_mixed(rows, mixed ? pr->n_types : 1, pr->n_layers,
-                                        mixed ? pr->dev_type : NULL, pr->dev_mem_limit,
-                                        pr->mem_limit_bytes, pr->P, pr->M, &pr->comm);
-    if (mixed || pr->dev_mem_limit) /* groups of unlike devices: each carries its own layers */
-        m = op_lower_bound_mem_groups(rows, mixed ? pr->n_types : 1, pr->n_layers, mixed ? pr->dev_type : NULL,
-                                      pr->dev_mem_limit, pr->mem_limit_bytes, pr->P, pr->M, &pr->comm, fmax(m, c));
-    return fmax(m, c);
+    return lb_mem_of(pr->layers, pr->type_layers, pr->n_types, pr->dev_type, pr->n_layers,
+                     pr->dev_mem_limit, pr->mem_limit_bytes, pr->P, pr->M, &pr->comm);
 }
