@@ -218,23 +218,21 @@ int op_sim_replay(op_plan *p, op_sim_ws *ws, op_err *err) {
     return rc;
 }
 
-double op_sim_makespan(const op_plan *p, op_sim_ws *ws) {
+/* One replay in ws (or a workspace of its own); write: as sim_replay_core's (the op times). */
+static double replay_once(const op_plan *p, op_sim_ws *ws, int write) {
     op_sim_ws *own = ws ? NULL : op_sim_ws_new();
     if (!ws) ws = own;
     sim_prepare(ws, p, 1);
-    double T = sim_replay_core(p, ws, 0);
+    double T = sim_replay_core(p, ws, write);
     op_sim_ws_free(own);
     return T;
 }
 
+double op_sim_makespan(const op_plan *p, op_sim_ws *ws) { return replay_once(p, ws, 0); }
+
 double op_sim_retime(op_plan *p, op_sim_ws *ws) {
     if (sim_check_layout(p, NULL) != OP_OK) return -1.0; /* replay indexes by stage_dev */
-    op_sim_ws *own = ws ? NULL : op_sim_ws_new();
-    if (!ws) ws = own;
-    sim_prepare(ws, p, 1);
-    double T = sim_replay_core(p, ws, 1);
-    op_sim_ws_free(own);
-    return T;
+    return replay_once(p, ws, 1);
 }
 
 /* Ops that started before t0, the earliest start among the moved ones, keep their times: all
