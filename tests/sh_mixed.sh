@@ -2,7 +2,8 @@
 # CLI tests of mixed clusters: bad --gpus lists and cluster files are one line and exit 2 (an
 # unknown type lists the known ones, counts that do not add up, a link matrix of the wrong
 # size); a plan for h200 + h100 names each device's type, and sim reads it back with the types;
-# a cluster file's devices give the same problem as --gpus.
+# a cluster file's devices give the same problem as --gpus; when nothing fits, the error names
+# each device's own limit.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -53,6 +54,13 @@ grep -q '"device_type": \[0, 0, 1, 1\]' "$tmp/p.json" && ok || bad "plan file wi
 grep -q '"device_mem_limit_bytes"' "$tmp/p.json" && ok || bad "plan file without per-device limits"
 timeout -k 5 60 "$OP" sim "$tmp/p.json" > "$tmp/s.out" 2>&1 && grep -q "reproduces the file's prediction exactly" "$tmp/s.out" \
   && grep -Eq "^  2 +h100-80gb" "$tmp/s.out" && ok || bad "sim of the mixed plan: $(cat "$tmp/s.out")"
+
+# nothing fits: the message names each device's own limit, not one that only the H100 has
+timeout -k 5 120 "$OP" plan --model deepseek-v2-lite --gpus h200:1,h100-80gb:1 --microbatches 8 --seq 16384 \
+  --quiet --out "$tmp/nf.json" > "$tmp/nf.out" 2> "$tmp/nf.err"; rc=$?
+[ $rc -eq 1 ] && grep -qF "no plan fits each device's own limit (72.00 to 118.18 GiB)" "$tmp/nf.err" \
+  && ! grep -q "per device" "$tmp/nf.err" && [ ! -e "$tmp/nf.json" ] && ok \
+  || bad "no-fit message on h200 + h100: rc=$rc $(head -n 2 "$tmp/nf.err")"
 
 echo "mixed: $pass passed, $fail failed"
 [ $fail -eq 0 ]

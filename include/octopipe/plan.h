@@ -134,6 +134,9 @@ double op_plan_dev_mem_limit(const op_plan *p, int d);
 /* The same for a problem: costs on device d, d's limit. */
 const op_layer_cost *op_problem_dev_layers(const op_problem *pr, int d);
 double op_problem_dev_mem_limit(const op_problem *pr, int d);
+/* The limits in words for messages: "72.00 GiB per device", or "each device's own limit (A to
+ * B GiB)" where devices differ.  buf[n]. */
+void op_problem_limit_text(const op_problem *pr, char *buf, size_t n);
 
 /* Stage aggregates (sums over the stage's layers as costed on the stage's device,
  * op_stage_layers, plus op_overhead_ms per op).

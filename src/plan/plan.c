@@ -2,6 +2,7 @@
 #include "octopipe/plan.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,6 +120,19 @@ const op_layer_cost *op_problem_dev_layers(const op_problem *pr, int d) {
 
 double op_problem_dev_mem_limit(const op_problem *pr, int d) {
     return pr->dev_mem_limit ? pr->dev_mem_limit[d] : pr->mem_limit_bytes;
+}
+
+/* Messages name the limit a user set: one figure when every device has it, else the range, so
+ * a mixed cluster's error does not quote a limit only some devices have. */
+void op_problem_limit_text(const op_problem *pr, char *buf, size_t n) {
+    double lo = op_problem_dev_mem_limit(pr, 0), hi = lo;
+    for (int d = 1; d < pr->P; d++) {
+        double l = op_problem_dev_mem_limit(pr, d);
+        lo = l < lo ? l : lo;
+        hi = l > hi ? l : hi;
+    }
+    if (lo == hi) snprintf(buf, n, "%.2f GiB per device", lo / 1073741824.0);
+    else snprintf(buf, n, "each device's own limit (%.2f to %.2f GiB)", lo / 1073741824.0, hi / 1073741824.0);
 }
 
 void op_plan_free(op_plan *p) {

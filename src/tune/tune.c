@@ -409,11 +409,12 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0,
             source = "baseline";
         } else {
             int64_t need = st.min_peak < bl_min_peak ? st.min_peak : bl_min_peak;
+            char lim_text[96];
+            op_problem_limit_text(pr, lim_text, sizeof lim_text);
             rc = op_errf(err, OP_ENOMEM,
-                         "no plan fits %.2f GiB per device; the smallest peak found needs "
-                         "%.2f GiB (--mem-limit %.2f would fit)",
-                         pr->mem_limit_bytes / 1073741824.0, need / 1073741824.0,
-                         ceil(need / 1073741824.0 * 100) / 100);
+                         "no plan fits %s; the smallest peak found needs %.2f GiB "
+                         "(--mem-limit %.2f would fit)",
+                         lim_text, need / 1073741824.0, ceil(need / 1073741824.0 * 100) / 100);
         }
     } else {
         rc = build_plan(&st, pr, &st.best, out, err);

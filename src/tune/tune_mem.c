@@ -267,9 +267,11 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
         relax(pr, out, &o); /* a forced policy still leaves stages that need nothing */
     }
     if (!have) {
+        char lim_text[96];
+        op_problem_limit_text(pr, lim_text, sizeof lim_text);
         if (rc == OP_OK || !err->msg[0])
-            return op_errf(err, OP_ENOMEM, "no plan fits %.2f GiB per device%s",
-                           pr->mem_limit_bytes / GIB, auto_mode ? ", even with recomputation" : "");
+            return op_errf(err, OP_ENOMEM, "no plan fits %s%s", lim_text,
+                           auto_mode ? ", even with recomputation" : "");
         if (auto_mode) { /* the keep search's message names its own smallest peak */
             size_t k = strlen(err->msg);
             snprintf(err->msg + k, sizeof err->msg - k, "; recomputation does not fit either");
