@@ -233,12 +233,10 @@ static void run_baselines(tn_search *st, tn_pool *pl, const op_problem *pr, op_p
     tn_cand_free(&c);
 }
 
-/* Turns candidate c into a plan; the simulator (op_sim_replay) fills its prediction. */
-static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_plan *out,
-                      op_err *err) {
-    const tn_prob *pb = st->pb;
+int tn_cand_plan(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, const char *name,
+                 op_plan *out, op_err *err) {
     int P = pb->P;
-    op_plan_init_problem(out, "octopipe", pr, c->S);
+    op_plan_init_problem(out, name, pb->pr, c->S);
     memcpy(out->stage_first, c->first, sizeof(int) * (size_t)(c->S + 1));
     memcpy(out->stage_dev, c->dev, sizeof(int) * (size_t)c->S);
     for (int s = 0; s < c->S; s++) out->stage_split[s] = (uint8_t)c->split;
@@ -248,7 +246,7 @@ static int build_plan(tn_search *st, const op_problem *pr, const tn_cand *c, op_
     op_op **ops = op_xmalloc(sizeof(op_op *) * (size_t)P);
     int *n = op_xcalloc((size_t)P, sizeof(int));
     for (int d = 0; d < P; d++) ops[d] = buf + per * (size_t)d;
-    tn_eval(st->e, pb, c, &st->r, ops, n, 0);
+    tn_eval(e, pb, c, r, ops, n, 0);
     for (int d = 0; d < P; d++) op_plan_set_ops(out, d, ops[d], n[d]);
     free(buf);
     free(ops);
@@ -417,7 +415,7 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0,
                          lim_text, need / 1073741824.0, ceil(need / 1073741824.0 * 100) / 100);
         }
     } else {
-        rc = build_plan(&st, pr, &st.best, out, err);
+        rc = tn_cand_plan(st.e, st.pb, &st.best, &st.r, "octopipe", out, err);
         /* the simulator has the last word on memory (the engine models the same timeline) */
         int over = rc == OP_OK && !op_plan_fits(out);
         if (over && !have_bl) {

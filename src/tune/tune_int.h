@@ -82,6 +82,10 @@ void tn_res_copy(tn_res *dst, const tn_res *src, int P);
  * makespan is sure to exceed cutoff (r is then incomplete). */
 double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op **ops,
                int *n_ops, double cutoff);
+/* Candidate c as a plan named `name`: the engine's order (r receives its result), validated
+ * and replayed by the simulator, which fills the prediction.  Error: out is freed. */
+int tn_cand_plan(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, const char *name,
+                 op_plan *out, op_err *err);
 
 /* Mixed clusters (tune_mixed.c).  tn_mixed_init: per-type prefix sums and per-device limits
  * when pr is mixed (called by tn_prob_init); tn_mixed_free undoes it.  tn_mixed_stage_times
