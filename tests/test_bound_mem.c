@@ -90,15 +90,19 @@ TEST(group_memory_by_hand) {
     double g = op_lower_bound_mem_groups(rows, 2, 4, dt, lim, 0, 2, 4, NULL, 0);
     CHECK(g <= 26.4 * (1 + 1e-9)); /* never above the relaxation's optimum */
     CHECK(g >= 26.4 * (1 - 0.01)); /* the weight search gets within 1% of it */
-    /* the plan's and problem's bound take it */
+    /* The plan's and problem's bound also take whole layers per device (bound_memjoint.c):
+     * the fast device holding 3 layers holds 300 bytes of one microbatch's stashes when its
+     * deepest I starts, in 100: 200 bytes recomputed, 2 ms a microbatch, so 4 (6 + 2) = 32;
+     * with 2 layers the slow device runs 2 (4 x 12 = 48), with 4 the fast one 4 (8 + 3) = 44.
+     * The slow device at rank 1 (its lowest layer above the fast one's) waits head 1 and
+     * drains tail 1: 1 + 24 + 1 = 26 < 32.  So 32, above the fractional 26.4. */
     op_problem pr = {0};
     pr.model = "g";
     pr.layers = rows, pr.n_layers = 4, pr.P = 2, pr.M = 4;
     pr.n_types = 2, pr.type_layers = rows, pr.dev_type = dt, pr.dev_mem_limit = lim;
     op_comm_default(&pr.comm, 0);
     pr.comm.host_bw_GBps = 0;
-    double pb = op_problem_lower_bound_mem(&pr);
-    CHECK(pb <= 26.4 * (1 + 1e-9) && pb >= 26.4 * (1 - 0.01));
+    CHECK_NEAR(op_problem_lower_bound_mem(&pr), 32, 1e-8);
     /* with room for every stash on the fast device only the time rows are left: 24 */
     lim[0] = 1e9;
     double t = op_lower_bound_mem_groups(rows, 2, 4, dt, lim, 0, 2, 4, NULL, 0);
@@ -117,6 +121,67 @@ TEST(group_cuts_by_hand) {
     double g = op_lower_bound_mem_groups(rows, 2, 2, dt, lim, 0, 2, 4, NULL, 0);
     CHECK(g <= 12 * (1 + 1e-9));
     CHECK(g >= 12 * (1 - 0.01));
+}
+
+/* Per device, by hand, on one type and one limit.  Three layers f = i = w = 1, act 50,
+ * static 100, M = 4, two devices of 270 bytes, no host link.  Two layers' statics (200) fit a
+ * device and three (300) do not, so one device holds two layers and 70 bytes for stashes;
+ * when its deepest layer's I of a microbatch starts, both its stashes of that microbatch are
+ * held (100 kept): at least 30 bytes recomputed, at 1 ms per 50 bytes (full: f / act), 0.6 ms
+ * every microbatch.  That device's F, I and W: 4 (2 x 3 + 0.6) = 26.4 from rank 0 (it holds
+ * layer 0 or waits head(1) = 1 at rank 1: 27.4); the other runs 12, from head(1) = 1, with
+ * 4 of W after its last I: 13.  Bound 26.4.  Without memory the same split gives 24, and the
+ * pooled terms see 540 bytes of limits for 300 static and 150 of stashes: nothing forced.
+ * Every plan that fits (brute force below) takes at least it. */
+TEST(device_recompute_by_hand) {
+    op_layer_cost L[3];
+    for (int l = 0; l < 3; l++) L[l] = lay(1, 1, 1, 50, 100);
+    op_problem pr = {0};
+    pr.model = "d";
+    pr.layers = L, pr.n_layers = 3, pr.P = 2, pr.M = 4, pr.tokens_per_mb = 1;
+    pr.mem_limit_bytes = 270;
+    op_comm_default(&pr.comm, 0);
+    pr.comm.none = 1, pr.comm.host_bw_GBps = 0;
+    double free_b = op_problem_lower_bound(&pr), lb = op_problem_lower_bound_mem(&pr);
+    CHECK_NEAR(free_b, 24, 1e-12);
+    CHECK(op_lower_bound_mem(L, 3, 2, 4, 270, &pr.comm) < 26.4 - 1);
+    CHECK(op_lower_bound_count_mem(L, 1, 3, NULL, NULL, 270, 2, 4) < 26.4 - 1);
+    CHECK_NEAR(lb, 26.4, 1e-8);
+    /* every plan: each cut into stages, placement, policy (keep, selective, full) and B or
+     * I + W per stage, ordered by list scheduling under the limit, with each in-flight cap */
+    int fit = 0, tried = 0;
+    double best = INFINITY;
+    for (int S = 1; S <= 3; S++)
+        for (int cut = 0; cut < (S == 2 ? 2 : 1); cut++)
+            for (int code = 0; code < (1 << S) * 27 * (1 << S); code++) {
+                int place = code % (1 << S), pol = code / (1 << S) % 27, split = code / (1 << S) / 27;
+                for (int cap = 0; cap <= 4; cap++) {
+                    op_plan p;
+                    op_plan_init_problem(&p, "brute", &pr, S);
+                    for (int s = 0; s <= S; s++) p.stage_first[s] = S == 2 ? (s == 1 ? 1 + cut : s ? 3 : 0) : s * 3 / S;
+                    for (int s = 0, q = pol; s < S; s++, q /= 3) {
+                        p.stage_dev[s] = place >> s & 1;
+                        p.stage_split[s] = (uint8_t)(split >> s & 1);
+                        p.stage_act[s] = (uint8_t)(q % 3 == 0 ? OP_ACT_KEEP : q % 3 == 1 ? OP_ACT_SELECTIVE : OP_ACT_FULL);
+                    }
+                    int caps[2] = {cap, cap};
+                    op_sim_policy sp = {0};
+                    sp.mem_limit_bytes = pr.mem_limit_bytes;
+                    sp.max_inflight = caps;
+                    op_err e = {0};
+                    tried++;
+                    if (op_sim_dynamic(&p, &sp, NULL, &e) == OP_OK && p.pred.valid && op_plan_fits(&p)) {
+                        CHECK_MSG(p.pred.makespan_ms >= lb * (1 - 1e-9), "S %d code %d cap %d: %.6f", S, code, cap,
+                                  p.pred.makespan_ms);
+                        best = fmin(best, p.pred.makespan_ms);
+                        fit++;
+                    }
+                    op_plan_free(&p);
+                }
+            }
+    CHECK(fit > 0);
+    printf("  %d of %d plans fit, the fastest %.3f ms; bound %.3f (memory-free %.3f)\n", fit, tried, best,
+           lb, free_b);
 }
 
 /* Random small problems, uniform and mixed (2 types, the second 1.5-3x slower, its own host
@@ -228,6 +293,7 @@ int main(int argc, char **argv) {
     RUN(speed_ratio_by_hand);
     RUN(group_memory_by_hand);
     RUN(group_cuts_by_hand);
+    RUN(device_recompute_by_hand);
     RUN(never_above_a_fitting_plan);
     return check_report("bound_mem");
 }

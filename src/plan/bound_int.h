@@ -18,4 +18,13 @@ typedef struct {
 double op_bound_count(const double *w, const double *st, int T, int L, int M,
                       const op_bound_groups *gr);
 
+/* The joint bound per device with its memory (bound_memjoint.c says why it holds): whole
+ * layers' static bytes within each device's limit, and the recomputation its own stashes of
+ * one microbatch force, in bound_joint.c's per-device warm-up x balance x drain inequality.
+ * Arguments as op_lower_bound_mem_mixed; returns the largest T above lo it proves impossible,
+ * else lo. */
+double op_bound_mem_joint(const op_layer_cost *type_layers, int n_types, int n_layers,
+                          const int *dev_type, const double *dev_lim, double lim_all, int P, int M,
+                          const op_comm *comm, double lo);
+
 #endif

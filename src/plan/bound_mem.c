@@ -1,7 +1,8 @@
 /* bound_mem.c: the lower bound that knows memory (op_lower_bound_mem on one device type and
  * one limit, op_lower_bound_mem_mixed on any cluster), and the plan's and problem's
- * memory-aware bound that takes the largest of it, the memory-free bound and the counting
- * bound with limits (bound_count.c).
+ * memory-aware bound that takes the largest of it, the memory-free bound, the counting bound
+ * with limits (bound_count.c), the per-group relaxation (bound_memgroup.c) and the per-device
+ * joint bound with memory (bound_memjoint.c).
  *
  * Mixed clusters (devices of several types, or limits per device) reduce to the uniform
  * argument below by lower-bounding every per-device quantity by what the best device could do:
@@ -347,8 +348,8 @@ double op_lower_bound_mem_mixed(const op_layer_cost *type_layers, int n_types, i
 }
 
 /* The memory-aware bound from a plan's or a problem's fields: the counting bound with each
- * device's limit, the memory x time relaxation pooled, and where devices differ (types or
- * limits) per group of like devices. */
+ * device's limit, the memory x time relaxation pooled, where devices differ (types or limits)
+ * per group of like devices, and per device its warm-up, whole layers and forced recompute. */
 static double lb_mem_of(const op_layer_cost *layers, const op_layer_cost *type_layers, int n_types,
                         const int *dev_type, int n_layers, const double *dev_lim, double lim, int P,
                         int M, const op_comm *comm) {
@@ -360,7 +361,8 @@ static double lb_mem_of(const op_layer_cost *layers, const op_layer_cost *type_l
     double m = op_lower_bound_mem_mixed(rows, nt, n_layers, dt, dev_lim, lim, P, M, comm);
     if (mixed || dev_lim) /* groups of unlike devices: each carries its own layers */
         m = op_lower_bound_mem_groups(rows, nt, n_layers, dt, dev_lim, lim, P, M, comm, fmax(m, c));
-    return fmax(m, c);
+    /* per device: its warm-up, whole layers within its limit, the recompute its own stashes force */
+    return op_bound_mem_joint(rows, nt, n_layers, dt, dev_lim, lim, P, M, comm, fmax(m, c));
 }
 
 double op_plan_lower_bound_mem(const op_plan *p) {
