@@ -102,7 +102,7 @@ TEST(group_memory_by_hand) {
     pr.n_types = 2, pr.type_layers = rows, pr.dev_type = dt, pr.dev_mem_limit = lim;
     op_comm_default(&pr.comm, 0);
     pr.comm.host_bw_GBps = 0;
-    CHECK_NEAR(op_problem_lower_bound_mem(&pr), 32, 1e-8);
+    CHECK_NEAR(op_problem_lower_bound_mem(&pr), 32, 1e-6);
     /* with room for every stash on the fast device only the time rows are left: 24 */
     lim[0] = 1e9;
     double t = op_lower_bound_mem_groups(rows, 2, 4, dt, lim, 0, 2, 4, NULL, 0);
@@ -146,7 +146,7 @@ TEST(device_recompute_by_hand) {
     CHECK_NEAR(free_b, 24, 1e-12);
     CHECK(op_lower_bound_mem(L, 3, 2, 4, 270, &pr.comm) < 26.4 - 1);
     CHECK(op_lower_bound_count_mem(L, 1, 3, NULL, NULL, 270, 2, 4) < 26.4 - 1);
-    CHECK_NEAR(lb, 26.4, 1e-8);
+    CHECK_NEAR(lb, 26.4, 1e-6); /* the search bisects to 1e-7 */
     /* every plan: each cut into stages, placement, policy (keep, selective, full) and B or
      * I + W per stage, ordered by list scheduling under the limit, with each in-flight cap */
     int fit = 0, tried = 0;

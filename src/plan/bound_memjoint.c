@@ -53,7 +53,8 @@
 #include "plan/bound_int.h"
 
 enum { MJ_MAXK = 12, MJ_MAXG = 6, MJ_HASH_BITS = 16 };
-static const long MJ_BUDGET = 300000; /* search nodes per T */
+/* search nodes per T, and per bound (about 15 ns a node: 0.9 s at most) */
+static const long MJ_BUDGET = 12000000, MJ_TOTAL = 60000000;
 
 typedef struct {
     int K, G, M, nr; /* kinds, groups, microbatches, ranks (min(P, L)) */
@@ -71,7 +72,7 @@ typedef struct {
     uint64_t radix[MJ_MAXK + MJ_MAXG];
     int memo_on;
     uint64_t *memo; /* failed keys + 1, open addressing */
-    long memo_n, nodes;
+    long memo_n, nodes, total;
     int aborted;
 } mj_ctx;
 
@@ -205,6 +206,7 @@ static int mj_search(mj_ctx *c, int r, int *s, int *left) {
 
 /* 1 when T is possible or not refuted within the budget, 0 when proven impossible. */
 static int mj_possible(mj_ctx *c, double T) {
+    if (c->total > MJ_TOTAL) return 1;
     c->T = T, c->nodes = 0, c->aborted = 0, c->memo_n = 0;
     memset(c->memo, 0, sizeof(uint64_t) << MJ_HASH_BITS);
     for (int g = 0; g < c->G; g++) {
@@ -222,6 +224,7 @@ static int mj_possible(mj_ctx *c, double T) {
     memcpy(s, c->cnt, sizeof s);
     memcpy(left, c->gc, sizeof left);
     int ok = mj_search(c, 0, s, left);
+    c->total += c->nodes;
     return ok || c->aborted;
 }
 
@@ -337,13 +340,13 @@ double op_bound_mem_joint(const op_layer_cost *type_layers, int n_types, int n_l
     c->memo_on = span < 9e18;
     c->memo = op_xmalloc(sizeof(uint64_t) << MJ_HASH_BITS);
     /* the largest T proven impossible: nothing above lo when lo itself is possible; else
-     * double to a possible T, then bisect */
-    double got = 0, hi = lo > 0 ? lo : 1;
+     * grow to a possible T, then bisect (to 1e-7: every T tried near the answer is a search) */
+    double got = 0, hi = lo > 0 ? lo * 1.25 : 1;
     if (lo > 0 && mj_possible(c, lo * (1 + 1e-9))) hi = 0;
     else {
         got = lo;
         for (int it = 0; it < 40 && !mj_possible(c, hi); it++) got = hi, hi *= 2;
-        for (int it = 0; it < 50 && hi > got * (1 + 1e-9); it++) {
+        for (int it = 0; it < 60 && hi > got * (1 + 1e-7); it++) {
             double mid = 0.5 * (got + hi);
             if (mj_possible(c, mid)) hi = mid;
             else got = mid;
