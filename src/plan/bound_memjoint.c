@@ -41,8 +41,12 @@
  * harder as a bin grows (every sum grows; need grows by at least the new layer's stash, so
  * the cheapest bytes to save cost no less), so, as in bound_joint.c, a packing exists iff one
  * exists whose bins, in rank order, are each maximal within what is left: a depth-first search
- * over maximal bins, with a work and a static-bytes check on what is left, remembering failed
- * (counts left, devices left) states.  A T is proven impossible only by a search that ran to
+ * over maximal bins (a bin that misses stays missing as it grows, so each kind's count is
+ * tried from the most down and a miss is skipped), that drops a state when what is left
+ * cannot fit the devices left (fast work against each device's time, the fastest groups on
+ * the earliest ranks; static bytes against their limits; each kind against how many of it
+ * one device holds by static bytes and time), remembering failed (counts left, devices
+ * left) states.  A T is proven impossible only by a search that ran to
  * its end; a search past its node budget says nothing, so the bound is the largest T proven
  * impossible by bisection, never more than the truth. */
 #include <math.h>
