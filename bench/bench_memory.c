@@ -10,7 +10,7 @@
  * recomputation that fits (op_sched_build_fit) and the speedup over it, the peak against the
  * limit, and the tune time (process CPU seconds).  Summary: cases with a plan, geomean and worst
  * tuned / bound where memory binds and where it does not, plans slower than a baseline, plans
- * over the limit.  Where memory binds, also the memory-aware lower bound (op_lower_bound_mem:
+ * over the limit.  Where memory binds, also the memory-aware lower bound (op_plan_lower_bound_mem:
  * what any plan under the limit must take) and the same problem tuned without a limit: the
  * gap to the memory-free bound splits into the part memory forces (memory-aware / memory-free
  * bound), the part it costs this tuner beyond that (tuned / tuned without a limit, less the

@@ -256,8 +256,9 @@ double op_lower_bound_mem_groups(const op_layer_cost *type_layers, int n_types, 
                                  const int *dev_type, const double *dev_lim, double lim_all, int P,
                                  int M, const op_comm *comm, double lo);
 /* The memory-aware bound of a plan: the largest of op_lower_bound_mem_mixed (the memory-free
- * bound of the plan's cluster included) and op_lower_bound_count_mem with each device's own
- * limit. */
+ * bound of the plan's cluster included), op_lower_bound_count_mem with each device's own limit
+ * and the per-device joint bound with memory (src/plan/bound_memjoint.c: each device's static
+ * bytes within its limit, the recompute a microbatch's stashes force at its deepest I). */
 double op_plan_lower_bound_mem(const op_plan *p);
 /* The same from a problem (its per-device types and limits). */
 double op_problem_lower_bound_mem(const op_problem *pr);
