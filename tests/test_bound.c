@@ -246,8 +246,11 @@ TEST(nemotron_h_8b_profile_p4_m8) {
     op_plan p;
     CHECK(op_tune(&b.pr, &to, &p, &e) == OP_OK);
     CHECK(p.pred.makespan_ms >= lb);
-    /* the polish of the engine's orders (tune.c, polish_plan): 379.78 ms without it */
-    CHECK(p.pred.makespan_ms <= 378.0);
+    /* the polish of the engine's orders (tune.c, polish_plan; 379.78 ms without it) and of
+     * the best candidate's knob neighbours (tune_polish.c; 377.95 without it): the issue's
+     * target, within 2% of the bound */
+    CHECK(p.pred.makespan_ms <= 377.8);
+    CHECK(p.pred.makespan_ms <= 1.02 * lb);
     CHECK_NEAR(p.pred.lower_bound_ms, lb, 1e-12);
     printf("nemotron-h-8b-profile P=4 M=8 comm none: tuned %.2f ms, bound %.3f ms (warm-up term "
            "%.3f), tuned / bound %.4f\n",

@@ -440,6 +440,10 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0,
     } else {
         rc = tn_cand_plan(st.e, st.pb, &st.best, &st.r, "octopipe", out, err);
         if (rc == OP_OK) polish_plan(out);
+        /* tiny problems (as auto_evals counts ops): knobs judged after the polish; not in the
+         * policy searches, which tune many times */
+        double s2 = 2.0 * pb.P < pb.L ? 2.0 * pb.P : pb.L;
+        if (rc == OP_OK && st.pol0 < 0 && 3.0 * s2 * pb.M <= 400) tn_polish_knobs(&st, &st.best, out);
         /* the simulator has the last word on memory (the engine models the same timeline) */
         int over = rc == OP_OK && !op_plan_fits(out);
         if (over && !have_bl) {
