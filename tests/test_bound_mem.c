@@ -284,7 +284,7 @@ TEST(never_above_a_fitting_plan) {
            "memory-free one\n", checked, checked_biting, bites);
     CHECK(checked >= 100);
     CHECK(bites >= 5); /* the terms must bite somewhere, or the test checks nothing new */
-    CHECK(checked_biting >= 5);
+    CHECK(checked_biting >= 3); /* 10 before the fill term raised the memory-free bound */
 }
 
 int main(int argc, char **argv) {

@@ -183,8 +183,8 @@ double op_stage_copy_ms(const op_plan *p, int s);
 
 /* Lower bound on the makespan of any plan of these layers on P devices with M microbatches:
  * the largest of total work / P, one microbatch's F and I chain, the work and chain through
- * each indivisible layer, the indivisible-jobs bound and the warm-up bound (plan.c says why
- * each holds). */
+ * each indivisible layer, the indivisible-jobs bound, the warm-up bound, the joint bound and
+ * the pipeline-fill bound (plan.c says why each holds). */
 double op_lower_bound(const op_layer_cost *layers, int n_layers, int P, int M);
 /* Its warm-up term: min over k = 1..min(P, L) used devices of (M * work + H_k) / k, H_k the sum
  * of the forward chains F_0 + ... + F_(i-1) for i < k (device i in order of lowest layer cannot
@@ -200,6 +200,11 @@ double op_lower_bound_joint(const op_layer_cost *layers, int n_layers, int P, in
 /* Its fractional relaxation, O(L): min over k used devices of the larger of
  * (M * work + sum_(r<k) head(r)) / k and (M * (f + i) + sum_(r<k) (head(r) + tail(r))) / k. */
 double op_lower_bound_joint_frac(const op_layer_cost *layers, int n_layers, int P, int M);
+/* The pipeline-fill bound (plan/bound_fill.c proves it): every (kind, layer, microbatch) piece
+ * of work has a release, the flow-shop recurrence over layers and the microbatch ranks of each
+ * layer's pieces, and T >= t + (work not doable before t) / P for every t up to the latest
+ * release + length.  0 when L > 1024 or 3 L M > 2e5 (not computed). */
+double op_lower_bound_fill(const op_layer_cost *layers, int n_layers, int P, int M);
 /* op_plan_lower_bound: op_plan_lower_bound_mixed on a plan with device types. */
 double op_plan_lower_bound(const op_plan *p);
 /* Mixed clusters (plan/bound_mixed.c says why it holds): valid for any partition, placement,

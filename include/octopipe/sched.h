@@ -98,6 +98,13 @@ int op_sched_balanced_split(const op_layer_cost *layers, int n_layers, int S, in
 int op_sched_speed_split(const op_problem *pr, int S, const int *stage_dev, int *first,
                          op_err *err);
 
+/* Hill climbing on a simulated plan's per-device orders (what the baselines above get after
+ * their greedy pass): moves one op of a device up to 4 places, re-simulates, keeps moves that
+ * lower the makespan (or keep it and end the I chain earlier) without raising the peak memory.
+ * At most max_sims simulations; deterministic.  p must be validated and simulated
+ * (p->pred.valid); it is left simulated.  Returns the number of moves kept. */
+int op_sched_polish(op_plan *p, long max_sims);
+
 /* Zero-bubble greedy list scheduler (the kind of ZB's heuristic): fills p->ops for a plan whose
  * stages, placement and stage_split (all 1 = I+W) are set.  Whenever a device is free it runs
  * a ready I, else a ready F that fits memory, else a pending W (lazily: only if no I or F it

@@ -304,7 +304,9 @@ static int cmp_desc(const void *a, const void *b) {
  *    the (kP+1)-th: the classic bound for indivisible jobs on P machines;
  *  - warm-up (op_lower_bound_warmup): devices cannot all start at time 0;
  *  - the joint bound (op_lower_bound_joint, plan/bound_joint.c): warm-up, drain and the balance
- *    of indivisible layers at once, for the best assignment of layers to devices. */
+ *    of indivisible layers at once, for the best assignment of layers to devices;
+ *  - the pipeline-fill bound (op_lower_bound_fill, plan/bound_fill.c): the work no device can
+ *    have done by time t, because microbatches reach a layer only one after another. */
 /* The warm-up term.  Let the plan use k devices (1 <= k <= min(P, L)) and let a_d be the
  * lowest layer device d holds.  Every op of d needs the forward of some layer l >= a_d for some
  * microbatch m first, and F(l, m) cannot start before F(0..l-1, m) have run one after another,
@@ -345,6 +347,7 @@ double op_lower_bound(const op_layer_cost *layers, int n_layers, int P, int M) {
     best = fmax(best, fmax(chain, work * M / P));
     best = fmax(best, op_lower_bound_warmup(layers, n_layers, P, M));
     best = fmax(best, op_lower_bound_joint(layers, n_layers, P, M));
+    best = fmax(best, op_lower_bound_fill(layers, n_layers, P, M));
     double *w = op_xmalloc(sizeof(double) * (size_t)n_layers);
     for (int l = 0; l < n_layers; l++) w[l] = layers[l].f_ms + layers[l].i_ms + layers[l].w_ms;
     qsort(w, (size_t)n_layers, sizeof(double), cmp_desc);

@@ -101,3 +101,10 @@ int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
     OP_ASSERT(rc == OP_OK, "polished order does not simulate: %s", e.msg);
     return kept;
 }
+
+int op_sched_polish(op_plan *p, long max_sims) {
+    op_sim_ws *ws = op_sim_ws_new();
+    int kept = sched_polish(p, max_sims, ws);
+    op_sim_ws_free(ws);
+    return kept;
+}

@@ -151,3 +151,7 @@ void tn_mixed_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_cand *,
                     void *ctx);
 /* Up to iters rounds of idle-aware re-partitioning of c (placement kept); *score updated. */
 void tn_rebalance(tn_search *st, tn_cand *c, double *score, int iters);
+/* tune_polish.c: the schedule-knob neighbours of `from` that the engine puts near it, each
+ * polished; *best (a simulated plan) is replaced by any that polishes faster.  For problems
+ * of a few hundred ops per simulation. */
+void tn_polish_knobs(tn_search *st, const tn_cand *from, op_plan *best);
