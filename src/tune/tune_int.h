@@ -148,7 +148,8 @@ typedef struct tn_search {
                                * seeds start with, and the local search moves policies */
     int refine;               /* 1 (seeded policy searches): candidates reserve memory for
                                * later stages (tn_cand.memres) and the local search also splits
-                               * a recomputing stage on its device and flips memres */
+                               * a recomputing stage on its device and flips memres; 2: also
+                               * seeds with quotas, and moves between every memres mode */
 } tn_search;
 
 /* Fitting candidates score their makespan; others 1e15 + peak bytes, so that when nothing
