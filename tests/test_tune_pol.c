@@ -62,7 +62,8 @@ TEST(engine_times_policies_as_the_simulator) {
         tn_place_loop(&c, P, S);
         tn_partition_balanced(&pb, &c, 0);
         c.split = op_rng_int(&rng, 2);
-        c.memres = op_rng_int(&rng, 2); /* admission only: the simulator replays the order */
+        /* admission only: the simulator replays the order */
+        c.memres = (int)op_rng_int(&rng, 3) * TN_MEMRES_ONE + (int)op_rng_int(&rng, 2) * TN_MEMRES_OWED;
         if (S > P && op_rng_int(&rng, 2)) /* irregular: a device holds an early and a late stage */
             for (int s = 0; s < S; s++) c.dev[s] = (s * 2 + s / P) % P;
         for (int s = 0; s < S; s++) {
@@ -163,10 +164,88 @@ TEST(memres_leaves_room_for_a_later_stage) {
     free(ly);
 }
 
+/* Knobs memres QUOTA and OWED on the hand case above, M = 8: stage 0's need is its round trip
+ * (F and B of stages 1 and 2, 7.05 ms) over the period (device 0's 6.7 ms per microbatch)
+ * plus itself, just over two microbatches; stage 2's is one.  Room for three stashes gives
+ * stage 2 its one and stage 0 the other two.  QUOTA: stage 0 never holds more than 2, stage 2
+ * never more than 1; OWED: stage 0 never takes the slot stage 2's quota is owed.  Either way
+ * the plan fits where first come first served does not, and device 0 runs all its work. */
+TEST(memres_quotas_share_a_device_by_need) {
+    int L = 3, P = 2, M = 8;
+    op_layer_cost *ly = layers(L);
+    for (int l = 0; l < L; l++) {
+        ly[l].act_bytes = 100 * (int64_t)MIB;
+        ly[l].act_w_bytes = ly[l].act_i_bytes = 0;
+        ly[l].static_bytes = 0;
+        ly[l].f_sel_ms = 0, ly[l].act_sel_bytes = 0;
+    }
+    op_problem pr = problem(ly, L, P, M, 300);
+    tn_prob pb;
+    tn_prob_init(&pb, &pr);
+    tn_eng *e = tn_eng_new(&pb);
+    tn_res r;
+    tn_res_alloc(&r, P);
+    tn_cand c;
+    tn_cand_alloc(&c, &pb);
+    c.S = 3;
+    c.first[0] = 0, c.first[1] = 1, c.first[2] = 2, c.first[3] = 3;
+    c.dev[0] = 0, c.dev[1] = 1, c.dev[2] = 0;
+    c.split = 0;
+    CHECK(tn_eval(e, &pb, &c, &r, NULL, NULL, 0) > 0);
+    CHECK_MSG(!r.fits, "first come first served: peak %.0f MiB", (double)r.peak[0] / MIB);
+    double w0 = 0;
+    for (int l = 0; l < L; l += 2) w0 += M * (ly[l].f_ms + ly[l].i_ms + ly[l].w_ms);
+    int modes[] = {TN_MEMRES_QUOTA, TN_MEMRES_OWED};
+    for (int k = 0; k < 2; k++) {
+        c.memres = modes[k];
+        size_t per = (size_t)c.S * (size_t)M * 3;
+        op_op *buf = calloc(per * (size_t)P, sizeof(op_op));
+        op_op *ops[2] = {buf, buf + per};
+        int n[2] = {0, 0};
+        double mk = tn_eval(e, &pb, &c, &r, ops, n, 0);
+        CHECK(mk > 0);
+        CHECK_MSG(r.fits, "memres %d: peak %.0f MiB", c.memres, (double)r.peak[0] / MIB);
+        CHECK(r.peak[0] <= 300 * (int64_t)MIB);
+        CHECK_NEAR(r.busy[0], w0, 1e-9 * w0);
+        /* in flight per stage of device 0, walking its order */
+        int fl[3] = {0, 0, 0}, most[3] = {0, 0, 0};
+        for (int i = 0; i < n[0]; i++) {
+            int s = ops[0][i].stage;
+            fl[s] += ops[0][i].kind == OP_F ? 1 : -1;
+            if (fl[s] > most[s]) most[s] = fl[s];
+        }
+        CHECK_EQ_INT(n[0], 4 * M);
+        if (modes[k] == TN_MEMRES_QUOTA) {
+            CHECK_EQ_INT(most[0], 2);
+            CHECK_EQ_INT(most[2], 1);
+        } else {
+            CHECK(most[0] <= 2); /* the third stash stays owed to stage 2 */
+        }
+        free(buf);
+    }
+    /* without a limit no quota binds: the same order as no knob at all */
+    pr.mem_limit_bytes = 0;
+    tn_prob pb2;
+    tn_prob_init(&pb2, &pr);
+    tn_eng *e2 = tn_eng_new(&pb2);
+    c.memres = 0;
+    double free0 = tn_eval(e2, &pb2, &c, &r, NULL, NULL, 0);
+    c.memres = TN_MEMRES_QUOTA | TN_MEMRES_OWED;
+    CHECK_NEAR(tn_eval(e2, &pb2, &c, &r, NULL, NULL, 0), free0, 1e-12 * free0);
+    tn_eng_free(e2);
+    tn_prob_free(&pb2);
+    tn_cand_free(&c);
+    tn_res_free(&r);
+    tn_eng_free(e);
+    tn_prob_free(&pb);
+    free(ly);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(engine_times_policies_as_the_simulator);
     RUN(joint_search_fits_where_keep_cannot);
     RUN(memres_leaves_room_for_a_later_stage);
+    RUN(memres_quotas_share_a_device_by_need);
     return check_report("tune_pol");
 }

@@ -146,16 +146,16 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
     if (strcmp(shape, "plan")) /* a plan given as seed comes with its own policies */
         for (int s = 0; s < c->S; s++) c->pol[s] = (uint8_t)(st->pol0 > 0 ? st->pol0 : OP_ACT_KEEP);
     for (int split = 1; split >= 0; split--)
-        for (int cm = 0; cm < 3; cm++) {
+        for (int cm = 0; cm < (st->refine > 1 ? 6 : 3); cm++) { /* refine 2: also with quotas */
             c->split = split;
             c->look = split ? 1 : 0;
             c->fmode = 0;
             c->ffirst = 0;
             c->imode = 0;
-            c->memres = st->refine;
+            c->memres = cm >= 3 ? TN_MEMRES_QUOTA : st->refine ? TN_MEMRES_ONE : 0;
             memset(c->wlim, 0, sizeof(int) * (size_t)pb->P);
-            if (cm == 0) memset(c->cap, 0, sizeof(int) * (size_t)pb->P);
-            else cap_natural(pb, c, cm == 1 ? 1.0 : 2.0);
+            if (cm % 3 == 0) memset(c->cap, 0, sizeof(int) * (size_t)pb->P);
+            else cap_natural(pb, c, cm % 3 == 1 ? 1.0 : 2.0);
             double sc = tn_score(st, c);
             if (getenv("OCTOPIPE_TUNE_DEBUG"))
                 fprintf(stderr, "seed %-9s S=%-3d split=%d cap=%d: %.3f\n", shape, c->S, split, cm, sc);
@@ -335,6 +335,12 @@ static void seed_plan(tn_search *st, tn_pool *pl, const op_plan *sp, int cut) {
 int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0,
                      const op_plan *const *seeds, const int *cuts, int nseeds, op_plan *out,
                      op_err *err) {
+    return tn_tune_core_refine(pr, oin, pol0, seeds, cuts, nseeds, 1, out, err);
+}
+
+int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *oin, int pol0,
+                        const op_plan *const *seeds, const int *cuts, int nseeds, int level,
+                        op_plan *out, op_err *err) {
     op_tune_opts o;
     if (oin) o = *oin;
     else op_tune_opts_default(&o);
@@ -358,7 +364,7 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0,
     st.pol0 = pol0; /* mixed clusters too: tn_mixed_stage_times adds each type's recompute */
     /* the refining search (memory reserve, partial recompute) is tuned and tested on uniform
      * clusters; mixed ones keep their own restart (tn_mixed_heavy_kick) */
-    st.refine = st.pol0 >= 0 && nseeds > 0 && !pb.mx && !pb.dev_lim;
+    st.refine = st.pol0 >= 0 && nseeds > 0 && !pb.mx && !pb.dev_lim ? level : 0;
     st.o = &o;
     st.t0 = st.last_progress = op_now_s();
     st.deadline = o.time_budget_s > 0 ? st.t0 + o.time_budget_s : 0;

@@ -9,7 +9,8 @@
  *      a ready F under the cap first instead);
  *   2. W when the device has wlim pending W, or when an F is held back by memory;
  *   3. F if the device has fewer than cap in-flight microbatch-stages (F done, I not) and the
- *      activation fits the memory limit (the warm-up depth);
+ *      activation fits the memory limit (the warm-up depth), less what knob memres keeps for
+ *      the device's later stages, and within the stage's quota (memres QUOTA);
  *   4. W otherwise: deferred W fills bubbles (zero-bubble style).
  * If every ready op in the whole pipeline is an F held back by cap or memory, the earliest one
  * runs anyway, so the engine never deadlocks; the memory check afterwards rejects the plan if it
@@ -26,6 +27,8 @@ struct tn_eng {
     double *tf, *ti, *tw, *cf, *cb; /* [L] per stage durations and link delays (ms) */
     int64_t *act, *actw, *acti;     /* [L] bytes: F stash, held I..W, transient in I/B */
     int64_t *fneed;                 /* [L] what an F must find free under the limit */
+    int *scap;                      /* [L] per-stage in-flight quota (memres QUOTA, OWED) */
+    int64_t *resv;                  /* [L] pick's scratch by local slot: bytes owed after it */
     int *nF, *nI, *nW;              /* [L] next microbatch per stage and kind */
     double *fend, *iend;            /* [L*M] */
     double *tfree;                  /* [P] */
@@ -64,6 +67,8 @@ tn_eng *tn_eng_new(const tn_prob *pb) {
     e->actw = op_xcalloc((size_t)L, sizeof(int64_t));
     e->acti = op_xcalloc((size_t)L, sizeof(int64_t));
     e->fneed = op_xcalloc((size_t)L, sizeof(int64_t));
+    e->scap = op_xcalloc((size_t)L, sizeof(int));
+    e->resv = op_xcalloc((size_t)L, sizeof(int64_t));
     e->nF = op_xcalloc((size_t)L, sizeof(int));
     e->nI = op_xcalloc((size_t)L, sizeof(int));
     e->nW = op_xcalloc((size_t)L, sizeof(int));
@@ -99,7 +104,7 @@ tn_eng *tn_eng_new(const tn_prob *pb) {
 void tn_eng_free(tn_eng *e) {
     if (!e) return;
     void *ptrs[] = {e->tf, e->ti, e->tw, e->cf, e->cb, e->act, e->actw, e->acti, e->fneed,
-                    e->nF, e->nI, e->nW, e->fend, e->iend, e->tfree, e->inflight, e->pendW, e->maxinf,
+                    e->scap, e->resv, e->nF, e->nI, e->nW, e->fend, e->iend, e->tfree, e->inflight, e->pendW, e->maxinf,
                     e->acur, e->stat, e->amax, e->dstart, e->dst, e->ct, e->cbt, e->cs,
                     e->ck, e->cbs, e->dirty, e->dlist, e->si, e->sk, e->rem, e->qf, e->qi, e->qw};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
@@ -166,14 +171,28 @@ static void pick(tn_eng *e, const tn_cand *c, int d, double lim) {
     int capok = c->cap[d] <= 0 || e->inflight[d] < c->cap[d];
     const int j0 = e->dstart[d], j1 = e->dstart[d + 1];
     double *qf = e->qf, *qi = e->qi, *qw = e->qw;
+    int owed = (c->memres & TN_MEMRES_OWED) && lim > 0;
+    if (owed) { /* resv[j]: stashes the later local stages may still add under their quotas */
+        int64_t after = 0;
+        for (int j = j1 - 1; j >= j0; j--) {
+            int s = e->dst[j];
+            e->resv[j] = after;
+            int owe = e->scap[s] - (e->nF[s] - e->nI[s]);
+            if (owe > e->M - e->nF[s]) owe = e->M - e->nF[s];
+            if (owe > 0) after += owe * e->act[s];
+        }
+    }
     for (int j = j0; j < j1; j++) {
         int s = e->dst[j];
         double r = rt_F(e, s);
         qf[j] = TN_INF;
         if (r < TN_INF) {
-            int memok = lim <= 0 || (double)(e->stat[d] + e->acur[d] + e->fneed[s]) <= lim;
+            int64_t more = owed ? e->resv[j] : 0;
+            int memok = lim <= 0 || (double)(e->stat[d] + e->acur[d] + e->fneed[s] + more) <= lim;
             if (!memok) memblock = 1;
-            if (capok && memok) {
+            int quota = !(c->memres & TN_MEMRES_QUOTA) || e->scap[s] <= 0 ||
+                        e->nF[s] - e->nI[s] < e->scap[s];
+            if (capok && memok && quota) {
                 qf[j] = r;
                 if (r < tmin) tmin = r;
                 if (r < tN) tN = r, sN = s, kN = OP_F;
@@ -261,7 +280,7 @@ static inline void mark_dirty(tn_eng *e, int d) {
     if (!e->dirty[d]) e->dirty[d] = 1, e->dlist[e->nd++] = d;
 }
 
-/* Knob memres (tn_cand): an F of stage s also leaves room for one microbatch of every later
+/* Knob memres ONE (tn_cand): an F of stage s also leaves room for one microbatch of every later
  * stage on its device (their largest fneed), so an early stage cannot fill the memory that the
  * device's later stages, on which its own I waits, need (else every device waits and an F must
  * be forced over the limit).  amax serves as scratch; setup zeroes it next. */
@@ -321,7 +340,7 @@ static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
     for (int d = 0; d < P; d++) e->dstart[d + 1] += e->dstart[d];
     for (int d = 0; d < P; d++) e->cs[d] = e->dstart[d]; /* fill cursor */
     for (int s = 0; s < S; s++) e->dst[e->cs[c->dev[s]]++] = s;
-    if (c->memres) tn_reserve(e, c);
+    if (c->memres & TN_MEMRES_ONE) tn_reserve(e, c);
     for (int d = 0; d < P; d++) {
         e->tfree[d] = 0;
         e->inflight[d] = e->pendW[d] = e->maxinf[d] = 0;
@@ -342,6 +361,11 @@ static void setup(tn_eng *e, const tn_prob *pb, const tn_cand *c) {
     }
     for (int s = 0; s < S; s++)
         e->stat[c->dev[s]] += pb->pstat[c->first[s + 1]] - pb->pstat[c->first[s]];
+    if (c->memres & (TN_MEMRES_QUOTA | TN_MEMRES_OWED)) { /* rem, qf: free until tn_eval */
+        tn_quota_in in = {e->tf, e->ti, e->tw, e->cf, e->cb, e->act, e->actw, e->fneed,
+                          e->stat, e->dstart, e->dst};
+        tn_quota(pb, c, &in, e->rem, e->qf, e->scap);
+    }
 }
 
 double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op **ops,

@@ -46,8 +46,11 @@ typedef struct tn_cand {
     int ffirst; /* 1: a ready F (under the cap) goes before a ready I */
     int imode;  /* I tie-break: 0 latest stage first, 1 oldest microbatch first */
     int look;   /* bit 1: no W that would delay a known F/I; bit 2: no F that would delay an I */
-    int memres; /* 1: an F leaves room under the limit for one microbatch of each later stage on
-                 * its device (tune_engine.c; searches with policy moves only) */
+    int memres; /* memory-aware admission (tune_engine.c; refining searches only), bits:
+                 * TN_MEMRES_ONE: an F leaves room under the limit for one microbatch of each
+                 * later stage on its device; TN_MEMRES_QUOTA: each stage keeps at most its
+                 * quota in flight; TN_MEMRES_OWED: an F leaves room for what the later local
+                 * stages' quotas still owe.  Quotas: the device's free memory shared by need */
     int *first; /* [L+1] stage s = layers [first[s], first[s+1]) */
     int *dev;   /* [L] */
     int *cap;   /* [P] in-flight F-without-I cap per device, 0 = none */
@@ -55,6 +58,8 @@ typedef struct tn_cand {
     uint8_t *pol; /* [L] per-stage activation policy: keep, selective or full (op_act_policy;
                    * set only by searches with policy moves, tn_search.pol0 >= 0) */
 } tn_cand;
+
+enum { TN_MEMRES_ONE = 1, TN_MEMRES_QUOTA = 2, TN_MEMRES_OWED = 4 };
 
 void tn_cand_alloc(tn_cand *c, const tn_prob *pb);
 void tn_cand_free(tn_cand *c);
@@ -86,6 +91,18 @@ double tn_eval(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, op_op 
  * and replayed by the simulator, which fills the prediction.  Error: out is freed. */
 int tn_cand_plan(tn_eng *e, const tn_prob *pb, const tn_cand *c, tn_res *r, const char *name,
                  op_plan *out, op_err *err);
+
+/* Per-stage in-flight quotas (tune_quota.c) for knob memres QUOTA / OWED: scap[s] from the
+ * engine's per-stage durations (ms) and bytes [S], each device's static bytes [P] and the CSR
+ * of its local stages in stage order (dst[dstart[d] .. dstart[d + 1])).  0 where the device
+ * has no limit.  work [P] and need [S] are scratch. */
+typedef struct tn_quota_in {
+    const double *tf, *ti, *tw, *cf, *cb;
+    const int64_t *act, *actw, *fneed, *stat;
+    const int *dstart, *dst;
+} tn_quota_in;
+void tn_quota(const tn_prob *pb, const tn_cand *c, const tn_quota_in *in, double *work,
+              double *need, int *scap);
 
 /* Mixed clusters (tune_mixed.c).  tn_mixed_init: per-type prefix sums and per-device limits
  * when pr is mixed (called by tn_prob_init); tn_mixed_free undoes it.  tn_mixed_stage_times
@@ -131,7 +148,8 @@ typedef struct tn_search {
                                * seeds start with, and the local search moves policies */
     int refine;               /* 1 (seeded policy searches): candidates reserve memory for
                                * later stages (tn_cand.memres) and the local search also splits
-                               * a recomputing stage on its device and flips memres */
+                               * a recomputing stage on its device and flips memres; 2: also
+                               * seeds with quotas, and moves between every memres mode */
 } tn_search;
 
 /* Fitting candidates score their makespan; others 1e15 + peak bytes, so that when nothing

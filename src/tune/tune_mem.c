@@ -17,8 +17,8 @@
  *      all of the layers (early stages hold the most microbatches in flight); last, the joint
  *      search once more, seeded with the best plan so far and with each layer view's plan split
  *      at its cut, with the memory reserve and partial-recompute moves (tn_search.refine)
- *      that only this seeded search uses: the earlier trials run as before, so the result can
- *      only improve;
+ *      that only this seeded search uses, then once more with per-stage in-flight quotas
+ *      (tn_cand.memres): the earlier trials run as before, so the result can only improve;
  *   3. relax per stage, with the simulator as judge: each stage in turn gets the cheaper
  *      policy (full -> selective -> keep, or offload to host) when the plan still fits and is
  *      no slower, so recomputation stays only on the stages whose device needs it;
@@ -68,14 +68,16 @@ static int binds(const op_problem *pr, const op_plan *p, double margin) {
 /* Searches on the layer view of policy pol on layers [0, cut) (keep after them), then gives the
  * plan its true layers and stage_act (pol on stages starting before cut); the simulator
  * re-times it and has the last word on its peak.  A prefix because early stages hold the most
- * microbatches in flight (P - d in a 1F1B-like steady state): they need memory first. */
+ * microbatches in flight (P - d in a 1F1B-like steady state): they need memory first.
+ * cut < 0: the joint search instead (-1; -2, -3: seeded, refining at level 1, 2). */
 static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int cut,
                        const op_plan *const *seeds, const int *cuts, int nseeds, op_plan *out,
                        op_tune_stats *st, op_err *err) {
     op_tune_opts oo = *o;
     oo.stats = st;
-    if (cut < 0) /* policies searched per stage */
-        return tn_tune_core_pol(pr, &oo, pol, seeds, cuts, nseeds, out, err);
+    if (cut < 0) /* policies searched per stage; cut -2, -3: refining level 1, 2 */
+        return tn_tune_core_refine(pr, &oo, pol, seeds, cuts, nseeds, cut < -1 ? -cut - 1 : 1,
+                                   out, err);
     if (pol == OP_ACT_KEEP || cut <= 0) return tn_tune_core(pr, &oo, out, err);
     int L = pr->n_layers;
     if (cut > L) cut = L;
@@ -210,13 +212,16 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
          * and, while the best is still far from the bound, full on the first eighth / quarter
          * / half of the layers, and full everywhere */
         int L = pr->n_layers;
-        enum { NT = 8 };
-        const int tpol[NT] = {OP_ACT_FULL, OP_ACT_KEEP, OP_ACT_SELECTIVE, OP_ACT_FULL,
-                              OP_ACT_FULL, OP_ACT_FULL, OP_ACT_FULL,      OP_ACT_KEEP};
+        enum { NT = 9 };
+        const int tpol[NT] = {OP_ACT_FULL, OP_ACT_KEEP, OP_ACT_SELECTIVE, OP_ACT_FULL, OP_ACT_FULL,
+                              OP_ACT_FULL, OP_ACT_FULL, OP_ACT_KEEP,      OP_ACT_KEEP};
         /* -1: the joint search; -2: the joint search again, seeded with the best plan so far
          * (its layout and policies), where its moves (partial recomputation inside a stage,
-         * policy by policy) refine what a layer view found */
-        const int tcut[NT] = {-1, -1, L, L / 8, L / 4, L / 2, L, -2};
+         * policy by policy) refine what a layer view found; -3: once more from the same seeds
+         * (the best plan is now the refined one) with per-stage in-flight quotas that share
+         * each device's memory among its stages by need (tn_cand.memres), a separate trial so
+         * that the earlier ones run as before and the result can only improve */
+        const int tcut[NT] = {-1, -1, L, L / 8, L / 4, L / 2, L, -2, -3};
         enum { NV = 5 };
         op_plan views[NV];
         const op_plan *seeds[NV + 1];
@@ -228,7 +233,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
             if (k > 2 && have && out->pred.makespan_ms <= 1.05 * out->pred.lower_bound_ms) break;
             /* the refining search is for uniform clusters (tune.c); mixed ones restart on
              * their own (tn_mixed_heavy_kick) */
-            if (tcut[k] == -2 && (!have || pr->n_types > 1 || pr->dev_mem_limit)) continue;
+            if (tcut[k] < -1 && (!have || pr->n_types > 1 || pr->dev_mem_limit)) continue;
             if (tcut[k] >= 0 && (!op_act_layers(pr->layers, tcut[k], pol, lv) || tcut[k] < 1)) continue;
             op_plan p;
             op_err e2 = {0};
@@ -238,8 +243,8 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
                 seeds[nseeds] = out;
                 cuts[nseeds++] = 0;
             }
-            if (tune_policy(pr, &o, pol, tcut[k] < 0 ? -1 : tcut[k], seeds, cuts,
-                            tcut[k] == -2 ? nseeds : 0, &p, &tmp, &e2) != OP_OK)
+            if (tune_policy(pr, &o, pol, tcut[k], seeds, cuts, tcut[k] < -1 ? nseeds : 0, &p, &tmp,
+                            &e2) != OP_OK)
                 continue;
             tmp.evals += ev;
             if (tcut[k] > 0 && pol == OP_ACT_FULL && nseeds < NV) { /* kept for the last search */

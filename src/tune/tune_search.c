@@ -237,8 +237,10 @@ static int mv_apply(const tn_search *st, tn_cand *c, const tn_move *mv) {
     case MV_FFIRST:
         c->ffirst = !c->ffirst;
         return 1;
-    case MV_MEMRES:
-        c->memres = !c->memres;
+    case MV_MEMRES: /* b < 0: reserve on / off; else that mode */
+        if (mv->b < 0) c->memres = !c->memres;
+        else if (c->memres == mv->b) return 0;
+        else c->memres = mv->b;
         return 1;
     case MV_SPLITMODE:
         c->split = !c->split;
@@ -438,7 +440,9 @@ static void gen_schedule(const tn_search *st, const tn_cand *c, tn_moves *m, op_
     mv_add(m, MV_CAPALL, 0, +1, T, rng);
     for (int f = 0; f < 3; f++) mv_add(m, MV_FMODE, 0, f, T, rng);
     mv_add(m, MV_FFIRST, 0, 0, T, rng);
-    if (st->refine) mv_add(m, MV_MEMRES, 0, 0, T, rng);
+    if (st->refine == 1) mv_add(m, MV_MEMRES, 0, -1, T, rng);
+    if (st->refine > 1)
+        for (int k = 0; k < 4; k++) mv_add(m, MV_MEMRES, 0, k == 3 ? TN_MEMRES_OWED : k, T, rng);
     mv_add(m, MV_IMODE, 0, 0, T, rng);
     for (int f = 0; f < 4; f++) mv_add(m, MV_LOOK, 0, f, T, rng);
     mv_add(m, MV_SPLITMODE, 0, 0, T, rng);
