@@ -275,29 +275,6 @@ static long auto_evals(const tn_prob *pb, int *s_ref) {
     return n < 300 ? 300 : n > 30000 ? 30000 : (long)n;
 }
 
-/* The engine's orders are list schedules (FIFO per stage and kind, non-delay but for
- * lookahead); the baselines' hill climbing on the simulated orders (op_sched_polish) finds
- * what they miss, within about TN_POLISH_OPS simulated ops (the baselines' budget: ~7,600
- * simulations at P=4, M=8, 11 stages; ~40 at P=64, M=256).  On nemotron-h-8b-profile P=4 M=8
- * `--comm none` it takes the tuned plan from 379.78 to 377.95 ms.  It only keeps moves that
- * lower the makespan without raising the peak, so the plan still fits. */
-#define TN_POLISH_OPS 2e6
-static void polish_plan(op_plan *p) {
-    long ops = 0;
-    for (int d = 0; d < p->P; d++) ops += p->n_ops[d];
-    long sims = (long)(TN_POLISH_OPS / (double)(ops > 0 ? ops : 1));
-    if (sims < 1) return;
-    /* the polish holds the largest peak, not each device's: where devices have their own
-     * limits a device under a lower one could end over it, and then the plan as it was stays */
-    op_plan before;
-    op_plan_copy(&before, p);
-    if (op_sched_polish(p, sims) > 0 && !op_plan_fits(p) && op_plan_fits(&before)) {
-        op_plan_free(p);
-        op_plan_copy(p, &before);
-    }
-    op_plan_free(&before);
-}
-
 int tn_tune_core(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
     return tn_tune_core_pol(pr, oin, -1, NULL, NULL, 0, out, err);
 }
@@ -445,11 +422,16 @@ int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *oin, int pol0,
         }
     } else {
         rc = tn_cand_plan(st.e, st.pb, &st.best, &st.r, "octopipe", out, err);
-        if (rc == OP_OK) polish_plan(out);
         /* tiny problems (as auto_evals counts ops): knobs judged after the polish; not in the
-         * policy searches, which tune many times */
+         * policy searches, which tune many times.  Elsewhere the polish runs once, on the
+         * plan op_tune returns: polishing every trial's plan would change which trial wins
+         * and what the seeded trials start from, and a case could end slower than without
+         * it (qwen2-vl-7b P=8 M=16 under 72 GiB: 819.12 -> 825.18 ms) */
         double s2 = 2.0 * pb.P < pb.L ? 2.0 * pb.P : pb.L;
-        if (rc == OP_OK && st.pol0 < 0 && 3.0 * s2 * pb.M <= 400) tn_polish_knobs(&st, &st.best, out);
+        if (rc == OP_OK && st.pol0 < 0 && 3.0 * s2 * pb.M <= 400) {
+            tn_polish_plan(out);
+            tn_polish_knobs(&st, &st.best, out);
+        }
         /* the simulator has the last word on memory (the engine models the same timeline) */
         int over = rc == OP_OK && !op_plan_fits(out);
         if (over && !have_bl) {

@@ -169,6 +169,9 @@ void tn_mixed_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_cand *,
                     void *ctx);
 /* Up to iters rounds of idle-aware re-partitioning of c (placement kept); *score updated. */
 void tn_rebalance(tn_search *st, tn_cand *c, double *score, int iters);
+/* tune_polish.c: the plan's orders polished by op_sched_polish within a fixed budget of
+ * simulated ops; a polish that would leave a device over its own limit is undone. */
+void tn_polish_plan(op_plan *p);
 /* tune_polish.c: the schedule-knob neighbours of `from` that the engine puts near it, each
  * polished; *best (a simulated plan) is replaced by any that polishes faster.  For problems
  * of a few hundred ops per simulation. */

@@ -30,6 +30,7 @@
 
 #include "octopipe/sched_mem.h"
 #include "octopipe/sim.h"
+#include "tune/tune_int.h"
 #include "tune/tune_mem.h"
 
 #define GIB 1073741824.0
@@ -283,6 +284,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
         }
         return OP_ENOMEM;
     }
+    tn_polish_plan(out); /* once, on the plan returned (tn_tune_core_pol says why not per trial) */
     snprintf(out->name, sizeof out->name, "octopipe");
     if (modelled) describe(out, &st);
     else snprintf(st.policies, sizeof st.policies, "not modelled");
