@@ -339,9 +339,10 @@ int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *oin, int pol0,
     tn_res_alloc(&st.cr, pb.P);
     st.mode = o.placement;
     st.pol0 = pol0; /* mixed clusters too: tn_mixed_stage_times adds each type's recompute */
-    /* the refining search (memory reserve, partial recompute) is tuned and tested on uniform
-     * clusters; mixed ones keep their own restart (tn_mixed_heavy_kick) */
-    st.refine = st.pol0 >= 0 && nseeds > 0 && !pb.mx && !pb.dev_lim ? level : 0;
+    /* the refining search (memory reserve, quotas, partial recompute) on every cluster: its
+     * memory rules read each device's own limit (tn_dev_lim), and on mixed clusters it runs
+     * beside their own restart (tn_mixed_heavy_kick) */
+    st.refine = st.pol0 >= 0 && nseeds > 0 ? level : 0;
     st.o = &o;
     st.t0 = st.last_progress = op_now_s();
     st.deadline = o.time_budget_s > 0 ? st.t0 + o.time_budget_s : 0;

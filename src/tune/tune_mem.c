@@ -232,9 +232,9 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
             /* full costs a whole forward per stage: worth a search only when nothing lighter
              * fits, or what fits is still far (> 5%) from the memory-free bound */
             if (k > 2 && have && out->pred.makespan_ms <= 1.05 * out->pred.lower_bound_ms) break;
-            /* the refining search is for uniform clusters (tune.c); mixed ones restart on
-             * their own (tn_mixed_heavy_kick) */
-            if (tcut[k] < -1 && (!have || pr->n_types > 1 || pr->dev_mem_limit)) continue;
+            /* the refining searches need a plan to start from; on mixed clusters too (8 H100 +
+             * 8 A100 as two nodes, Jamba M=32: 3195 -> 3061 ms) */
+            if (tcut[k] < -1 && !have) continue;
             if (tcut[k] >= 0 && (!op_act_layers(pr->layers, tcut[k], pol, lv) || tcut[k] < 1)) continue;
             op_plan p;
             op_err e2 = {0};
