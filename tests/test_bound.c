@@ -246,7 +246,7 @@ TEST(nemotron_h_8b_profile_p4_m8) {
     op_plan p;
     CHECK(op_tune(&b.pr, &to, &p, &e) == OP_OK);
     CHECK(p.pred.makespan_ms >= lb);
-    /* the polish of the engine's orders (tune.c, polish_plan; 379.78 ms without it) and of
+    /* the polish of the engine's orders (tn_polish_plan; 379.78 ms without it) and of
      * the best candidate's knob neighbours (tune_polish.c; 377.95 without it): the issue's
      * target, within 2% of the bound */
     CHECK(p.pred.makespan_ms <= 377.8);
