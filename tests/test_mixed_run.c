@@ -1,7 +1,10 @@
 /* test_mixed_run.c: mixed clusters past the planner: the exports name each device's GPU type
  * (torch stage map, Megatron notes, Chrome trace, SVG) and a uniform plan's exports do not
  * change; the reference model's slow-down (--slowdown parsing, a mixed plan's speed ratios,
- * the slowed plan's prediction, the slowed compute's measured makespan, hand-computed). */
+ * the slowed plan's prediction, the slowed compute's measured makespan, hand-computed; costs
+ * per device kind; a slowed session's executor cost without its spins). */
+#include <unistd.h>
+
 #include "check.h"
 #include "octopipe/export.h"
 #include "octopipe/ptrain.h"
@@ -146,10 +149,80 @@ TEST(slowdown_from_plan_and_measured) {
     op_plan_free(&p);
 }
 
+/* Costs per device kind (op_ptrain_slowdown_plan_kinds): rank 1's own costs 1.1 x the
+ * machine's, slowed x2, is the machine's costs slowed x2.2 (f = i = w, so the same plan
+ * either way), and the same costs pointer everywhere is op_ptrain_slowdown_plan. */
+TEST(slowdown_plan_per_kind_costs) {
+    op_plan p, a, b, c;
+    xp_1f1b(&p, 2, 2, 50, 64);
+    op_layer_cost machine[2], kind2[2];
+    memcpy(machine, p.layers, sizeof machine);
+    memcpy(kind2, machine, sizeof kind2);
+    for (int l = 0; l < 2; l++) kind2[l].f_ms *= 1.1, kind2[l].i_ms *= 1.1, kind2[l].w_ms *= 1.1;
+    const op_layer_cost *dc[2] = {machine, kind2}, *same[2] = {machine, machine};
+    double k[2] = {1, 2}, k22[2] = {1, 2.2};
+    op_err e = {0};
+    op_plan_copy(&a, &p), op_plan_copy(&b, &p), op_plan_copy(&c, &p);
+    CHECK(op_ptrain_slowdown_plan_kinds(&a, dc, k, &e) == OP_OK);
+    CHECK(op_ptrain_slowdown_plan(&b, machine, k22, &e) == OP_OK);
+    CHECK_NEAR(op_stage_ms(&a, 0, OP_F), 50, 1e-12);
+    CHECK_NEAR(op_stage_ms(&a, 1, OP_F), 110, 1e-9);
+    CHECK_EQ_INT(a.n_types, 2);
+    CHECK_NEAR(a.pred.makespan_ms, b.pred.makespan_ms, 1e-9);
+    CHECK(a.pred.makespan_ms > 750 + 1); /* 750: both kinds at the machine's costs */
+    CHECK(op_ptrain_slowdown_plan_kinds(&c, same, k, &e) == OP_OK);
+    CHECK_NEAR(c.pred.makespan_ms, 750, 1e-9);
+    op_plan_free(&a), op_plan_free(&b), op_plan_free(&c), op_plan_free(&p);
+}
+
+/* The executor's own cost in a slowed session's records (op_record_excess_ms, what a
+ * calibration on slowed runs adds to every op) leaves a slowed rank's spins out: they are
+ * the op's modelled time.  Counted in, it would be at least rank 1's compute per op. */
+TEST(slowed_session_record_excess) {
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return; /* one core: the wrapper naps, no spin */
+    op_nn_model m;
+    op_nn_cfg cfg;
+    op_nn_cfg_preset("tiny", &cfg);
+    op_err e = {0};
+    CHECK(op_nn_model_init(&m, "EM*-#L", &cfg, &e) == OP_OK);
+    snprintf(m.name, sizeof m.name, "EM*-#L");
+    op_layer_prof prof[6];
+    for (int i = 0; i < 6; i++) {
+        memset(&prof[i], 0, sizeof prof[i]);
+        prof[i].sym = "EM*-#L"[i], prof[i].f_ms = prof[i].i_ms = prof[i].w_ms = 1;
+    }
+    op_layer_cost costs[6];
+    CHECK(op_ptrain_layer_costs(&m, prof, 6, costs, &e) == OP_OK);
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    op_plan p;
+    CHECK(op_ptrain_make_plan(&m, costs, 2, 4, &comm, 0, "1f1b", &p, &e) == OP_OK);
+    const double k[2] = {1, 2};
+    op_ptrain_opts o;
+    op_ptrain_opts_default(&o);
+    o.data = "copy", o.steps = 4, o.eo.quiet = 1, o.slowdown = k;
+    op_ptrain_session *s;
+    CHECK(op_ptrain_session_new(&m, &p, &o, &s, &e) == OP_OK);
+    for (int t = 0; t < 4; t++) CHECK(op_ptrain_session_step(s, &e) == OP_OK);
+    op_ptrain_report rep;
+    op_ptrain_session_report(s, &rep);
+    int n_ops = p.n_ops[0] + p.n_ops[1];
+    double spin_per_op = rep.cpu_ms_step[1] / n_ops; /* rank 1 spins at least its compute */
+    printf("  slowed session: executor cost %.4f ms per op, rank 1's compute %.4f ms per op of the step\n",
+           rep.op_record_excess_ms, spin_per_op);
+    CHECK_MSG(rep.op_record_excess_ms < 0.5 * spin_per_op, "excess %.4f ms per op, spins %.4f",
+              rep.op_record_excess_ms, spin_per_op);
+    op_ptrain_report_free(&rep);
+    op_ptrain_session_free(s);
+    op_plan_free(&p);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(exports_name_device_types);
     RUN(slowdown_parse);
     RUN(slowdown_from_plan_and_measured);
+    RUN(slowdown_plan_per_kind_costs);
+    RUN(slowed_session_record_excess);
     return check_report("mixed_run");
 }

@@ -129,6 +129,14 @@ int op_ptrain_plan_slowdown(const op_plan *p, double *k);
  * is re-simulated. */
 int op_ptrain_slowdown_plan(op_plan *p, const op_layer_cost *machine, const double *k,
                             op_err *err);
+/* The same with each device's own costs on this machine: device d's become dev_costs[d]
+ * ([P] pointers to [n_layers]), then x k[d].  For costs calibrated per device kind, as one
+ * profiles each GPU type: a rank slowed x2 computes a little slower than in a uniform run
+ * (its compute alternates with spins), so the x2 kind's costs come from runs with every rank
+ * slowed x2 (the compute inside their ops) and the x1 kind's from uniform x1 runs.  Devices
+ * of one old type with the same costs pointer share a type (names kept). */
+int op_ptrain_slowdown_plan_kinds(op_plan *p, const op_layer_cost *const *dev_costs,
+                                  const double *k, op_err *err);
 /* The tuner's plan for P ranks of which rank d computes k[d] times slower than `machine` says
  * (a mixed problem: one device type per distinct k, named "x<k>"); what `--plan auto` with
  * --slowdown plans, so partition and placement see each rank's speed. */
@@ -211,7 +219,8 @@ typedef struct op_ptrain_report {
      * runs only: over all timed steps (the first left out), and over the quiet ones only */
     op_ptrain_opstat ops[64 * 4], ops_quiet[64 * 4];
     /* executor cost inside an op's record but outside the compute call, ms per op, mean over
-     * the timed steps (records' busy time - wall time in the compute calls; in-process runs) */
+     * the timed steps (records' busy time - wall time in the compute calls and in a slowed
+     * rank's spins; in-process runs) */
     double op_record_excess_ms;
     op_exec_result last;     /* keep_result: the last step's records */
     int have_last;

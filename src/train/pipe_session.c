@@ -106,9 +106,12 @@ int op_ptrain_session_step(op_ptrain_session *s, op_err *err) {
     if (s->o.losses) s->o.losses[s->step] = loss;
     if (s->acc.steps_run++ == 0) s->acc.first_loss = loss;
     s->acc.last_loss = loss;
+    /* the executor's own cost in the records: a slowed rank's spins are the op's modelled time
+     * (k x its compute, pipe_slow.c), not executor cost, so they count with the compute */
     double busy = 0, wall = 0;
     for (int r = 0; r < p->P && r < 64; r++)
-        busy += res.busy_ms ? res.busy_ms[r] : 0, wall += 1e3 * (op_ptrain_wall_s(s->t, r) - s->w0[r]);
+        busy += res.busy_ms ? res.busy_ms[r] : 0,
+        wall += 1e3 * (op_ptrain_wall_s(s->t, r) - s->w0[r] + s->slow.spin_wall[r] - s->sw0[r]);
     if (s->st.n >= 1 && s->n_ops > 0) s->exc += (busy - wall) / s->n_ops, s->n_exc++; /* timed steps */
     op_pstats_note(&s->st, &res, step_share(s));
     if (s->st.n > 1 && s->st.cpu[s->st.n - 1] >= s->st.quiet) add_quiet(s, prev); /* quiet timed step */

@@ -63,19 +63,38 @@ int op_ptrain_plan_slowdown(const op_plan *p, double *k) {
     return slow;
 }
 
-int op_ptrain_slowdown_plan(op_plan *p, const op_layer_cost *machine, const double *k,
-                            op_err *err) {
-    /* every type row = this machine's costs (names and device types kept), then x k[d] */
+int op_ptrain_slowdown_plan_kinds(op_plan *p, const op_layer_cost *const *dev_costs,
+                                  const double *k, op_err *err) {
+    /* new type of device d: the distinct (old type, costs) pairs in device order, at most P;
+     * each keeps its old type's name, then op_exec_slow_plan scales device d's by k[d] */
+    const int P = p->P;
     size_t L = (size_t)p->n_layers;
-    int nt = p->n_types > 1 ? p->n_types : 1;
+    int *nty = op_xcalloc((size_t)P, sizeof *nty), *first = op_xcalloc((size_t)P, sizeof *first), nt = 0;
+    for (int d = 0; d < P; d++) {
+        int t = 0;
+        while (t < nt && !(p->dev_type[first[t]] == p->dev_type[d] && dev_costs[first[t]] == dev_costs[d])) t++;
+        if (t == nt) first[nt++] = d;
+        nty[d] = t;
+    }
     op_layer_cost *rows = op_xcalloc((size_t)nt * L, sizeof *rows);
-    for (int t = 0; t < nt; t++) memcpy(rows + (size_t)t * L, machine, sizeof *rows * L);
     char(*names)[32] = op_xcalloc((size_t)nt, 32);
-    for (int t = 0; t < nt && p->type_name; t++) memcpy(names[t], p->type_name[t], 32);
-    op_plan_set_types(p, nt, (const char(*)[32])names, rows, p->dev_type, p->dev_mem_limit);
-    free(rows), free(names);
+    for (int t = 0; t < nt; t++) {
+        memcpy(rows + (size_t)t * L, dev_costs[first[t]], sizeof *rows * L);
+        if (p->type_name) memcpy(names[t], p->type_name[p->n_types > 1 ? p->dev_type[first[t]] : 0], 32);
+    }
+    op_plan_set_types(p, nt, (const char(*)[32])names, rows, nty, p->dev_mem_limit);
+    free(rows), free(names), free(nty), free(first);
     op_exec_slow_plan(p, k);
     return op_sim_replay(p, NULL, err);
+}
+
+int op_ptrain_slowdown_plan(op_plan *p, const op_layer_cost *machine, const double *k,
+                            op_err *err) {
+    const op_layer_cost **dc = op_xcalloc((size_t)p->P, sizeof *dc);
+    for (int d = 0; d < p->P; d++) dc[d] = machine;
+    int rc = op_ptrain_slowdown_plan_kinds(p, dc, k, err);
+    free(dc);
+    return rc;
 }
 
 int op_ptrain_tune_slow(const op_nn_model *m, const op_layer_cost *machine, int P, int M,
