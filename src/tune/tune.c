@@ -297,7 +297,9 @@ static void seed_plan(tn_search *st, tn_pool *pl, const op_plan *sp, int cut) {
         c.first[S] = a;
         c.dev[S] = sp->stage_dev[s];
         c.pol[S++] = (uint8_t)pol;
-        if (cut > a && cut < b && S < pb->L) {
+        /* a split adds a stage on one device: only where the placement is free (loop and V
+         * give every device the same number of stages; there the stage keeps one policy) */
+        if (cut > a && cut < b && S < pb->L && st->mode == OP_TUNE_PLACE_ANY) {
             c.first[S] = cut;
             c.dev[S] = sp->stage_dev[s];
             c.pol[S++] = OP_ACT_KEEP;

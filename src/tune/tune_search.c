@@ -411,7 +411,8 @@ static void gen_policy(const tn_search *st, const tn_cand *c, tn_moves *m, op_rn
         }
         /* partial recomputation: a recomputing stage keeps the stash of part of its layers
          * (the part's forward is no longer re-run); ranked by the time that saves */
-        if (st->refine && st->cr.fits && c->pol[s] != OP_ACT_KEEP && b - a >= 2 && c->S < pb->L) {
+        if (st->refine && st->cr.fits && c->pol[s] != OP_ACT_KEEP && b - a >= 2 && c->S < pb->L &&
+            st->mode == OP_TUNE_PLACE_ANY) { /* loop / V: every device the same stage count */
             /* on the busiest device ahead of the schedule knobs: its recompute is the makespan */
             double hot = st->cr.busy[d] >= busiest ? T : 0;
             for (int cut = a + 1; cut < b; cut++) {
