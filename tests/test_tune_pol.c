@@ -241,11 +241,45 @@ TEST(memres_quotas_share_a_device_by_need) {
     free(ly);
 }
 
+/* Refining level 3 starts from the given seeds alone (no standard placements).  A seed the
+ * search cannot take (here: as many stages as layers, which seed_plan refuses) must not leave
+ * it with nothing to start from: with no baselines either, it falls back to the standard
+ * placements and still finds a plan that fits where keep cannot (the problem above). */
+TEST(refine_alone_starts_from_its_seeds) {
+    int L = 12, P = 3, M = 8;
+    op_layer_cost *ly = layers(L);
+    op_problem pr = problem(ly, L, P, M, 560);
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    o.max_evals = 600;
+    o.no_baselines = 1;
+    op_plan joint, alone = {0}, fallback = {0};
+    op_err e = {0};
+    CHECK(tn_tune_core_pol(&pr, &o, OP_ACT_FULL, NULL, NULL, 0, &joint, &e) == OP_OK);
+    CHECK(op_plan_fits(&joint));
+    const op_plan *seed = &joint;
+    const int cut = 0;
+    CHECK_MSG(tn_tune_core_refine(&pr, &o, OP_ACT_KEEP, &seed, &cut, 1, 3, &alone, &e) == OP_OK, "%s", e.msg);
+    CHECK(op_plan_fits(&alone));
+    CHECK(alone.pred.makespan_ms >= op_problem_lower_bound(&pr) * (1 - 1e-9));
+    op_plan refused = joint; /* only S differs: seed_plan refuses it before reading more */
+    refused.S = L;
+    seed = &refused;
+    op_err e2 = {0};
+    CHECK_MSG(tn_tune_core_refine(&pr, &o, OP_ACT_KEEP, &seed, &cut, 1, 3, &fallback, &e2) == OP_OK, "%s", e2.msg);
+    CHECK(op_plan_fits(&fallback));
+    op_plan_free(&fallback);
+    op_plan_free(&alone);
+    op_plan_free(&joint);
+    free(ly);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(engine_times_policies_as_the_simulator);
     RUN(joint_search_fits_where_keep_cannot);
     RUN(memres_leaves_room_for_a_later_stage);
     RUN(memres_quotas_share_a_device_by_need);
+    RUN(refine_alone_starts_from_its_seeds);
     return check_report("tune_pol");
 }

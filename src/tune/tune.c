@@ -366,9 +366,14 @@ int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *oin, int pol0,
     st.phase = "baselines";
     run_baselines(&st, &pl, pr, &bl, &have_bl, bl_name, sizeof bl_name, &bl_min_peak);
     st.phase = "seeds";
-    seed_all(&st, &pl);
+    /* level 3: the given seeds alone (with the baselines' layouts), so that the whole budget
+     * goes where they lead; the standard placements again if none of them could seed */
+    int alone = st.refine >= 3;
+    if (!alone) seed_all(&st, &pl);
     tn_mixed_seeds(&st, seed_offer, &pl); /* mixed clusters: speed- and node-aware seeds */
+    int n_std = pl.n;
     for (int i = 0; i < nseeds && st.pol0 >= 0; i++) seed_plan(&st, &pl, seeds[i], cuts[i]);
+    if (alone && pl.n == n_std) seed_all(&st, &pl);
 
     /* Restarts: each round refines the distinct seeds, then polishes the overall best until
      * three restarts in a row find nothing, with its own random stream (the local search

@@ -149,7 +149,8 @@ typedef struct tn_search {
     int refine;               /* 1 (seeded policy searches): candidates reserve memory for
                                * later stages (tn_cand.memres) and the local search also splits
                                * a recomputing stage on its device and flips memres; 2: also
-                               * seeds with quotas, and moves between every memres mode */
+                               * seeds with quotas, and moves between every memres mode;
+                               * 3: as 2, with no standard seeds (tn_tune_core_refine) */
 } tn_search;
 
 /* Fitting candidates score their makespan; others 1e15 + peak bytes, so that when nothing

@@ -18,7 +18,8 @@
  *      search once more, seeded with the best plan so far and with each layer view's plan split
  *      at its cut, with the memory reserve and partial-recompute moves (tn_search.refine)
  *      that only this seeded search uses, then once more with per-stage in-flight quotas
- *      (tn_cand.memres): the earlier trials run as before, so the result can only improve;
+ *      (tn_cand.memres), and once more with quotas from the best plan alone (no standard
+ *      seeds): the earlier trials run as before, so the result can only improve;
  *   3. relax per stage, with the simulator as judge: each stage in turn gets the cheaper
  *      policy (full -> selective -> keep, or offload to host) when the plan still fits and is
  *      no slower, so recomputation stays only on the stages whose device needs it;
@@ -70,13 +71,13 @@ static int binds(const op_problem *pr, const op_plan *p, double margin) {
  * plan its true layers and stage_act (pol on stages starting before cut); the simulator
  * re-times it and has the last word on its peak.  A prefix because early stages hold the most
  * microbatches in flight (P - d in a 1F1B-like steady state): they need memory first.
- * cut < 0: the joint search instead (-1; -2, -3: seeded, refining at level 1, 2). */
+ * cut < 0: the joint search instead (-1; -2, -3, -4: seeded, refining at level 1, 2, 3). */
 static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int cut,
                        const op_plan *const *seeds, const int *cuts, int nseeds, op_plan *out,
                        op_tune_stats *st, op_err *err) {
     op_tune_opts oo = *o;
     oo.stats = st;
-    if (cut < 0) /* policies searched per stage; cut -2, -3: refining level 1, 2 */
+    if (cut < 0) /* policies searched per stage; cut -2, -3, -4: refining level 1, 2, 3 */
         return tn_tune_core_refine(pr, &oo, pol, seeds, cuts, nseeds, cut < -1 ? -cut - 1 : 1,
                                    out, err);
     if (pol == OP_ACT_KEEP || cut <= 0) return tn_tune_core(pr, &oo, out, err);
@@ -213,16 +214,20 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
          * and, while the best is still far from the bound, full on the first eighth / quarter
          * / half of the layers, and full everywhere */
         int L = pr->n_layers;
-        enum { NT = 9 };
+        enum { NT = 10 };
         const int tpol[NT] = {OP_ACT_FULL, OP_ACT_KEEP, OP_ACT_SELECTIVE, OP_ACT_FULL, OP_ACT_FULL,
-                              OP_ACT_FULL, OP_ACT_FULL, OP_ACT_KEEP,      OP_ACT_KEEP};
+                              OP_ACT_FULL, OP_ACT_FULL, OP_ACT_KEEP,      OP_ACT_KEEP, OP_ACT_KEEP};
         /* -1: the joint search; -2: the joint search again, seeded with the best plan so far
          * (its layout and policies), where its moves (partial recomputation inside a stage,
          * policy by policy) refine what a layer view found; -3: once more from the same seeds
          * (the best plan is now the refined one) with per-stage in-flight quotas that share
          * each device's memory among its stages by need (tn_cand.memres), a separate trial so
-         * that the earlier ones run as before and the result can only improve */
-        const int tcut[NT] = {-1, -1, L, L / 8, L / 4, L / 2, L, -2, -3};
+         * that the earlier ones run as before and the result can only improve; -4: the
+         * quota search once more from the best plan alone (tn_tune_core_refine level 3: no
+         * standard seed placements), so that its whole budget deepens that plan's basin: the
+         * standard seeds score well early and take most of a round's budget, and the search
+         * then ends where they lead (Jamba P=16 M=32: 1776.3 -> 1754.3 ms) */
+        const int tcut[NT] = {-1, -1, L, L / 8, L / 4, L / 2, L, -2, -3, -4};
         enum { NV = 5 };
         op_plan views[NV];
         const op_plan *seeds[NV + 1];
@@ -244,9 +249,16 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
                 seeds[nseeds] = out;
                 cuts[nseeds++] = 0;
             }
-            if (tune_policy(pr, &o, pol, tcut[k], seeds, cuts, tcut[k] < -1 ? nseeds : 0, &p, &tmp,
-                            &e2) != OP_OK)
-                continue;
+            /* -4 only on uniform clusters and free placement: from one layout, its partial
+             * recomputation splits can leave devices with unequal stage counts, which
+             * --placement loop|v excludes, and mixed clusters have their own restart */
+            if (tcut[k] == -4 && (o.placement != OP_TUNE_PLACE_ANY || op_plan_is_mixed(out))) continue;
+            const op_plan *alone = out; /* -4's one seed */
+            const int zero = 0;
+            int trc = tcut[k] == -4 ? tune_policy(pr, &o, pol, tcut[k], &alone, &zero, 1, &p, &tmp, &e2)
+                                    : tune_policy(pr, &o, pol, tcut[k], seeds, cuts,
+                                                  tcut[k] < -1 ? nseeds : 0, &p, &tmp, &e2);
+            if (trc != OP_OK) continue;
             tmp.evals += ev;
             if (tcut[k] > 0 && pol == OP_ACT_FULL && nseeds < NV) { /* kept for the last search */
                 op_plan_copy(&views[nseeds], &p);

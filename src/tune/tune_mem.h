@@ -17,7 +17,8 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *o, int pol0,
                      op_err *err);
 /* tn_tune_core_pol with the refining level given (seeded searches only): 1 as there; 2 also
  * tries the seeds with per-stage quotas and lets the local search move between every memory
- * reserve mode (tn_cand.memres). */
+ * reserve mode (tn_cand.memres); 3 as 2, from the given seeds alone (no standard placements:
+ * the whole budget goes to where the seeds lead). */
 int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *o, int pol0,
                         const op_plan *const *seeds, const int *cuts, int nseeds, int level,
                         op_plan *out, op_err *err);
