@@ -176,7 +176,12 @@ TEST(bound_warmup_by_hand) {
      * 80/3 (fast takes (T - 4)/8 of layers 1-3, slow 24 + 16 (3 - (T - 4)/8) <= T).  One
      * device alone: 44.  Other terms: layer 0 at 20, pigeonhole 16, counting 24. */
     rows[0].f_ms = 4, rows[4].f_ms = 4;
-    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 4, dt, 2, 4), 284.0 / 11, 1e-12);
+    CHECK_NEAR(op_lower_bound_mixed_quick(rows, 2, 4, dt, 2, 4), 284.0 / 11, 1e-12);
+    /* Whole layers, each at its own device's speed (part 5): layer 0 alone on the slow device
+     * takes 4 x 6 = 24, and the fast one with layers 1-3 waits layer 0's F (4) and drains its
+     * least I (1): 4 + 24 + 1 = 29; with layer 0 on the fast device, it and two more take 36
+     * (one more: the slow device at rank 1 takes 4 + 32 + 1 = 37).  So 29. */
+    CHECK_NEAR(op_lower_bound_mixed(rows, 2, 4, dt, 2, 4), 29, 1e-5);
 }
 
 /* A plan whose only idle time is the warm-up, against the bound.  Device 0 slow, device 1
@@ -187,8 +192,11 @@ TEST(bound_warmup_by_hand) {
  * makespan 32: d1 idles only before layer 1's first F can start (layer 0's F, 1 ms).  The
  * bound: the plan may instead let the fast device start at 0 and the slow one wait 1; fast
  * holds layers 1-2 (31 ms) and a of layer 0 (18a), slow 32 (1 - a): 31 + 18a = 1 + 32 (1 - a),
- * a = 0.04, T = 31.72.  So the bound is 31.72 (without the warm-up: 47.5 / 1.5 = 31.67),
- * 0.9% under a plan that cannot do better by more than that. */
+ * a = 0.04, T = 31.72.  So the fractional bound is 31.72 (without the warm-up: 47.5 / 1.5 =
+ * 31.67).  Whole layers at each device's own speed (part 5) close the gap: layer 0 on the slow
+ * device alone is 4 (1 + 1) + 4 x 6 = 32; on the fast one, with both others 49, with layer 1
+ * 33.5, alone 18 but then the slow device holds layers 1-2: 1 + 16 + 46 = 63.  So 32: the
+ * plan is optimal. */
 TEST(bound_warmup_tight_plan) {
     op_layer_cost rows[6];
     layer(&rows[0], "a", 0, 0);
@@ -223,7 +231,8 @@ TEST(bound_warmup_tight_plan) {
     CHECK_EQ_INT(op_plan_validate(&p, &e), OP_OK);
     CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_OK);
     CHECK_NEAR(p.pred.makespan_ms, 32.0, 1e-12);
-    CHECK_NEAR(op_plan_lower_bound(&p), 31.72, 1e-9);
+    CHECK_NEAR(op_plan_lower_bound_quick(&p), 31.72, 1e-9);
+    CHECK_NEAR(op_plan_lower_bound(&p), 32, 1e-5);
     CHECK(op_plan_lower_bound(&p) <= p.pred.makespan_ms);
     op_plan_free(&p);
 }
@@ -330,7 +339,8 @@ TEST(bound_lp_two_types) {
             else lo = T;
         }
         double want = fmax(fmax(hi, op_lower_bound(fast, L, P, M)), count_bisect(rows, 2, L, dt, P, M));
-        CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), want, 1e-9 * want);
+        CHECK_NEAR(op_lower_bound_mixed_quick(rows, 2, L, dt, P, M), want, 1e-9 * want);
+        CHECK(op_lower_bound_mixed(rows, 2, L, dt, P, M) >= want * (1 - 1e-12));
     }
 }
 
@@ -387,7 +397,8 @@ TEST(bound_warmup_relaxation) {
         }
         int dt[6];
         for (int d = 0; d < P; d++) dt[d] = d >= c0;
-        double b = op_lower_bound_mixed(rows, 2, L, dt, P, M);
+        double b = op_lower_bound_mixed_quick(rows, 2, L, dt, P, M); /* part 5 aside */
+        CHECK(op_lower_bound_mixed(rows, 2, L, dt, P, M) >= b);
         qsort(pair, L, sizeof pair[0], cmp_ratio_asc);
         double r = relax_opt(pair, head, L, c0, P - c0, M);
         double plain = relax_opt(pair, none, L, c0, P - c0, M); /* no waits: part 2's LP */
@@ -494,7 +505,9 @@ TEST(bound_uniform_equal) {
             warm = fmin(warm, (M * work + H) / k);
         }
         double pig = count_bisect(rows, 2, L, dt, P, M);
-        CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), fmax(fmax(u, warm), pig), 1e-9 * u);
+        CHECK_NEAR(op_lower_bound_mixed_quick(rows, 2, L, dt, P, M), fmax(fmax(u, warm), pig), 1e-9 * u);
+        /* part 5 on equal rows is op_lower_bound's joint term, both searched to 1e-7 */
+        CHECK_NEAR(op_lower_bound_mixed(rows, 2, L, dt, P, M), fmax(fmax(u, warm), pig), 2e-7 * u);
         CHECK_NEAR(op_lower_bound_mixed(rows, 1, L, dt, P, M), u, 0);
     }
 }

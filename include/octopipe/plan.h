@@ -212,11 +212,18 @@ double op_plan_lower_bound(const op_plan *p);
  * type_layers [n_types * n_layers]).  The uniform bound over each layer's fastest type, the
  * work bound over unequal speeds (the dual of the fractional layer-to-type assignment; exact
  * for two types), and that work bound with the warm-up (a device waits for the F chain below
- * its lowest layer; the plan's best choice of which devices wait).  n_types <= 1 or dev_type
- * NULL: op_lower_bound of row 0. */
+ * its lowest layer; the plan's best choice of which devices wait), whole layers counted per
+ * type, and the joint bound with each device's layers at its own type's times (a search of up
+ * to a few tenths of a second; the last four problems' values are kept per thread).  n_types <= 1 or
+ * dev_type NULL: op_lower_bound of row 0. */
 double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n_layers,
                             const int *dev_type, int P, int M);
 double op_plan_lower_bound_mixed(const op_plan *p);
+/* The same without the per-type joint search (the same on uniform clusters): cheap, and what
+ * the tuner's rules for when a policy search may still gain are measured against. */
+double op_lower_bound_mixed_quick(const op_layer_cost *type_layers, int n_types, int n_layers,
+                                  const int *dev_type, int P, int M);
+double op_plan_lower_bound_quick(const op_plan *p);
 /* The bound of a problem: op_lower_bound_mixed when it has device types, else op_lower_bound. */
 double op_problem_lower_bound(const op_problem *pr);
 /* Lower bound that knows memory: valid for any plan of these layers whose peak per device

@@ -27,4 +27,10 @@ double op_bound_mem_joint(const op_layer_cost *type_layers, int n_types, int n_l
                           const int *dev_type, const double *dev_lim, double lim_all, int P, int M,
                           const op_comm *comm, double lo);
 
+/* The same without memory: bound_joint.c's bound with each device's layers at its own type's
+ * times (the warm-up and drain chains at each layer's fastest).  Valid for any plan; returns
+ * the largest T above lo it proves impossible, else lo. */
+double op_bound_joint_types(const op_layer_cost *type_layers, int n_types, int n_layers,
+                            const int *dev_type, int P, int M, double lo);
+
 #endif

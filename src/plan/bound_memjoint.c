@@ -48,7 +48,13 @@
  * one device holds by static bytes and time), remembering failed (counts left, devices
  * left) states.  A T is proven impossible only by a search that ran to
  * its end; a search past its node budget says nothing, so the bound is the largest T proven
- * impossible by bisection, never more than the truth. */
+ * impossible by bisection, never more than the truth.
+ *
+ * Without memory (op_bound_joint_types, part 5 of bound_mixed.c): every group unlimited and
+ * no host link, (a) holds for every set and R_d = 0, so (b) alone, with each device's layers
+ * at its own type's times, is bound_joint.c's inequality per device; the same search proves
+ * it for any plan, whatever its memory.  Kinds are then layers equal in times only (the bytes
+ * no longer enter). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -57,8 +63,12 @@
 #include "plan/bound_int.h"
 
 enum { MJ_MAXK = 12, MJ_MAXG = 6, MJ_HASH_BITS = 16 };
-/* search nodes per T, and per bound (about 15 ns a node: 0.9 s at most) */
+/* search nodes per T, and per bound (about 15 ns a node: 0.9 s at most); a fifth of that
+ * without memory (op_bound_joint_types): the simulator asks for it with every layer view the
+ * tuner and the baselines try, and the last nodes add little (Nemotron-H 8B on 8 H100 + 8 A100:
+ * 1192.1 ms against 1194.0 with the larger budget, at half the time) */
 static const long MJ_BUDGET = 12000000, MJ_TOTAL = 60000000;
+static const long MJ_FREE_BUDGET = 3000000, MJ_FREE_TOTAL = 12000000;
 
 typedef struct {
     int K, G, M, nr; /* kinds, groups, microbatches, ranks (min(P, L)) */
@@ -76,7 +86,7 @@ typedef struct {
     uint64_t radix[MJ_MAXK + MJ_MAXG];
     int memo_on;
     uint64_t *memo; /* failed keys + 1, open addressing */
-    long memo_n, nodes, total;
+    long memo_n, nodes, total, budget, total_max; /* nodes per T, per bound */
     int aborted;
 } mj_ctx;
 
@@ -149,7 +159,7 @@ static int mj_enum(mj_ctx *c, int g, int r, int k, int *x, int *s, int *left) {
         return ok;
     }
     for (int v = s[k]; v >= 0; v--) {
-        if (++c->nodes > MJ_BUDGET) c->aborted = 1;
+        if (++c->nodes > c->budget) c->aborted = 1;
         if (c->aborted) break;
         x[k] = v;
         if (v > 0 && !mj_fits(c, g, x, r)) continue; /* a bin that misses stays missing as it grows */
@@ -175,7 +185,8 @@ static int mj_search(mj_ctx *c, int r, int *s, int *left) {
     double stcap = 0, cap = 0, sg[MJ_MAXG];
     int gs[MJ_MAXG], ng = 0;
     for (int g = 0; g < c->G; g++) {
-        nleft += left[g], stcap += left[g] * c->lim[g];
+        nleft += left[g];
+        if (left[g] > 0) stcap += left[g] * c->lim[g]; /* (not 0 x inf, a NaN that never refutes) */
         if (left[g] > 0) gs[ng++] = g;
     }
     for (int k = 0; k < c->K; k++) { /* every layer of a kind on some device left */
@@ -210,7 +221,7 @@ static int mj_search(mj_ctx *c, int r, int *s, int *left) {
 
 /* 1 when T is possible or not refuted within the budget, 0 when proven impossible. */
 static int mj_possible(mj_ctx *c, double T) {
-    if (c->total > MJ_TOTAL) return 1;
+    if (c->total > c->total_max) return 1;
     c->T = T, c->nodes = 0, c->aborted = 0, c->memo_n = 0;
     memset(c->memo, 0, sizeof(uint64_t) << MJ_HASH_BITS);
     for (int g = 0; g < c->G; g++) {
@@ -232,28 +243,32 @@ static int mj_possible(mj_ctx *c, double T) {
     return ok || c->aborted;
 }
 
-/* Same numbers on every type present: one kind. */
-static int same_layer(const op_layer_cost *x, const op_layer_cost *y) {
-    return x->f_ms == y->f_ms && x->i_ms == y->i_ms && x->w_ms == y->w_ms &&
-           x->f_sel_ms == y->f_sel_ms && x->act_bytes == y->act_bytes &&
-           op_layer_sel_bytes(x) == op_layer_sel_bytes(y) && x->static_bytes == y->static_bytes;
+/* Same numbers on every type present: one kind (without limits only the times count). */
+static int same_layer(const op_layer_cost *x, const op_layer_cost *y, int times_only) {
+    if (x->f_ms != y->f_ms || x->i_ms != y->i_ms || x->w_ms != y->w_ms) return 0;
+    return times_only ||
+           (x->f_sel_ms == y->f_sel_ms && x->act_bytes == y->act_bytes &&
+            op_layer_sel_bytes(x) == op_layer_sel_bytes(y) && x->static_bytes == y->static_bytes);
 }
 
-double op_bound_mem_joint(const op_layer_cost *type_layers, int n_types, int n_layers,
-                          const int *dev_type, const double *dev_lim, double lim_all, int P, int M,
-                          const op_comm *comm, double lo) {
+/* free_of_mem: the memory-free form (no limits, no host link; every group unlimited). */
+static double mj_bound(const op_layer_cost *type_layers, int n_types, int n_layers,
+                       const int *dev_type, const double *dev_lim, double lim_all, int P, int M,
+                       const op_comm *comm, double lo, int free_of_mem) {
     const int NT = n_types > 1 && dev_type ? n_types : 1, L = n_layers;
     if (L < 1 || P < 1 || M < 1 || !(lo < INFINITY)) return lo;
     mj_ctx *c = op_xcalloc(1, sizeof *c);
     c->M = M;
     c->nr = P < L ? P : L;
+    c->budget = free_of_mem ? MJ_FREE_BUDGET : MJ_BUDGET;
+    c->total_max = free_of_mem ? MJ_FREE_TOTAL : MJ_TOTAL;
     int *present = op_xcalloc((size_t)NT, sizeof(int));
     int gt[MJ_MAXG], rep[MJ_MAXK], limited = 0, ok = 1;
     /* groups: type, limit, host link */
     for (int d = 0; d < P && ok; d++) {
         int t = NT > 1 && dev_type[d] >= 0 && dev_type[d] < NT ? dev_type[d] : 0;
         double lim = dev_lim ? dev_lim[d] : lim_all, b = comm ? op_comm_host_bw(comm, d) * 1e6 : 0;
-        if (!(lim > 0)) lim = INFINITY;
+        if (!(lim > 0) || free_of_mem) lim = INFINITY;
         else limited = 1;
         if (!(b > 0)) b = 0;
         int g = 0;
@@ -269,7 +284,9 @@ double op_bound_mem_joint(const op_layer_cost *type_layers, int n_types, int n_l
         for (; k < c->K; k++) {
             int same = 1;
             for (int t = 0; t < NT && same; t++)
-                if (present[t]) same = same_layer(&type_layers[(size_t)t * L + l], &type_layers[(size_t)t * L + rep[k]]);
+                if (present[t])
+                    same = same_layer(&type_layers[(size_t)t * L + l], &type_layers[(size_t)t * L + rep[k]],
+                                      free_of_mem);
             if (same) break;
         }
         if (k == MJ_MAXK) ok = 0;
@@ -290,7 +307,7 @@ double op_bound_mem_joint(const op_layer_cost *type_layers, int n_types, int n_l
     }
     limited = 0;
     for (int g = 0; g < c->G; g++) limited |= c->lim[g] < INFINITY;
-    if (!ok || !limited) {
+    if (!ok || (!limited && !free_of_mem)) {
         free(present), free(c);
         return lo;
     }
@@ -359,4 +376,15 @@ double op_bound_mem_joint(const op_layer_cost *type_layers, int n_types, int n_l
     free(c->memo), free(c->head), free(c->tail);
     free(present), free(c);
     return fmax(lo, got);
+}
+
+double op_bound_mem_joint(const op_layer_cost *type_layers, int n_types, int n_layers,
+                          const int *dev_type, const double *dev_lim, double lim_all, int P, int M,
+                          const op_comm *comm, double lo) {
+    return mj_bound(type_layers, n_types, n_layers, dev_type, dev_lim, lim_all, P, M, comm, lo, 0);
+}
+
+double op_bound_joint_types(const op_layer_cost *type_layers, int n_types, int n_layers,
+                            const int *dev_type, int P, int M, double lo) {
+    return mj_bound(type_layers, n_types, n_layers, dev_type, NULL, 0, P, M, NULL, lo, 1);
 }

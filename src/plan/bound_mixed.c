@@ -1,7 +1,7 @@
 /* bound_mixed.c: lower bound on the makespan of any plan on a cluster of unequal devices
  * (device d of type dev_type[d], layer costs row dev_type[d] of type_layers).
  *
- * Four parts, each valid for every partition, placement, policy and op order:
+ * Five parts, each valid for every partition, placement, policy and op order:
  *
  * 1. The uniform bound (op_lower_bound) over the "fastest" layers: layer l with f, i and w each
  *    the least over the types present.  Every term of op_lower_bound (chains, per-layer terms,
@@ -71,6 +71,19 @@
  *
  *    bound_count.c has the computation (shared with the memory-aware form, which also caps what a
  *    device holds by its limit).
+ *
+ * 5. The joint warm-up x balance x drain bound per device (bound_joint.c) with each device's
+ *    layers at its own type's times: for any plan, every used device d of type t holding the
+ *    layer set S_d, at rank r among the used devices by lowest layer, has
+ *        head(r) + M (F + I of S_d at type t) + max(M (W of S_d at type t), tail(r)) <= T
+ *    (bound_joint.c's proof, with d's ops at d's own speed: nothing of d starts before the F
+ *    chain below its lowest layer, at least head(r) over the least times; all its F and I
+ *    precede the last I of its lowest layer, after which the I chain below and one W run), so
+ *    the layers pack into such bins.  Part 1's joint term is this with every device as fast
+ *    as the fastest type; here an A100 bin holds less.  bound_memjoint.c's search proves it
+ *    (op_bound_joint_types: its memory-aware form with no limits); a T counts as impossible
+ *    only when that search ran to its end, so it errs low.  Gemma2-9B on 4 H100 + 4 A100 at
+ *    M = 16: 1462.7 -> 1526.7 ms (the bench's tuned plan: 1686.4).
  *
  * Communication, overheads and memory are ignored: they only add time, so leaving them out
  * keeps the bound valid (the same choice as op_lower_bound). */
@@ -243,8 +256,45 @@ static double coord_warm(const wctx *c, double *y, int t, double cur, brk *buf) 
     return best > cur ? best : cur;
 }
 
-double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n_layers,
-                            const int *dev_type, int P, int M) {
+/* Part 5 with the last JT_CACHE_N problems' values per thread (the simulator asks for the bound
+ * of every plan it times; a search over policies alternates between a few layer views).
+ * Problems larger than the cache skip part 5 (a weaker bound, still valid). */
+enum { JT_CACHE_N = 4, JT_MAXV = 3 * 1024, JT_MAXP = 512 };
+static _Thread_local struct {
+    int T, L, P, M, dt[JT_MAXP];
+    double fiw[JT_MAXV], lo, value;
+} jt_cache[JT_CACHE_N];
+static _Thread_local int jt_next;
+
+static double joint_types_cached(const op_layer_cost *rows, int T, int L, const int *dev_type,
+                                 int P, int M, double lo) {
+    if ((size_t)3 * T * L > JT_MAXV || P > JT_MAXP) return lo;
+    for (int c = 0; c < JT_CACHE_N; c++) {
+        int hit = jt_cache[c].T == T && jt_cache[c].L == L && jt_cache[c].P == P &&
+                  jt_cache[c].M == M && jt_cache[c].lo == lo;
+        for (int d = 0; hit && d < P; d++) hit = jt_cache[c].dt[d] == dev_type[d];
+        for (int j = 0; hit && j < T * L; j++)
+            hit = jt_cache[c].fiw[3 * j] == rows[j].f_ms && jt_cache[c].fiw[3 * j + 1] == rows[j].i_ms &&
+                  jt_cache[c].fiw[3 * j + 2] == rows[j].w_ms;
+        if (hit) return jt_cache[c].value;
+    }
+    double v = op_bound_joint_types(rows, T, L, dev_type, P, M, lo);
+    int c = jt_next;
+    jt_next = (jt_next + 1) % JT_CACHE_N;
+    jt_cache[c].T = T, jt_cache[c].L = L, jt_cache[c].P = P, jt_cache[c].M = M;
+    jt_cache[c].lo = lo, jt_cache[c].value = v;
+    for (int d = 0; d < P; d++) jt_cache[c].dt[d] = dev_type[d];
+    for (int j = 0; j < T * L; j++) {
+        jt_cache[c].fiw[3 * j] = rows[j].f_ms;
+        jt_cache[c].fiw[3 * j + 1] = rows[j].i_ms;
+        jt_cache[c].fiw[3 * j + 2] = rows[j].w_ms;
+    }
+    return v;
+}
+
+/* Parts 1-4, and part 5 when `joint`. */
+static double mixed_bound(const op_layer_cost *type_layers, int n_types, int n_layers,
+                          const int *dev_type, int P, int M, int joint) {
     if (n_types <= 1 || !dev_type) return op_lower_bound(type_layers, n_layers, P, M);
     const int T = n_types, L = n_layers;
     int *cnt = op_xcalloc((size_t)T, sizeof *cnt);
@@ -298,6 +348,8 @@ double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n
     }
     best = fmax(best, wb);
     best = fmax(best, count_bound(w, cnt, T, L, M));
+    /* part 5: the joint bound with each device's layers at its own type's times */
+    if (joint) best = joint_types_cached(type_layers, T, L, dev_type, P, M, best);
     free(head);
     free(buf);
     free(y);
@@ -305,6 +357,22 @@ double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n
     free(fast);
     free(cnt);
     return best;
+}
+
+double op_lower_bound_mixed(const op_layer_cost *type_layers, int n_types, int n_layers,
+                            const int *dev_type, int P, int M) {
+    return mixed_bound(type_layers, n_types, n_layers, dev_type, P, M, 1);
+}
+
+double op_lower_bound_mixed_quick(const op_layer_cost *type_layers, int n_types, int n_layers,
+                                  const int *dev_type, int P, int M) {
+    return mixed_bound(type_layers, n_types, n_layers, dev_type, P, M, 0);
+}
+
+double op_plan_lower_bound_quick(const op_plan *p) {
+    if (p->n_types > 1)
+        return op_lower_bound_mixed_quick(p->type_layers, p->n_types, p->n_layers, p->dev_type, p->P, p->M);
+    return op_plan_lower_bound(p);
 }
 
 double op_problem_lower_bound(const op_problem *pr) {

@@ -64,7 +64,7 @@ static int binds(const op_problem *pr, const op_plan *p, double margin) {
     int at = 0; /* some device at its own limit (mixed clusters: limits differ) */
     for (int d = 0; d < p->P; d++)
         at |= (double)p->pred.peak_bytes[d] > 0.9 * op_problem_dev_mem_limit(pr, d);
-    return at && p->pred.makespan_ms > (1 + margin) * p->pred.lower_bound_ms;
+    return at && p->pred.makespan_ms > (1 + margin) * op_plan_lower_bound_quick(p);
 }
 
 /* Searches on the layer view of policy pol on layers [0, cut) (keep after them), then gives the
@@ -236,7 +236,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
             int pol = tpol[k];
             /* full costs a whole forward per stage: worth a search only when nothing lighter
              * fits, or what fits is still far (> 5%) from the memory-free bound */
-            if (k > 2 && have && out->pred.makespan_ms <= 1.05 * out->pred.lower_bound_ms) break;
+            if (k > 2 && have && out->pred.makespan_ms <= 1.05 * op_plan_lower_bound_quick(out)) break;
             /* the refining searches need a plan to start from; on mixed clusters too (8 H100 +
              * 8 A100 as two nodes, Jamba M=32: 3195 -> 3061 ms) */
             if (tcut[k] < -1 && !have) continue;
