@@ -148,7 +148,7 @@ int main(int argc, char **argv) {
     printf("tuned plan vs baselines on mixed clusters: seq 4096, mbs 1, tp 1, M = 2P, each device "
            "limited to 90%% of its own memory (as octopipe compare --gpus); makespans in ms; model* = nothing fits, run without limits; best_bl = the "
            "fastest baseline that fits, split = its partition (speed-proportional = Metis-style), +full/+selective = its recomputation; "
-           "bound = op_lower_bound_mixed (each layer at its fastest type's speed; work over unequal speeds, with the warm-up; whole layers counted per type); mem_bound = also what each device's limit allows (op_problem_lower_bound_mem: whole layers' static bytes per device; stashes, recompute and offload in memory x time, over all devices and per group of like devices; per device, the recompute its limit forces at its deepest I), gapm%% = tuned / mem_bound - 1; slowGB = GB per "
+           "bound = op_lower_bound_mixed (each layer at its fastest type's speed; work over unequal speeds, with the warm-up; whole layers counted per type; each device's layers at its own type's times with its warm-up and drain); mem_bound = also what each device's limit allows (op_problem_lower_bound_mem: whole layers' static bytes per device; stashes, recompute and offload in memory x time, over all devices and per group of like devices; per device, the recompute its limit forces at its deepest I), gapm%% = tuned / mem_bound - 1; slowGB = GB per "
            "step over the inter-node link (tuned, best baseline)\n");
     printf("%-14s %-17s %3s %4s %9s %9s %-13s %-25s %7s %9s %6s %9s %6s %-9s %3s %7s %7s %-5s\n", "cluster",
            "model", "P", "M", "octopipe", "best_bl", "baseline", "split", "speedup", "bound",
