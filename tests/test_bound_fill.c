@@ -97,31 +97,9 @@ TEST(never_above_the_exhaustive_optimum) {
     CHECK(tight >= 10);
 }
 
-/* The profile preset of the tuner's target: 13.89 ms of the devices' time is idle by 7.81 ms
- * whatever the plan (op_lower_bound_fill's comment), so the bound is (1468.296 + 13.89) / 4. */
-TEST(nemotron_h_8b_profile_value) {
-    op_problem_built b;
-    op_problem_opts o;
-    op_problem_opts_default(&o);
-    o.comm_none = 1;
-    op_err e = {0};
-    if (op_problem_build(&b, "nemotron-h-8b-profile", NULL, 4, 8, &o, &e) != OP_OK) {
-        CHECK_MSG(0, "%s", e.msg);
-        return;
-    }
-    double fill = op_lower_bound_fill(b.pr.layers, b.pr.n_layers, 4, 8);
-    CHECK(fill >= 370.546 && fill <= 370.547);
-    CHECK(fill > op_lower_bound_joint(b.pr.layers, b.pr.n_layers, 4, 8) + 0.7);
-    CHECK_NEAR(op_lower_bound(b.pr.layers, b.pr.n_layers, 4, 8), fill, 1e-12);
-    printf("  nemotron-h-8b-profile P=4 M=8: fill %.4f ms, joint %.4f ms\n", fill,
-           op_lower_bound_joint(b.pr.layers, b.pr.n_layers, 4, 8));
-    op_problem_built_free(&b);
-}
-
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(flow_shop_by_hand);
     RUN(never_above_the_exhaustive_optimum);
-    RUN(nemotron_h_8b_profile_value);
     return check_report("bound_fill");
 }

@@ -115,6 +115,46 @@ TEST(joint_search_fits_where_keep_cannot) {
     free(ly);
 }
 
+/* The hand case of the memres tests: device 0 holds stages 0 and 2 (an early and a late
+ * stage) of 3 one-layer stages on 2 devices, 100 MiB stash each, fused B, room for exactly 3
+ * stashes (a 300 MiB limit). */
+typedef struct {
+    op_layer_cost *ly; /* [3] */
+    op_problem pr;
+    tn_prob pb;
+    tn_eng *e;
+    tn_res r;
+    tn_cand c;
+} hand_fx;
+
+static void hand_open(hand_fx *h, int M) {
+    const int L = 3, P = 2;
+    h->ly = layers(L);
+    for (int l = 0; l < L; l++) {
+        h->ly[l].act_bytes = 100 * (int64_t)MIB;
+        h->ly[l].act_w_bytes = h->ly[l].act_i_bytes = 0;
+        h->ly[l].static_bytes = 0;
+        h->ly[l].f_sel_ms = 0, h->ly[l].act_sel_bytes = 0;
+    }
+    h->pr = problem(h->ly, L, P, M, 300);
+    tn_prob_init(&h->pb, &h->pr);
+    h->e = tn_eng_new(&h->pb);
+    tn_res_alloc(&h->r, P);
+    tn_cand_alloc(&h->c, &h->pb);
+    h->c.S = 3;
+    h->c.first[0] = 0, h->c.first[1] = 1, h->c.first[2] = 2, h->c.first[3] = 3;
+    h->c.dev[0] = 0, h->c.dev[1] = 1, h->c.dev[2] = 0;
+    h->c.split = 0;
+}
+
+static void hand_close(hand_fx *h) {
+    tn_cand_free(&h->c);
+    tn_res_free(&h->r);
+    tn_eng_free(h->e);
+    tn_prob_free(&h->pb);
+    free(h->ly);
+}
+
 /* Knob memres, by hand: device 0 holds stages 0 and 2 (an early and a late stage), 100 MiB
  * stash each, fused B, room for exactly 3 stashes.  Without the reserve stage 0 admits 3
  * microbatches, microbatch 0 comes back to stage 2 and finds no room, every device waits, and
@@ -122,46 +162,26 @@ TEST(joint_search_fits_where_keep_cannot) {
  * stash of room to stage 2), the pipeline drains microbatch by microbatch, and the plan fits:
  * peak exactly 3 stashes. */
 TEST(memres_leaves_room_for_a_later_stage) {
-    int L = 3, P = 2, M = 6;
-    op_layer_cost *ly = layers(L);
-    for (int l = 0; l < L; l++) {
-        ly[l].act_bytes = 100 * (int64_t)MIB;
-        ly[l].act_w_bytes = ly[l].act_i_bytes = 0;
-        ly[l].static_bytes = 0;
-        ly[l].f_sel_ms = 0, ly[l].act_sel_bytes = 0;
-    }
-    op_problem pr = problem(ly, L, P, M, 300);
-    tn_prob pb;
-    tn_prob_init(&pb, &pr);
-    tn_eng *e = tn_eng_new(&pb);
-    tn_res r;
-    tn_res_alloc(&r, P);
-    tn_cand c;
-    tn_cand_alloc(&c, &pb);
-    c.S = 3;
-    c.first[0] = 0, c.first[1] = 1, c.first[2] = 2, c.first[3] = 3;
-    c.dev[0] = 0, c.dev[1] = 1, c.dev[2] = 0;
-    c.split = 0;
-    double mk0 = tn_eval(e, &pb, &c, &r, NULL, NULL, 0);
+    const int L = 3, P = 2, M = 6;
+    hand_fx h;
+    hand_open(&h, M);
+    double mk0 = tn_eval(h.e, &h.pb, &h.c, &h.r, NULL, NULL, 0);
     CHECK(mk0 > 0);
-    CHECK_MSG(!r.fits && r.peak[0] > 300 * (int64_t)MIB, "without the reserve: peak %.0f MiB",
-              (double)r.peak[0] / MIB);
-    c.memres = 1;
-    double mk1 = tn_eval(e, &pb, &c, &r, NULL, NULL, 0);
+    CHECK_MSG(!h.r.fits && h.r.peak[0] > 300 * (int64_t)MIB, "without the reserve: peak %.0f MiB",
+              (double)h.r.peak[0] / MIB);
+    h.c.memres = 1;
+    double mk1 = tn_eval(h.e, &h.pb, &h.c, &h.r, NULL, NULL, 0);
     CHECK(mk1 > 0);
-    CHECK(r.fits);
-    CHECK_EQ_INT(r.peak[0], 300 * (int64_t)MIB);
-    CHECK(r.max_inflight[0] <= 3);
+    CHECK(h.r.fits);
+    CHECK_EQ_INT(h.r.peak[0], 300 * (int64_t)MIB);
+    CHECK(h.r.max_inflight[0] <= 3);
     /* and the work is all there: device 0 runs F and B of two stages for every microbatch */
     double w0 = 0;
-    for (int l = 0; l < L; l += 2) w0 += M * (ly[l].f_ms + ly[l].i_ms + ly[l].w_ms);
-    CHECK_NEAR(r.busy[0], w0, 1e-9 * w0);
+    for (int l = 0; l < L; l += 2) w0 += M * (h.ly[l].f_ms + h.ly[l].i_ms + h.ly[l].w_ms);
+    CHECK_NEAR(h.r.busy[0], w0, 1e-9 * w0);
     CHECK(mk1 >= w0 * (1 - 1e-12));
-    tn_cand_free(&c);
-    tn_res_free(&r);
-    tn_eng_free(e);
-    tn_prob_free(&pb);
-    free(ly);
+    (void)L, (void)P;
+    hand_close(&h);
 }
 
 /* Knobs memres QUOTA and OWED on the hand case above, M = 8: stage 0's need is its round trip
@@ -171,42 +191,25 @@ TEST(memres_leaves_room_for_a_later_stage) {
  * never more than 1; OWED: stage 0 never takes the slot stage 2's quota is owed.  Either way
  * the plan fits where first come first served does not, and device 0 runs all its work. */
 TEST(memres_quotas_share_a_device_by_need) {
-    int L = 3, P = 2, M = 8;
-    op_layer_cost *ly = layers(L);
-    for (int l = 0; l < L; l++) {
-        ly[l].act_bytes = 100 * (int64_t)MIB;
-        ly[l].act_w_bytes = ly[l].act_i_bytes = 0;
-        ly[l].static_bytes = 0;
-        ly[l].f_sel_ms = 0, ly[l].act_sel_bytes = 0;
-    }
-    op_problem pr = problem(ly, L, P, M, 300);
-    tn_prob pb;
-    tn_prob_init(&pb, &pr);
-    tn_eng *e = tn_eng_new(&pb);
-    tn_res r;
-    tn_res_alloc(&r, P);
-    tn_cand c;
-    tn_cand_alloc(&c, &pb);
-    c.S = 3;
-    c.first[0] = 0, c.first[1] = 1, c.first[2] = 2, c.first[3] = 3;
-    c.dev[0] = 0, c.dev[1] = 1, c.dev[2] = 0;
-    c.split = 0;
-    CHECK(tn_eval(e, &pb, &c, &r, NULL, NULL, 0) > 0);
-    CHECK_MSG(!r.fits, "first come first served: peak %.0f MiB", (double)r.peak[0] / MIB);
+    const int L = 3, P = 2, M = 8;
+    hand_fx h;
+    hand_open(&h, M);
+    CHECK(tn_eval(h.e, &h.pb, &h.c, &h.r, NULL, NULL, 0) > 0);
+    CHECK_MSG(!h.r.fits, "first come first served: peak %.0f MiB", (double)h.r.peak[0] / MIB);
     double w0 = 0;
-    for (int l = 0; l < L; l += 2) w0 += M * (ly[l].f_ms + ly[l].i_ms + ly[l].w_ms);
+    for (int l = 0; l < L; l += 2) w0 += M * (h.ly[l].f_ms + h.ly[l].i_ms + h.ly[l].w_ms);
     int modes[] = {TN_MEMRES_QUOTA, TN_MEMRES_OWED};
     for (int k = 0; k < 2; k++) {
-        c.memres = modes[k];
-        size_t per = (size_t)c.S * (size_t)M * 3;
+        h.c.memres = modes[k];
+        size_t per = (size_t)h.c.S * (size_t)M * 3;
         op_op *buf = calloc(per * (size_t)P, sizeof(op_op));
         op_op *ops[2] = {buf, buf + per};
         int n[2] = {0, 0};
-        double mk = tn_eval(e, &pb, &c, &r, ops, n, 0);
+        double mk = tn_eval(h.e, &h.pb, &h.c, &h.r, ops, n, 0);
         CHECK(mk > 0);
-        CHECK_MSG(r.fits, "memres %d: peak %.0f MiB", c.memres, (double)r.peak[0] / MIB);
-        CHECK(r.peak[0] <= 300 * (int64_t)MIB);
-        CHECK_NEAR(r.busy[0], w0, 1e-9 * w0);
+        CHECK_MSG(h.r.fits, "memres %d: peak %.0f MiB", h.c.memres, (double)h.r.peak[0] / MIB);
+        CHECK(h.r.peak[0] <= 300 * (int64_t)MIB);
+        CHECK_NEAR(h.r.busy[0], w0, 1e-9 * w0);
         /* in flight per stage of device 0, walking its order */
         int fl[3] = {0, 0, 0}, most[3] = {0, 0, 0};
         for (int i = 0; i < n[0]; i++) {
@@ -224,21 +227,18 @@ TEST(memres_quotas_share_a_device_by_need) {
         free(buf);
     }
     /* without a limit no quota binds: the same order as no knob at all */
-    pr.mem_limit_bytes = 0;
+    h.pr.mem_limit_bytes = 0;
     tn_prob pb2;
-    tn_prob_init(&pb2, &pr);
+    tn_prob_init(&pb2, &h.pr);
     tn_eng *e2 = tn_eng_new(&pb2);
-    c.memres = 0;
-    double free0 = tn_eval(e2, &pb2, &c, &r, NULL, NULL, 0);
-    c.memres = TN_MEMRES_QUOTA | TN_MEMRES_OWED;
-    CHECK_NEAR(tn_eval(e2, &pb2, &c, &r, NULL, NULL, 0), free0, 1e-12 * free0);
+    h.c.memres = 0;
+    double free0 = tn_eval(e2, &pb2, &h.c, &h.r, NULL, NULL, 0);
+    h.c.memres = TN_MEMRES_QUOTA | TN_MEMRES_OWED;
+    CHECK_NEAR(tn_eval(e2, &pb2, &h.c, &h.r, NULL, NULL, 0), free0, 1e-12 * free0);
     tn_eng_free(e2);
     tn_prob_free(&pb2);
-    tn_cand_free(&c);
-    tn_res_free(&r);
-    tn_eng_free(e);
-    tn_prob_free(&pb);
-    free(ly);
+    (void)L, (void)P;
+    hand_close(&h);
 }
 
 /* Refining level 3 starts from the given seeds alone (no standard placements).  A seed the
