@@ -72,6 +72,10 @@ typedef struct op_tune_opts {
     const char *label;    /* prefix of the verbose progress lines (default "octopipe plan") */
     op_tune_recompute recompute; /* default auto */
     int no_offload;       /* 1: never choose offload (--offload none) */
+    /* When the run began (op_now_s), for its progress lines and time budget; 0: when the call
+     * began.  op_tune sets it so that the searches it runs one after another (policies, layer
+     * views, refinements) count from its own start, not each from theirs. */
+    double started_s;
 } op_tune_opts;
 
 void op_tune_opts_default(op_tune_opts *o);

@@ -52,7 +52,7 @@ int tn_out_of_budget(const tn_search *st) {
 
 static void progress(tn_search *st) {
     double now = op_now_s();
-    if (now - st->t0 < 1.0 || now - st->last_progress < 1.0) return;
+    if (now - st->run0 < 1.0 || now - st->last_progress < 1.0) return;
     st->last_progress = now;
     double best = st->best_score < TN_NOFIT ? st->best_score : 0;
     double gap = best > 0 ? best / st->pb->lb - 1 : 0;
@@ -63,7 +63,7 @@ static void progress(tn_search *st) {
         if (st->deadline > 0 && st->deadline - now < left) left = st->deadline - now;
         fprintf(stderr, "%s: %-9s best %.3f ms  gap %.2f%%  (%ld/%ld sims, %.1f s, <= %.0f s left)\n",
                 st->o->label ? st->o->label : "octopipe plan", st->phase, best, 100 * gap,
-                st->evals, st->max_evals, now - st->t0, left > 0 ? left : 0);
+                st->evals, st->max_evals, now - st->run0, left > 0 ? left : 0);
     }
 }
 
@@ -346,8 +346,9 @@ int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *oin, int pol0,
      * beside their own restart (tn_mixed_heavy_kick) */
     st.refine = st.pol0 >= 0 && nseeds > 0 ? level : 0;
     st.o = &o;
-    st.t0 = st.last_progress = op_now_s();
-    st.deadline = o.time_budget_s > 0 ? st.t0 + o.time_budget_s : 0;
+    st.t0 = op_now_s();
+    st.run0 = st.last_progress = o.started_s > 0 && o.started_s <= st.t0 ? o.started_s : st.t0;
+    st.deadline = o.time_budget_s > 0 ? st.run0 + o.time_budget_s : 0;
     st.s_ref = pb.L; /* an explicit max_evals counts simulations */
     st.max_evals = o.max_evals > 0 ? o.max_evals : auto_evals(&pb, &st.s_ref);
     st.best_score = 1e300;

@@ -138,6 +138,7 @@ typedef struct tn_search {
     int s_ref;                /* a simulation of S stages costs ceil(S / s_ref) of the budget */
     double t0, deadline;      /* op_now_s(); deadline 0 = none */
     double last_progress;
+    double run0; /* when the whole run began (op_tune_opts.started_s): progress and budget */
     const op_tune_opts *o;
     op_rng rng;
     const char *phase;

@@ -195,6 +195,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
     op_tune_stats st, tmp;
     memset(&st, 0, sizeof st);
     double t0 = op_now_s();
+    if (o.started_s <= 0) o.started_s = t0; /* every search below counts from here */
     int modelled = mem_modelled(pr), lim = pr->mem_limit_bytes > 0;
     int first = o.recompute == OP_TUNE_RC_SELECTIVE ? OP_ACT_SELECTIVE
               : o.recompute == OP_TUNE_RC_FULL      ? OP_ACT_FULL
