@@ -90,14 +90,21 @@ TEST(engine_times_policies_as_the_simulator) {
 
 /* Where keep cannot fit, the joint search starts from full everywhere, moves policies stage by
  * stage, and returns a plan that fits with a policy on some stage and keep where it can. */
+/* The problem of the two tests below: 12 layers on 3 devices, 8 microbatches, a 560 MiB limit
+ * (static 400 MiB per device; keep's 1F1B stage 0 holds 3 stashes of ~200 MiB), and a small
+ * search budget. */
+static op_problem keep_cannot_fit(op_layer_cost **ly, op_tune_opts *o) {
+    const int L = 12, P = 3, M = 8;
+    *ly = layers(L);
+    op_tune_opts_default(o);
+    o->max_evals = 600;
+    return problem(*ly, L, P, M, 560);
+}
+
 TEST(joint_search_fits_where_keep_cannot) {
-    int L = 12, P = 3, M = 8;
-    op_layer_cost *ly = layers(L);
-    /* static 400 MiB per device; keep's 1F1B stage 0 holds 3 stashes of ~200 MiB */
-    op_problem pr = problem(ly, L, P, M, 560);
+    op_layer_cost *ly;
     op_tune_opts o;
-    op_tune_opts_default(&o);
-    o.max_evals = 600;
+    op_problem pr = keep_cannot_fit(&ly, &o);
     o.recompute = OP_TUNE_RC_NONE;
     op_plan keep, joint;
     op_err e = {0};
@@ -246,12 +253,10 @@ TEST(memres_quotas_share_a_device_by_need) {
  * it with nothing to start from: with no baselines either, it falls back to the standard
  * placements and still finds a plan that fits where keep cannot (the problem above). */
 TEST(refine_alone_starts_from_its_seeds) {
-    int L = 12, P = 3, M = 8;
-    op_layer_cost *ly = layers(L);
-    op_problem pr = problem(ly, L, P, M, 560);
+    op_layer_cost *ly;
     op_tune_opts o;
-    op_tune_opts_default(&o);
-    o.max_evals = 600;
+    op_problem pr = keep_cannot_fit(&ly, &o);
+    const int L = pr.n_layers;
     o.no_baselines = 1;
     op_plan joint, alone = {0}, fallback = {0};
     op_err e = {0};
