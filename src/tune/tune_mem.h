@@ -22,5 +22,10 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *o, int pol0,
 int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *o, int pol0,
                         const op_plan *const *seeds, const int *cuts, int nseeds, int level,
                         op_plan *out, op_err *err);
+/* tune_mem_polish.c: where memory binds, the plan's orders polished longer than
+ * tn_polish_plan does, and (unless no_offload) offload tried on the first stage of each of the
+ * busiest devices with the same polish; p, simulated and fitting, is replaced by the fastest
+ * that still fits. */
+void tn_mem_polish(op_plan *p, int no_offload);
 
 #endif
