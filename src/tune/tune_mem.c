@@ -25,8 +25,10 @@
  *      no slower, so recomputation stays only on the stages whose device needs it;
  *   4. every classic schedule with its own best uniform recomputation (op_sched_build_fit) is
  *      the bar: the tuner never returns a plan slower than one of them that fits;
- *   5. where memory binds, the returned plan's orders are polished longer and offload is tried
- *      on the busiest devices' first stages (tn_mem_polish), then step 3 once more. */
+ *   5. where memory binds, the plan's orders are polished longer and offload is tried on the
+ *      busiest devices' first stages (tn_mem_polish), step 3 runs once more, then each
+ *      device's last fully recomputing stage tries keep with the orders repaired to fit
+ *      (tn_mem_repair), and step 3 once more again. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,9 +302,11 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
         return OP_ENOMEM;
     }
     tn_polish_plan(out); /* once, on the plan returned (tn_tune_core_pol says why not per trial) */
-    if (st.mem_binds == 2) { /* where memory binds: polished longer, offload tried; then the
-                              * reordered plan may need less recomputation */
+    if (st.mem_binds == 2) { /* where memory binds: polished longer, offload tried, keep
+                              * repaired in; a reordered plan may need less recomputation */
         tn_mem_polish(out, o.no_offload);
+        relax(pr, out, &o);
+        tn_mem_repair(out);
         relax(pr, out, &o);
     }
     snprintf(out->name, sizeof out->name, "octopipe");

@@ -27,5 +27,9 @@ int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *o, int pol0,
  * busiest devices with the same polish; p, simulated and fitting, is replaced by the fastest
  * that still fits. */
 void tn_mem_polish(op_plan *p, int no_offload);
+/* tune_mem_repair.c: where memory binds, each device's last fully recomputing stage tried back
+ * at keep, the orders repaired by hill climbing until the plan fits, then polished; p,
+ * simulated and fitting, is replaced by the fastest that fits, in rounds until none gains. */
+void tn_mem_repair(op_plan *p);
 
 #endif
