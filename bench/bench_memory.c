@@ -72,6 +72,12 @@ int main(int argc, char **argv) {
         }
     }
     double lim = 0.9 * 80 * GIB;
+    op_device h100;
+    op_err de = {0};
+    if (op_device_preset("h100-80gb", &h100, &de) != OP_OK) {
+        fprintf(stderr, "bench_memory: %s\n", de.msg);
+        return 2;
+    }
     printf("tuned plan under memory: H100-80GB nodes of 8, limit %.1f GiB, seq 4096, mbs 1; "
            "tp = smallest that lets static memory fit; ms; binds = memory binds the keep plan; "
            "gap = tuned / memory-free lower bound - 1; best_bl = fastest classic schedule with its "
@@ -107,6 +113,8 @@ int main(int argc, char **argv) {
                 pr.M = M;
                 pr.tokens_per_mb = 4096;
                 op_comm_default(&pr.comm, 8);
+                op_comm_set_host(&pr.comm, &h100); /* offload over the H100's own host link, as
+                                                     * `octopipe plan` builds it */
                 pr.mem_limit_bytes = lim;
                 /* baselines, each with its cheapest recomputation that fits */
                 double bl = 0;
