@@ -22,5 +22,9 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *o, int pol0,
 int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *o, int pol0,
                         const op_plan *const *seeds, const int *cuts, int nseeds, int level,
                         op_plan *out, op_err *err);
+/* The unseeded policy search from keep everywhere (tn_tune_core_pol with pol0 keep) whose
+ * heavy-layer seeds on mixed clusters also come with policies per device: full recomputation
+ * on the fast devices' early stages, keep elsewhere (tune_mixed_heavy.c). */
+int tn_tune_core_heavy_pol(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
 
 #endif
