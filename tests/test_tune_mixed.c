@@ -265,12 +265,25 @@ TEST(engine_times_policies_on_each_type_as_the_simulator) {
     tn_prob_free(&pb);
 }
 
-/* tn_mixed_heavy_seeds' offer: checks every seed of the 5-layer case below. */
-static int seen, alone;
+/* tn_mixed_heavy_seeds' offer: checks every seed of the 5-layer case below.  The "policies"
+ * seeds (the policy search that asks for them, tn_search.heavy_pol) recompute in full on the
+ * fast device 0's stages that start in the first two thirds of the layers (before layer 4 of
+ * 5) and keep everywhere else. */
+static int seen, alone, with_pol;
 static void collect(tn_search *st, void *ctx, tn_cand *c, const char *shape) {
-    (void)st, (void)ctx;
+    (void)ctx;
     seen++;
-    CHECK_STR_CONTAINS(shape, "irregular");
+    if (!strcmp(shape, "policies")) {
+        CHECK(st->pol0 >= 0 && st->heavy_pol);
+        with_pol++;
+        for (int s = 0; s < c->S; s++) {
+            int want = c->dev[s] == 0 && c->first[s] < 4 ? OP_ACT_FULL : OP_ACT_KEEP;
+            CHECK_MSG(c->pol[s] == want, "stage %d [%d, %d) on device %d: policy %d, want %d", s,
+                      c->first[s], c->first[s + 1], c->dev[s], c->pol[s], want);
+        }
+    } else {
+        CHECK_STR_CONTAINS(shape, "irregular");
+    }
     int on1 = 0, heavy1 = 0, heavy0 = 0;
     for (int s = 0; s < c->S; s++)
         for (int l = c->first[s]; l < c->first[s + 1]; l++) {
@@ -315,9 +328,33 @@ TEST(tuner_gives_the_slow_device_its_heavy_layer_alone) {
     st.o = &o;
     st.mode = OP_TUNE_PLACE_ANY;
     st.max_evals = 1000;
-    seen = alone = 0;
+    st.pol0 = -1; /* a search without policy moves: layouts only, even when asked */
+    st.heavy_pol = 1;
+    seen = alone = with_pol = 0;
     tn_mixed_heavy_seeds(&st, collect, NULL);
     CHECK(seen > 0 && alone > 0);
+    CHECK_EQ_INT(with_pol, 0);
+    int layouts = seen;
+    st.pol0 = OP_ACT_KEEP; /* a policy search that does not ask: the same */
+    st.heavy_pol = 0;
+    seen = with_pol = 0;
+    tn_mixed_heavy_seeds(&st, collect, NULL);
+    CHECK_EQ_INT(seen, layouts);
+    CHECK_EQ_INT(with_pol, 0);
+    st.heavy_pol = 1; /* asked: the same layouts again, with their policies */
+    seen = with_pol = 0;
+    tn_mixed_heavy_seeds(&st, collect, NULL);
+    CHECK_EQ_INT(with_pol, layouts);
+    CHECK_EQ_INT(seen, 2 * layouts);
+    /* op_tune runs that search here (a fast and a slow device, each heavy layer alone), not
+     * with placement loop, nor where both devices are alike */
+    CHECK(tn_mixed_heavy_pol_applies(&x.pr, OP_TUNE_PLACE_ANY));
+    CHECK(!tn_mixed_heavy_pol_applies(&x.pr, OP_TUNE_PLACE_LOOP));
+    for (int l = 0; l < 5; l++) /* type 1 as fast as type 0 */
+        x.rows[5 + l].f_ms = x.rows[5 + l].i_ms = x.rows[l].f_ms;
+    CHECK(!tn_mixed_heavy_pol_applies(&x.pr, OP_TUNE_PLACE_ANY));
+    for (int l = 0; l < 5; l++) /* slow again (3x) for the tuner below */
+        x.rows[5 + l].f_ms = x.rows[5 + l].i_ms = 3 * x.rows[l].f_ms;
     tn_prob_free(&pb);
     op_plan p;
     op_err e = {0};

@@ -143,7 +143,8 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
     tn_cand best;
     tn_cand_alloc(&best, pb);
     double bsc = 1e300;
-    if (strcmp(shape, "plan")) /* a plan given as seed comes with its own policies */
+    /* a plan given as seed, and the "policies" seeds (tune_mixed_heavy.c), come with their own */
+    if (strcmp(shape, "plan") && strcmp(shape, "policies"))
         for (int s = 0; s < c->S; s++) c->pol[s] = (uint8_t)(st->pol0 > 0 ? st->pol0 : OP_ACT_KEEP);
     for (int split = 1; split >= 0; split--)
         for (int cm = 0; cm < (st->refine > 1 ? 6 : 3); cm++) { /* refine 2: also with quotas */
@@ -317,9 +318,8 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0,
     return tn_tune_core_refine(pr, oin, pol0, seeds, cuts, nseeds, 1, out, err);
 }
 
-int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *oin, int pol0,
-                        const op_plan *const *seeds, const int *cuts, int nseeds, int level,
-                        op_plan *out, op_err *err) {
+static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const op_plan *const *seeds,
+                const int *cuts, int nseeds, int level, int heavy_pol, op_plan *out, op_err *err) {
     op_tune_opts o;
     if (oin) o = *oin;
     else op_tune_opts_default(&o);
@@ -345,6 +345,7 @@ int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *oin, int pol0,
      * memory rules read each device's own limit (tn_dev_lim), and on mixed clusters it runs
      * beside their own restart (tn_mixed_heavy_kick) */
     st.refine = st.pol0 >= 0 && nseeds > 0 ? level : 0;
+    st.heavy_pol = heavy_pol;
     st.o = &o;
     st.t0 = op_now_s();
     st.run0 = st.last_progress = o.started_s > 0 && o.started_s <= st.t0 ? o.started_s : st.t0;
@@ -484,4 +485,14 @@ int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *oin, int pol0,
     tn_eng_free(st.e);
     tn_prob_free(&pb);
     return rc;
+}
+
+int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *oin, int pol0,
+                        const op_plan *const *seeds, const int *cuts, int nseeds, int level,
+                        op_plan *out, op_err *err) {
+    return core(pr, oin, pol0, seeds, cuts, nseeds, level, 0, out, err);
+}
+
+int tn_tune_core_heavy_pol(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
+    return core(pr, oin, OP_ACT_KEEP, NULL, NULL, 0, 1, 1, out, err);
 }

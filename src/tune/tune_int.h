@@ -152,6 +152,8 @@ typedef struct tn_search {
                                * a recomputing stage on its device and flips memres; 2: also
                                * seeds with quotas, and moves between every memres mode;
                                * 3: as 2, with no standard seeds (tn_tune_core_refine) */
+    int heavy_pol;            /* 1 (tn_tune_core_heavy_pol): the heavy-layer seeds also come
+                               * with policies per device (tune_mixed_heavy.c) */
 } tn_search;
 
 /* Fitting candidates score their makespan; others 1e15 + peak bytes, so that when nothing

@@ -19,7 +19,9 @@
  *      at its cut, with the memory reserve and partial-recompute moves (tn_search.refine)
  *      that only this seeded search uses, then once more with per-stage in-flight quotas
  *      (tn_cand.memres), and once more with quotas from the best plan alone (no standard
- *      seeds): the earlier trials run as before, so the result can only improve;
+ *      seeds), and on mixed clusters where layers two of which fill a device bind, the joint
+ *      search from keep with the heavy-layer seeds' policies per device (tune_mixed_heavy.c):
+ *      the earlier trials run as before, so the result can only improve;
  *   3. relax per stage, with the simulator as judge: each stage in turn gets the cheaper
  *      policy (full -> selective -> keep, or offload to host) when the plan still fits and is
  *      no slower, so recomputation stays only on the stages whose device needs it;
@@ -37,6 +39,7 @@
 #include "octopipe/sim.h"
 #include "tune/tune_int.h"
 #include "tune/tune_mem.h"
+#include "tune/tune_mixed_heavy.h"
 
 #define GIB 1073741824.0
 
@@ -75,12 +78,14 @@ static int binds(const op_problem *pr, const op_plan *p, double margin) {
  * plan its true layers and stage_act (pol on stages starting before cut); the simulator
  * re-times it and has the last word on its peak.  A prefix because early stages hold the most
  * microbatches in flight (P - d in a 1F1B-like steady state): they need memory first.
- * cut < 0: the joint search instead (-1; -2, -3, -4: seeded, refining at level 1, 2, 3). */
+ * cut < 0: the joint search instead (-1; -2, -3, -4: seeded, refining at level 1, 2, 3; -5:
+ * from keep with the heavy-layer seeds' policies per device, tn_tune_core_heavy_pol). */
 static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int cut,
                        const op_plan *const *seeds, const int *cuts, int nseeds, op_plan *out,
                        op_tune_stats *st, op_err *err) {
     op_tune_opts oo = *o;
     oo.stats = st;
+    if (cut == -5) return tn_tune_core_heavy_pol(pr, &oo, out, err);
     if (cut < 0) /* policies searched per stage; cut -2, -3, -4: refining level 1, 2, 3 */
         return tn_tune_core_refine(pr, &oo, pol, seeds, cuts, nseeds, cut < -1 ? -cut - 1 : 1,
                                    out, err);
@@ -219,9 +224,10 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
          * and, while the best is still far from the bound, full on the first eighth / quarter
          * / half of the layers, and full everywhere */
         int L = pr->n_layers;
-        enum { NT = 10 };
-        const int tpol[NT] = {OP_ACT_FULL, OP_ACT_KEEP, OP_ACT_SELECTIVE, OP_ACT_FULL, OP_ACT_FULL,
-                              OP_ACT_FULL, OP_ACT_FULL, OP_ACT_KEEP,      OP_ACT_KEEP, OP_ACT_KEEP};
+        enum { NT = 11 };
+        const int tpol[NT] = {OP_ACT_FULL, OP_ACT_KEEP, OP_ACT_SELECTIVE, OP_ACT_FULL,
+                              OP_ACT_FULL, OP_ACT_FULL, OP_ACT_FULL,      OP_ACT_KEEP,
+                              OP_ACT_KEEP, OP_ACT_KEEP, OP_ACT_KEEP};
         /* -1: the joint search; -2: the joint search again, seeded with the best plan so far
          * (its layout and policies), where its moves (partial recomputation inside a stage,
          * policy by policy) refine what a layer view found; -3: once more from the same seeds
@@ -231,8 +237,12 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
          * quota search once more from the best plan alone (tn_tune_core_refine level 3: no
          * standard seed placements), so that its whole budget deepens that plan's basin: the
          * standard seeds score well early and take most of a round's budget, and the search
-         * then ends where they lead (Jamba P=16 M=32: 1776.3 -> 1754.3 ms) */
-        const int tcut[NT] = {-1, -1, L, L / 8, L / 4, L / 2, L, -2, -3, -4};
+         * then ends where they lead (Jamba P=16 M=32: 1776.3 -> 1754.3 ms); -5: on mixed
+         * clusters where layers two of which fill a device bind, the joint search from keep
+         * once more with the heavy-layer seeds' policies per device (tune_mixed_heavy.c: full
+         * on the fast devices' early stages), last so that the trials before run as they did
+         * (Jamba on 8 H100 + 8 A100, M=32: 3061.3 -> 2801.3 ms) */
+        const int tcut[NT] = {-1, -1, L, L / 8, L / 4, L / 2, L, -2, -3, -4, -5};
         enum { NV = 5 };
         op_plan views[NV];
         const op_plan *seeds[NV + 1];
@@ -244,7 +254,8 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
             if (k > 2 && have && out->pred.makespan_ms <= 1.05 * op_plan_lower_bound_quick(out)) break;
             /* the refining searches need a plan to start from; on mixed clusters too (8 H100 +
              * 8 A100 as two nodes, Jamba M=32: 3195 -> 3061 ms) */
-            if (tcut[k] < -1 && !have) continue;
+            if (tcut[k] < -1 && tcut[k] > -5 && !have) continue;
+            if (tcut[k] == -5 && !tn_mixed_heavy_pol_applies(pr, o.placement)) continue;
             if (tcut[k] >= 0 && (!op_act_layers(pr->layers, tcut[k], pol, lv) || tcut[k] < 1)) continue;
             op_plan p;
             op_err e2 = {0};

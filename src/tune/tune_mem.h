@@ -31,5 +31,9 @@ void tn_mem_polish(op_plan *p, int no_offload);
  * at keep, the orders repaired by hill climbing until the plan fits, then polished; p,
  * simulated and fitting, is replaced by the fastest that fits, in rounds until none gains. */
 void tn_mem_repair(op_plan *p);
+/* The unseeded policy search from keep everywhere (tn_tune_core_pol with pol0 keep) whose
+ * heavy-layer seeds on mixed clusters also come with policies per device: full recomputation
+ * on the fast devices' early stages, keep elsewhere (tune_mixed_heavy.c). */
+int tn_tune_core_heavy_pol(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
 
 #endif

@@ -17,6 +17,7 @@
  * device merged.  Memory of the stashes is left to the schedule
  * search and the per-stage policies (seeds start from keep and from full). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "tune/tune_int.h"
 #include "tune/tune_mixed_heavy.h"
@@ -34,14 +35,50 @@ static int heavy_slow(int kind, int i, int K, int ns) {
     return (long)(i + 1) * ns / K > (long)i * ns / K;
 }
 
-/* Devices by speed, slowest first (stable: rank order among equals). */
-/* Time of layers [a, b) on device d as the seeds will run them: with full recomputation when
- * the search starts from full everywhere (its F once more before I). */
-static double cost(const tn_search *st, int d, int a, int b) {
-    double t = tn_mixed_work(st->pb, d, a, b);
-    return st->pol0 == OP_ACT_FULL ? t + tn_mixed_fwd(st->pb, d, a, b) : t;
+/* The policies of the second set of seeds (the policy search that asks for them,
+ * tn_search.heavy_pol): full recomputation on the fast devices' stages that start before layer
+ * cut, keep everywhere else.  Why: the slow devices hold one heavy layer and room for its
+ * stashes, while a fast device's heavy layer and light runs leave it almost none, and a fast
+ * device has time to spare for the recompute (a Jamba H100 runs its F about 2.8x faster than
+ * an A100).  The first two thirds of the pipeline because there a stage holds the most
+ * microbatches in flight (S - s in a 1F1B-like steady state); the last third's stashes fit.
+ * On 8 H100 + 8 A100 (Jamba M=32) op_tune with that search reaches 2801.3 ms with seeds 1, 2
+ * and 3 (3061.3, 3133.1 and 3168.9 without it); with the cut at a half 3061.3, 3025.9,
+ * 3061.4, at three fifths or three quarters, or full on every fast stage, nothing gained;
+ * seeds with two or three of those cuts at once end slower than the two thirds alone. */
+typedef struct {
+    const char *fast; /* [P] */
+    int cut;
+} heavy_pol;
+
+static int stage_pol(const heavy_pol *hp, int d, int a) {
+    return hp->fast[d] && a < hp->cut ? OP_ACT_FULL : OP_ACT_KEEP;
 }
 
+/* Time of layers [a, b) on device d as the seeds will run them: with full recomputation (its
+ * F once more before I) when the search starts from full everywhere; with hp's rule, on every
+ * fast device's stage, also the last third's: the fast devices then take fewer light layers
+ * and keep time to spare for the policies the search moves (Jamba on 8 H100 + 8 A100, seeds
+ * 1, 2, 3: 2801.3 ms each; charged only where the rule recomputes 2826.5, 2824.6, 2765.8). */
+static double cost(const tn_search *st, const heavy_pol *hp, int d, int a, int b) {
+    double t = tn_mixed_work(st->pb, d, a, b);
+    int full = hp ? hp->fast[d] : st->pol0 == OP_ACT_FULL;
+    return full ? t + tn_mixed_fwd(st->pb, d, a, b) : t;
+}
+
+/* Offers c: without hp as an irregular layout that the search gives its starting policy;
+ * with hp, with hp's policies stage by stage (the "policies" family keeps them, tune.c). */
+static void put(tn_search *st, void (*offer)(tn_search *, void *, tn_cand *, const char *),
+                void *ctx, tn_cand *c, const heavy_pol *hp) {
+    if (!hp) {
+        offer(st, ctx, c, "irregular");
+        return;
+    }
+    for (int s = 0; s < c->S; s++) c->pol[s] = (uint8_t)stage_pol(hp, c->dev[s], c->first[s]);
+    offer(st, ctx, c, "policies");
+}
+
+/* Devices by speed, slowest first (stable: rank order among equals). */
 static void by_speed(const tn_prob *pb, int *ord, double *t) {
     int P = pb->P;
     for (int d = 0; d < P; d++) {
@@ -74,6 +111,33 @@ static int setup(const tn_search *st, double *minlim, int *ord, double *t, char 
     *ns = 0; /* slow: more than 5% slower than the fastest of the K heavy devices */
     for (int i = 0; i < K; i++) *ns += slow[ord[i]] = t[ord[i]] > 1.05 * t[ord[K - 1]];
     return K;
+}
+
+/* fast[d]: device d within 5% of the fastest (t and ord from setup).  Returns how many. */
+static int fast_devices(int P, const int *ord, const double *t, char *fast) {
+    int n = 0;
+    for (int d = 0; d < P; d++) n += fast[d] = t[d] <= 1.05 * t[ord[P - 1]];
+    return n;
+}
+
+int tn_mixed_heavy_pol_applies(const op_problem *pr, op_tune_placement mode) {
+    tn_prob pb;
+    tn_prob_init(&pb, pr);
+    tn_search st;
+    memset(&st, 0, sizeof st);
+    st.pb = &pb;
+    st.mode = mode;
+    int P = pb.P, ns = 0, nfast = 0;
+    double minlim = 0, *t = op_xcalloc((size_t)P, sizeof(double));
+    int *ord = op_xcalloc((size_t)P, sizeof(int));
+    char *slow = op_xcalloc((size_t)P, 1), *fast = op_xcalloc((size_t)P, 1);
+    if (setup(&st, &minlim, ord, t, slow, &ns)) nfast = fast_devices(P, ord, t, fast);
+    free(t);
+    free(ord);
+    free(slow);
+    free(fast);
+    tn_prob_free(&pb);
+    return nfast > 0 && nfast < P;
 }
 
 /* Each slow device's lone heavy layer takes the light layer before it, from a fast device's
@@ -136,12 +200,20 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
     /* light pieces: at most half a device's mean share each (on the fastest type), so the
      * LPT has pieces to balance with */
     double piece = K ? 0.5 * tn_mixed_work(pb, ord[P - 1], 0, L) / P : 0;
-    for (int v = 0; v < 6 && K && !tn_out_of_budget(st); v++) {
+    /* v 6..11: the same seeds again with heavy_pol's policies, in the policy search that asks
+     * for them (tn_search.heavy_pol) where some devices are fast (within 5% of the fastest)
+     * and some slow */
+    char *fast = op_xcalloc((size_t)P, 1);
+    int nfast = K ? fast_devices(P, ord, t, fast) : 0;
+    const heavy_pol rule = {fast, (2 * L + 2) / 3};
+    int nv = st->heavy_pol && st->pol0 >= 0 && nfast > 0 && nfast < P ? 12 : 6;
+    for (int v = 0; v < nv && K && !tn_out_of_budget(st); v++) {
         /* room: the share of a device's limit the weights may take (the rest for stashes;
          * under full recomputation a stash is one boundary's bytes, so nearly all of it) */
-        int kind = v / 2;
+        int kind = v % 6 / 2;
         double room = v % 2 ? 0.97 : 0.85;
-        if (kind > 0 && (ns == 0 || ns == K)) break; /* every order is the same */
+        const heavy_pol *hp = v >= 6 ? &rule : NULL;
+        if (kind > 0 && (ns == 0 || ns == K)) continue; /* every order is the same */
         /* stages: each heavy layer alone; each light run cut in pieces of at most `piece` */
         int S = 0, hi = 0, si = 0, fj = ns; /* slow: ord[0, ns), fast: ord[ns, K) */
         for (int l = 0; l < L;) {
@@ -164,7 +236,7 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
         for (int d = 0; d < P; d++) load[d] = stat[d] = 0;
         for (int s = 0; s < S; s++)
             if (c.dev[s] >= 0) {
-                load[c.dev[s]] += cost(st, c.dev[s], c.first[s], c.first[s + 1]);
+                load[c.dev[s]] += cost(st, hp, c.dev[s], c.first[s], c.first[s + 1]);
                 stat[c.dev[s]] += (double)(pb->pstat[c.first[s + 1]] - pb->pstat[c.first[s]]);
             }
         int n = 0;
@@ -183,7 +255,7 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
             for (int pass = 0; pass < 2 && best < 0; pass++) /* pass 1: weights over the limit */
                 for (int d = 0; d < P; d++) {
                     if (!pass && stat[d] + sb > room * tn_dev_lim(pb, d)) continue;
-                    double end = load[d] + cost(st, d, a, b);
+                    double end = load[d] + cost(st, hp, d, a, b);
                     if (best < 0 || end < bend - 1e-9) best = d, bend = end;
                 }
             /* a neighbour's device within 5% of the best: one transfer less, and the two
@@ -191,24 +263,25 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
             for (int k = -1; k <= 1; k += 2) {
                 int nb = s + k >= 0 && s + k < S ? c.dev[s + k] : -1;
                 if (nb < 0 || nb == best || stat[nb] + sb > room * tn_dev_lim(pb, nb)) continue;
-                double end = load[nb] + cost(st, nb, a, b);
+                double end = load[nb] + cost(st, hp, nb, a, b);
                 if (end <= 1.05 * bend) best = nb, bend = end;
             }
             c.dev[s] = best;
             load[best] = bend;
             stat[best] += sb;
         }
-        offer(st, ctx, &c, "irregular");
+        put(st, offer, ctx, &c, hp);
         /* the same with neighbouring stages on one device merged */
         int m = 0;
         for (int s = 0; s < S; s++)
             if (m == 0 || c.dev[s] != c.dev[m - 1]) c.first[m] = c.first[s], c.dev[m++] = c.dev[s];
         c.first[m] = L;
         c.S = m;
-        if (m < S) offer(st, ctx, &c, "irregular");
+        if (m < S) put(st, offer, ctx, &c, hp);
         /* and with each slow device's lone heavy layer taking the light layer before it */
-        if (grow(pb, &c, slow, minlim)) offer(st, ctx, &c, "irregular");
+        if (grow(pb, &c, slow, minlim)) put(st, offer, ctx, &c, hp);
     }
+    free(fast);
     tn_cand_free(&c);
     free(ord);
     free(t);

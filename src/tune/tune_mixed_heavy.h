@@ -21,5 +21,9 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
  * of two boundaries' worth the local search does not make by itself.  No-op where the seeds
  * do not apply. */
 void tn_mixed_heavy_kick(tn_search *st);
+/* Whether the seeds' second set, with policies per device (tn_search.heavy_pol), applies to
+ * pr under placement mode: the seeds do, and some devices are fast (within 5% of the
+ * fastest) and some slow. */
+int tn_mixed_heavy_pol_applies(const op_problem *pr, op_tune_placement mode);
 
 #endif
