@@ -248,6 +248,74 @@ TEST(memres_quotas_share_a_device_by_need) {
     hand_close(&h);
 }
 
+/* tn_prob.wfree, by hand: the memres case with split backward; device 0's stages 0 and 2 hold
+ * 20 and 80 MiB from I to W, for a W of 2 and 0.5 ms.  After I of stage 0 for microbatches 0
+ * and 1, F(0, 2) waits for memory and W of both stages are ready: the engine's default runs
+ * the oldest microbatch's (stage 0's), wfree the one that frees the most bytes per ms (stage
+ * 2's, 160 MiB/ms against 10), and F(0, 2) follows it.  Without knob memres wfree changes
+ * nothing. */
+static int first_w_then_f(const tn_prob *pb, int memres, int *w_stage, unsigned long *order) {
+    tn_eng *e = tn_eng_new(pb);
+    tn_res r;
+    tn_cand c;
+    tn_res_alloc(&r, 2);
+    tn_cand_alloc(&c, pb);
+    c.S = 3;
+    c.first[0] = 0, c.first[1] = 1, c.first[2] = 2, c.first[3] = 3;
+    c.dev[0] = 0, c.dev[1] = 1, c.dev[2] = 0;
+    c.split = 1;
+    c.memres = memres;
+    size_t per = (size_t)3 * (size_t)pb->M * 3;
+    op_op *buf = calloc(per * 2, sizeof(op_op));
+    op_op *ops[2] = {buf, buf + per};
+    int n[2] = {0, 0}, fits;
+    CHECK(tn_eval(e, pb, &c, &r, ops, n, 0) > 0);
+    fits = r.fits;
+    *w_stage = -1;
+    *order = 0; /* device 0's order, as one number */
+    for (int i = 0; i < n[0]; i++)
+        *order = *order * 31 + (unsigned long)(ops[0][i].kind * 7 + ops[0][i].stage * 3 + ops[0][i].mb);
+    for (int i = 0; i + 1 < n[0]; i++) /* the W just before F(0, 2) */
+        if (ops[0][i + 1].kind == OP_F && ops[0][i + 1].stage == 0 && ops[0][i + 1].mb == 2 &&
+            ops[0][i].kind == OP_W)
+            *w_stage = ops[0][i].stage;
+    free(buf);
+    tn_cand_free(&c);
+    tn_res_free(&r);
+    tn_eng_free(e);
+    return fits;
+}
+
+TEST(wfree_runs_the_w_that_frees_most_per_ms) {
+    const int L = 3, M = 6;
+    op_layer_cost *ly = layers(L);
+    const double w_ms[3] = {2.0, 0.5, 0.5};
+    const int held[3] = {20, 20, 80};
+    for (int l = 0; l < L; l++) {
+        ly[l].f_ms = 1, ly[l].i_ms = 1.5, ly[l].w_ms = w_ms[l];
+        ly[l].act_bytes = 100 * (int64_t)MIB;
+        ly[l].act_w_bytes = held[l] * (int64_t)MIB;
+        ly[l].act_i_bytes = ly[l].static_bytes = 0;
+        ly[l].f_sel_ms = 0, ly[l].act_sel_bytes = 0;
+    }
+    op_problem pr = problem(ly, L, 2, M, 300);
+    tn_prob pb;
+    tn_prob_init(&pb, &pr);
+    int ws = -1;
+    unsigned long o0, o1, p0, p1;
+    CHECK(first_w_then_f(&pb, TN_MEMRES_ONE, &ws, &o0));
+    CHECK_EQ_INT(ws, 0);
+    first_w_then_f(&pb, 0, &ws, &p0);
+    pb.wfree = 1;
+    CHECK(first_w_then_f(&pb, TN_MEMRES_ONE, &ws, &o1));
+    CHECK_EQ_INT(ws, 2);
+    CHECK(o1 != o0);
+    first_w_then_f(&pb, 0, &ws, &p1);
+    CHECK(p1 == p0);
+    tn_prob_free(&pb);
+    free(ly);
+}
+
 /* Refining level 3 starts from the given seeds alone (no standard placements).  A seed the
  * search cannot take (here: as many stages as layers, which seed_plan refuses) must not leave
  * it with nothing to start from: with no baselines either, it falls back to the standard
@@ -285,6 +353,7 @@ int main(int argc, char **argv) {
     RUN(joint_search_fits_where_keep_cannot);
     RUN(memres_leaves_room_for_a_later_stage);
     RUN(memres_quotas_share_a_device_by_need);
+    RUN(wfree_runs_the_w_that_frees_most_per_ms);
     RUN(refine_alone_starts_from_its_seeds);
     return check_report("tune_pol");
 }

@@ -344,7 +344,8 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
     /* the refining search (memory reserve, quotas, partial recompute) on every cluster: its
      * memory rules read each device's own limit (tn_dev_lim), and on mixed clusters it runs
      * beside their own restart (tn_mixed_heavy_kick) */
-    st.refine = st.pol0 >= 0 && nseeds > 0 ? level : 0;
+    st.refine = st.pol0 >= 0 && nseeds > 0 ? level & ~TN_REFINE_WFREE : 0;
+    pb.wfree = st.refine > 0 && (level & TN_REFINE_WFREE);
     st.heavy_pol = heavy_pol;
     st.o = &o;
     st.t0 = op_now_s();

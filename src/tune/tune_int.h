@@ -25,6 +25,9 @@ typedef struct tn_prob {
     double t_layer;                 /* smallest layer F+I+W: the partition-imbalance threshold */
     tn_mixed *mx;                   /* NULL: every device alike (pf/pi/pw are every device's) */
     double *dev_lim;                /* [P] per-device memory limit, or NULL: mem_limit */
+    int wfree;                      /* 1: where knob memres is set and an F is held back by
+                                     * memory, the engine runs the W that frees the most bytes
+                                     * per ms (TN_REFINE_WFREE; tune_engine.c) */
 } tn_prob;
 
 /* Memory limit of device d (0 = none). */

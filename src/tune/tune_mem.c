@@ -19,9 +19,11 @@
  *      at its cut, with the memory reserve and partial-recompute moves (tn_search.refine)
  *      that only this seeded search uses, then once more with per-stage in-flight quotas
  *      (tn_cand.memres), and once more with quotas from the best plan alone (no standard
- *      seeds), and on mixed clusters where layers two of which fill a device bind, the joint
- *      search from keep with the heavy-layer seeds' policies per device (tune_mixed_heavy.c):
- *      the earlier trials run as before, so the result can only improve;
+ *      seeds); then those three refining searches again as a chain of their own, from the plan
+ *      the first started from, with the engine's byte-aware W (wfree_chain); and on mixed
+ *      clusters where layers two of which fill a device bind, the joint search from keep with
+ *      the heavy-layer seeds' policies per device (tune_mixed_heavy.c): the earlier trials run
+ *      as before, so the result can only improve;
  *   3. relax per stage, with the simulator as judge: each stage in turn gets the cheaper
  *      policy (full -> selective -> keep, or offload to host) when the plan still fits and is
  *      no slower, so recomputation stays only on the stages whose device needs it;
@@ -110,6 +112,58 @@ static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int
     rc = op_sim_replay(out, NULL, err);
     if (rc != OP_OK) op_plan_free(out);
     return rc;
+}
+
+static void relax(const op_problem *pr, op_plan *p, const op_tune_opts *o);
+
+/* The refining trials -2, -3, -4 once more, from the plan -2 started from (`from`, with the
+ * same layer-view seeds), with the engine's byte-aware W where an F waits for memory
+ * (TN_REFINE_WFREE).  A chain of its own, not a rule of the first: the rule helps where
+ * long-held W bound the drain (Jamba P=16 M=32: 1754.3 -> 1734.3 ms, M=64: 3237.6 -> 3225.6),
+ * and in the first chain it slowed Mixtral P=16 M=32 and DeepSeek-V2-Lite P=4 M=8 by 1%.  *out
+ * (the best so far) is replaced by anything faster that fits; st receives that trial's stats. */
+static void wfree_chain(const op_problem *pr, const op_tune_opts *o, const op_plan *from,
+                        const op_plan *const *seeds, const int *cuts, int nseeds,
+                        const op_plan *skip, op_plan *out, op_tune_stats *st) {
+    op_plan cur;
+    op_plan_copy(&cur, from);
+    const op_plan *s2[8];
+    int c2[8], n = 0;
+    for (int i = 0; i < nseeds && n < 7; i++) /* the views; the chain's own best replaces skip */
+        if (seeds[i] != skip) s2[n] = seeds[i], c2[n++] = cuts[i];
+    s2[n] = &cur;
+    c2[n++] = 0;
+    for (int level = 1; level <= 3; level++) {
+        op_tune_opts oo = *o;
+        op_tune_stats tmp;
+        memset(&tmp, 0, sizeof tmp);
+        oo.stats = &tmp;
+        op_plan p;
+        op_err e = {0};
+        const op_plan *alone = &cur;
+        const int zero = 0;
+        int rc = level == 3 ? tn_tune_core_refine(pr, &oo, OP_ACT_KEEP, &alone, &zero, 1,
+                                                  level | TN_REFINE_WFREE, &p, &e)
+                            : tn_tune_core_refine(pr, &oo, OP_ACT_KEEP, s2, c2, n,
+                                                  level | TN_REFINE_WFREE, &p, &e);
+        if (rc != OP_OK) continue;
+        tmp.evals += st->evals;
+        if (plan_fits(pr, &p)) relax(pr, &p, o);
+        if (plan_fits(pr, &p) && p.pred.makespan_ms < cur.pred.makespan_ms) {
+            op_plan_free(&cur);
+            op_plan_copy(&cur, &p);
+        }
+        if (plan_fits(pr, &p) && p.pred.makespan_ms < out->pred.makespan_ms) {
+            op_plan_free(out);
+            op_plan_copy(out, &p);
+            *st = tmp;
+            st->mem_binds = 2;
+        } else {
+            st->evals = tmp.evals;
+        }
+        op_plan_free(&p);
+    }
+    op_plan_free(&cur);
 }
 
 /* Sets stage s to policy pol if the plan still fits and is no slower; else restores it. */
@@ -246,7 +300,8 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
         enum { NV = 5 };
         op_plan views[NV];
         const op_plan *seeds[NV + 1];
-        int cuts[NV + 1], nseeds = 0;
+        int cuts[NV + 1], nseeds = 0, have2 = 0;
+        op_plan from2; /* the plan -2 started from, for wfree_chain */
         for (int k = 0; k < NT; k++) {
             int pol = tpol[k];
             /* full costs a whole forward per stage: worth a search only when nothing lighter
@@ -264,6 +319,8 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
             if (tcut[k] == -2) { /* the best plan so far, and each layer view's plan */
                 seeds[nseeds] = out;
                 cuts[nseeds++] = 0;
+                op_plan_copy(&from2, out);
+                have2 = 1;
             }
             /* -4 only on uniform clusters and free placement: from one layout, its partial
              * recomputation splits can leave devices with unequal stage counts, which
@@ -293,6 +350,11 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
             }
             op_plan_free(&p);
         }
+        /* as -4: uniform clusters and free placement, while still far from the bound */
+        if (have2 && o.placement == OP_TUNE_PLACE_ANY && !op_plan_is_mixed(out) &&
+            out->pred.makespan_ms > 1.05 * op_plan_lower_bound_quick(out))
+            wfree_chain(pr, &o, &from2, seeds, cuts, nseeds, out, out, &st);
+        if (have2) op_plan_free(&from2);
         free(lv);
         for (int i = 0; i < nseeds; i++)
             if (seeds[i] != out) op_plan_free(&views[i]);

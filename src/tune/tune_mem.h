@@ -18,7 +18,9 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *o, int pol0,
 /* tn_tune_core_pol with the refining level given (seeded searches only): 1 as there; 2 also
  * tries the seeds with per-stage quotas and lets the local search move between every memory
  * reserve mode (tn_cand.memres); 3 as 2, from the given seeds alone (no standard placements:
- * the whole budget goes to where the seeds lead). */
+ * the whole budget goes to where the seeds lead).  Level | TN_REFINE_WFREE: the same, and where
+ * an F waits for memory the engine runs the W that frees the most bytes per ms (tn_prob.wfree). */
+#define TN_REFINE_WFREE 16
 int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *o, int pol0,
                         const op_plan *const *seeds, const int *cuts, int nseeds, int level,
                         op_plan *out, op_err *err);
