@@ -632,6 +632,32 @@ TEST(peer_vectors_guard) {
     json_decref(root);
 }
 
+/* op_sched_move: an op moves past others of other stages, or of its stage with another
+ * microbatch and kind; never past one of its stage with its microbatch (F0 before I0) or its
+ * kind (F0 before F1); unmove restores the order exactly. */
+TEST(order_move_rules_and_undo) {
+    op_op o[5] = {{.kind = OP_F, .stage = 0, .mb = 0}, {.kind = OP_F, .stage = 1, .mb = 0},
+                  {.kind = OP_F, .stage = 0, .mb = 1}, {.kind = OP_I, .stage = 0, .mb = 0},
+                  {.kind = OP_W, .stage = 1, .mb = 0}};
+    op_op keep[5];
+    memcpy(keep, o, sizeof o);
+    CHECK(op_sched_move(o, 5, 1, 0)); /* F(1,0) before F(0,0): other stage */
+    CHECK(o[0].stage == 1 && o[1].stage == 0 && o[1].mb == 0);
+    op_sched_unmove(o, 1, 0);
+    CHECK(memcmp(o, keep, sizeof o) == 0);
+    CHECK(!op_sched_move(o, 5, 2, 0)); /* F(0,1) past F(0,0): same stage and kind */
+    CHECK(!op_sched_move(o, 5, 3, 0)); /* I(0,0) past F(0,0): same stage and mb */
+    CHECK(memcmp(o, keep, sizeof o) == 0);
+    CHECK(op_sched_move(o, 5, 3, 2)); /* I(0,0) before F(0,1): same stage, other mb and kind */
+    CHECK(o[2].kind == OP_I && o[3].kind == OP_F && o[3].mb == 1);
+    op_sched_unmove(o, 3, 2);
+    CHECK(memcmp(o, keep, sizeof o) == 0);
+    CHECK(op_sched_move(o, 5, 0, 2) == 0); /* past F(0,1) */
+    CHECK(!op_sched_move(o, 5, 4, 5) && !op_sched_move(o, 5, -1, 0) && !op_sched_move(o, 5, 2, 2));
+    CHECK(!op_sched_move(o, 5, 4, 0)); /* W(1,0) past F(1,0): same stage and mb */
+    CHECK(op_sched_move(o, 5, 4, 2) && o[2].kind == OP_W); /* past F(0,1), I(0,0): other stage */
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(uniform_p4_m8_1f1b_33_zbh1_27);
@@ -656,5 +682,6 @@ int main(int argc, char **argv) {
     RUN(zbh2_never_slower_than_zbh1);
     RUN(balanced_split_large);
     RUN(peer_vectors_guard);
+    RUN(order_move_rules_and_undo);
     return check_report("sched");
 }

@@ -4,29 +4,10 @@
  * it is needed; baselines get Megatron's uniform choice; when nothing fits the advice is
  * computed (static memory named, more devices found by tuning). */
 #include "check.h"
+#include "tune_fixtures.h"
 #include "octopipe/sched_mem.h"
 #include "octopipe/sim.h"
 #include "octopipe/tune.h"
-
-#define MIB (1 << 20)
-
-/* n layers: f 1 ms, i 1.5, w 0.5; act `act` MiB, act_w a third of it, out 2 MiB, static `stat`
- * MiB; the last layer a head twice as heavy. */
-static op_layer_cost *layers(int n, int64_t act, int64_t stat) {
-    op_layer_cost *l = calloc((size_t)n, sizeof *l);
-    for (int i = 0; i < n; i++) {
-        double k = i == n - 1 ? 2 : 1;
-        snprintf(l[i].name, sizeof l[i].name, "l%d", i);
-        l[i].sym = i == n - 1 ? 'L' : 'T';
-        l[i].f_ms = 1 * k, l[i].i_ms = 1.5 * k, l[i].w_ms = 0.5 * k;
-        l[i].act_bytes = act * MIB;
-        l[i].act_w_bytes = act * MIB / 3;
-        l[i].out_bytes = 2 * MIB;
-        l[i].static_bytes = stat * MIB;
-        l[i].param_bytes = stat * MIB / 8;
-    }
-    return l;
-}
 
 static op_problem problem(op_layer_cost *l, int n, int P, int M, double limit_mib) {
     op_problem pr = {0};
@@ -105,7 +86,7 @@ TEST(parses_recompute_modes) {
 }
 
 TEST(keep_where_memory_does_not_bind) {
-    op_layer_cost *l = layers(16, 8, 4);
+    op_layer_cost *l = tf_layers(16, 8, 4);
     op_problem pr = problem(l, 16, 4, 8, 0);
     op_plan a, b;
     op_tune_stats sa, sb;
@@ -130,7 +111,7 @@ TEST(keep_where_memory_does_not_bind) {
 }
 
 TEST(no_policy_when_memory_is_not_modelled) {
-    op_layer_cost *l = layers(12, 0, 0);
+    op_layer_cost *l = tf_layers(12, 0, 0);
     op_problem pr = problem(l, 12, 4, 8, 1024);
     op_plan p;
     op_tune_stats st;
@@ -147,7 +128,7 @@ TEST(no_policy_when_memory_is_not_modelled) {
  * only, so keep cannot fit and recomputation must. */
 TEST(recomputes_only_where_memory_binds) {
     int n = 16, P = 4, M = 8;
-    op_layer_cost *l = layers(n, 64, 4);
+    op_layer_cost *l = tf_layers(n, 64, 4);
     op_problem pr = problem(l, n, P, M, 0);
     op_plan free_p, p, keep;
     op_tune_stats st;
@@ -188,7 +169,7 @@ TEST(recomputes_only_where_memory_binds) {
 
 TEST(baselines_get_the_cheapest_recompute_that_fits) {
     int n = 16, P = 4, M = 8;
-    op_layer_cost *l = layers(n, 64, 4);
+    op_layer_cost *l = tf_layers(n, 64, 4);
     op_problem pr = problem(l, n, P, M, 0);
     op_plan g;
     op_sched_info info = {0};
@@ -219,7 +200,7 @@ TEST(baselines_get_the_cheapest_recompute_that_fits) {
 TEST(advice_when_nothing_fits) {
     char buf[2048];
     /* static 40 MiB per layer x 16 layers over 4 devices = 160 MiB per device at best */
-    op_layer_cost *l = layers(16, 1, 40);
+    op_layer_cost *l = tf_layers(16, 1, 40);
     op_problem pr = problem(l, 16, 4, 8, 100);
     op_plan p;
     op_err e = {0};

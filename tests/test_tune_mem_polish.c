@@ -3,30 +3,11 @@
  * start), nothing it returns is over the limit, and offload appears only on a busiest
  * device's first stage, and only when it is faster. */
 #include "check.h"
+#include "tune_fixtures.h"
 #include "octopipe/tune.h"
 #include "octopipe/sim.h"
 #include "tune/tune_int.h"
 #include "tune/tune_mem.h"
-
-#define MIB (1 << 20)
-
-/* n layers: f 1 ms, i 1.5, w 0.5, act 64 MiB (a third kept for W), out 2 MiB, static 4 MiB;
- * the last a head twice as heavy. */
-static op_layer_cost *layers(int n) {
-    op_layer_cost *l = calloc((size_t)n, sizeof *l);
-    for (int i = 0; i < n; i++) {
-        double k = i == n - 1 ? 2 : 1;
-        snprintf(l[i].name, sizeof l[i].name, "l%d", i);
-        l[i].sym = i == n - 1 ? 'L' : 'T';
-        l[i].f_ms = 1 * k, l[i].i_ms = 1.5 * k, l[i].w_ms = 0.5 * k;
-        l[i].act_bytes = 64 * (int64_t)MIB;
-        l[i].act_w_bytes = 64 * (int64_t)MIB / 3;
-        l[i].out_bytes = 2 * (int64_t)MIB;
-        l[i].static_bytes = 4 * (int64_t)MIB;
-        l[i].param_bytes = (int64_t)MIB / 2;
-    }
-    return l;
-}
 
 /* The tuner's search (policies searched per stage, from full everywhere) at P=4, M=16 under a
  * limit that binds (a 4-layer stage's stash is 256 MiB): a memory-bound plan, its orders the
@@ -59,7 +40,7 @@ static int n_offload(const op_plan *p) {
 }
 
 TEST(longer_polish_continues_the_standard_one) {
-    op_layer_cost *l = layers(16);
+    op_layer_cost *l = tf_layers(16, 64, 4);
     op_plan g, a, b;
     op_err e = {0};
     CHECK_MSG(plan(l, 0, &g, &e) == OP_OK, "%s", e.msg);
@@ -84,7 +65,7 @@ TEST(longer_polish_continues_the_standard_one) {
 }
 
 TEST(offload_only_on_a_first_stage_and_only_faster) {
-    op_layer_cost *l = layers(16);
+    op_layer_cost *l = tf_layers(16, 64, 4);
     op_plan g, b, c;
     op_err e = {0};
     CHECK_MSG(plan(l, 200, &g, &e) == OP_OK, "%s", e.msg);
@@ -109,7 +90,7 @@ TEST(offload_only_on_a_first_stage_and_only_faster) {
 }
 
 TEST(repair_keeps_a_full_stage_only_when_it_fits_and_gains) {
-    op_layer_cost *l = layers(16);
+    op_layer_cost *l = tf_layers(16, 64, 4);
     /* 400 MiB: one stage back at keep (256 MiB a microbatch) gains over 2% once its orders
      * are repaired, more than keep on the orders as they were (relax's try) gives; at 600
      * nothing gains and the plan stays as it was */

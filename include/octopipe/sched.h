@@ -105,6 +105,13 @@ int op_sched_speed_split(const op_problem *pr, int S, const int *stage_dev, int 
  * (p->pred.valid); it is left simulated.  Returns the number of moves kept. */
 int op_sched_polish(op_plan *p, long max_sims);
 
+/* One move of op_sched_polish: op i of a device's order o[0, n) to position j, the ops between
+ * shifted by one.  Refused (returns 0, o unchanged) where an op passed over is of op i's stage
+ * and microbatch, or of its stage and kind: the move would deadlock or reorder one stage's
+ * microbatches.  op_sched_unmove(o, i, j) puts a move that was made back. */
+int op_sched_move(op_op *o, int n, int i, int j);
+void op_sched_unmove(op_op *o, int i, int j);
+
 /* Zero-bubble greedy list scheduler (the kind of ZB's heuristic): fills p->ops for a plan whose
  * stages, placement and stage_split (all 1 = I+W) are set.  Whenever a device is free it runs
  * a ready I, else a ready F that fits memory, else a pending W (lazily: only if no I or F it

@@ -20,6 +20,26 @@ static double second(const op_plan *p) {
     return t;
 }
 
+/* o[i] to position j, the ops between shifted by one (no check). */
+static void shift(op_op *o, int i, int j) {
+    op_op mv = o[i];
+    if (j > i) memmove(&o[i], &o[i + 1], sizeof(op_op) * (size_t)(j - i));
+    else memmove(&o[j + 1], &o[j], sizeof(op_op) * (size_t)(i - j));
+    o[j] = mv;
+}
+
+int op_sched_move(op_op *o, int n, int i, int j) {
+    if (i < 0 || j < 0 || i >= n || j >= n || i == j) return 0;
+    int lo = i < j ? i : j, hi = i < j ? j : i;
+    for (int x = lo; x <= hi; x++) /* same stage and mb, or same stage and kind */
+        if (x != i && o[x].stage == o[i].stage && (o[x].mb == o[i].mb || o[x].kind == o[i].kind))
+            return 0;
+    shift(o, i, j);
+    return 1;
+}
+
+void op_sched_unmove(op_op *o, int i, int j) { shift(o, j, i); }
+
 int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
     op_err e = {0};
     OP_ASSERT(p->pred.valid, "polish wants a simulated plan");
@@ -54,16 +74,8 @@ int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
                     int j = i + ks[kk];
                     if (j < 0 || j >= p->n_ops[d]) continue;
                     op_op *o = p->ops[d];
-                    int lo = i < j ? i : j, hi = i < j ? j : i, dep = 0;
-                    for (int x = lo; x <= hi && !dep; x++) /* same stage and mb, or same kind */
-                        if (x != i && o[x].stage == o[i].stage &&
-                            (o[x].mb == o[i].mb || o[x].kind == o[i].kind))
-                            dep = 1;
-                    if (dep) continue;
-                    op_op mv = o[i];
-                    if (j > i) memmove(&o[i], &o[i + 1], sizeof(op_op) * (size_t)(j - i));
-                    else memmove(&o[j + 1], &o[j], sizeof(op_op) * (size_t)(i - j));
-                    o[j] = mv;
+                    int lo = i < j ? i : j, hi = i < j ? j : i;
+                    if (!op_sched_move(o, p->n_ops[d], i, j)) continue;
                     sims++;
                     /* The times decide most moves (a longer makespan, or a plateau whose I
                      * chain ends no earlier); only a move that would be kept pays for the
@@ -85,9 +97,7 @@ int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
                             memcpy(base + boff[x] + from[x], p->ops[x] + from[x],
                                    sizeof(op_op) * (size_t)(p->n_ops[x] - from[x]));
                     } else { /* undo */
-                        if (j > i) memmove(&o[i + 1], &o[i], sizeof(op_op) * (size_t)(j - i));
-                        else memmove(&o[j], &o[j + 1], sizeof(op_op) * (size_t)(i - j));
-                        o[i] = mv;
+                        op_sched_unmove(o, i, j);
                         for (int x = 0; inc && x < p->P; x++)
                             memcpy(p->ops[x] + from[x], base + boff[x] + from[x],
                                    sizeof(op_op) * (size_t)(p->n_ops[x] - from[x]));

@@ -55,15 +55,7 @@ static void climb(op_plan *p, long max_sims, op_sim_ws *ws) {
                     int j = i + ks[kk];
                     if (j < 0 || j >= p->n_ops[d]) continue;
                     op_op *o = p->ops[d];
-                    int lo = i < j ? i : j, hi = i < j ? j : i, dep = 0;
-                    for (int x = lo; x <= hi && !dep; x++)
-                        dep = x != i && o[x].stage == o[i].stage &&
-                              (o[x].mb == o[i].mb || o[x].kind == o[i].kind);
-                    if (dep) continue;
-                    op_op mv = o[i];
-                    if (j > i) memmove(&o[i], &o[i + 1], sizeof(op_op) * (size_t)(j - i));
-                    else memmove(&o[j + 1], &o[j], sizeof(op_op) * (size_t)(i - j));
-                    o[j] = mv;
+                    if (!op_sched_move(o, p->n_ops[d], i, j)) continue;
                     sims++;
                     double ov2, ms2;
                     int ok = score(p, ws, &ov2, &ms2) &&
@@ -72,9 +64,7 @@ static void climb(op_plan *p, long max_sims, op_sim_ws *ws) {
                         over = ov2, ms = ms2;
                         improved = 1;
                     } else { /* undo */
-                        if (j > i) memmove(&o[i + 1], &o[i], sizeof(op_op) * (size_t)(j - i));
-                        else memmove(&o[j], &o[j + 1], sizeof(op_op) * (size_t)(i - j));
-                        o[i] = mv;
+                        op_sched_unmove(o, i, j);
                     }
                 }
     }
