@@ -438,6 +438,84 @@ TEST(kick_restarts_from_the_slow_device_taking_a_light_layer) {
     tn_prob_free(&pb);
 }
 
+/* The cap restart (tn_mixed_cap_kick): a fast device 0 whose limit (30 bytes) holds two heavy
+ * layers (10 bytes each) and a slow device 1 (3x) whose limit (15) holds one.  Layers h0 l1 h2;
+ * per microbatch (F + B) on device 0: heavy 4 ms, light 2; on device 1: 12 and 6.  From the
+ * best plan h0 on 0, l1 h2 on 1 (18 ms a microbatch on device 1), moving h2 to device 0 (8 ms,
+ * device 1 then 6) is the cap move; the result holds both heavy layers on device 0 and is
+ * faster, and a local search refines it.  With device 0's limit at 15 it may hold one:
+ * nothing is simulated. */
+TEST(cap_kick_gives_the_large_device_two_heavy_layers) {
+    two_speed x;
+    int types[2] = {0, 1};
+    two_speed_init(&x, 3, 2, types, 4);
+    for (int t = 0; t < 2; t++)
+        for (int l = 0; l < 3; l++) {
+            op_layer_cost *c = &x.rows[t * 3 + l];
+            int hv = l != 1;
+            c->f_ms = c->i_ms = (t ? 3 : 1) * (hv ? 2 : 1);
+            c->static_bytes = c->param_bytes = hv ? 10 : 1;
+        }
+    double lim[2] = {30, 15};
+    x.pr.dev_mem_limit = lim;
+    x.pr.mem_limit_bytes = 15;
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    for (int big = 1; big >= 0; big--) {
+        lim[0] = big ? 30 : 15;
+        tn_prob pb;
+        tn_prob_init(&pb, &x.pr);
+        int cap[2] = {0, 0};
+        CHECK_EQ_INT(tn_heavy_caps(&pb, cap), big ? 2 : 1);
+        CHECK_EQ_INT(cap[0], big ? 2 : 1);
+        CHECK_EQ_INT(cap[1], 1);
+        tn_search st;
+        memset(&st, 0, sizeof st);
+        st.pb = &pb;
+        st.o = &o;
+        st.e = tn_eng_new(&pb);
+        tn_res_alloc(&st.r, 2);
+        tn_res_alloc(&st.cr, 2);
+        st.mode = OP_TUNE_PLACE_ANY;
+        st.max_evals = 300;
+        st.s_ref = pb.L;
+        st.best_score = 1e300;
+        st.min_peak = INT64_MAX;
+        st.pol0 = -1;
+        op_rng_seed(&st.rng, 1);
+        tn_cand_alloc(&st.best, &pb);
+        tn_cand c;
+        tn_cand_alloc(&c, &pb);
+        c.S = 2;
+        int first[3] = {0, 1, 3}, dev[2] = {0, 1};
+        memcpy(c.first, first, sizeof first);
+        memcpy(c.dev, dev, sizeof dev);
+        c.split = 1;
+        double start = tn_score(&st, &c); /* becomes st.best */
+        CHECK(start < TN_NOFIT);
+        long sims = st.sims;
+        tn_mixed_cap_kick(&st);
+        if (big) {
+            int heavy0 = 0;
+            for (int s = 0; s < st.best.S; s++)
+                for (int l = st.best.first[s]; l < st.best.first[s + 1]; l++) heavy0 += st.best.dev[s] == 0 && l != 1;
+            CHECK_MSG(heavy0 == 2, "device 0 holds %d heavy layers", heavy0);
+            CHECK_MSG(st.best_score < 0.8 * start, "%.3f ms from %.3f", st.best_score, start);
+            /* one move to score, then a local search from it */
+            CHECK_MSG(st.sims > sims + 1, "the restart ran no search (%ld simulations)", st.sims - sims);
+        } else {
+            CHECK_EQ_INT((int)(st.sims - sims), 0);
+            CHECK(st.best_score == start);
+        }
+        tn_cand_free(&c);
+        tn_cand_free(&st.best);
+        tn_res_free(&st.r);
+        tn_res_free(&st.cr);
+        tn_eng_free(st.e);
+        tn_prob_free(&pb);
+    }
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(speed_split_gives_the_fast_device_more_layers);
@@ -449,5 +527,6 @@ int main(int argc, char **argv) {
     RUN(engine_times_policies_on_each_type_as_the_simulator);
     RUN(tuner_gives_the_slow_device_its_heavy_layer_alone);
     RUN(kick_restarts_from_the_slow_device_taking_a_light_layer);
+    RUN(cap_kick_gives_the_large_device_two_heavy_layers);
     return check_report("tune_mixed");
 }

@@ -413,6 +413,7 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
         }
     }
     tn_mixed_heavy_kick(&st); /* mixed clusters, layers two of which fill a device */
+    tn_mixed_cap_kick(&st);   /* and devices whose own limit holds two of them */
     tn_cand_free(&cur);
     tn_cand_free(&round_start);
 

@@ -22,10 +22,8 @@
 #include "tune/tune_int.h"
 #include "tune/tune_mixed_heavy.h"
 
-/* Two of layer l do not fit the smallest limit. */
-static int heavy(const op_problem *pr, int l, double minlim) {
-    return 2.0 * (double)pr->layers[l].static_bytes > minlim;
-}
+/* Two of layer l do not fit the smallest limit (tune_mixed_heavy.h). */
+static int heavy(const op_problem *pr, int l, double minlim) { return tn_heavy(pr, l, minlim); }
 
 /* Slow set of heavy order `kind`: is heavy layer i (of K, ns of them slow) on a slow device?
  * 0: spread evenly, 1: the first ns, 2: the last ns. */

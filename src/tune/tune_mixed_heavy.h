@@ -10,6 +10,11 @@ double tn_mixed_work(const tn_prob *pb, int d, int a, int b);
 /* F ms of layers [a, b) on device d's own type: what full recomputation adds. */
 double tn_mixed_fwd(const tn_prob *pb, int d, int a, int b);
 
+/* Whether layer l is heavy: two of it do not fit minlim, the smallest device limit. */
+static inline int tn_heavy(const op_problem *pr, int l, double minlim) {
+    return 2.0 * (double)pr->layers[l].static_bytes > minlim;
+}
+
 /* Seeds that give every device at most one heavy layer (two of them would not fit the
  * smallest device limit), the slowest devices the heavy layers alone and the light runs
  * between them to the fast devices; handed to offer like tn_mixed_seeds'.  No-op when no layer
@@ -21,6 +26,16 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
  * of two boundaries' worth the local search does not make by itself.  No-op where the seeds
  * do not apply. */
 void tn_mixed_heavy_kick(tn_search *st);
+/* tune_mixed_cap.c.  cap[d] [P]: how many heavy layers device d's own limit holds (97% of it
+ * over the largest heavy layer's static bytes, at least 1).  Returns the most, 0 where
+ * nothing is heavy or a device has no limit (cap then unset). */
+int tn_heavy_caps(const tn_prob *pb, int *cap);
+/* After the search (and tn_mixed_heavy_kick), where some device holds two or more heavy
+ * layers: up to two restarts, the second where the first improved, from the best plan with
+ * one stage of heavy layers moved to a device that holds one already and has the capacity
+ * (alone or swapped for a light stage of that device), the fastest such move, refined by one
+ * more local search (two thirds more simulations each).  No-op elsewhere. */
+void tn_mixed_cap_kick(tn_search *st);
 /* Whether the seeds' second set, with policies per device (tn_search.heavy_pol), applies to
  * pr under placement mode: the seeds do, and some devices are fast (within 5% of the
  * fastest) and some slow. */
