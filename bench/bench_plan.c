@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "octopipe/cost.h"
@@ -285,6 +286,9 @@ int main(int argc, char **argv) {
     op_buf_printf(&js, "]}\n");
     const char *build = getenv("BUILD");
     char path[512];
+    /* the folder bench/run.sh makes; made here too, so a direct run also keeps its JSON */
+    snprintf(path, sizeof path, "%s/bench-results", build ? build : "build");
+    mkdir(path, 0777); /* EEXIST is fine; any other failure shows in the write below */
     snprintf(path, sizeof path, "%s/bench-results/plan.json", build ? build : "build");
     op_err e = {0};
     if (op_write_file_atomic(path, js.data, js.len, &e) != OP_OK)
