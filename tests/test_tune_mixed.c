@@ -516,6 +516,80 @@ TEST(cap_kick_gives_the_large_device_two_heavy_layers) {
     }
 }
 
+/* The shift restart (tn_mixed_shift_kick): slow device 0 (2x) and fast devices 1, 2, ten equal
+ * layers (F + B a microbatch: 2 ms fast, 4 ms slow), M = 4.  From the chain 1 | 4 | 5 layers
+ * (4, 8, 10 ms a microbatch; 52 ms) the least busy device is 0; the shifts give its stage a
+ * layer from stage 1 (2 | 3 | 5) or from stage 2, both boundaries moving (2 | 4 | 4: 8, 8, 8 ms,
+ * 48 ms), the faster.  A budget of four simulations leaves the search after it one: the result
+ * is the shift's 48 ms (a local search from 1 | 5 | 4 reaches 46).  On a uniform cluster
+ * nothing runs. */
+TEST(shift_kick_moves_a_layer_along_the_chain_to_the_least_busy_device) {
+    two_speed x;
+    int types[3] = {1, 0, 0};
+    two_speed_init(&x, 10, 3, types, 4);
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    tn_prob pb;
+    tn_prob_init(&pb, &x.pr);
+    tn_search st;
+    memset(&st, 0, sizeof st);
+    st.pb = &pb;
+    st.o = &o;
+    st.e = tn_eng_new(&pb);
+    tn_res_alloc(&st.r, 3);
+    tn_res_alloc(&st.cr, 3);
+    st.mode = OP_TUNE_PLACE_ANY;
+    st.max_evals = 4;
+    st.s_ref = pb.L;
+    st.best_score = 1e300;
+    st.min_peak = INT64_MAX;
+    st.pol0 = -1;
+    op_rng_seed(&st.rng, 1);
+    tn_cand_alloc(&st.best, &pb);
+    tn_cand c, y;
+    tn_cand_alloc(&c, &pb);
+    tn_cand_alloc(&y, &pb);
+    c.S = 3;
+    int first[4] = {0, 1, 5, 10}, dev[3] = {0, 1, 2};
+    memcpy(c.first, first, sizeof first);
+    memcpy(c.dev, dev, sizeof dev);
+    c.split = 1;
+    /* the shift itself: every boundary between the two stages moves by one */
+    CHECK(tn_shift_layer(&c, 2, 0, &y, &pb));
+    CHECK(y.first[0] == 0 && y.first[1] == 2 && y.first[2] == 6 && y.first[3] == 10);
+    CHECK(tn_shift_layer(&c, 1, 2, &y, &pb));
+    CHECK(y.first[1] == 1 && y.first[2] == 4 && y.first[3] == 10);
+    CHECK(!tn_shift_layer(&c, 0, 1, &y, &pb)); /* stage 0 holds one layer */
+    CHECK(!tn_shift_layer(&c, 1, 1, &y, &pb));
+    double start = tn_score(&st, &c); /* becomes st.best */
+    CHECK(start < TN_NOFIT);
+    long sims = st.sims;
+    tn_mixed_shift_kick(&st);
+    /* the best plan rescored, two shifts, one step of the search */
+    CHECK_MSG(st.sims - sims >= 3 && st.sims - sims <= 4, "%ld simulations", st.sims - sims);
+    CHECK_MSG(start > 51.9 && st.best_score < 48 + 1e-9, "%.3f ms from %.3f", st.best_score, start);
+    int slow = 0;
+    for (int s = 0; s < st.best.S; s++)
+        if (st.best.dev[s] == 0) slow += st.best.first[s + 1] - st.best.first[s];
+    CHECK_MSG(slow == 2, "the slow device holds %d layers", slow);
+    /* uniform: nothing to do */
+    x.pr.n_types = 1;
+    tn_prob pu;
+    tn_prob_init(&pu, &x.pr);
+    st.pb = &pu;
+    sims = st.sims;
+    tn_mixed_shift_kick(&st);
+    CHECK_EQ_INT((int)(st.sims - sims), 0);
+    tn_prob_free(&pu);
+    tn_cand_free(&c);
+    tn_cand_free(&y);
+    tn_cand_free(&st.best);
+    tn_res_free(&st.r);
+    tn_res_free(&st.cr);
+    tn_eng_free(st.e);
+    tn_prob_free(&pb);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(speed_split_gives_the_fast_device_more_layers);
@@ -528,5 +602,6 @@ int main(int argc, char **argv) {
     RUN(tuner_gives_the_slow_device_its_heavy_layer_alone);
     RUN(kick_restarts_from_the_slow_device_taking_a_light_layer);
     RUN(cap_kick_gives_the_large_device_two_heavy_layers);
+    RUN(shift_kick_moves_a_layer_along_the_chain_to_the_least_busy_device);
     return check_report("tune_mixed");
 }

@@ -319,7 +319,8 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0,
 }
 
 static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const op_plan *const *seeds,
-                const int *cuts, int nseeds, int level, int heavy_pol, op_plan *out, op_err *err) {
+                const int *cuts, int nseeds, int level, int heavy_pol, int shift, op_plan *out,
+                op_err *err) {
     op_tune_opts o;
     if (oin) o = *oin;
     else op_tune_opts_default(&o);
@@ -414,6 +415,7 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
     }
     tn_mixed_heavy_kick(&st); /* mixed clusters, layers two of which fill a device */
     tn_mixed_cap_kick(&st);   /* and devices whose own limit holds two of them */
+    if (shift) tn_mixed_shift_kick(&st); /* the keep search: a layer onto the least busy device */
     tn_cand_free(&cur);
     tn_cand_free(&round_start);
 
@@ -492,9 +494,13 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
 int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *oin, int pol0,
                         const op_plan *const *seeds, const int *cuts, int nseeds, int level,
                         op_plan *out, op_err *err) {
-    return core(pr, oin, pol0, seeds, cuts, nseeds, level, 0, out, err);
+    return core(pr, oin, pol0, seeds, cuts, nseeds, level, 0, 0, out, err);
 }
 
 int tn_tune_core_heavy_pol(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
-    return core(pr, oin, OP_ACT_KEEP, NULL, NULL, 0, 1, 1, out, err);
+    return core(pr, oin, OP_ACT_KEEP, NULL, NULL, 0, 1, 1, 0, out, err);
+}
+
+int tn_tune_core_keep(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
+    return core(pr, oin, -1, NULL, NULL, 0, 1, 0, 1, out, err);
 }

@@ -91,6 +91,7 @@ static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int
     if (cut < 0) /* policies searched per stage; cut -2, -3, -4: refining level 1, 2, 3 */
         return tn_tune_core_refine(pr, &oo, pol, seeds, cuts, nseeds, cut < -1 ? -cut - 1 : 1,
                                    out, err);
+    if (pol == OP_ACT_KEEP && cut >= pr->n_layers) return tn_tune_core_keep(pr, &oo, out, err);
     if (pol == OP_ACT_KEEP || cut <= 0) return tn_tune_core(pr, &oo, out, err);
     int L = pr->n_layers;
     if (cut > L) cut = L;

@@ -5,6 +5,10 @@
 
 /* The partition x placement x schedule search on pr's layers as given (tune.c). */
 int tn_tune_core(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
+/* tn_tune_core as op_tune's first trial (keep on the problem's own layers), which on mixed
+ * clusters ends with the shift restart (tn_mixed_shift_kick); the layer views' searches do
+ * not, so that the trials they seed run as before. */
+int tn_tune_core_keep(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
 /* The same search with per-stage activation policies (keep, selective, full) as a searched
  * dimension: seeds start with pol0 on every stage and the local search moves policies stage by
  * stage (pol0 < 0: tn_tune_core).  seeds[0..nseeds) (plans of pr) seed the search too, each

@@ -40,5 +40,14 @@ void tn_mixed_cap_kick(tn_search *st);
  * pr under placement mode: the seeds do, and some devices are fast (within 5% of the
  * fastest) and some slow. */
 int tn_mixed_heavy_pol_applies(const op_problem *pr, op_tune_placement mode);
+/* tune_mixed_shift.c.  c = x with one layer moved from stage `from` to stage `to`, every
+ * boundary between them moved by one (the stages between keep their layer counts).  Returns
+ * 0 (c unset) where from == to or stage from holds one layer. */
+int tn_shift_layer(const tn_cand *x, int from, int to, tn_cand *c, const tn_prob *pb);
+/* After the keep search on a mixed cluster (tn_tune_core_keep): one restart from the best
+ * plan's fastest shift of a layer onto a stage of the least busy device (tn_shift_layer, from
+ * any other stage), refined by one more local search (a fifth more simulations).  No-op on
+ * uniform clusters. */
+void tn_mixed_shift_kick(tn_search *st);
 
 #endif
