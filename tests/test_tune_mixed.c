@@ -370,6 +370,40 @@ TEST(tuner_gives_the_slow_device_its_heavy_layer_alone) {
     op_plan_free(&p);
 }
 
+/* A search state on pb as the tuner's core starts one (any placement, no policy search,
+ * random stream 1, a budget of max_evals simulations); search_close frees what it made. */
+static void search_open(tn_search *st, const tn_prob *pb, const op_tune_opts *o, long max_evals) {
+    memset(st, 0, sizeof *st);
+    st->pb = pb;
+    st->o = o;
+    st->e = tn_eng_new(pb);
+    tn_res_alloc(&st->r, pb->P);
+    tn_res_alloc(&st->cr, pb->P);
+    st->mode = OP_TUNE_PLACE_ANY;
+    st->max_evals = max_evals;
+    st->s_ref = pb->L;
+    st->best_score = 1e300;
+    st->min_peak = INT64_MAX;
+    st->pol0 = -1;
+    op_rng_seed(&st->rng, 1);
+    tn_cand_alloc(&st->best, pb);
+}
+
+static void search_close(tn_search *st) {
+    tn_cand_free(&st->best);
+    tn_res_free(&st->r);
+    tn_res_free(&st->cr);
+    tn_eng_free(st->e);
+}
+
+/* c: S stages with these first layers (S + 1 of them) and devices, I and W split. */
+static void cand_set(tn_cand *c, int S, const int *first, const int *dev) {
+    c->S = S;
+    memcpy(c->first, first, sizeof(int) * (size_t)(S + 1));
+    memcpy(c->dev, dev, sizeof(int) * (size_t)S);
+    c->split = 1;
+}
+
 /* The restart after the search (tn_mixed_heavy_kick): from a best plan whose slow device runs
  * a heavy layer alone after a fast stage of two light layers, it searches again (simulations
  * are spent) from the slow device also taking the light layer before it, and never returns
@@ -394,27 +428,10 @@ TEST(kick_restarts_from_the_slow_device_taking_a_light_layer) {
     tn_prob pb;
     tn_prob_init(&pb, &x.pr);
     tn_search st;
-    memset(&st, 0, sizeof st);
-    st.pb = &pb;
-    st.o = &o;
-    st.e = tn_eng_new(&pb);
-    tn_res_alloc(&st.r, 2);
-    tn_res_alloc(&st.cr, 2);
-    st.mode = OP_TUNE_PLACE_ANY;
-    st.max_evals = 300;
-    st.s_ref = pb.L;
-    st.best_score = 1e300;
-    st.min_peak = INT64_MAX;
-    st.pol0 = -1;
-    op_rng_seed(&st.rng, 1);
-    tn_cand_alloc(&st.best, &pb);
+    search_open(&st, &pb, &o, 300);
     tn_cand c;
     tn_cand_alloc(&c, &pb);
-    c.S = 3;
-    int first[4] = {0, 2, 3, 5}, dev[3] = {0, 1, 0};
-    memcpy(c.first, first, sizeof first);
-    memcpy(c.dev, dev, sizeof dev);
-    c.split = 1;
+    cand_set(&c, 3, (const int[]){0, 2, 3, 5}, (const int[]){0, 1, 0});
     double start = tn_score(&st, &c); /* becomes st.best */
     CHECK(start < TN_NOFIT);
     long sims = st.sims;
@@ -431,10 +448,7 @@ TEST(kick_restarts_from_the_slow_device_taking_a_light_layer) {
     CHECK_EQ_INT((int)(st.sims - sims), 0);
     tn_prob_free(&pu);
     tn_cand_free(&c);
-    tn_cand_free(&st.best);
-    tn_res_free(&st.r);
-    tn_res_free(&st.cr);
-    tn_eng_free(st.e);
+    search_close(&st);
     tn_prob_free(&pb);
 }
 
@@ -470,27 +484,10 @@ TEST(cap_kick_gives_the_large_device_two_heavy_layers) {
         CHECK_EQ_INT(cap[0], big ? 2 : 1);
         CHECK_EQ_INT(cap[1], 1);
         tn_search st;
-        memset(&st, 0, sizeof st);
-        st.pb = &pb;
-        st.o = &o;
-        st.e = tn_eng_new(&pb);
-        tn_res_alloc(&st.r, 2);
-        tn_res_alloc(&st.cr, 2);
-        st.mode = OP_TUNE_PLACE_ANY;
-        st.max_evals = 300;
-        st.s_ref = pb.L;
-        st.best_score = 1e300;
-        st.min_peak = INT64_MAX;
-        st.pol0 = -1;
-        op_rng_seed(&st.rng, 1);
-        tn_cand_alloc(&st.best, &pb);
+        search_open(&st, &pb, &o, 300);
         tn_cand c;
         tn_cand_alloc(&c, &pb);
-        c.S = 2;
-        int first[3] = {0, 1, 3}, dev[2] = {0, 1};
-        memcpy(c.first, first, sizeof first);
-        memcpy(c.dev, dev, sizeof dev);
-        c.split = 1;
+        cand_set(&c, 2, (const int[]){0, 1, 3}, (const int[]){0, 1});
         double start = tn_score(&st, &c); /* becomes st.best */
         CHECK(start < TN_NOFIT);
         long sims = st.sims;
@@ -508,10 +505,7 @@ TEST(cap_kick_gives_the_large_device_two_heavy_layers) {
             CHECK(st.best_score == start);
         }
         tn_cand_free(&c);
-        tn_cand_free(&st.best);
-        tn_res_free(&st.r);
-        tn_res_free(&st.cr);
-        tn_eng_free(st.e);
+        search_close(&st);
         tn_prob_free(&pb);
     }
 }
@@ -532,28 +526,11 @@ TEST(shift_kick_moves_a_layer_along_the_chain_to_the_least_busy_device) {
     tn_prob pb;
     tn_prob_init(&pb, &x.pr);
     tn_search st;
-    memset(&st, 0, sizeof st);
-    st.pb = &pb;
-    st.o = &o;
-    st.e = tn_eng_new(&pb);
-    tn_res_alloc(&st.r, 3);
-    tn_res_alloc(&st.cr, 3);
-    st.mode = OP_TUNE_PLACE_ANY;
-    st.max_evals = 4;
-    st.s_ref = pb.L;
-    st.best_score = 1e300;
-    st.min_peak = INT64_MAX;
-    st.pol0 = -1;
-    op_rng_seed(&st.rng, 1);
-    tn_cand_alloc(&st.best, &pb);
+    search_open(&st, &pb, &o, 4);
     tn_cand c, y;
     tn_cand_alloc(&c, &pb);
     tn_cand_alloc(&y, &pb);
-    c.S = 3;
-    int first[4] = {0, 1, 5, 10}, dev[3] = {0, 1, 2};
-    memcpy(c.first, first, sizeof first);
-    memcpy(c.dev, dev, sizeof dev);
-    c.split = 1;
+    cand_set(&c, 3, (const int[]){0, 1, 5, 10}, (const int[]){0, 1, 2});
     /* the shift itself: every boundary between the two stages moves by one */
     CHECK(tn_shift_layer(&c, 2, 0, &y, &pb));
     CHECK(y.first[0] == 0 && y.first[1] == 2 && y.first[2] == 6 && y.first[3] == 10);
@@ -583,10 +560,7 @@ TEST(shift_kick_moves_a_layer_along_the_chain_to_the_least_busy_device) {
     tn_prob_free(&pu);
     tn_cand_free(&c);
     tn_cand_free(&y);
-    tn_cand_free(&st.best);
-    tn_res_free(&st.r);
-    tn_res_free(&st.cr);
-    tn_eng_free(st.e);
+    search_close(&st);
     tn_prob_free(&pb);
 }
 
