@@ -34,13 +34,21 @@ if jq -e '.activation | length > 0' "$tmp/f.json" > /dev/null 2>&1 || ! jq -e 'h
 else bad "activation key: $(jq -c .activation "$tmp/f.json" 2>&1)"; fi
 grep -q "^activations: keep" "$tmp/n.out" && ok || bad "none: $(grep activations "$tmp/n.out")"
 
-# --mem-sweep: one row per limit, makespans never rise as the limit grows (a Pareto front)
-"$OP" plan --model llama2-7b --devices 4 --microbatches 4 --quiet --mem-sweep > "$tmp/s.out" 2> "$tmp/s.err"; rc=$?
-rows=$(awk 'NR > 2 && $2 ~ /^[0-9.]+$/' "$tmp/s.out" | wc -l)
-if [ $rc -eq 0 ] && [ "$rows" -ge 5 ] && grep -q "limit_GiB" "$tmp/s.out"; then ok
-else bad "mem-sweep rc=$rc rows=$rows: $(head -n 4 "$tmp/s.out") $(cat "$tmp/s.err")"; fi
-if awk 'NR > 2 && $1 != "none" && $2 ~ /^[0-9.]+$/ { if (seen && $2 > last * 1.0001) exit 1; last = $2; seen = 1 }' "$tmp/s.out"; then ok
-else bad "mem-sweep makespan rises with the limit: $(cat "$tmp/s.out")"; fi
+# --mem-sweep: one row per limit, makespans never rise as the limit grows (a Pareto front); the
+# set limit is a marked row, and with --out the plan written is that row's, recorded at that
+# limit (--out -: the plan alone on stdout, the table on stderr)
+"$OP" plan --model llama2-7b --devices 4 --microbatches 4 --quiet --mem-sweep --mem-limit 38 \
+    --out - > "$tmp/s.json" 2> "$tmp/s.err"; rc=$?
+awk '/^\* the limit/ { exit } NR > 2 && $2 ~ /^[0-9.]+$/' "$tmp/s.err" > "$tmp/s.rows"
+rows=$(wc -l < "$tmp/s.rows")
+if [ $rc -eq 0 ] && [ "$rows" -ge 5 ] && grep -q "limit_GiB" "$tmp/s.err"; then ok
+else bad "mem-sweep rc=$rc rows=$rows: $(head -n 4 "$tmp/s.err")"; fi
+if awk '$1 != "none" { if (seen && $2 > last * 1.0001) exit 1; last = $2; seen = 1 }' "$tmp/s.rows"; then ok
+else bad "mem-sweep makespan rises with the limit: $(cat "$tmp/s.rows")"; fi
+marked=$(awk '$1 ~ /\*$/ { print $1, $2 }' "$tmp/s.rows")
+written=$(jq -r '"\(.mem_limit_bytes / 1073741824 * 100 | round / 100) \(.predicted.makespan_ms * 100 | round / 100)"' "$tmp/s.json" 2>&1)
+if [ "$(echo "$marked" | wc -l)" -eq 1 ] && [ "$(echo "$marked" | awk '{ printf "%g %.2f", $1 + 0, $2 }')" = "$(echo "$written" | awk '{ printf "%g %.2f", $1, $2 }')" ]; then ok
+else bad "mem-sweep marked row '$marked' vs written plan (limit GiB, makespan) '$written'"; fi
 
 echo "plan_mem: $pass passed, $fail failed"
 [ $fail -eq 0 ]

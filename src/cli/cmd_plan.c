@@ -49,8 +49,9 @@ static void usage(FILE *f) {
             "  --offload MODE        auto (default) | none: whether stages may copy their\n"
             "                        stashed activations to host memory instead\n"
             "  --mem-sweep           tune at several memory limits and print makespan against\n"
-            "                        the limit (a Pareto table for sizing a cluster); --out is\n"
-            "                        then optional and gets the plan at the set limit\n"
+            "                        the limit (a Pareto table for sizing a cluster), the set\n"
+            "                        limit among them (marked *); --out is then optional and\n"
+            "                        gets that row's plan\n"
             "Ctrl-C stops the search: the best plan found so far is written and the exit\n"
             "status is 130.  Flags take `--flag value` or `--flag=value`.\n"
             "\nexample:\n"
@@ -128,18 +129,21 @@ int cmd_plan(int argc, char **argv) {
         return 2;
     }
     o.seed = (uint64_t)seed;
-    if (sweep) {
-        o.verbose = 0;
-        int rc = op_cli_mem_sweep(&s, &o);
-        if (rc || !out) {
-            op_cli_setup_free(&s);
-            return rc;
-        }
-    }
     op_tune_stats st;
-    o.stats = &st;
     op_plan p;
     op_err e = {0};
+    int swept = 0; /* 1: p is the sweep's plan at the set limit (its row), not tuned again */
+    if (sweep) {
+        int v = o.verbose;
+        o.verbose = 0;
+        swept = op_cli_mem_sweep(&s, &o, op_cli_info(out), out ? &p : NULL, &st); /* --out -: table on stderr */
+        o.verbose = v;
+        if (!out) {
+            op_cli_setup_free(&s);
+            return 0;
+        }
+    }
+    o.stats = &st;
     /* Ctrl-C: the tuner stops at its next check and returns its best plan; a second Ctrl-C
      * (the handler resets itself) stops the process the usual way */
     interrupted = 0;
@@ -150,7 +154,7 @@ int cmd_plan(int argc, char **argv) {
     sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_sa);
-    int rc = op_tune(&s.pr, &o, &p, &e);
+    int rc = swept ? OP_OK : op_tune(&s.pr, &o, &p, &e);
     sigaction(SIGINT, &old_sa, NULL);
     if (rc != OP_OK) {
         fprintf(stderr, "octopipe plan: %s\n", e.msg);

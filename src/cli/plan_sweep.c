@@ -5,54 +5,98 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/plan_sweep.h"
+#include "octopipe/sim.h"
 
 #define GIB 1073741824.0
 
-int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o) {
+int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_plan *at_set,
+                     op_tune_stats *at_set_st) {
     const op_problem *pr = &s->pr;
     double stat = 0;
     for (int l = 0; l < pr->n_layers; l++) stat += (double)pr->layers[l].static_bytes;
     double lo = floor(stat / pr->P / GIB) + 1, hi = s->dev.mem_GiB;
     if (lo > hi) lo = hi;
     if (op_cli_mixed(s)) /* the swept limit holds for every device, whatever its memory */
-        printf("model %s on %d mixed devices, %d microbatches: makespan against one memory limit for all\n",
+        fprintf(f, "model %s on %d mixed devices, %d microbatches: makespan against one memory limit for all\n",
                s->model.name, pr->P, pr->M);
     else
-        printf("model %s on %d x %s, %d microbatches: makespan against the memory limit\n",
+        fprintf(f, "model %s on %d x %s, %d microbatches: makespan against the memory limit\n",
                s->model.name, pr->P, s->dev.name, pr->M);
-    printf("%10s %12s %8s %10s  %s\n", "limit_GiB", "makespan_ms", "gap%", "peak_GiB", "activations");
+    fprintf(f, "%10s %12s %8s %10s  %s\n", "limit_GiB", "makespan_ms", "gap%", "peak_GiB", "activations");
     /* a plan that fits a limit fits every higher one: each row is the best plan found at or
      * below its limit, so the table is a Pareto front even where the search is not monotone */
     double best_mk = 0, best_gap = 0, best_peak = 0;
     char best_pol[64] = "";
+    op_plan best; /* the fastest so far, while the set limit is still ahead (at_set) */
+    op_tune_stats best_st;
+    int have_best = 0, handed = 0;
+    /* the limit `plan` tunes at (--mem-limit, or the default) is a row of its own, marked, so
+     * the row a user compares with the plan written is that plan's; mixed clusters sweep one
+     * limit for all devices, which is not theirs */
+    double set = op_cli_mixed(s) ? 0 : pr->mem_limit_bytes / GIB;
+    int set_done = !(set > lo && set < hi);
     for (int k = 0; k <= 10; k++) {
         op_problem q = *pr;
         double g = k < 10 ? lo + (hi - lo) * k / 9.0 : 0;
         if (k < 10 && k > 0 && g == lo) continue;
+        int mark = 0;
+        if (!set_done && (k == 10 || g >= set)) { /* the set limit comes before this rung */
+            set_done = 1;
+            if (fabs(g - set) > 0.005) k--; /* that rung next time round */
+            g = set;
+            mark = 1;
+        }
         q.mem_limit_bytes = g * GIB;
         q.dev_mem_limit = NULL; /* the swept limit on every device, mixed cluster or not */
         op_tune_opts oo = *o;
         op_tune_stats st;
+        memset(&st, 0, sizeof st); /* a failed tune leaves it unwritten */
         oo.stats = &st;
         op_plan p;
         op_err e = {0};
         char lim[32];
-        if (k < 10) snprintf(lim, sizeof lim, "%.2f", g);
+        if (k < 10 || mark) snprintf(lim, sizeof lim, "%.2f%s", g, mark ? "*" : "");
         else snprintf(lim, sizeof lim, "none");
-        if (op_tune(&q, &oo, &p, &e) == OP_OK) {
+        int tuned = op_tune(&q, &oo, &p, &e) == OP_OK;
+        if (tuned) {
             if (best_mk == 0 || p.pred.makespan_ms < best_mk) {
                 best_mk = p.pred.makespan_ms;
                 best_gap = 100 * (p.pred.makespan_ms / p.pred.lower_bound_ms - 1);
                 best_peak = (double)p.pred.peak_bytes_max / GIB;
                 snprintf(best_pol, sizeof best_pol, "%s", st.policies);
+                if (at_set && !handed) {
+                    if (have_best) op_plan_free(&best);
+                    op_plan_copy(&best, &p);
+                    best_st = st;
+                    have_best = 1;
+                }
             }
             op_plan_free(&p);
         }
-        if (best_mk == 0) printf("%10s %12s %8s %10s  no plan fits\n", lim, "-", "-", "-");
-        else printf("%10s %12.2f %8.2f %10.2f  %s\n", lim, best_mk, best_gap, best_peak, best_pol);
-        fflush(stdout);
+        if (mark && at_set && have_best) { /* the plan of this row, at the limit it names */
+            best.mem_limit_bytes = pr->mem_limit_bytes;
+            op_err e2 = {0};
+            OP_ASSERT(op_sim_replay(&best, NULL, &e2) == OP_OK, "re-simulating a tuned plan: %s",
+                      e2.msg);
+            *at_set = best;
+            *at_set_st = best_st;
+            /* the bar is the baselines at this limit (a plan from a lower one met theirs) */
+            at_set_st->best_baseline_ms = st.best_baseline_ms;
+            memcpy(at_set_st->best_baseline, st.best_baseline, sizeof st.best_baseline);
+            have_best = 0;
+            handed = 1;
+        }
+        if (best_mk == 0) fprintf(f, "%10s %12s %8s %10s  no plan fits\n", lim, "-", "-", "-");
+        else fprintf(f, "%10s %12.2f %8.2f %10.2f  %s\n", lim, best_mk, best_gap, best_peak, best_pol);
+        fflush(f);
     }
-    return 0;
+    if (!op_cli_mixed(s) && set > lo && set < hi)
+        fprintf(f, "* the limit `octopipe plan` tunes at and writes its plan for (--mem-limit; default "
+               "%.0f%% of the GPU's memory)\n",
+               100 * OP_MEM_HEADROOM);
+    if (have_best) op_plan_free(&best);
+    return handed;
 }

@@ -4,6 +4,11 @@
 #include "cli/cli_common.h"
 #include "octopipe/tune.h"
 
-/* Tunes s->pr at a range of per-device memory limits and prints one row each.  Returns 0. */
-int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o);
+/* Tunes s->pr at a range of per-device memory limits and prints one row each to f; the limit the
+ * problem has (uniform clusters) is one of them.  at_set != NULL: receives the fastest plan
+ * found at or below that limit, recorded and simulated at it (the plan of its row), and
+ * *at_set_st its search's stats; returns 1 then, 0 when there is none (mixed clusters, no
+ * limit, or nothing fits; *at_set is then untouched). */
+int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_plan *at_set,
+                     op_tune_stats *at_set_st);
 #endif
