@@ -63,11 +63,15 @@ static op_layer_cost *cost_fit(const op_model *m, int P, double lim, int *tp) {
 int main(int argc, char **argv) {
     int quick = 0;
     const char *filter = NULL;
+    uint64_t seed = 1; /* the tuner's search seed (octopipe plan --seed): how much a row owes to it */
     for (int i = 1; i < argc; i++) {
+        char *end = NULL;
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc &&
+                 (seed = strtoull(argv[i + 1], &end, 10), end != argv[i + 1] && !*end)) i++;
         else {
-            fprintf(stderr, "usage: bench_memory [--quick] [--filter TEXT]\n");
+            fprintf(stderr, "usage: bench_memory [--quick] [--filter TEXT] [--seed N]\n");
             return 2;
         }
     }
@@ -82,6 +86,7 @@ int main(int argc, char **argv) {
            "tp = smallest that lets static memory fit; ms; binds = memory binds the keep plan; "
            "gap = tuned / memory-free lower bound - 1; best_bl = fastest classic schedule with its "
            "cheapest recomputation that fits\n", lim / GIB);
+    if (seed != 1) printf("tuner seed %llu (default 1)\n", (unsigned long long)seed);
     printf("%-17s %3s %4s %2s %5s %10s %10s %7s %10s %7s %10s %-24s %7s %7s %6s  %s\n", "model", "P",
            "M", "tp", "binds", "octopipe", "bound", "gap%", "mem_bound", "gapm%", "no_limit",
            "best_bl", "vs_bl", "peakGiB", "cpu_s", "activations");
@@ -132,6 +137,7 @@ int main(int argc, char **argv) {
                 }
                 op_tune_opts o;
                 op_tune_opts_default(&o);
+                o.seed = seed;
                 op_tune_stats st;
                 o.stats = &st;
                 op_plan p;
@@ -158,6 +164,7 @@ int main(int argc, char **argv) {
                     q.mem_limit_bytes = 0;
                     op_tune_opts o2;
                     op_tune_opts_default(&o2);
+                    o2.seed = seed;
                     op_plan u;
                     if (op_tune(&q, &o2, &u, &e) == OP_OK) {
                         snprintf(nolim, sizeof nolim, "%.1f", u.pred.makespan_ms);
