@@ -136,7 +136,8 @@ int cmd_plan(int argc, char **argv) {
     if (sweep) {
         int v = o.verbose;
         o.verbose = 0;
-        swept = op_cli_mem_sweep(&s, &o, op_cli_info(out), out ? &p : NULL, &st); /* --out -: table on stderr */
+        /* the table goes where the summary goes: stderr for --out - */
+        swept = op_cli_mem_sweep(&s, &o, op_cli_info(out), out ? &p : NULL, &st);
         o.verbose = v;
         if (!out) {
             op_cli_setup_free(&s);
