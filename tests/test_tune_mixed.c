@@ -59,6 +59,23 @@ static void two_speed_init(two_speed *x, int n, int P, const int *types, int M) 
     x->pr.dev_type = x->dev_type;
 }
 
+/* x: fast device 0 and slow device 1 (3x), M = 4, one layer per letter of kinds: 'h' heavy
+ * (F = I = 2 ms on device 0, static 10 bytes), else light (1 ms, 1 byte); each device's limit
+ * lim[d] (the caller's; pr.mem_limit_bytes 15). */
+static void heavy_light_init(two_speed *x, const char *kinds, double *lim) {
+    int n = (int)strlen(kinds);
+    two_speed_init(x, n, 2, (const int[]){0, 1}, 4);
+    for (int t = 0; t < 2; t++)
+        for (int l = 0; l < n; l++) {
+            op_layer_cost *c = &x->rows[t * n + l];
+            int hv = kinds[l] == 'h';
+            c->f_ms = c->i_ms = (t ? 3 : 1) * (hv ? 2 : 1);
+            c->static_bytes = c->param_bytes = hv ? 10 : 1;
+        }
+    x->pr.dev_mem_limit = lim;
+    x->pr.mem_limit_bytes = 15;
+}
+
 /* Layers held by devices of type t in plan p. */
 static int layers_on_type(const op_plan *p, int t) {
     int n = 0;
@@ -304,18 +321,8 @@ static void collect(tn_search *st, void *ctx, tn_cand *c, const char *shape) {
  * between the slow device's F and B). */
 TEST(tuner_gives_the_slow_device_its_heavy_layer_alone) {
     two_speed x;
-    int types[2] = {0, 1};
-    two_speed_init(&x, 5, 2, types, 4);
-    for (int t = 0; t < 2; t++)
-        for (int l = 0; l < 5; l++) {
-            op_layer_cost *c = &x.rows[t * 5 + l];
-            double k = t ? 3 : 1, h = l % 2 ? 2 : 1;
-            c->f_ms = k * h, c->i_ms = k * h;
-            c->static_bytes = c->param_bytes = l % 2 ? 10 : 1;
-        }
     double lim[2] = {15, 15};
-    x.pr.dev_mem_limit = lim;
-    x.pr.mem_limit_bytes = 15;
+    heavy_light_init(&x, "lhlhl", lim);
     op_tune_opts o;
     op_tune_opts_default(&o);
     o.no_baselines = 1;
@@ -396,6 +403,21 @@ static void search_close(tn_search *st) {
     tn_eng_free(st->e);
 }
 
+/* Simulations restart `kick` spends when st's search runs on problem pr instead (st->pb is
+ * restored). */
+static long kick_sims_on(tn_search *st, const op_problem *pr, void (*kick)(tn_search *)) {
+    const tn_prob *was = st->pb;
+    tn_prob pu;
+    tn_prob_init(&pu, pr);
+    st->pb = &pu;
+    long sims = st->sims;
+    kick(st);
+    sims = st->sims - sims;
+    st->pb = was;
+    tn_prob_free(&pu);
+    return sims;
+}
+
 /* c: S stages with these first layers (S + 1 of them) and devices, I and W split. */
 static void cand_set(tn_cand *c, int S, const int *first, const int *dev) {
     c->S = S;
@@ -411,18 +433,8 @@ static void cand_set(tn_cand *c, int S, const int *first, const int *dev) {
  * fast device 0, slow device 1 (3x). */
 TEST(kick_restarts_from_the_slow_device_taking_a_light_layer) {
     two_speed x;
-    int types[2] = {0, 1};
-    two_speed_init(&x, 5, 2, types, 4);
-    for (int t = 0; t < 2; t++)
-        for (int l = 0; l < 5; l++) {
-            op_layer_cost *c = &x.rows[t * 5 + l];
-            int hv = l == 2 || l == 4;
-            c->f_ms = c->i_ms = (t ? 3 : 1) * (hv ? 2 : 1);
-            c->static_bytes = c->param_bytes = hv ? 10 : 1;
-        }
     double lim[2] = {15, 15};
-    x.pr.dev_mem_limit = lim;
-    x.pr.mem_limit_bytes = 15;
+    heavy_light_init(&x, "llhlh", lim);
     op_tune_opts o;
     op_tune_opts_default(&o);
     tn_prob pb;
@@ -438,15 +450,8 @@ TEST(kick_restarts_from_the_slow_device_taking_a_light_layer) {
     tn_mixed_heavy_kick(&st);
     CHECK_MSG(st.sims > sims + 1, "the restart ran no search (%ld simulations)", st.sims - sims);
     CHECK(st.best_score <= start);
-    /* uniform: nothing to do */
-    x.pr.n_types = 1;
-    tn_prob pu;
-    tn_prob_init(&pu, &x.pr);
-    st.pb = &pu;
-    sims = st.sims;
-    tn_mixed_heavy_kick(&st);
-    CHECK_EQ_INT((int)(st.sims - sims), 0);
-    tn_prob_free(&pu);
+    x.pr.n_types = 1; /* uniform: nothing to do */
+    CHECK_EQ_INT((int)kick_sims_on(&st, &x.pr, tn_mixed_heavy_kick), 0);
     tn_cand_free(&c);
     search_close(&st);
     tn_prob_free(&pb);
@@ -461,18 +466,8 @@ TEST(kick_restarts_from_the_slow_device_taking_a_light_layer) {
  * nothing is simulated. */
 TEST(cap_kick_gives_the_large_device_two_heavy_layers) {
     two_speed x;
-    int types[2] = {0, 1};
-    two_speed_init(&x, 3, 2, types, 4);
-    for (int t = 0; t < 2; t++)
-        for (int l = 0; l < 3; l++) {
-            op_layer_cost *c = &x.rows[t * 3 + l];
-            int hv = l != 1;
-            c->f_ms = c->i_ms = (t ? 3 : 1) * (hv ? 2 : 1);
-            c->static_bytes = c->param_bytes = hv ? 10 : 1;
-        }
     double lim[2] = {30, 15};
-    x.pr.dev_mem_limit = lim;
-    x.pr.mem_limit_bytes = 15;
+    heavy_light_init(&x, "hlh", lim);
     op_tune_opts o;
     op_tune_opts_default(&o);
     for (int big = 1; big >= 0; big--) {
@@ -549,15 +544,8 @@ TEST(shift_kick_moves_a_layer_along_the_chain_to_the_least_busy_device) {
     for (int s = 0; s < st.best.S; s++)
         if (st.best.dev[s] == 0) slow += st.best.first[s + 1] - st.best.first[s];
     CHECK_MSG(slow == 2, "the slow device holds %d layers", slow);
-    /* uniform: nothing to do */
-    x.pr.n_types = 1;
-    tn_prob pu;
-    tn_prob_init(&pu, &x.pr);
-    st.pb = &pu;
-    sims = st.sims;
-    tn_mixed_shift_kick(&st);
-    CHECK_EQ_INT((int)(st.sims - sims), 0);
-    tn_prob_free(&pu);
+    x.pr.n_types = 1; /* uniform: nothing to do */
+    CHECK_EQ_INT((int)kick_sims_on(&st, &x.pr, tn_mixed_shift_kick), 0);
     tn_cand_free(&c);
     tn_cand_free(&y);
     search_close(&st);

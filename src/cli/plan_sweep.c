@@ -37,18 +37,26 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
      * the row a user compares with the plan written is that plan's; mixed clusters sweep one
      * limit for all devices, which is not theirs */
     double set = op_cli_mixed(s) ? 0 : pr->mem_limit_bytes / GIB;
-    int set_done = !(set > lo && set < hi);
-    for (int k = 0; k <= 10; k++) {
-        op_problem q = *pr;
-        double g = k < 10 ? lo + (hi - lo) * k / 9.0 : 0;
-        if (k < 10 && k > 0 && g == lo) continue;
-        int mark = 0;
-        if (!set_done && (k == 10 || g >= set)) { /* the set limit comes before this rung */
-            set_done = 1;
-            if (fabs(g - set) > 0.005) k--; /* that rung next time round */
-            g = set;
-            mark = 1;
+    int in_range = set > lo && set < hi;
+    /* the limits: ten from lo to hi with the set one among them (it replaces a rung within
+     * 0.005 GiB of it), then none (0) */
+    double rung[12];
+    int nr = 0, at = -1;
+    for (int k = 0; k < 10; k++) {
+        double g = lo + (hi - lo) * k / 9.0;
+        if (k > 0 && g == lo) continue;
+        if (at < 0 && in_range && g >= set) {
+            at = nr;
+            rung[nr++] = set;
+            if (fabs(g - set) <= 0.005) continue;
         }
+        rung[nr++] = g;
+    }
+    rung[nr++] = 0;
+    for (int i = 0; i < nr; i++) {
+        op_problem q = *pr;
+        double g = rung[i];
+        int mark = i == at;
         q.mem_limit_bytes = g * GIB;
         q.dev_mem_limit = NULL; /* the swept limit on every device, mixed cluster or not */
         op_tune_opts oo = *o;
@@ -58,7 +66,7 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
         op_plan p;
         op_err e = {0};
         char lim[32];
-        if (k < 10 || mark) snprintf(lim, sizeof lim, "%.2f%s", g, mark ? "*" : "");
+        if (g > 0) snprintf(lim, sizeof lim, "%.2f%s", g, mark ? "*" : "");
         else snprintf(lim, sizeof lim, "none");
         int tuned = op_tune(&q, &oo, &p, &e) == OP_OK;
         if (tuned) {
@@ -93,7 +101,7 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
         else fprintf(f, "%10s %12.2f %8.2f %10.2f  %s\n", lim, best_mk, best_gap, best_peak, best_pol);
         fflush(f);
     }
-    if (!op_cli_mixed(s) && set > lo && set < hi)
+    if (in_range)
         fprintf(f, "* the limit `octopipe plan` tunes at and writes its plan for (--mem-limit; default "
                "%.0f%% of the GPU's memory)\n",
                100 * OP_MEM_HEADROOM);

@@ -52,14 +52,8 @@ static int caps(const tn_prob *pb, double minlim, double room, int *cap) {
 }
 
 int tn_heavy_caps(const tn_prob *pb, int *cap) {
-    int P = pb->P;
-    double minlim = 0;
-    if (!pb->mx) return 0;
-    for (int d = 0; d < P; d++) {
-        double lim = tn_dev_lim(pb, d);
-        if (lim <= 0) return 0; /* a device without a limit: nothing is heavy */
-        if (d == 0 || lim < minlim) minlim = lim;
-    }
+    double minlim = pb->mx ? tn_min_dev_lim(pb) : 0;
+    if (minlim <= 0) return 0; /* a device without a limit: nothing is heavy */
     int K = 0;
     for (int l = 0; l < pb->L; l++) K += tn_heavy(pb->pr, l, minlim);
     return K ? caps(pb, minlim, TN_CAP_ROOM, cap) : 0;
@@ -119,9 +113,7 @@ void tn_mixed_cap_kick(tn_search *st) {
     if (!pb->mx || st->best_score >= TN_NOFIT || st->mode != OP_TUNE_PLACE_ANY) return;
     int *cap = op_xcalloc((size_t)pb->P, sizeof(int));
     if (tn_heavy_caps(pb, cap) >= 2) {
-        double minlim = 0;
-        for (int d = 0; d < pb->P; d++)
-            if (d == 0 || tn_dev_lim(pb, d) < minlim) minlim = tn_dev_lim(pb, d);
+        double minlim = tn_min_dev_lim(pb);
         long extra = st->max_evals * 2 / 3 > 1 ? st->max_evals * 2 / 3 : 1;
         for (int k = 0; k < TN_CAP_KICKS; k++) {
             double before = st->best_score;

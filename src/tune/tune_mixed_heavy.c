@@ -22,9 +22,6 @@
 #include "tune/tune_int.h"
 #include "tune/tune_mixed_heavy.h"
 
-/* Two of layer l do not fit the smallest limit (tune_mixed_heavy.h). */
-static int heavy(const op_problem *pr, int l, double minlim) { return tn_heavy(pr, l, minlim); }
-
 /* Slow set of heavy order `kind`: is heavy layer i (of K, ns of them slow) on a slow device?
  * 0: spread evenly, 1: the first ns, 2: the last ns. */
 static int heavy_slow(int kind, int i, int K, int ns) {
@@ -97,13 +94,8 @@ static void by_speed(const tn_prob *pb, int *ord, double *t) {
 static int setup(const tn_search *st, double *minlim, int *ord, double *t, char *slow, int *ns) {
     const tn_prob *pb = st->pb;
     int P = pb->P, K = 0;
-    if (!pb->mx || st->mode != OP_TUNE_PLACE_ANY) return 0;
-    for (int d = 0; d < P; d++) {
-        double lim = tn_dev_lim(pb, d);
-        if (lim <= 0) return 0; /* a device without a limit: nothing forces one heavy layer each */
-        if (d == 0 || lim < *minlim) *minlim = lim;
-    }
-    for (int l = 0; l < pb->L; l++) K += heavy(pb->pr, l, *minlim);
+    if (!pb->mx || st->mode != OP_TUNE_PLACE_ANY || (*minlim = tn_min_dev_lim(pb)) <= 0) return 0;
+    for (int l = 0; l < pb->L; l++) K += tn_heavy(pb->pr, l, *minlim);
     if (K < 1 || K > P) return 0;
     by_speed(pb, ord, t);
     *ns = 0; /* slow: more than 5% slower than the fastest of the K heavy devices */
@@ -147,7 +139,7 @@ static int grow(const tn_prob *pb, tn_cand *c, const char *slow, double minlim) 
     for (int s = 1; s < c->S; s++) {
         int a = c->first[s];
         if (!slow[c->dev[s]] || slow[c->dev[s - 1]] || c->first[s + 1] - a != 1 ||
-            a - c->first[s - 1] < 2 || !heavy(pb->pr, a, minlim) || heavy(pb->pr, a - 1, minlim))
+            a - c->first[s - 1] < 2 || !tn_heavy(pb->pr, a, minlim) || tn_heavy(pb->pr, a - 1, minlim))
             continue;
         c->first[s]--;
         grown++;
@@ -216,14 +208,14 @@ void tn_mixed_heavy_seeds(tn_search *st, void (*offer)(tn_search *, void *, tn_c
         int S = 0, hi = 0, si = 0, fj = ns; /* slow: ord[0, ns), fast: ord[ns, K) */
         for (int l = 0; l < L;) {
             c.first[S] = l;
-            if (heavy(pr, l, minlim)) {
+            if (tn_heavy(pr, l, minlim)) {
                 int to_slow = heavy_slow(kind, hi++, K, ns);
                 c.dev[S++] = to_slow ? ord[si++] : ord[fj++];
                 l++;
                 continue;
             }
             int e = l + 1;
-            while (e < L && !heavy(pr, e, minlim) &&
+            while (e < L && !tn_heavy(pr, e, minlim) &&
                    tn_mixed_work(pb, ord[P - 1], l, e + 1) <= piece)
                 e++;
             c.dev[S++] = -1; /* placed below */

@@ -14,6 +14,17 @@ double tn_mixed_fwd(const tn_prob *pb, int d, int a, int b);
 static inline int tn_heavy(const op_problem *pr, int l, double minlim) {
     return 2.0 * (double)pr->layers[l].static_bytes > minlim;
 }
+/* The smallest device limit, tn_heavy's minlim; 0 where some device has no limit (then
+ * nothing forces a device to hold at most one heavy layer). */
+static inline double tn_min_dev_lim(const tn_prob *pb) {
+    double minlim = 0;
+    for (int d = 0; d < pb->P; d++) {
+        double lim = tn_dev_lim(pb, d);
+        if (lim <= 0) return 0;
+        if (d == 0 || lim < minlim) minlim = lim;
+    }
+    return minlim;
+}
 
 /* Seeds that give every device at most one heavy layer (two of them would not fit the
  * smallest device limit), the slowest devices the heavy layers alone and the light runs
