@@ -35,7 +35,7 @@ void sched_offer(sched_best *best, op_plan *cand, const char *settings, void *ws
     OP_ASSERT(rc == OP_OK, "baseline %s (%s) does not simulate: %s", cand->name, settings,
               err.msg);
     best->candidates++;
-    if (getenv("OP_SCHED_DEBUG"))
+    if (getenv("OCTOPIPE_TUNE_DEBUG")) /* docs/tuner.md: one trace switch for every search */
         fprintf(stderr, "sched %s: %s -> %.3f ms, peak %lld\n", cand->name, settings,
                 cand->pred.makespan_ms, (long long)cand->pred.peak_bytes_max);
     int better = !best->have;
@@ -201,8 +201,7 @@ static void polish_best(sched_best *best, op_sim_ws *ws) {
     op_plan *p = &best->plan;
     long ops = 0;
     for (int d = 0; d < p->P; d++) ops += p->n_ops[d];
-    double env = getenv("OP_POLISH") ? atof(getenv("OP_POLISH")) : OP_POLISH_STEPS;
-    long sims = (long)(env / (double)(ops > 0 ? ops : 1));
+    long sims = (long)(OP_POLISH_STEPS / (double)(ops > 0 ? ops : 1));
     if (sims < 1) return;
     int kept = sched_polish(p, sims, ws);
     best->candidates++;

@@ -1,5 +1,5 @@
-/* tune_mem.c: the tuner's activation policies.  op_tune = the search of tune.c wrapped in the
- * choice of what to do with activations when memory binds.
+/* tune_mem.c: the tuner's activation policies.  tn_tune_mem (op_tune's work, tune_canon.c) = the
+ * search of tune.c wrapped in the choice of what to do with activations when memory binds.
  *
  * Why this shape: recomputation trades time for memory per stage, and memory binds per device.
  * The search (tune.c) already trades warm-up depth for memory under the limit; a policy changes
@@ -237,7 +237,7 @@ static void baseline_bar(const op_problem *pr, op_plan *best, int *have, op_tune
     }
 }
 
-static void describe(const op_plan *p, op_tune_stats *st) {
+void tn_describe(const op_plan *p, op_tune_stats *st) {
     int cnt[OP_ACT_N] = {0};
     for (int s = 0; s < p->S; s++) cnt[p->stage_act[s] < OP_ACT_N ? p->stage_act[s] : 0]++;
     st->n_recompute = p->S - cnt[OP_ACT_KEEP];
@@ -252,7 +252,7 @@ static void describe(const op_plan *p, op_tune_stats *st) {
                                   k ? ", " : "", op_act_policy_name(a), cnt[a], p->S);
 }
 
-int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
+int tn_tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
     op_tune_opts o;
     if (oin) o = *oin;
     else op_tune_opts_default(&o);
@@ -384,7 +384,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err 
         relax(pr, out, &o);
     }
     snprintf(out->name, sizeof out->name, "octopipe");
-    if (modelled) describe(out, &st);
+    if (modelled) tn_describe(out, &st);
     else snprintf(st.policies, sizeof st.policies, "not modelled");
     st.seconds = op_now_s() - t0;
     if (o.stats) *o.stats = st;

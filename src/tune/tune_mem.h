@@ -3,6 +3,11 @@
 #define OCTOPIPE_TUNE_MEM_H
 #include "octopipe/tune.h"
 
+/* op_tune on the problem as given (tune_canon.c relabels a mixed cluster first). */
+int tn_tune_mem(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
+/* st->n_recompute and st->policies ("keep", "full on 3 of 16 stages, ...") of plan p. */
+void tn_describe(const op_plan *p, op_tune_stats *st);
+
 /* The partition x placement x schedule search on pr's layers as given (tune.c). */
 int tn_tune_core(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
 /* tn_tune_core as op_tune's first trial (keep on the problem's own layers), which on mixed

@@ -1,0 +1,234 @@
+/* tune_canon.c: op_tune, the tuner's entry: a mixed cluster is tuned in one canonical device
+ * order, so the plan does not depend on how the user listed the devices.
+ *
+ * Why: a cluster's devices can be listed in many orders that describe the same machine: the
+ * devices inside a node are interchangeable (one NVLink domain), and so are whole nodes of the
+ * same size (one fabric between them).  The search is not blind to the order (its seeds place
+ * stages by rank, its first type is row 0 of the costs), and before this file it gave plans up
+ * to 10% apart for one machine: Jamba on two nodes, 8 H100 + 8 A100, M=32, 2729.5 ms listed
+ * `h100-80gb:8,a100-80gb:8` and 2990.3 ms listed `a100-80gb:8,h100-80gb:8`; gemma2-9b on one
+ * node, 1604.6 ms as `h100-80gb:4,a100-80gb:4` and 1672.4 as `h100-80gb:2,a100-80gb:4,h100-80gb:2`.
+ *
+ * So (tune_mem.c's tn_tune_mem does the work):
+ *   1. the canonical order: inside each node, the fastest device first (the type whose layers
+ *      take least time in all, then more memory, then the faster host link, then the type's
+ *      name); whole nodes of the full size ordered the same way by their sorted devices (a
+ *      shorter last node stays last); types renumbered by first appearance, so row 0 is the
+ *      first canonical device's type, as for a cluster listed that way;
+ *   2. the search runs on the problem relabelled to that order, and its plan is relabelled
+ *      back (stage placement and per-device orders) and re-simulated on the problem as given:
+ *      the same makespan, on the user's device numbers;
+ *   3. the classic schedules are built on the order as given (what a user's Megatron run
+ *      places by rank) and stay the bar: a faster one that fits is returned instead.
+ * Only where it is a true symmetry: free placement (--placement loop|v fix stage s to rank
+ * s % P), no per-pair link matrix (measured links tie devices to their numbers). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "octopipe/sched.h"
+#include "octopipe/sched_mem.h"
+#include "octopipe/sim.h"
+#include "tune/tune_mem.h"
+
+/* The canonical order's sort key of one device. */
+typedef struct {
+    double work;  /* the type's total per-microbatch time over all layers (smaller: faster) */
+    double lim;   /* memory limit (larger first; 0 = none counts as largest) */
+    double host;  /* host link GB/s (larger first) */
+    const char *name;
+    int type;
+} dev_key;
+
+static int key_cmp(const dev_key *a, const dev_key *b) {
+    if (a->work != b->work) return a->work < b->work ? -1 : 1;
+    double la = a->lim > 0 ? a->lim : 1e300, lb = b->lim > 0 ? b->lim : 1e300;
+    if (la != lb) return la > lb ? -1 : 1;
+    if (a->host != b->host) return a->host > b->host ? -1 : 1;
+    int c = strcmp(a->name, b->name);
+    if (c) return c;
+    return a->type - b->type;
+}
+
+/* qsort context: the keys of every device (qsort_r is not C11) */
+static const dev_key *g_keys;
+static int dev_cmp(const void *x, const void *y) {
+    int a = *(const int *)x, b = *(const int *)y;
+    int c = key_cmp(&g_keys[a], &g_keys[b]);
+    return c ? c : a - b;
+}
+
+/* Nodes compared by their (already sorted) devices' keys; n devices each. */
+static int g_node_n;
+static const int *g_order;
+static int node_cmp(const void *x, const void *y) {
+    int a = *(const int *)x, b = *(const int *)y;
+    for (int i = 0; i < g_node_n; i++) {
+        int c = key_cmp(&g_keys[g_order[a * g_node_n + i]], &g_keys[g_order[b * g_node_n + i]]);
+        if (c) return c;
+    }
+    return a - b;
+}
+
+/* perm[c] = the device (as given) at canonical position c.  Returns 1 when the problem has a
+ * canonical order other than its own, 0 when it is already canonical or has none. */
+static int canon_perm(const op_problem *pr, const op_tune_opts *o, int *perm) {
+    const int P = pr->P;
+    if (pr->n_types <= 1 || !pr->dev_type || pr->comm.pair_n > 0) return 0;
+    if (o && o->placement != OP_TUNE_PLACE_ANY) return 0;
+    dev_key *k = op_xcalloc((size_t)P, sizeof *k);
+    for (int d = 0; d < P; d++) {
+        int t = pr->dev_type[d];
+        const op_layer_cost *row = pr->type_layers + (size_t)t * (size_t)pr->n_layers;
+        for (int l = 0; l < pr->n_layers; l++) k[d].work += row[l].f_ms + row[l].i_ms + row[l].w_ms;
+        k[d].lim = op_problem_dev_mem_limit(pr, d);
+        k[d].host = op_comm_host_bw(&pr->comm, d);
+        k[d].name = pr->type_name ? pr->type_name[t] : "";
+        k[d].type = t;
+    }
+    /* nodes: free links make the cluster one node */
+    int N = pr->comm.none || pr->comm.nodes_of <= 0 || pr->comm.nodes_of >= P ? P : pr->comm.nodes_of;
+    int nfull = P / N;
+    int *order = op_xmalloc(sizeof(int) * (size_t)P), *node = op_xmalloc(sizeof(int) * (size_t)(nfull + 1));
+    for (int d = 0; d < P; d++) order[d] = d;
+    g_keys = k;
+    for (int b = 0; b < P; b += N) qsort(order + b, (size_t)(P - b < N ? P - b : N), sizeof(int), dev_cmp);
+    for (int i = 0; i < nfull; i++) node[i] = i;
+    g_node_n = N;
+    g_order = order;
+    qsort(node, (size_t)nfull, sizeof(int), node_cmp);
+    int c = 0;
+    for (int i = 0; i < nfull; i++)
+        for (int j = 0; j < N; j++) perm[c++] = order[node[i] * N + j];
+    for (; c < P; c++) perm[c] = order[c]; /* the shorter last node */
+    g_keys = NULL;
+    g_order = NULL;
+    free(order);
+    free(node);
+    free(k);
+    int moved = 0;
+    for (int d = 0; d < P; d++) moved |= perm[d] != d;
+    return moved;
+}
+
+/* The problem relabelled: canonical device c is device perm[c] as given; types renumbered by
+ * first appearance.  Storage: one block the caller frees (*mem). */
+static void canon_problem(const op_problem *pr, const int *perm, op_problem *q, void **mem) {
+    const int P = pr->P, T = pr->n_types, L = pr->n_layers;
+    size_t need = sizeof(int) * (size_t)(P + 2 * T) + sizeof(double) * (size_t)(2 * P) +
+                  sizeof(op_layer_cost) * (size_t)T * (size_t)L + (size_t)32 * (size_t)T;
+    char *b = op_xcalloc(1, need);
+    *mem = b;
+    op_layer_cost *tl = (op_layer_cost *)b;
+    double *lim = (double *)(tl + (size_t)T * (size_t)L);
+    double *host = lim + P;
+    int *dt = (int *)(host + P), *newt = dt + P, *oldt = newt + T;
+    char(*names)[32] = (char(*)[32])(oldt + T);
+    for (int t = 0; t < T; t++) newt[t] = -1;
+    int nt = 0;
+    for (int c = 0; c < P; c++) {
+        int t = pr->dev_type[perm[c]];
+        if (newt[t] < 0) oldt[nt] = t, newt[t] = nt++;
+        dt[c] = newt[t];
+        lim[c] = pr->dev_mem_limit ? pr->dev_mem_limit[perm[c]] : 0;
+        host[c] = op_comm_host_bw(&pr->comm, perm[c]);
+    }
+    for (int t = nt; t < T; t++) /* types no device has keep their relative order */
+        for (int u = 0; u < T; u++)
+            if (newt[u] < 0) { oldt[t] = u, newt[u] = t; break; }
+    for (int t = 0; t < T; t++) {
+        memcpy(tl + (size_t)t * (size_t)L, pr->type_layers + (size_t)oldt[t] * (size_t)L,
+               sizeof(op_layer_cost) * (size_t)L);
+        if (pr->type_name) memcpy(names[t], pr->type_name[oldt[t]], 32);
+    }
+    *q = *pr;
+    q->layers = tl; /* row 0: the first canonical device's type */
+    q->type_layers = tl;
+    q->dev_type = dt;
+    q->type_name = pr->type_name ? (const char(*)[32])names : NULL;
+    q->dev_mem_limit = pr->dev_mem_limit ? lim : NULL;
+    if (pr->comm.host_n > 0) {
+        q->comm.host_n = P;
+        q->comm.host_bw_dev_GBps = host;
+    }
+}
+
+/* c (a plan of the canonical problem) on pr's own devices, re-simulated, into *out. */
+static int relabel(const op_problem *pr, const int *perm, const op_plan *c, op_plan *out,
+                   op_err *err) {
+    op_plan_init_problem(out, c->name, pr, c->S);
+    out->mem_limit_bytes = c->mem_limit_bytes;
+    memcpy(out->stage_first, c->stage_first, sizeof(int) * (size_t)(c->S + 1));
+    memcpy(out->stage_split, c->stage_split, (size_t)c->S);
+    memcpy(out->stage_act, c->stage_act, (size_t)c->S);
+    for (int s = 0; s < c->S; s++) out->stage_dev[s] = perm[c->stage_dev[s]];
+    for (int d = 0; d < c->P; d++) op_plan_set_ops(out, perm[d], c->ops[d], c->n_ops[d]);
+    int rc = op_sim_replay(out, NULL, err);
+    if (rc != OP_OK) op_plan_free(out);
+    return rc;
+}
+
+/* Step 3: the classic schedules on the devices as given, each with its cheapest fitting
+ * recomputation, are the bar and what the stats report. */
+static void given_order_bar(const op_problem *pr, op_plan *best, op_tune_stats *st) {
+    st->best_baseline_ms = 0;
+    st->best_baseline[0] = 0;
+    for (const char *const *n = op_sched_names(); *n; n++) {
+        op_plan b;
+        op_err e = {0};
+        op_sched_info info = {0};
+        if (op_sched_build_fit(*n, pr, NULL, &b, &info, &e) != OP_OK) continue;
+        if (op_plan_fits(&b)) {
+            if (st->best_baseline_ms <= 0 || b.pred.makespan_ms < st->best_baseline_ms) {
+                const char *rc = strstr(info.settings, "recompute=");
+                st->best_baseline_ms = b.pred.makespan_ms;
+                snprintf(st->best_baseline, sizeof st->best_baseline, "%s%s%.12s", *n,
+                         rc ? "+" : "", rc ? rc + 10 : "");
+            }
+            if (b.pred.makespan_ms < best->pred.makespan_ms * (1 - 1e-9)) {
+                op_plan_free(best);
+                op_plan_copy(best, &b);
+                snprintf(best->name, sizeof best->name, "octopipe");
+                snprintf(st->source, sizeof st->source, "baseline:%s", *n);
+                st->S = b.S;
+                snprintf(st->shape, sizeof st->shape, "%s",
+                         strstr(info.settings, "layout") ? "layout" : "baseline");
+                if (strcmp(st->policies, "not modelled")) tn_describe(best, st);
+            }
+        }
+        op_plan_free(&b);
+    }
+}
+
+int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err) {
+    int rc = op_problem_validate(pr, err);
+    if (rc != OP_OK) return rc;
+    const double t0 = op_now_s();
+    int *perm = op_xmalloc(sizeof(int) * (size_t)pr->P);
+    if (!canon_perm(pr, o, perm)) {
+        free(perm);
+        return tn_tune_mem(pr, o, out, err);
+    }
+    op_problem q;
+    void *mem;
+    canon_problem(pr, perm, &q, &mem);
+    op_tune_opts oo;
+    if (o) oo = *o;
+    else op_tune_opts_default(&oo);
+    if (oo.started_s <= 0) oo.started_s = t0;
+    op_tune_stats st;
+    memset(&st, 0, sizeof st);
+    oo.stats = &st;
+    op_plan c;
+    rc = tn_tune_mem(&q, &oo, &c, err);
+    if (rc == OP_OK) {
+        rc = relabel(pr, perm, &c, out, err);
+        op_plan_free(&c);
+    }
+    free(mem);
+    free(perm);
+    if (rc != OP_OK) return rc;
+    if (!oo.no_baselines) given_order_bar(pr, out, &st);
+    st.seconds = op_now_s() - t0;
+    if (o && o->stats) *o->stats = st;
+    return OP_OK;
+}
