@@ -145,6 +145,21 @@ else bad "plan --out read-only dir: rc=$rc $(cat "$tmp/err")"; fi
 echo keep > "$tmp/keep.json"
 "$OP" plan --model jamba-v0.1 --devices 4 --microbatches 8 --quiet --out "$tmp/keep.json" > /dev/null 2>&1; rc=$?
 [ $rc -eq 1 ] && [ "$(cat "$tmp/keep.json")" = keep ] && ok || bad "failed plan touched the old file (rc=$rc)"
+# an output never replaces an input of the same command, under any name (out.h)
+mkdir "$tmp/in"; cp "$tmp/ref.json" "$tmp/in/p.json"; ln -s p.json "$tmp/in/l.json"
+cp tests/data/profiles/tiny.json "$tmp/in/m.json"
+for c in "export $tmp/in/p.json --svg $tmp/in/p.json" "export $tmp/in/p.json --chrome-trace $tmp/in/./p.json" \
+         "export $tmp/in/p.json --svg $tmp/in/l.json" "run $tmp/in/l.json --emulate --threads --time-scale 0.01 --trace $tmp/in/p.json" \
+         "plan --model $tmp/in/m.json --devices 2 --microbatches 4 --quiet --out $tmp/in/m.json"; do
+  $OP $c > /dev/null 2> "$tmp/err"; rc=$?
+  if [ $rc -eq 2 ] && grep -q "it is the input" "$tmp/err" && [ "$(wc -l < "$tmp/err")" -eq 1 ] \
+     && cmp -s "$tmp/in/p.json" "$tmp/ref.json" && cmp -s "$tmp/in/m.json" tests/data/profiles/tiny.json \
+     && [ -L "$tmp/in/l.json" ]; then ok; else bad "input as output ($c): rc=$rc $(cat "$tmp/err")"; fi
+done
+# two output flags naming one file by different spellings: refused before anything is written
+"$OP" export "$tmp/ref.json" --svg "$tmp/in/a.svg" --chrome-trace "$tmp/in/./a.svg" > /dev/null 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "the same file" "$tmp/err" && [ ! -e "$tmp/in/a.svg" ] && ok || bad "two spellings of one output: rc=$rc $(cat "$tmp/err")"
+
 left=$(find "$tmp" -name '*.tmp.*' -o -name '*.probe.*' | head -n 3)
 [ -z "$left" ] && ok || bad "temporary files left at the end: $left"
 

@@ -10,7 +10,10 @@
  *    terminal.  A symbolic link is followed and its target is written by these same rules, so
  *    the link stays a link.
  *  - op_out_check tells, before any work starts, whether a path can be written; the caller
- *    prints its one line and exits 2 instead of computing a result it cannot keep. */
+ *    prints its one line and exits 2 instead of computing a result it cannot keep.
+ *  - An output never replaces or writes into a file the process named as an input
+ *    (op_out_protect): `export p.json --svg p.json` would otherwise turn the plan into a
+ *    picture.  Checked by op_out_check and again by op_out_write. */
 #ifndef OCTOPIPE_OUT_H
 #define OCTOPIPE_OUT_H
 #include "octopipe/common.h"
@@ -28,6 +31,17 @@ int op_out_is_stdout(const char *path);
  * and on read-only mounts); a device or FIFO must be writable.  OP_OK or OP_EIO with one line
  * "<path>: cannot write: <why>". */
 int op_out_check(const char *path, op_err *err);
+
+/* Records path (when it is a regular file) as an input of this process: op_out_check and
+ * op_out_write then refuse it, or any other name of the same file ("<path>: cannot write: it
+ * is the input <input>; ...").  The commands call it for the files they read (model, cluster,
+ * plan, profile); library readers do not, so a program may load a plan and save it in place,
+ * and a training run may replace the checkpoint it resumed from. */
+void op_out_protect(const char *path);
+
+/* 1 when a and b name the same output: both stdout, or (through links and other spellings)
+ * the same existing file, or the same new name in the same directory. */
+int op_out_same(const char *a, const char *b);
 
 /* Writes len bytes to path under the rules above.  OP_OK or OP_EIO with one line. */
 int op_out_write(const char *path, const void *data, size_t len, op_err *err);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "octopipe/out.h"
+
 
 void op_cli_setup_init(op_cli_setup *s) {
     memset(s, 0, sizeof *s);
@@ -90,6 +92,7 @@ int op_cli_setup_flag(op_cli_setup *s, int argc, char **argv, int *i, const char
     if (!strcmp(f, "--model")) {
         VALUE();
         s->model_arg = v;
+        op_out_protect(v); /* no output of this command may replace it */
     } else if (!strcmp(f, "--devices")) {
         VALUE();
         if (op_cli_int(cmd, f, v, 1, 4096, &s->P)) return -1;
@@ -122,6 +125,7 @@ int op_cli_setup_flag(op_cli_setup *s, int argc, char **argv, int *i, const char
     } else if (!strcmp(f, "--cluster")) {
         VALUE();
         s->cluster_file = v;
+        op_out_protect(v);
     } else if (!strcmp(f, "--comm")) {
         VALUE();
         if (strcmp(v, "none") != 0 && strcmp(v, "default") != 0) {

@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_out.h"
+#include "octopipe/out.h"
 #include "octopipe/export.h"
 
 static void usage(FILE *f) {
@@ -116,6 +117,7 @@ int cmd_export(int argc, char **argv) {
             return 2;
         }
         plan_path = a;
+        op_out_protect(a); /* `--svg` naming the plan itself would replace it */
     }
     if (!plan_path) {
         fprintf(stderr, "octopipe export: missing PLAN (octopipe export --help)\n");
@@ -126,9 +128,9 @@ int cmd_export(int argc, char **argv) {
         n_out += path[o] != NULL;
         n_stdout += path[o] && !strcmp(path[o], "-");
         for (int q = 0; q < o; q++)
-            if (path[o] && path[q] && strcmp(path[o], "-") && !strcmp(path[o], path[q])) {
-                fprintf(stderr, "octopipe export: %s and %s both write '%s'\n", out_flag[q],
-                        out_flag[o], path[o]);
+            if (path[o] && path[q] && strcmp(path[o], "-") && op_out_same(path[o], path[q])) {
+                fprintf(stderr, "octopipe export: %s '%s' and %s '%s' are the same file\n",
+                        out_flag[q], path[q], out_flag[o], path[o]);
                 return 2;
             }
     }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "octopipe/out.h"
 #include "octopipe/exec.h"
 
 
@@ -53,6 +54,7 @@ int cmd_lower(int argc, char **argv) {
             return 2;
         } else if (!path) {
             path = a;
+            op_out_protect(a);
         } else {
             fprintf(stderr, "octopipe lower: one plan file only\n");
             return 2;

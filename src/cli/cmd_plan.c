@@ -161,6 +161,11 @@ int cmd_plan(int argc, char **argv) {
         fprintf(stderr, "octopipe plan: %s\n", e.msg);
         if (rc == OP_ENOMEM) {
             char adv[2048];
+            /* each suggestion is a short search of its own: on a large model that takes a
+             * while, and a silent wait after an error looks like a hang */
+            if (!quiet)
+                fprintf(stderr, "octopipe plan: looking for the smallest change that fits "
+                                "(a short search for each of --tp, --zero1, --devices, --mem-limit)...\n");
             if (op_tune_advise(&s.model, &s.train, &s.dev, &s.pr, adv, sizeof adv) > 0)
                 fprintf(stderr, "what would fit:\n%s", adv);
         }

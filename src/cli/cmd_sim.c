@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_out.h"
+#include "octopipe/out.h"
 #include "octopipe/plan_io.h"
 #include "octopipe/sim.h"
 
@@ -158,6 +159,7 @@ int cmd_sim(int argc, char **argv) {
             return 2;
         } else {
             path = a;
+            op_out_protect(a);
         }
     }
     if (!path) {

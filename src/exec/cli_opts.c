@@ -94,7 +94,10 @@ int op_exec_cli_parse(op_exec_cli *c, int argc, char **argv, const char *cmd, in
         else if (a[0] == '-') {
             fprintf(stderr, "octopipe %s: unknown flag '%s' (octopipe %s --help)\n", cmd, a, cmd);
             return 2;
-        } else if (!c->plan_path) c->plan_path = a, used = 0;
+        } else if (!c->plan_path) {
+            c->plan_path = a, used = 0;
+            op_out_protect(a); /* a --trace naming the plan would replace it */
+        }
         else {
             fprintf(stderr, "octopipe %s: one plan file only (got '%s' and '%s')\n", cmd,
                     c->plan_path, a);

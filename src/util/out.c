@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -138,6 +139,91 @@ static int check_new(const char *path, const char *final, op_err *err) {
     return rc;
 }
 
+/* Files this process read as inputs (op_out_protect).  A fixed table: a command reads a
+ * handful (model, cluster, plan); beyond its size the rest go unprotected, never refused. */
+enum { PROT_MAX = 32 };
+static struct {
+    dev_t dev;
+    ino_t ino;
+    char path[256];
+} prot[PROT_MAX];
+static int n_prot;
+static pthread_mutex_t prot_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void op_out_protect(const char *path) {
+    struct stat st;
+    if (!path || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return; /* presets, "-", pipes */
+    pthread_mutex_lock(&prot_mu);
+    int i = 0;
+    while (i < n_prot && !(prot[i].dev == st.st_dev && prot[i].ino == st.st_ino)) i++;
+    if (i == n_prot && n_prot < PROT_MAX) {
+        prot[n_prot].dev = st.st_dev;
+        prot[n_prot].ino = st.st_ino;
+        snprintf(prot[n_prot].path, sizeof prot[n_prot].path, "%s", path);
+        n_prot++;
+    }
+    pthread_mutex_unlock(&prot_mu);
+}
+
+/* OP_OK, or the error for an output that is an input of this process (st: the file it would
+ * replace or write into). */
+static int check_protected(const char *path, const struct stat *st, op_err *err) {
+    int rc = OP_OK;
+    pthread_mutex_lock(&prot_mu);
+    for (int i = 0; i < n_prot; i++)
+        if (prot[i].dev == st->st_dev && prot[i].ino == st->st_ino) {
+            rc = op_errf(err, OP_EIO, "%s: cannot write: it is the input %s; give another output path",
+                         path, prot[i].path);
+            break;
+        }
+    pthread_mutex_unlock(&prot_mu);
+    return rc;
+}
+
+/* Where path would be written: (dev, ino) of an existing file; else of its directory, with
+ * the last name, so two spellings of one new file compare equal. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    int exists;
+    char name[256];
+} out_id;
+
+static int out_id_of(const char *path, out_id *id) {
+    memset(id, 0, sizeof *id);
+    struct stat st;
+    int exists = 0, kernel = 0, eno = 0;
+    char *final = resolve(path, &st, &exists, &kernel, &eno);
+    if (!final) return 0;
+    int ok = 1;
+    if (exists) {
+        id->exists = 1;
+        id->dev = st.st_dev;
+        id->ino = st.st_ino;
+    } else {
+        char *dir = dir_of(final);
+        struct stat ds;
+        const char *slash = strrchr(final, '/');
+        ok = stat(dir, &ds) == 0;
+        id->dev = ds.st_dev;
+        id->ino = ds.st_ino;
+        snprintf(id->name, sizeof id->name, "%s", slash ? slash + 1 : final);
+        free(dir);
+    }
+    free(final);
+    return ok;
+}
+
+int op_out_same(const char *a, const char *b) {
+    if (!a || !b) return 0;
+    int sa = op_out_is_stdout(a), sb = op_out_is_stdout(b);
+    if (sa || sb) return sa && sb;
+    if (!strcmp(a, b)) return 1;
+    out_id x, y;
+    if (!out_id_of(a, &x) || !out_id_of(b, &y)) return 0;
+    return x.exists == y.exists && x.dev == y.dev && x.ino == y.ino && !strcmp(x.name, y.name);
+}
+
 int op_out_check(const char *path, op_err *err) {
     if (!path || !path[0]) return op_errf(err, OP_EIO, "an output path is empty");
     if (op_out_is_stdout(path) || link_to_fd(path, STDERR_FILENO)) return OP_OK;
@@ -148,6 +234,8 @@ int op_out_check(const char *path, op_err *err) {
     int rc = OP_OK;
     if (exists && S_ISDIR(st.st_mode))
         rc = op_errf(err, OP_EIO, "%s: cannot write: is a directory", path);
+    else if (exists && (rc = check_protected(path, &st, err)) != OP_OK)
+        ;
     else if (!kernel && (!exists || S_ISREG(st.st_mode)))
         rc = check_new(path, final, err);
     else if (access(final, W_OK) != 0)
@@ -206,6 +294,8 @@ int op_out_write(const char *path, const void *data, size_t len, op_err *err) {
     int rc;
     if (exists && S_ISDIR(st.st_mode))
         rc = op_errf(err, OP_EIO, "%s: cannot write: is a directory", path);
+    else if (exists && (rc = check_protected(path, &st, err)) != OP_OK)
+        ;
     else if (!kernel && (!exists || S_ISREG(st.st_mode)))
         rc = write_atomic(path, final, exists ? &st : NULL, data, len, err);
     else
