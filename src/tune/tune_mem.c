@@ -369,9 +369,19 @@ int tn_tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_
         if (rc == OP_OK || !err->msg[0])
             return op_errf(err, OP_ENOMEM, "no plan fits %s%s", lim_text,
                            auto_mode ? ", even with recomputation" : "");
-        if (auto_mode) { /* the keep search's message names its own smallest peak */
+        if (auto_mode) {
+            /* the keep search's message names its own smallest peak: a limit that fits
+             * without recomputation; with it a lower one may (the advice computes that), so
+             * say which, or the two read as a contradiction */
+            char *w = strstr(err->msg, " would fit)");
+            if (w) {
+                char tail[sizeof err->msg];
+                snprintf(tail, sizeof tail, "%s", w + strlen(" would fit)"));
+                snprintf(w, sizeof err->msg - (size_t)(w - err->msg),
+                         " would fit without recomputation)%s", tail);
+            }
             size_t k = strlen(err->msg);
-            snprintf(err->msg + k, sizeof err->msg - k, "; recomputation does not fit either");
+            snprintf(err->msg + k, sizeof err->msg - k, "; recomputation does not fit %s either", lim_text);
         }
         return OP_ENOMEM;
     }
