@@ -49,6 +49,10 @@ if "$OP" plan --model nemotron-h-8b --devices 4 --microbatches 8 --quiet --out "
    && "$OP" plan --model nemotron-h-8b --devices 4 --microbatches 8 --quiet --out "$tmp/b.json" > /dev/null 2>&1 \
    && cmp -s "$tmp/a.json" "$tmp/b.json"; then ok; else bad "plan is not deterministic for a seed"; fi
 if "$OP" sim "$tmp/a.json" 2>&1 | grep -q "reproduces the file's prediction exactly"; then ok; else bad "tuned plan does not re-simulate exactly"; fi
+# a plan whose peak is over its own limit (a hand-edited limit): sim names the devices
+jq '.mem_limit_bytes = 1' "$tmp/a.json" > "$tmp/lim.json"
+if "$OP" sim "$tmp/lim.json" 2>&1 | grep -q "over the limit of device(s): 0 1"; then ok; else bad "sim does not flag a plan over its limit"; fi
+"$OP" sim "$tmp/a.json" 2>&1 | grep -q "over the limit" && bad "sim flags a plan that fits" || ok
 expect_err "--out PLAN.json is required" plan --model nemotron-h-8b --devices 4 --microbatches 8
 expect_err "placement" plan --model nemotron-h-8b --devices 4 --microbatches 8 --placement diagonal --out "$tmp/x.json"
 "$OP" plan --model jamba-v0.1 --devices 4 --microbatches 8 --quiet --out "$tmp/nofit.json" > "$tmp/out" 2> "$tmp/err"; rc=$?

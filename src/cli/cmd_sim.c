@@ -65,7 +65,7 @@ static void print_text(const char *path, const op_plan *p, const op_plan_file_in
     else
         printf("  peak memory   not modelled (the plan's layers carry no memory figures)\n");
     const int mixed = op_plan_is_mixed(p);
-    if (mixed && !op_plan_fits(p))
+    if (!op_plan_fits(p)) /* each device against its own limit (the plan's mem_limit_bytes) */
         printf("  memory        over the limit of device(s):%s\n", over_list(p));
     printf("\n  %-6s %s%-20s %10s %10s %10s %10s %10s %10s\n", "device", mixed ? "type       " : "", "stages", "busy_ms",
            "warmup_ms", "resid_ms", "cool_ms", "peak_GiB", "static_GiB");
