@@ -85,5 +85,17 @@ has "$T/err" "watchdog stopped the job" hang
 e=$(date +%s)
 [ $((e - s)) -lt 20 ] && ok || bad "crash + hang took $((e - s)) s"
 
+# --threads: a stuck thread is named by the watchdog as under mpirun; a crash and mpirun's wall
+# time limit need MPI ranks, so they are refused up front (one thread's SIGKILL ended the whole
+# process with no report, and --timeout was silently ignored)
+expect 3 hang-threads -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --time-scale 0.05 --bytes-scale 0.01 --threads --inject-hang 1:2 --watchdog 1
+has "$T/err" "rank 1: stuck in compute F(s1,mb2)" hang-threads
+expect 2 crash-threads -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --threads --inject-crash 1:2
+has "$T/err" "--inject-crash needs MPI ranks" crash-threads
+expect 2 timeout-threads -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --threads --timeout 5
+has "$T/err" "--timeout needs MPI ranks" timeout-threads
+expect 0 run-help-threads -- "$OCTOPIPE" run --help
+has "$T/out" "--timeout and --inject-crash need" run-help-threads
+
 echo "sh_exec: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -37,6 +37,22 @@ run "$tmp/p2p.log" profile comm --pairs --max-bytes 65536 --iters 12 --out "$tmp
 jq -e '(.pair_bw_GBps | length) == 2' "$tmp/c2p.json" > /dev/null && ok || bad "--pairs over 2 ranks wrote no 2 x 2 matrix"
 timeout -k 5 10 "$OP" profile comm --ranks 1 > /dev/null 2> "$tmp/err"
 [ $? -eq 2 ] && grep -q -- "--ranks needs an integer in \[2, 64\]" "$tmp/err" && ok || bad "--ranks 1 accepted: $(cat "$tmp/err")"
+# the fit needs two message sizes (8 B, 32 B, ...): a smaller --max-bytes is refused before any
+# rank starts; a fit that comes out NaN or without a bandwidth (larger messages no slower, as two
+# tiny sizes may measure) is an error with nothing written, never an abort or a made-up link
+timeout -k 5 10 "$OP" profile comm --iters 5 --max-bytes 31 --out "$tmp/m31.json" > /dev/null 2> "$tmp/err"
+[ $? -eq 2 ] && grep -q -- "--max-bytes needs at least 32" "$tmp/err" && [ ! -e "$tmp/m31.json" ] \
+  && ok || bad "--max-bytes 31: $(cat "$tmp/err")"
+timeout -k 5 60 "$OP" profile comm --iters 5 --max-bytes 32 --out "$tmp/m32.json" > "$tmp/m32.log" 2>&1
+rc=$?
+if [ $rc -eq 0 ]; then
+  jq -e '.intra_bw_GBps > 0 and .intra_bw_GBps < 1e6 and .intra_lat_ms >= 0' "$tmp/m32.json" > /dev/null \
+    && ok || bad "--max-bytes 32 wrote an implausible fit: $(cat "$tmp/m32.json")"
+else
+  [ $rc -eq 1 ] && grep -q "fit no link" "$tmp/m32.log" && ! grep -q "internal error" "$tmp/m32.log" \
+    && [ ! -e "$tmp/m32.json" ] && ok || bad "--max-bytes 32: rc=$rc $(tail -n 3 "$tmp/m32.log")"
+fi
+grep -qE "nan|1000000\.000 GB/s" "$tmp/m32.log" && bad "--max-bytes 32 printed a NaN or clamped fit: $(cat "$tmp/m32.log")" || ok
 
 echo "sh_profile_comm: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `octopipe train` end to end: real mpirun ranks give bitwise the weights of an in-process
 # one-stage run (with offload on each rank's copy engine too), resume over mpirun is bitwise, outputs (SVG, trace, plan) are written, bad
-# flags and corrupted checkpoints are refused with one clear line.
+# flags and corrupted checkpoints are refused with one clear line; an output on stdout comes alone.
 set -u
 . "$(dirname "$0")/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -34,6 +34,17 @@ if "$OP" train $T --devices 2 --plan auto --steps 2 --threads --svg "$tmp/t.svg"
    && grep -q "<svg" "$tmp/t.svg" && grep -q "traceEvents" "$tmp/t.json" \
    && "$OP" train $T --devices 2 --plan "$tmp/plan.json" --steps 1 --threads > "$tmp/o2.out" 2>&1; then ok
 else bad "outputs: $(tail -n 3 "$tmp/o.out" "$tmp/o2.out" 2>/dev/null)"; fi
+
+# an artifact on stdout ('-') comes alone: profile, plan, step and summary lines go to stderr,
+# under mpirun and with --threads
+if timeout -k 5 120 "$OP" train --model tiny --devices 2 --microbatches 4 --steps 3 --plan zbv --repeats 1 \
+     --trace - --timeout 100 2> "$tmp/tm.err" | jq -e '.traceEvents | length > 0' > /dev/null \
+   && grep -q "^plan: " "$tmp/tm.err" && grep -q "^step " "$tmp/tm.err"; then ok
+else bad "train --trace - under mpirun: stdout is not the trace alone: $(tail -n 3 "$tmp/tm.err")"; fi
+if timeout -k 5 120 "$OP" train --model tiny --devices 2 --microbatches 4 --steps 3 --plan zbv --repeats 1 --threads \
+     --svg - 2> "$tmp/ts.err" > "$tmp/ts.svg" && head -c 5 "$tmp/ts.svg" | grep -q "^<" && grep -q "</svg>" "$tmp/ts.svg" \
+   && ! grep -qE "^(profile|plan|step|trained|wrote) " "$tmp/ts.svg" && grep -q "^trained 3 steps" "$tmp/ts.err"; then ok
+else bad "train --svg - --threads: stdout is not the SVG alone: $(head -n 3 "$tmp/ts.svg")"; fi
 
 # a corrupted checkpoint is refused
 cp "$tmp/ref/model.ckpt" "$tmp/c.ckpt"; mkdir -p "$tmp/corrupt"

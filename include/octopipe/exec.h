@@ -290,8 +290,10 @@ int op_exec_check_order(const op_exec_result *r, const op_plan *p, op_err *err);
 int op_exec_launch(int P, char *const *args, int nargs, double timeout_s, op_buf *log,
                    op_err *err);
 
-/* Ping-pong between ranks 0 and 1 of x over sizes 8 B .. max_bytes; fits one-way time
- * t = lat + bytes / bw by least squares (rank 0 fills lat_ms, bw_GBps). */
+/* Ping-pong between ranks 0 and 1 of x over sizes 8 B, 32 B, ... (x4) .. max_bytes (at least 32:
+ * two sizes); fits one-way time t = lat + bytes / bw by least squares (rank 0 fills lat_ms,
+ * bw_GBps).  A fit the sizes do not determine comes back as NaN, and a bandwidth the sizes
+ * could not resolve (larger messages no slower) as 0: the caller checks before using them. */
 int op_exec_pingpong(op_xport *x, int64_t max_bytes, int iters, double *lat_ms, double *bw_GBps,
                      op_buf *table, op_err *err);
 /* Ping-pong between every pair of ranks a < b of x, one pair at a time (the others wait at a

@@ -1,5 +1,6 @@
 /* cmd_profile.c: `octopipe profile comm` measures P2P links (ping-pong between MPI ranks 0 and
  * 1, and between every pair over 3 or more ranks) and writes a cluster file; `octopipe profile --model ...` is the reference model's layer profiler. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +28,7 @@ static void help(void) {
            "  --ranks N         ranks to start when not under mpirun (2 to 64, default 2)\n"
            "  --pairs           measure and write every pair also over 2 ranks\n"
            "  --no-pairs        only the fit, also over 3 or more ranks (the file fits any device count)\n"
-           "  --max-bytes N     largest message (default 16777216; per pair at most 4 MiB)\n"
+           "  --max-bytes N     largest message, at least 32 (default 16777216; per pair at most 4 MiB)\n"
            "  --iters N         round trips per size (default 200; per pair a quarter, 5 to 50)\n"
            "  --as WHAT         which link the fit describes: intra (default), inter, or both\n\n"
            "examples:\n  octopipe profile comm --out cluster.json\n"
@@ -75,6 +76,12 @@ static int profile_comm(int argc, char **argv) {
                 fprintf(stderr, "octopipe profile: %s needs an integer in [1, 2^30] (got '%s')\n", a, v ? v : "");
                 return 2;
             }
+            /* sizes go 8, 32, 128, ...: below 32 there is one size, and one point fits no line */
+            if (a[2] == 'm' && x < 32) {
+                fprintf(stderr, "octopipe profile: --max-bytes needs at least 32 (two message sizes, "
+                        "8 B and 32 B, to fit latency and bandwidth; got %ld)\n", x);
+                return 2;
+            }
             if (a[2] == 'm') max_bytes = x;
             else iters = x;
             i++;
@@ -119,7 +126,14 @@ static int profile_comm(int argc, char **argv) {
         }
     }
     int code = 0;
-    if (x.rank == 0) {
+    /* checked on rank 0 only after the pairs, which every rank takes part in: stopping earlier
+     * would leave the others waiting at a barrier */
+    if (x.rank == 0 && !(isfinite(lat) && lat >= 0 && isfinite(bw) && bw > 0)) {
+        fprintf(stderr, "octopipe profile: the ping-pong times over 8 B..%ld B fit no link (latency %g ms, "
+                "bandwidth %g GB/s)%s; try a larger --max-bytes%s\n", max_bytes, lat, bw,
+                bw == 0 ? ": the larger messages were no slower" : "", out ? " (nothing written)" : "");
+        code = 1;
+    } else if (x.rank == 0) {
         FILE *info = op_cli_info(out); /* --out -: the cluster file alone on stdout */
         fputs(tab.data, info);
         fprintf(info, "fit: latency %.4f ms, bandwidth %.3f GB/s (%s)\n", lat, bw, as);

@@ -204,6 +204,15 @@ static int parse(targs *a, int argc, char **argv) {
 
 static void fill_opts(const targs *a, op_ptrain_opts *o);
 
+/* Where the human-readable lines go: stderr when an output (--svg, --trace, --save-plan) is
+ * stdout, which then carries that artifact alone and parses. */
+static FILE *info_of(const targs *a) {
+    FILE *f = op_cli_info(a->svg);
+    if (f == stdout) f = op_cli_info(a->trace);
+    if (f == stdout) f = op_cli_info(a->save_plan);
+    return f;
+}
+
 /* --calibrate: 1f1b and zbv (or zbh1) take turns for a->calibrate steps each on in-process
  * ranks; per-kind times are fitted to their op times (costs[] replaced), the per-op overhead
  * is the fit's per-call constant plus the executor's own cost, and the ranks' speed in those
@@ -211,6 +220,7 @@ static void fill_opts(const targs *a, op_ptrain_opts *o);
 static int calibrate(const targs *a, const op_nn_model *m, const op_layer_prof *prof, int np,
                      const op_comm *comm, op_layer_cost *costs, double *overhead, double *speed,
                      int *ns) {
+    FILE *info = info_of(a);
     op_err e = {0};
     const char *names[3] = {"1f1b", "zbv", "zbh1"};
     op_plan plans[2];
@@ -239,12 +249,12 @@ static int calibrate(const targs *a, const op_nn_model *m, const op_layer_prof *
         if (rms < 0) rc = op_errf(&e, OP_EINVAL, "--calibrate: the calibration steps left no op times to fit");
     }
     if (rc == OP_OK) {
-        printf("calibration: %s%s%s, %d steps each in turns, %.1f s; per-kind times fitted to their ops "
+        fprintf(info, "calibration: %s%s%s, %d steps each in turns, %.1f s; per-kind times fitted to their ops "
                "(rms residual %.1f%%), per-op constant %.3f ms, %d speed samples\n",
                pp[0]->name, n > 1 ? " and " : "", n > 1 ? pp[1]->name : "", a->calibrate, op_now_s() - t0,
                rms, *overhead, *ns);
         for (int k = 0; k < np; k++)
-            printf("  %c  F %7.3f  I %7.3f  W %7.3f ms\n", fit[k].sym, fit[k].f_ms, fit[k].i_ms, fit[k].w_ms);
+            fprintf(info, "  %c  F %7.3f  I %7.3f  W %7.3f ms\n", fit[k].sym, fit[k].f_ms, fit[k].i_ms, fit[k].w_ms);
     }
     if (rc) fprintf(stderr, "octopipe train: %s\n", e.msg);
     op_ptrain_turns_free(&t);
@@ -287,6 +297,7 @@ static int check_memory(const op_nn_model *m, const op_plan *p) {
  * expected time under the calibration's speed spread). */
 static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *pred_ms,
                      double *slow) {
+    FILE *info = info_of(a);
     op_err e = {0};
     op_layer_prof prof[8];
     int np = 0;
@@ -295,11 +306,11 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
     /* one profiler per rank at once (threads of this process): as the ranks will compute */
     int nr = a->P < 16 ? a->P : 16;
     np = op_ptrain_profile_ranks(m, a->repeats, nr, !a->wall_clock, prof);
-    printf("profile: %s (%d layers: %s), %d layer kinds, median of %d in %s time, %d at once, %.1f s\n",
+    fprintf(info, "profile: %s (%d layers: %s), %d layer kinds, median of %d in %s time, %d at once, %.1f s\n",
            m->name, m->n_layers, m->pattern, np, a->repeats, a->wall_clock ? "wall" : "thread CPU", nr,
            op_now_s() - t0);
     for (int k = 0; k < np; k++)
-        printf("  %c  F %7.3f  I %7.3f  W %7.3f ms\n", prof[k].sym, prof[k].f_ms, prof[k].i_ms, prof[k].w_ms);
+        fprintf(info, "  %c  F %7.3f  I %7.3f  W %7.3f ms\n", prof[k].sym, prof[k].f_ms, prof[k].i_ms, prof[k].w_ms);
     int rc = op_ptrain_layer_costs(m, prof, np, costs, &e);
     op_comm comm;
     op_ptrain_default_comm(&comm);
@@ -353,19 +364,19 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
      * f_sel_ms), so the plan's own prediction includes it */
     *pred_ms = op_ptrain_expected_ms(p, speed, ns);
     free(speed);
-    printf("plan: %s (%s), %d stages on %d ranks, %d microbatches, predicted %.2f ms per step",
+    fprintf(info, "plan: %s (%s), %d stages on %d ranks, %d microbatches, predicted %.2f ms per step",
            p->name, a->plan, p->S, p->P, p->M, *pred_ms);
-    if (ns > 0) printf(" (%.2f at every rank's mean speed)", p->pred.makespan_ms);
-    printf(", bubble %.1f%% (%.1f s)\n", 100 * p->pred.bubble_ratio, op_now_s() - t0);
+    if (ns > 0) fprintf(info, " (%.2f at every rank's mean speed)", p->pred.makespan_ms);
+    fprintf(info, ", bubble %.1f%% (%.1f s)\n", 100 * p->pred.bubble_ratio, op_now_s() - t0);
     for (int d = 0; slowed && d < p->P; d++)
-        printf("%s%g%s", d ? "," : "slow-down per rank (each op then waits k-1 times its time): ",
+        fprintf(info, "%s%g%s", d ? "," : "slow-down per rank (each op then waits k-1 times its time): ",
                slow[d], d == p->P - 1 ? "\n" : "");
     int any = 0;
     for (int s = 0; s < p->S; s++) any |= p->stage_act[s] != OP_ACT_KEEP;
     for (int s = 0; any && s < p->S; s++)
-        printf("%s%s%s", s ? " " : "activation per stage: ", op_act_policy_name(p->stage_act[s]),
+        fprintf(info, "%s%s%s", s ? " " : "activation per stage: ", op_act_policy_name(p->stage_act[s]),
                s == p->S - 1 ? "\n" : "");
-    fflush(stdout);
+    fflush(info);
     if (check_memory(m, p)) {
         op_plan_free(p);
         return 2;
@@ -380,13 +391,15 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
 /* The measured timeline as a plan: the plan's ops with the last step's measured times. */
 static int outputs(const targs *a, const op_plan *p, const op_ptrain_report *rep) {
     if (!rep->have_last) return 0;
+    FILE *info = info_of(a);
     op_err e = {0};
     int rc = 0;
     if (a->trace) {
         op_buf b = {0};
         op_exec_chrome_trace(&rep->last, p, &b);
         if (op_write_file_atomic(a->trace, b.data, b.len, &e)) rc = 1;
-        else printf("wrote %s (measured ranks next to the predicted devices)\n", a->trace);
+        else if (!op_out_is_stdout(a->trace))
+            fprintf(info, "wrote %s (measured ranks next to the predicted devices)\n", a->trace);
         op_buf_free(&b);
     }
     if (a->svg && !rc) {
@@ -404,7 +417,8 @@ static int outputs(const targs *a, const op_plan *p, const op_ptrain_report *rep
         op_sim_fill_pred(&q);
         op_buf b = {0};
         if (op_export_svg(&q, &b, &e) || op_write_file_atomic(a->svg, b.data, b.len, &e)) rc = 1;
-        else printf("wrote %s (measured timeline of the last step)\n", a->svg);
+        else if (!op_out_is_stdout(a->svg))
+            fprintf(info, "wrote %s (measured timeline of the last step)\n", a->svg);
         op_buf_free(&b);
         op_plan_free(&q);
     }
@@ -413,9 +427,10 @@ static int outputs(const targs *a, const op_plan *p, const op_ptrain_report *rep
 }
 
 static void summary(const targs *a, const op_nn_model *m, const op_plan *p, const op_ptrain_report *r) {
-    printf("trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f tokens/s\n",
+    FILE *info = info_of(a);
+    fprintf(info, "trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f tokens/s\n",
            (long long)r->steps_run, r->wall_s, r->first_loss, r->last_loss, r->tokens_per_s);
-    printf("iteration time: measured %.2f ms (mean of the middle 60%% of the steps after the first; "
+    fprintf(info, "iteration time: measured %.2f ms (mean of the middle 60%% of the steps after the first; "
            "median %.2f), predicted %.2f ms, error %+.1f%%\n",
            r->meas_ms_trimmed, r->meas_ms_median, r->pred_ms,
            r->pred_ms > 0 ? 100 * (r->meas_ms_trimmed - r->pred_ms) / r->pred_ms : 0.0);
@@ -423,12 +438,12 @@ static void summary(const targs *a, const op_nn_model *m, const op_plan *p, cons
     int have = op_ptrain_pred_act_peak(m, p, arena) == OP_OK;
     for (int d = 0; d < p->P && d < 64; d++) {
         int64_t sim = p->pred.peak_bytes ? p->pred.peak_bytes[d] - (p->pred.static_bytes ? p->pred.static_bytes[d] : 0) : 0;
-        printf("  rank %d: peak activations measured %.2f MiB, predicted %.2f MiB (simulator %.2f MiB); "
+        fprintf(info, "  rank %d: peak activations measured %.2f MiB, predicted %.2f MiB (simulator %.2f MiB); "
                "on a CPU %.0f%% of its compute time\n",
                d, r->peak_act[d] / 1048576.0, have ? arena[d] / 1048576.0 : 0.0, sim / 1048576.0,
                100 * r->cpu_share[d]);
     }
-    fflush(stdout);
+    fflush(info);
 }
 
 static void fill_opts(const targs *a, op_ptrain_opts *o) {
@@ -444,6 +459,7 @@ static void fill_opts(const targs *a, op_ptrain_opts *o) {
     o->progress_thread = a->progress_thread;
     o->pin_cores = a->pin;
     o->keep_result = a->svg || a->trace;
+    o->log = info_of(a); /* the step lines */
 }
 
 static int load_model(const targs *a, op_nn_model *m) {
@@ -590,7 +606,7 @@ static int check_inputs(const targs *a) {
             return 2;
         }
         if (next >= a->steps) {
-            printf("nothing to do: %s is at step %lld and --steps is %d (raise --steps to train on)\n",
+            fprintf(info_of(a), "nothing to do: %s is at step %lld and --steps is %d (raise --steps to train on)\n",
                    path, (long long)next, a->steps);
             return 1;
         }

@@ -27,7 +27,7 @@ const char *op_exec_cli_help(void) {
            "  --poll-max-us X     longest sleep between tests (default 300)\n"
            "  --recv-window N     post receives up to N compute ops ahead (default 8)\n"
            "  --recv-budget MIB   cap on posted receive buffers per rank (default 1024)\n"
-           "  --inject-crash R:I  testing: rank R kills itself at its compute op I\n"
+           "  --inject-crash R:I  testing: rank R kills itself at its compute op I (MPI ranks only)\n"
            "  --inject-hang R:I   testing: rank R hangs in its compute op I\n";
 }
 
@@ -105,6 +105,19 @@ int op_exec_cli_parse(op_exec_cli *c, int argc, char **argv, const char *cmd, in
         }
         if (rc) return 2;
         i += used;
+    }
+    /* threads share one process: a rank killing itself takes every rank down with no report,
+     * and the wall-time limit is mpirun's (a stuck thread cannot be stopped from outside;
+     * --watchdog does stop a stuck run there) */
+    if (c->threads && c->eo.fault.kind == OP_FAULT_CRASH) {
+        fprintf(stderr, "octopipe %s: --inject-crash needs MPI ranks (a crashing thread would kill every "
+                "rank with no report); drop --threads\n", cmd);
+        return 2;
+    }
+    if (c->threads && c->timeout_s > 0) {
+        fprintf(stderr, "octopipe %s: --timeout needs MPI ranks (it is mpirun's limit); drop --threads, "
+                "or stop a stuck run with --watchdog SEC\n", cmd);
+        return 2;
     }
     if (!c->plan_path) {
         fprintf(stderr, "octopipe %s: missing PLAN (octopipe %s --help)\n", cmd, cmd);

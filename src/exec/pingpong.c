@@ -53,7 +53,9 @@ static double round_trip_ms(op_xport *x, char *buf, int64_t n, int a, int b, int
 int op_exec_pingpong(op_xport *x, int64_t max_bytes, int iters, double *lat_ms, double *bw_GBps,
                      op_buf *table, op_err *err) {
     if (x->size < 2) return op_errf(err, OP_EINVAL, "profile comm needs 2 ranks (got %d)", x->size);
-    if (max_bytes < 8) max_bytes = 8;
+    if (max_bytes < 32)
+        return op_errf(err, OP_EINVAL, "profile comm: --max-bytes needs at least 32 (two message "
+                       "sizes, 8 B and 32 B, to fit latency and bandwidth; got %lld)", (long long)max_bytes);
     char *buf = op_xcalloc((size_t)max_bytes, 1);
     double sz[32], t[32];
     int ns = 0;
@@ -81,10 +83,12 @@ int op_exec_pingpong(op_xport *x, int64_t max_bytes, int iters, double *lat_ms, 
     }
     double det = s00 * s11 - s01 * s01;
     double a = (r0 * s11 - r1 * s01) / det, b = (s00 * r1 - s01 * r0) / det;
-    if (b <= 0) b = 1e-12;
-    if (a < 0) a = 0;
+    if (ns < 2 || !(det > 0)) a = b = NAN; /* one size (or equal ones) fixes no line */
+    if (a < 0) a = 0; /* below the noise: no measurable fixed cost */
     *lat_ms = a;
-    *bw_GBps = 1.0 / b * 1e3 / 1e9; /* b is ms per byte */
+    /* larger messages no slower than smaller ones measure no bandwidth: 0 says so, where a
+     * clamped slope would claim an absurd link; the caller refuses it */
+    *bw_GBps = b > 0 ? 1.0 / b * 1e3 / 1e9 : isnan(b) ? NAN : 0; /* b is ms per byte */
     if (table) {
         op_buf_printf(table, "%12s %14s %14s\n", "bytes", "one-way ms", "fit ms");
         for (int i = 0; i < ns; i++)

@@ -215,7 +215,37 @@ static json_t *matrix(const double *m, int n) {
     return rows;
 }
 
+/* A link the reader would refuse (or JSON cannot hold: NaN, infinity) is refused here, so a
+ * written file always loads back.  Diagonal bandwidths are unused: only finite, for JSON. */
+static int check_links(const op_comm *c, op_err *err) {
+    const struct { const char *key; double v; int bw; } f[] = {
+        {"intra_lat_ms", c->intra_lat_ms, 0}, {"intra_bw_GBps", c->intra_bw_GBps, 1},
+        {"inter_lat_ms", c->inter_lat_ms, 0}, {"inter_bw_GBps", c->inter_bw_GBps, 1}};
+    for (int i = 0; i < 4; i++) {
+        if (f[i].bw && !(f[i].v > 0 && isfinite(f[i].v)))
+            return op_errf(err, OP_EINVAL, "%s: %g is not a bandwidth > 0 GB/s", f[i].key, f[i].v);
+        if (!f[i].bw && !(f[i].v >= 0 && f[i].v <= OP_MAX_MS))
+            return op_errf(err, OP_EINVAL, "%s: %g is not a latency in [0, %g] ms", f[i].key, f[i].v,
+                           OP_MAX_MS);
+    }
+    if (c->pair_n > 0 && c->pair_lat_ms && c->pair_bw_GBps)
+        for (int a = 0; a < c->pair_n; a++)
+            for (int b = 0; b < c->pair_n; b++) {
+                double l = c->pair_lat_ms[(size_t)a * c->pair_n + b];
+                double w = c->pair_bw_GBps[(size_t)a * c->pair_n + b];
+                if (!(l >= 0 && l <= OP_MAX_MS))
+                    return op_errf(err, OP_EINVAL, "pair_lat_ms[%d][%d]: %g is not a latency in [0, %g] ms",
+                                   a, b, l, OP_MAX_MS);
+                if (!isfinite(w) || (!(w > 0) && a != b))
+                    return op_errf(err, OP_EINVAL, "pair_bw_GBps[%d][%d]: %g is not a bandwidth > 0 GB/s",
+                                   a, b, w);
+            }
+    return OP_OK;
+}
+
 int op_cluster_write(const char *path, const op_comm *c, const char *source, op_err *err) {
+    int bad = check_links(c, err);
+    if (bad) return bad;
     json_t *o = json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:s}", "format", "octopipe.cluster/1",
                           "nodes_of", c->nodes_of, "intra_lat_ms", c->intra_lat_ms,
                           "intra_bw_GBps", c->intra_bw_GBps, "inter_lat_ms", c->inter_lat_ms,
