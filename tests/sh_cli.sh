@@ -34,6 +34,33 @@ expect_err "cannot be created" compare --model llama2-7b --devices 4 --microbatc
 touch "$tmp/afile"
 expect_err "is not a directory" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/afile"
 expect_err "unknown command" frobnicate
+# a directory where a file is expected: named as such, not "read error"
+mkdir -p "$tmp/adir"
+expect_err "$tmp/adir: is a directory" sim "$tmp/adir"
+expect_err "$tmp/adir: is a directory" models "$tmp/adir"
+expect_err "$tmp/adir: is a directory" compare --model llama2-7b --devices 4 --microbatches 8 --cluster "$tmp/adir"
+
+# a write error on stdout (a full disk) fails the command with one line, never exit 0
+P1=tests/data/plans/1f1b-p4-m8.json
+for args in "sim $P1" "models" "lower $P1"; do
+  # shellcheck disable=SC2086 # args holds several words
+  "$OP" $args > /dev/full 2> "$tmp/err"; rc=$?
+  if [ $rc -eq 1 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] \
+     && grep -q "^octopipe: write error on standard output: No space left on device$" "$tmp/err"; then ok
+  else bad "octopipe $args > /dev/full -> rc=$rc stderr: $(cat "$tmp/err")"; fi
+done
+# an output flag's '-' is checked where written: reported once, not again at exit
+"$OP" export "$P1" --svg - > /dev/full 2> "$tmp/err"; rc=$?
+if [ $rc -ne 0 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "write failed" "$tmp/err"; then ok
+else bad "export --svg - > /dev/full -> rc=$rc stderr: $(cat "$tmp/err")"; fi
+
+# a memory limit no plan can meet: the memory-aware bound is "none", never "inf ms"
+"$OP" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit 10 --no-tune > "$tmp/out" 2>&1
+if grep -q "memory-aware bound: none" "$tmp/out" && ! grep -qi "inf ms" "$tmp/out"; then ok
+else bad "compare --mem-limit 10: $(grep -i "bound" "$tmp/out")"; fi
+"$OP" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit 10 --no-tune --json > "$tmp/out" 2>&1
+if jq -e 'has("lower_bound_mem_ms") and .lower_bound_mem_ms == null' "$tmp/out" > /dev/null; then ok
+else bad "compare --mem-limit 10 --json: lower_bound_mem_ms is not null"; fi
 
 # --plans-dir writes one plan per schedule, each re-simulates to its prediction
 mkdir -p "$tmp/plans"

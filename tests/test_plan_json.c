@@ -1,6 +1,7 @@
 /* test_plan_json.c: the plan file: exact round trips, and every kind of bad input rejected
  * with one line naming file and position; atomic writes leave nothing behind on failure. */
 #include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -310,6 +311,27 @@ TEST(bad_schedule_rejected) {
     q.n_ops[1]--;
     expect_bad(&q, NULL, NULL, OP_EINVAL, "bad.json: schedule[1]: missing op B(s1,mb1)");
     op_plan_free(&q);
+
+    /* a duplicate in a list that is also short: the same error as with a full list */
+    op_plan_copy(&q, &p);
+    q.ops[0][1].mb = 0;
+    q.n_ops[0]--;
+    expect_bad(&q, NULL, NULL, OP_EINVAL,
+               "bad.json: schedule[0][1]: duplicate op F(s0,mb0) (first at schedule[0][0])");
+    op_plan_free(&q);
+
+    /* "microbatches" raised to 2^20 over 16 stages: the reader names the first missing op
+     * without a table of S*M slots (400 MB before), so the peak memory barely moves */
+    op_plan big;
+    plan_1f1b(&big, 16, 2, 0, 0);
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
+    expect_bad(&big, "\"microbatches\": 2,", "\"microbatches\": 1048576,", OP_EINVAL,
+               "bad.json: schedule[0]: missing op F(s0,mb2) (stage 0 is placed on device 0)");
+    getrusage(RUSAGE_SELF, &ru1);
+    CHECK_MSG(ru1.ru_maxrss - ru0.ru_maxrss < 64 * 1024, "peak grew by %ld KiB",
+              ru1.ru_maxrss - ru0.ru_maxrss);
+    op_plan_free(&big);
 
     op_plan_copy(&q, &p);
     q.ops[0][0].stage = 1;

@@ -58,6 +58,8 @@ TEST(copy_task_batches) {
     op_train_data_free(&d);
     CHECK(op_train_data_open(&d, "/nonexistent/corpus.txt", &c, 3, &e) == OP_EIO);
     CHECK_STR_CONTAINS(e.msg, "/nonexistent/corpus.txt");
+    CHECK(op_train_data_open(&d, "tests/data", &c, 3, &e) == OP_EIO);
+    CHECK_STR_CONTAINS(e.msg, "tests/data: is a directory");
     free(t1), free(g1), free(t2), free(g2);
 }
 

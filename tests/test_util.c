@@ -48,6 +48,10 @@ TEST(atomic_write_and_read) {
     snprintf(path, sizeof path, "%s/nodir/f.txt", dir);
     CHECK(op_write_file_atomic(path, "x", 1, &e) == OP_EIO);
     CHECK_STR_CONTAINS(e.msg, "nodir/f.txt");
+    /* a directory where a file is expected says so, not "read error" */
+    CHECK(op_read_file(dir, &txt, &n, &e) == OP_EIO);
+    CHECK_STR_CONTAINS(e.msg, ": is a directory");
+    CHECK(strstr(e.msg, dir) == e.msg);
     snprintf(path, sizeof path, "%s/f.txt", dir);
     unlink(path);
     rmdir(dir);

@@ -201,8 +201,8 @@ int cmd_compare(int argc, char **argv) {
         json_object_set_new(root, "devices", json_integer(s.P));
         json_object_set_new(root, "microbatches", json_integer(s.M));
         json_object_set_new(root, "lower_bound_ms", json_real(lb));
-        json_object_set_new(root, "lower_bound_mem_ms",
-                            json_real(lbm));
+        /* +inf (no plan fits) has no JSON number: null, as for the other absent values */
+        json_object_set_new(root, "lower_bound_mem_ms", isinf(lbm) ? json_null() : json_real(lbm));
         json_object_set_new(root, "mem_limit_bytes", json_real(limit));
         json_object_set_new(root, "memory_modelled", json_boolean(mem));
         for (int k = 0; k < nrows; k++) {
@@ -240,7 +240,11 @@ int cmd_compare(int argc, char **argv) {
                mem ? "memory limit " : "memory not modelled (the profile has no memory fields)",
                mem ? (limit > 0 ? (snprintf(lim, sizeof lim, "%.1f GiB", limit / 1073741824.0), lim) : "none") : "");
         op_cli_print_types(stdout, &s);
-        if (mem && limit > 0 && lbm > lb * (1 + 1e-9)) /* memory binds every plan: the bound that knows it */
+        if (mem && isinf(lbm)) /* the bound is +inf exactly when it proves that no plan fits */
+            printf("lower bound %.2f ms; memory-aware bound: none (gap%% below is to the first)\n"
+                   "  no plan fits: static memory plus what one microbatch must hold even with "
+                   "every activation recomputed exceeds the devices' limits combined\n\n", lb);
+        else if (mem && limit > 0 && lbm > lb * (1 + 1e-9)) /* memory binds every plan: the bound that knows it */
             printf("lower bound %.2f ms; memory-aware %.2f ms (gap%% below is to the first)\n\n", lb, lbm);
         else
             printf("lower bound %.2f ms\n\n", lb);

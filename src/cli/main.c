@@ -1,8 +1,10 @@
 /* main.c: `octopipe` subcommand dispatch, and the flag syntax every command shares:
  * `--flag=value` is the same as `--flag value`, and `octopipe help CMD` is `octopipe CMD --help`. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "octopipe/version.h"
@@ -102,15 +104,34 @@ static char **split_flag_values(int argc, char **argv, int *n) {
     return out;
 }
 
+/* What went to stdout through stdio must have reached it: a full disk or a closed pipe would
+ * otherwise pass as success (`octopipe sim plan.json > /dev/full` exiting 0).  Outputs that a
+ * command writes to the descriptor itself ('-' for an output flag) are checked where written;
+ * they leave the stream clean, so nothing is reported twice.  A command that failed already
+ * keeps its own exit status. */
+static int stdout_checked(int rc) {
+    errno = 0;
+    int bad = fflush(stdout) != 0;
+    int e = errno;
+    if (!bad && !ferror(stdout)) return rc;
+    /* glibc keeps unwritten buffered data and retries it in fflush, but a large write that
+     * bypassed the buffer leaves nothing to retry: an empty write to the descriptor writes
+     * nothing and still names the cause where it is lasting (/dev/full, a closed stdout) */
+    if (!e && write(STDOUT_FILENO, "", 0) < 0) e = errno;
+    if (e) fprintf(stderr, "octopipe: write error on standard output: %s\n", strerror(e));
+    else fprintf(stderr, "octopipe: write error on standard output\n");
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
         (!strcmp(argv[1], "help") && argc == 2)) {
         usage(stdout);
-        return argc < 2 ? 2 : 0;
+        return stdout_checked(argc < 2 ? 2 : 0);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("octopipe %s\n", op_version());
-        return 0;
+        return stdout_checked(0);
     }
     char *help_argv[4] = {argv[0], NULL, "--help", NULL};
     if (!strcmp(argv[1], "help")) { /* octopipe help CMD == octopipe CMD --help */
@@ -125,7 +146,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (const subcmd *c = subcmds(); c->name; c++)
-        if (!strcmp(args[0], c->name) && c->fn) return c->fn(n, args);
+        if (!strcmp(args[0], c->name) && c->fn) return stdout_checked(c->fn(n, args));
     fprintf(stderr, "octopipe: unknown command '%s' (octopipe --help lists them)\n", args[0]);
     return 2;
 }

@@ -394,6 +394,59 @@ static void op_name(char *buf, size_t n, int kind, int s, int m) {
 
 static double tol_of(double x) { return 1e-9 * (fabs(x) > 1 ? fabs(x) : 1); }
 
+/* One listed op for the sparse check: its (stage, mb, slot) id and where it is listed. */
+typedef struct seen_op {
+    int64_t id, at; /* at = device << 32 | index */
+} seen_op;
+
+static int cmp_seen(const void *a, const void *b) {
+    const seen_op *x = a, *y = b;
+    return x->id != y->id ? (x->id > y->id) - (x->id < y->id) : (x->at > y->at) - (x->at < y->at);
+}
+
+static int slot_kind(int slot, int split) {
+    return slot == 0 ? OP_F : slot == 2 ? OP_W : split == 1 ? OP_I : OP_B;
+}
+
+/* Duplicate and missing ops of a schedule that lists fewer ops than the plan needs, so one is
+ * missing for sure: found by sorting the n listed ops, in time and memory proportional to the
+ * file rather than to S*M.  Reports the same errors, in the same order, as the dense check. */
+static int sparse_check(rd *r, const op_plan *p, const int *split, seen_op *l, int64_t n) {
+    const int M = p->M;
+    char path[64], nm[64];
+    qsort(l, (size_t)n, sizeof *l, cmp_seen);
+    int64_t dup = -1; /* the second listing of an id that comes first in the file */
+    for (int64_t k = 1; k < n; k++)
+        if (l[k].id == l[k - 1].id && (k < 2 || l[k - 2].id != l[k].id) &&
+            (dup < 0 || l[k].at < l[dup].at))
+            dup = k;
+    if (dup >= 0) {
+        int64_t id = l[dup].id, sm = id / 3;
+        int s = (int)(sm / M), m = (int)(sm % M);
+        op_name(nm, sizeof nm, slot_kind((int)(id % 3), split[s]), s, m);
+        snprintf(path, sizeof path, "schedule[%d][%d]", (int)(l[dup].at >> 32),
+                 (int)(l[dup].at & 0xffffffff));
+        return fail(r, path, "duplicate op %s (first at schedule[%d][%d])", nm,
+                    (int)(l[dup - 1].at >> 32), (int)(l[dup - 1].at & 0xffffffff));
+    }
+    /* ids are unique and valid now: the first needed id not listed turns up within n + 1 */
+    int64_t k = 0;
+    for (int s = 0; s < p->S; s++)
+        for (int m = 0; m < M; m++)
+            for (int slot = 0; slot < 3; slot++) {
+                if (slot == 2 && split[s] != 1) continue;
+                if (k < n && l[k].id == ((int64_t)s * M + m) * 3 + slot) {
+                    k++;
+                    continue;
+                }
+                op_name(nm, sizeof nm, slot_kind(slot, split[s]), s, m);
+                snprintf(path, sizeof path, "schedule[%d]", p->stage_dev[s]);
+                return fail(r, path, "missing op %s (stage %d is placed on device %d)", nm, s,
+                            p->stage_dev[s]);
+            }
+    return OP_OK; /* not reached: the caller knows an op is missing */
+}
+
 /* Parses "schedule" into p->ops (structure only: kinds, ranges, devices, duplicates, missing
  * ops, split).  rec[d][i] gets the recorded start/end; *has_times whether there were any. */
 static int read_schedule(rd *r, json_t *arr, json_t *split_arr, op_plan *p, op_op **rec,
@@ -404,8 +457,9 @@ static int read_schedule(rd *r, json_t *arr, json_t *split_arr, op_plan *p, op_o
         return fail(r, "schedule", "%zu device lists but devices = %d", json_array_size(arr), P);
     /* split given, or inferred: -1 unknown, 0 B, 1 I+W */
     int *split = op_xmalloc(sizeof(int) * (size_t)S);
-    int64_t *seen = op_xmalloc(sizeof(int64_t) * (size_t)S * (size_t)M * 3);
-    for (int64_t i = 0; i < (int64_t)S * M * 3; i++) seen[i] = -1;
+    int64_t *seen = NULL;
+    seen_op *list = NULL;
+    int64_t listed = 0, need = 0, n_list = 0;
     int rc = OP_OK, timed = -1;
     char path[64], nm[64];
     if (split_arr) {
@@ -424,6 +478,18 @@ static int read_schedule(rd *r, json_t *arr, json_t *split_arr, op_plan *p, op_o
         }
     } else {
         for (int s = 0; s < S; s++) split[s] = -1;
+    }
+    /* A few bytes of "microbatches" can ask for 64 Mi ops per kind: a dense table of S*M*3
+     * slots is only allocated once the file lists at least the ops the plan needs (2 per
+     * stage and microbatch, 3 where split[] says I+W), so its size stays proportional to the
+     * file.  A shorter list misses an op for sure and is checked sparsely (sparse_check). */
+    for (size_t d = 0; d < (size_t)P; d++) listed += (int64_t)json_array_size(json_array_get(arr, d));
+    for (int s = 0; s < S; s++) need += (int64_t)M * (split[s] == 1 ? 3 : 2);
+    if (listed >= need) {
+        seen = op_xmalloc(sizeof(int64_t) * (size_t)S * (size_t)M * 3);
+        for (int64_t i = 0; i < (int64_t)S * M * 3; i++) seen[i] = -1;
+    } else {
+        list = op_xmalloc(sizeof *list * (size_t)(listed ? listed : 1));
     }
     for (int d = 0; d < P && rc == OP_OK; d++) {
         json_t *l = json_array_get(arr, (size_t)d);
@@ -476,12 +542,15 @@ static int read_schedule(rd *r, json_t *arr, json_t *split_arr, op_plan *p, op_o
                 }
             }
             int64_t id = ((int64_t)s * M + m) * 3 + (kind == OP_F ? 0 : kind == OP_W ? 2 : 1);
-            if (seen[id] >= 0) {
+            if (!seen) {
+                list[n_list++] = (seen_op){id, ((int64_t)d << 32) | i};
+            } else if (seen[id] >= 0) {
                 rc = fail(r, path, "duplicate op %s (first at schedule[%d][%d])", nm,
                           (int)(seen[id] >> 32), (int)(seen[id] & 0xffffffff));
                 break;
+            } else {
+                seen[id] = ((int64_t)d << 32) | i;
             }
-            seen[id] = ((int64_t)d << 32) | i;
             op_op *x = &rec[d][i];
             x->kind = (uint8_t)kind;
             x->stage = (int32_t)s;
@@ -507,14 +576,14 @@ static int read_schedule(rd *r, json_t *arr, json_t *split_arr, op_plan *p, op_o
         }
         if (rc == OP_OK) op_plan_set_ops(p, d, rec[d], n);
     }
+    if (rc == OP_OK && !seen) rc = sparse_check(r, p, split, list, n_list);
     for (int s = 0; s < S && rc == OP_OK; s++) {
         p->stage_split[s] = (uint8_t)(split[s] == 1);
         for (int m = 0; m < M && rc == OP_OK; m++)
             for (int slot = 0; slot < 3; slot++) {
                 if (slot == 2 && split[s] != 1) continue;
-                if (seen[((int64_t)s * M + m) * 3 + slot] >= 0) continue;
-                int kind = slot == 0 ? OP_F : slot == 2 ? OP_W : split[s] == 1 ? OP_I : OP_B;
-                op_name(nm, sizeof nm, kind, s, m);
+                if (!seen || seen[((int64_t)s * M + m) * 3 + slot] >= 0) continue;
+                op_name(nm, sizeof nm, slot_kind(slot, split[s]), s, m);
                 snprintf(path, sizeof path, "schedule[%d]", p->stage_dev[s]);
                 rc = fail(r, path, "missing op %s (stage %d is placed on device %d)", nm, s,
                           p->stage_dev[s]);
@@ -525,6 +594,7 @@ static int read_schedule(rd *r, json_t *arr, json_t *split_arr, op_plan *p, op_o
 out:
     free(split);
     free(seen);
+    free(list);
     return rc;
 }
 

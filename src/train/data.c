@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "octopipe/train.h"
 
@@ -24,6 +25,12 @@ static int load_text(op_train_data *d, const char *path, op_err *err) {
     size_t n = strlen(path);
     FILE *f = fopen(path, "rb");
     if (!f) return op_errf(err, OP_EIO, "%s: %s", path, strerror(errno));
+    /* fopen succeeds on a directory and only the read fails: say what is wrong up front */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return op_errf(err, OP_EIO, "%s: is a directory", path);
+    }
     int gz = n > 3 && !strcmp(path + n - 3, ".gz");
     if (gz) {
         /* zlib is not linked; gzip is on every Debian system */
@@ -34,12 +41,14 @@ static int load_text(op_train_data *d, const char *path, op_err *err) {
         f = popen(cmd, "r");
         if (!f) return op_errf(err, OP_EIO, "%s: cannot run gzip -dc", path);
     }
-    int rc = read_all(f, &d->text, &d->len);
-    int st = gz ? pclose(f) : fclose(f);
-    if (rc || st != 0) {
+    errno = 0;
+    int rc = read_all(f, &d->text, &d->len), e = errno; /* closing may overwrite errno */
+    int cst = gz ? pclose(f) : fclose(f);
+    if (rc || cst != 0) {
         free(d->text);
         d->text = NULL;
-        return op_errf(err, OP_EIO, "%s: read failed%s", path, gz ? " (gzip -dc)" : "");
+        if (gz) return op_errf(err, OP_EIO, "%s: read failed (gzip -dc)", path);
+        return op_errf(err, OP_EIO, "%s: read failed: %s", path, e ? strerror(e) : "unknown cause");
     }
     if (d->len < (size_t)d->seq + 2) {
         free(d->text);

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -150,15 +151,22 @@ void op_buf_free(op_buf *b) {
 int op_read_file(const char *path, char **out, size_t *len, op_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return op_errf(err, OP_EIO, "%s: cannot open: %s", path, strerror(errno));
+    /* fopen succeeds on a directory and only the read fails: say what is wrong up front */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return op_errf(err, OP_EIO, "%s: is a directory", path);
+    }
     op_buf b = {0};
     char chunk[65536];
     size_t n;
+    errno = 0;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) op_buf_put(&b, chunk, n);
-    int bad = ferror(f);
+    int bad = ferror(f), e = errno; /* fclose may overwrite errno */
     fclose(f);
     if (bad) {
         op_buf_free(&b);
-        return op_errf(err, OP_EIO, "%s: read error", path);
+        return op_errf(err, OP_EIO, "%s: read error: %s", path, e ? strerror(e) : "unknown cause");
     }
     if (!b.data) op_buf_put(&b, "", 0);
     *out = b.data;
