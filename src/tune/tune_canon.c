@@ -25,8 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "octopipe/sched.h"
-#include "octopipe/sched_mem.h"
 #include "octopipe/sim.h"
 #include "tune/tune_mem.h"
 
@@ -167,38 +165,6 @@ static int relabel(const op_problem *pr, const int *perm, const op_plan *c, op_p
     return rc;
 }
 
-/* Step 3: the classic schedules on the devices as given, each with its cheapest fitting
- * recomputation, are the bar and what the stats report. */
-static void given_order_bar(const op_problem *pr, op_plan *best, op_tune_stats *st) {
-    st->best_baseline_ms = 0;
-    st->best_baseline[0] = 0;
-    for (const char *const *n = op_sched_names(); *n; n++) {
-        op_plan b;
-        op_err e = {0};
-        op_sched_info info = {0};
-        if (op_sched_build_fit(*n, pr, NULL, &b, &info, &e) != OP_OK) continue;
-        if (op_plan_fits(&b)) {
-            if (st->best_baseline_ms <= 0 || b.pred.makespan_ms < st->best_baseline_ms) {
-                const char *rc = strstr(info.settings, "recompute=");
-                st->best_baseline_ms = b.pred.makespan_ms;
-                snprintf(st->best_baseline, sizeof st->best_baseline, "%s%s%.12s", *n,
-                         rc ? "+" : "", rc ? rc + 10 : "");
-            }
-            if (b.pred.makespan_ms < best->pred.makespan_ms * (1 - 1e-9)) {
-                op_plan_free(best);
-                op_plan_copy(best, &b);
-                snprintf(best->name, sizeof best->name, "octopipe");
-                snprintf(st->source, sizeof st->source, "baseline:%s", *n);
-                st->S = b.S;
-                snprintf(st->shape, sizeof st->shape, "%s",
-                         strstr(info.settings, "layout") ? "layout" : "baseline");
-                if (strcmp(st->policies, "not modelled")) tn_describe(best, st);
-            }
-        }
-        op_plan_free(&b);
-    }
-}
-
 int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err) {
     int rc = op_problem_validate(pr, err);
     if (rc != OP_OK) return rc;
@@ -227,7 +193,13 @@ int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *e
     free(mem);
     free(perm);
     if (rc != OP_OK) return rc;
-    if (!oo.no_baselines) given_order_bar(pr, out, &st);
+    if (!oo.no_baselines) { /* step 3: the classic schedules on the ranks as given */
+        int have = 1;
+        char was[sizeof st.source];
+        snprintf(was, sizeof was, "%s", st.source);
+        tn_baseline_bar(pr, out, &have, &st);
+        if (strcmp(was, st.source) && strcmp(st.policies, "not modelled")) tn_describe(out, &st);
+    }
     st.seconds = op_now_s() - t0;
     if (o && o->stats) *o->stats = st;
     return OP_OK;

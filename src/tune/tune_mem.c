@@ -209,7 +209,7 @@ static void relax(const op_problem *pr, op_plan *p, const op_tune_opts *o) {
 }
 
 /* Step 4: the classic schedules with their own best uniform recomputation. */
-static void baseline_bar(const op_problem *pr, op_plan *best, int *have, op_tune_stats *st) {
+void tn_baseline_bar(const op_problem *pr, op_plan *best, int *have, op_tune_stats *st) {
     st->best_baseline_ms = 0; /* the bar is now each baseline with its recomputation */
     st->best_baseline[0] = 0;
     for (const char *const *n = op_sched_names(); *n; n++) {
@@ -359,7 +359,7 @@ int tn_tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_
         free(lv);
         for (int i = 0; i < nseeds; i++)
             if (seeds[i] != out) op_plan_free(&views[i]);
-        if (!o.no_baselines) baseline_bar(pr, out, &have, &st);
+        if (!o.no_baselines) tn_baseline_bar(pr, out, &have, &st);
     } else if (have && modelled && lim && o.recompute != OP_TUNE_RC_NONE && first != OP_ACT_KEEP) {
         relax(pr, out, &o); /* a forced policy still leaves stages that need nothing */
     }

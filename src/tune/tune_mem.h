@@ -5,6 +5,10 @@
 
 /* op_tune on the problem as given (tune_canon.c relabels a mixed cluster first). */
 int tn_tune_mem(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
+/* Every classic schedule with its cheapest fitting recomputation on pr: the fastest is
+ * st->best_baseline, and replaces *best (renamed octopipe; st->source, S, shape) when faster
+ * or when !*have. */
+void tn_baseline_bar(const op_problem *pr, op_plan *best, int *have, op_tune_stats *st);
 /* st->n_recompute and st->policies ("keep", "full on 3 of 16 stages, ...") of plan p. */
 void tn_describe(const op_plan *p, op_tune_stats *st);
 
