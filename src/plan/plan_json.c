@@ -408,6 +408,14 @@ static int slot_kind(int slot, int split) {
     return slot == 0 ? OP_F : slot == 2 ? OP_W : split == 1 ? OP_I : OP_B;
 }
 
+/* The "missing op" error for (s, m, slot), the same from the dense and the sparse check. */
+static int missing_op(rd *r, const op_plan *p, const int *split, int s, int m, int slot) {
+    char path[64], nm[64];
+    op_name(nm, sizeof nm, slot_kind(slot, split[s]), s, m);
+    snprintf(path, sizeof path, "schedule[%d]", p->stage_dev[s]);
+    return fail(r, path, "missing op %s (stage %d is placed on device %d)", nm, s, p->stage_dev[s]);
+}
+
 /* Duplicate and missing ops of a schedule that lists fewer ops than the plan needs, so one is
  * missing for sure: found by sorting the n listed ops, in time and memory proportional to the
  * file rather than to S*M.  Reports the same errors, in the same order, as the dense check. */
@@ -439,10 +447,7 @@ static int sparse_check(rd *r, const op_plan *p, const int *split, seen_op *l, i
                     k++;
                     continue;
                 }
-                op_name(nm, sizeof nm, slot_kind(slot, split[s]), s, m);
-                snprintf(path, sizeof path, "schedule[%d]", p->stage_dev[s]);
-                return fail(r, path, "missing op %s (stage %d is placed on device %d)", nm, s,
-                            p->stage_dev[s]);
+                return missing_op(r, p, split, s, m, slot);
             }
     return OP_OK; /* not reached: the caller knows an op is missing */
 }
@@ -583,10 +588,7 @@ static int read_schedule(rd *r, json_t *arr, json_t *split_arr, op_plan *p, op_o
             for (int slot = 0; slot < 3; slot++) {
                 if (slot == 2 && split[s] != 1) continue;
                 if (!seen || seen[((int64_t)s * M + m) * 3 + slot] >= 0) continue;
-                op_name(nm, sizeof nm, slot_kind(slot, split[s]), s, m);
-                snprintf(path, sizeof path, "schedule[%d]", p->stage_dev[s]);
-                rc = fail(r, path, "missing op %s (stage %d is placed on device %d)", nm, s,
-                          p->stage_dev[s]);
+                rc = missing_op(r, p, split, s, m, slot);
                 break;
             }
     }
