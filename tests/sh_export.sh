@@ -106,6 +106,21 @@ if [ -s "$tmp/tf/octopipe.json" ]; then
   expect 2 "no force flag" "$OCTOPIPE" export "$tmp/tf/octopipe.json" --torch-csv "$d/f.csv" --force
 fi
 
+# one microbatch: the tuned plan keeps the layers on fewer devices; torch needs a stage on
+# every rank, so the refusal names the idle devices and the device count to plan for
+if "$OCTOPIPE" plan --model tests/data/hf/llama.json --devices 4 --microbatches 1 \
+     --out "$tmp/idle.json" >/dev/null 2>"$tmp/idle.err"; then
+  ok
+  expect 1 "idle devices csv" "$OCTOPIPE" export "$tmp/idle.json" --torch-csv "$d/idle.csv"
+  has "$tmp/err" "hold.* no stage" "idle devices csv"
+  has "$tmp/err" "(--devices [0-9]" "idle devices csv"
+  absent "$d/idle.csv" "idle devices csv"
+  expect 1 "idle devices comms" "$OCTOPIPE" export "$tmp/idle.json" --torch-comms-csv "$d/idle.csv"
+  expect 0 "idle devices svg" "$OCTOPIPE" export "$tmp/idle.json" --svg "$d/idle.svg"
+else
+  bad "plan with one microbatch: $(head -c 300 "$tmp/idle.err")"
+fi
+
 # hybrid model: --hybrid-layer-pattern with | and no E/L symbols for embedding/head
 if mkplans nemotron-h-8b "$tmp/hy" && [ -s "$tmp/hy/1f1b.json" ]; then
   expect 0 "hybrid layout" "$OCTOPIPE" export "$tmp/hy/1f1b.json" --megatron-layout "$d/h.txt"

@@ -3,8 +3,10 @@
  *
  * torch's _PipelineScheduleRuntime infers the stage -> rank map from the CSV rows
  * (_validate_schedule), so any placement runs as long as the stages are built on the ranks
- * the rows say: the stage map JSON tells a launcher which.  torchtitan itself builds stages
+ * the rows say (every rank must hold at least one): the stage map JSON tells a launcher
+ * which.  torchtitan itself builds stages
  * only for the loop and V maps (equal stages per rank); the hint says which settings match. */
+#include <stdio.h>
 #include <string.h>
 
 #include "octopipe/export.h"
@@ -44,6 +46,32 @@ op_torch_style op_export_torch_style(const op_plan *p, op_err *err) {
     return OP_TORCH_IRREGULAR;
 }
 
+/* A plan may leave devices without a stage (few microbatches: keeping the layers on fewer
+ * devices is faster); torch's runtime needs a stage on every rank of the pipeline group, so
+ * say which devices are idle and what to plan or run instead. */
+static int every_rank_holds_a_stage(const op_plan *p, op_err *err) {
+    char idle[96] = "";
+    int used = 0, n_idle = 0, len = 0;
+    for (int d = 0; d < p->P; d++) {
+        int has = 0;
+        for (int s = 0; s < p->S && !has; s++) has = p->stage_dev[s] == d;
+        used += has;
+        if (has) continue;
+        if (n_idle < 8)
+            len += snprintf(idle + len, sizeof idle - len, "%s%d", n_idle ? ", " : "", d);
+        else if (n_idle == 8)
+            len += snprintf(idle + len, sizeof idle - len, ", ...");
+        n_idle++;
+    }
+    if (!n_idle) return OP_OK;
+    return op_errf(err, OP_EINVAL,
+                   "device%s %s hold%s no stage (the plan keeps its %d stages on %d of %d "
+                   "devices) and torch's runtime needs a stage on every rank: plan for %d "
+                   "devices (--devices %d), or run this plan with octopipe run",
+                   n_idle > 1 ? "s" : "", idle, n_idle > 1 ? "" : "s", p->S, used, p->P, used,
+                   used);
+}
+
 /* compute_only rows of p (no check). */
 static void csv_rows(const op_plan *p, op_buf *b) {
     for (int d = 0; d < p->P; d++) {
@@ -58,6 +86,7 @@ static void csv_rows(const op_plan *p, op_buf *b) {
 
 int op_export_torch_csv(const op_plan *p, op_buf *out, op_err *err) {
     int rc = op_plan_validate(p, err);
+    if (rc == OP_OK) rc = every_rank_holds_a_stage(p, err);
     if (rc) return op_err_prefix(err, "torch CSV");
     op_buf b = {0};
     csv_rows(p, &b);
@@ -71,6 +100,7 @@ int op_export_torch_csv(const op_plan *p, op_buf *out, op_err *err) {
 
 int op_export_torch_comms_csv(const op_plan *p, op_buf *out, op_err *err) {
     int rc = op_plan_validate(p, err);
+    if (rc == OP_OK) rc = every_rank_holds_a_stage(p, err);
     if (rc) return op_err_prefix(err, "torch comms CSV");
     op_buf b = {0};
     csv_rows(p, &b);
