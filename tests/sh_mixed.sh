@@ -40,6 +40,12 @@ grep -q '"devices": 4' "$tmp/g.json" && ok || bad "--gpus h100-80gb:2,a100-80gb:
 lb_g=$(sed -n 's/.*"lower_bound_ms": \([0-9.e+-]*\).*/\1/p' "$tmp/g.json" | head -n 1)
 lb_f=$(sed -n 's/.*"lower_bound_ms": \([0-9.e+-]*\).*/\1/p' "$tmp/f.json" | head -n 1)
 [ -n "$lb_g" ] && [ "$lb_g" = "$lb_f" ] && ok || bad "lower bounds differ: --gpus $lb_g, file $lb_f"
+# --comm none frees the links only: the file is still read (a broken one is an error) and its
+# devices still count
+echo '{"format": "octopipe.cluster/1", "bogus' > "$tmp/broken.json"
+expect_err "broken.json:1:" compare "${base[@]}" --devices 4 --comm none --cluster "$tmp/broken.json" --no-tune
+timeout -k 5 300 "$OP" compare "${base[@]}" --comm none --cluster "$tmp/c4.json" --no-tune > "$tmp/cn.out" 2>&1 \
+  && grep -q "2 x a100-80gb" "$tmp/cn.out" && ok || bad "--comm none --cluster c4.json: $(head -c 300 "$tmp/cn.out")"
 # a uniform H100 cluster has a smaller bound than half of it replaced by A100s
 timeout -k 5 300 "$OP" compare "${base[@]}" --devices 4 --no-tune --json > "$tmp/u.json" 2>&1
 lb_u=$(sed -n 's/.*"lower_bound_ms": \([0-9.e+-]*\).*/\1/p' "$tmp/u.json" | head -n 1)

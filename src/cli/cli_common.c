@@ -78,7 +78,8 @@ const char *op_cli_setup_help(void) {
            "  --nodes-of N          devices per node; links between nodes are slower (default 8)\n"
            "  --cluster FILE        cluster file: measured links (`octopipe profile comm`),\n"
            "                        and optionally devices and per-pair links (docs/cluster.md)\n"
-           "  --comm none           free communication (for analytic comparisons)\n"
+           "  --comm none           free communication (for analytic comparisons); a --cluster\n"
+           "                        file's devices still count, its links do not\n"
            "  --mem-limit GiB|none  per-device memory limit (default: 90% of the GPU's memory,\n"
            "                        leaving room for the CUDA context, NCCL buffers and\n"
            "                        fragmentation, which the model does not count)\n"
@@ -153,7 +154,7 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
         fprintf(stderr, "octopipe %s: --model is required (a preset from `octopipe models`, or a file)\n", cmd);
         return -1;
     }
-    if (!s->P && (s->gpus || (s->cluster_file && !s->comm_none))) { /* the devices listed say how many */
+    if (!s->P && (s->gpus || s->cluster_file)) { /* the devices listed say how many */
         op_cluster c = {0};
         int rc = s->gpus ? op_cluster_parse_gpus(s->gpus, &c, &e) : op_cluster_load(s->cluster_file, &c, &e);
         if (rc != OP_OK) {

@@ -18,7 +18,8 @@ void op_problem_opts_default(op_problem_opts *o) {
 static int describe(const op_problem_opts *o, op_cluster *cl, op_err *err) {
     memset(cl, 0, sizeof *cl);
     int rc;
-    if (o->cluster_file && !o->comm_none && (rc = op_cluster_load(o->cluster_file, cl, err))) return rc;
+    /* read even with comm_none: its devices still count, and a broken file is an error */
+    if (o->cluster_file && (rc = op_cluster_load(o->cluster_file, cl, err))) return rc;
     if (o->gpus) {
         if (cl->P > 0)
             return op_errf(err, OP_EINVAL, "--gpus %s: the cluster file %s lists its devices already: "
