@@ -34,6 +34,11 @@ expect_err "cannot be created" compare --model llama2-7b --devices 4 --microbatc
 touch "$tmp/afile"
 expect_err "is not a directory" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/afile"
 expect_err "unknown command" frobnicate
+# numbers are decimal: strtod alone reads "0x40" as 64 and "" as 0
+expect_err "--mem-limit expects a number, got '0x40'" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit 0x40
+expect_err "--rank needs a non-negative integer (got '')" lower tests/data/plans/1f1b-p4-m8.json --rank ""
+expect_err "--bytes-scale needs a number" lower tests/data/plans/1f1b-p4-m8.json --bytes-scale 0x1
+expect_err "--lr needs a non-negative number (got '0x1p-8')" train --lr 0x1p-8
 # a directory where a file is expected: named as such, not "read error"
 mkdir -p "$tmp/adir"
 expect_err "$tmp/adir: is a directory" sim "$tmp/adir"

@@ -43,12 +43,20 @@ int op_cli_int(const char *cmd, const char *flag, const char *v, long lo, long h
     return 0;
 }
 
-int op_cli_double(const char *cmd, const char *flag, const char *v, double lo, double hi,
-                  double *out) {
+int op_cli_decimal(const char *v, double *out) {
+    if (!v || !*v || strpbrk(v, "xX")) return -1; /* "0x10" would be 16 */
     char *end = NULL;
     errno = 0;
     double x = strtod(v, &end);
-    if (errno || !end || *end || end == v || !isfinite(x)) {
+    if (errno || !end || *end || end == v || !isfinite(x)) return -1;
+    *out = x;
+    return 0;
+}
+
+int op_cli_double(const char *cmd, const char *flag, const char *v, double lo, double hi,
+                  double *out) {
+    double x;
+    if (op_cli_decimal(v, &x)) {
         fprintf(stderr, "octopipe %s: %s expects a number, got '%s'\n", cmd, flag, v);
         return -1;
     }

@@ -52,6 +52,9 @@ const char *op_cli_setup_help(void);
 int op_cli_int(const char *cmd, const char *flag, const char *v, long lo, long hi, int *out);
 int op_cli_double(const char *cmd, const char *flag, const char *v, double lo, double hi,
                   double *out);
+/* A finite decimal number filling all of v (strtod alone also takes hex, "inf" and ""); 0 when
+ * it is one, -1 otherwise.  Prints nothing: for commands with their own messages. */
+int op_cli_decimal(const char *v, double *out);
 /* Fetches the value of flag argv[*i]; prints an error when it is missing. */
 const char *op_cli_value(const char *cmd, int argc, char **argv, int *i);
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_common.h"
 #include "octopipe/out.h"
 #include "octopipe/exec.h"
 
@@ -33,7 +34,7 @@ int cmd_lower(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--rank") || !strcmp(a, "--recv-window")) {
             long x = v ? strtol(v, &end, 10) : -1;
-            if (!v || *end || x < (a[2] == 'r' && a[3] == 'a' ? 0 : 1) || x > 1000000) {
+            if (!v || !*v || *end || x < (a[2] == 'r' && a[3] == 'a' ? 0 : 1) || x > 1000000) {
                 fprintf(stderr, "octopipe lower: %s needs a %s integer (got '%s')\n", a,
                         a[3] == 'a' ? "non-negative" : "positive", v ? v : "");
                 return 2;
@@ -42,8 +43,8 @@ int cmd_lower(int argc, char **argv) {
             else lo.recv_window = (int)x;
             i++;
         } else if (!strcmp(a, "--bytes-scale")) {
-            double x = v ? strtod(v, &end) : -1;
-            if (!v || *end || !(x > 0 && x <= 1e6)) {
+            double x = -1;
+            if (op_cli_decimal(v, &x) || !(x > 0 && x <= 1e6)) {
                 fprintf(stderr, "octopipe lower: --bytes-scale needs a number in (0, 1e6] (got '%s')\n", v ? v : "");
                 return 2;
             }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_common.h"
 #include "cli/cli_out.h"
 #include "octopipe/cluster.h"
 #include "octopipe/export.h"
@@ -167,8 +168,8 @@ static int parse(targs *a, int argc, char **argv) {
             }
             *iv = (int)x, i++;
         } else if (dv) {
-            double x = v ? strtod(v, &end) : 0;
-            if (!v || !*v || *end || !(x >= 0 && x <= 1e6) || (dv == &a->lr && x <= 0)) {
+            double x = 0;
+            if (op_cli_decimal(v, &x) || !(x >= 0 && x <= 1e6) || (dv == &a->lr && x <= 0)) {
                 fprintf(stderr, "%s: %s needs a non-negative number (got '%s')\n", C, f, v ? v : "");
                 return 2;
             }
