@@ -30,7 +30,10 @@ expect_err "expects a whole number" compare --model llama2-7b --devices x --micr
 expect_err "unknown option" compare --model llama2-7b --devices 4 --microbatches 8 --bogus
 expect_err "--model is required" compare --devices 4 --microbatches 8
 expect_err "nosuch" compare --model nosuch --devices 4 --microbatches 8
-expect_err "cannot be created" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/no/such/dir"
+expect_err "/no/such does not exist" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/no/such/dir"
+# the inputs are checked before the directory is made
+expect_err "nosuch" compare --model nosuch --devices 4 --microbatches 8 --plans-dir "$tmp/newdir"
+[ ! -e "$tmp/newdir" ] && ok || bad "compare with a bad --model created --plans-dir"
 touch "$tmp/afile"
 expect_err "is not a directory" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/afile"
 expect_err "unknown command" frobnicate

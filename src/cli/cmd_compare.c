@@ -102,21 +102,16 @@ int cmd_compare(int argc, char **argv) {
         fprintf(stderr, "octopipe compare: --plans-dir needs a directory ('-' cannot hold one file per plan)\n");
         return 2;
     }
-    if (plans_dir) {
-        struct stat st;
-        /* created when missing (one level, like mkdir); an existing non-directory is an error */
-        if (stat(plans_dir, &st) != 0 && mkdir(plans_dir, 0755) != 0) {
-            fprintf(stderr, "octopipe compare: --plans-dir %s cannot be created: %s\n", plans_dir,
-                    strerror(errno));
-            return 2;
-        }
-        if (stat(plans_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "octopipe compare: --plans-dir %s is not a directory\n", plans_dir);
-            return 2;
-        }
-        if (op_cli_check_out_dir("compare", plans_dir)) return 2; /* one line, not one per plan */
-    }
+    /* checked before the inputs, created after them: a bad --model leaves no new directory */
+    if (plans_dir && op_cli_check_out_dir("compare", plans_dir)) return 2;
     if (op_cli_setup_finish(&s, "compare")) {
+        op_cli_setup_free(&s);
+        return 2;
+    }
+    struct stat st;
+    if (plans_dir && stat(plans_dir, &st) != 0 && mkdir(plans_dir, 0755) != 0) {
+        fprintf(stderr, "octopipe compare: --plans-dir %s cannot be created: %s\n", plans_dir,
+                strerror(errno));
         op_cli_setup_free(&s);
         return 2;
     }
