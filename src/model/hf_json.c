@@ -122,6 +122,24 @@ static void missing(op_hf *h, const char *key) {
     op_errf(h->err, OP_EINVAL, "%s: missing required field '%s%s'", h->file, h->prefix, key);
 }
 
+/* Sizes that a layer cannot have zero of when a config gives them (a 0 head dim or group count
+ * would load and cost nothing); counts that may be 0 (shared experts, dense layers first, LoRA
+ * ranks of the query) are not here. */
+static int is_dimension(const char *key) {
+    static const char *const dims[] = {
+        "attention_head_dim", "attention_hidden_size", "conv_kernel", "head_dim", "hidden_size",
+        "intermediate_size", "intermediate_size_mlp", "kv_lora_rank", "linear_key_head_dim",
+        "linear_num_key_heads", "linear_num_value_heads", "linear_value_head_dim",
+        "mamba_d_conv", "mamba_d_head", "mamba_d_ssm", "mamba_d_state", "mamba_expand",
+        "mamba_head_dim", "mamba_headdim", "mamba_n_groups", "mamba_n_heads", "mamba_ngroups",
+        "mamba_num_heads", "moe_intermediate_size", "n_groups", "n_mamba_heads",
+        "num_attention_heads", "num_key_value_heads", "qk_nope_head_dim", "qk_rope_head_dim",
+        "ssm_state_size", "v_head_dim", "vocab_size", NULL};
+    for (int i = 0; dims[i]; i++)
+        if (!strcmp(key, dims[i])) return 1;
+    return 0;
+}
+
 int op_hf_int(op_hf *h, const char *key, int def) {
     json_t *v = get(h, key);
     if (!v) {
@@ -144,6 +162,10 @@ int op_hf_int(op_hf *h, const char *key, int def) {
     }
     if (d < 0 || d > OP_HF_MAX_INT) {
         op_hf_fail(h, key, "%.6g is out of range (0..%d)", d, OP_HF_MAX_INT);
+        return 0;
+    }
+    if (d == 0 && is_dimension(key)) {
+        op_hf_fail(h, key, "must be positive, got 0");
         return 0;
     }
     return (int)d;
