@@ -150,7 +150,9 @@ mkdir "$tmp/in"; cp "$tmp/ref.json" "$tmp/in/p.json"; ln -s p.json "$tmp/in/l.js
 cp tests/data/profiles/tiny.json "$tmp/in/m.json"
 for c in "export $tmp/in/p.json --svg $tmp/in/p.json" "export $tmp/in/p.json --chrome-trace $tmp/in/./p.json" \
          "export $tmp/in/p.json --svg $tmp/in/l.json" "run $tmp/in/l.json --emulate --threads --time-scale 0.01 --trace $tmp/in/p.json" \
-         "plan --model $tmp/in/m.json --devices 2 --microbatches 4 --quiet --out $tmp/in/m.json"; do
+         "plan --model $tmp/in/m.json --devices 2 --microbatches 4 --quiet --out $tmp/in/m.json" \
+         "train --model tiny --devices 2 --microbatches 4 --plan 1f1b --threads --steps 1 --data $tmp/in/m.json --trace $tmp/in/m.json" \
+         "train --model tiny --devices 2 --microbatches 4 --plan $tmp/in/p.json --threads --steps 1 --svg $tmp/in/l.json"; do
   $OP $c > /dev/null 2> "$tmp/err"; rc=$?
   if [ $rc -eq 2 ] && grep -q "it is the input" "$tmp/err" && [ "$(wc -l < "$tmp/err")" -eq 1 ] \
      && cmp -s "$tmp/in/p.json" "$tmp/ref.json" && cmp -s "$tmp/in/m.json" tests/data/profiles/tiny.json \

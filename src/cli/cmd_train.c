@@ -13,6 +13,7 @@
 #include "cli/cli_out.h"
 #include "octopipe/cluster.h"
 #include "octopipe/export.h"
+#include "octopipe/out.h"
 #include "octopipe/ptrain.h"
 #include "octopipe/sim.h"
 
@@ -200,6 +201,9 @@ static int parse(targs *a, int argc, char **argv) {
         fprintf(stderr, "%s: --resume needs --checkpoint DIR\n", C);
         return 2;
     }
+    /* no output (--svg, --trace, --save-plan) may replace a file this run reads */
+    const char *inputs[] = {a->model, a->plan, a->data, a->cluster};
+    for (int i = 0; i < 4; i++) op_out_protect(inputs[i]);
     return 0;
 }
 
