@@ -3,6 +3,8 @@
  * bind and, where it does, a plan that fits with recomputation only where the simulator says
  * it is needed; baselines get Megatron's uniform choice; when nothing fits the advice is
  * computed (static memory named, more devices found by tuning). */
+#include <signal.h>
+
 #include "check.h"
 #include "tune_fixtures.h"
 #include "octopipe/sched_mem.h"
@@ -167,6 +169,37 @@ TEST(recomputes_only_where_memory_binds) {
     free(l);
 }
 
+/* Ctrl-C (opts.cancel set): the memory phases after the first search are skipped and a plan
+ * that fits still comes back, after far fewer simulations than the whole search. */
+TEST(cancel_returns_a_fitting_plan_early) {
+    int n = 16, P = 4, M = 8;
+    op_layer_cost *l = tf_layers(n, 64, 4);
+    op_problem pr = problem(l, n, P, M, 200);
+    op_tune_opts o;
+    op_tune_stats full, cut;
+    op_plan a, b;
+    op_err e = {0};
+    op_tune_opts_default(&o);
+    o.stats = &full;
+    CHECK_MSG(op_tune(&pr, &o, &a, &e) == OP_OK, "%s", e.msg);
+    volatile sig_atomic_t stop = 1;
+    o.cancel = &stop;
+    o.stats = &cut;
+    CHECK_MSG(op_tune(&pr, &o, &b, &e) == OP_OK, "%s", e.msg);
+    if (a.S > 0 && b.S > 0) {
+        CHECK(full.mem_binds == 2); /* the case has memory phases to skip */
+        /* the keep search and the first joint search, each stopped at its first check: 299
+         * of the whole run's 234157 simulations; with every later trial, the wfree chain and
+         * the polishes still running (each stopped at its first check) it was 1791 */
+        CHECK_MSG(cut.evals * 300 < full.evals, "%ld simulations cancelled, %ld whole", cut.evals, full.evals);
+        CHECK(op_plan_fits(&b));
+        CHECK(b.pred.makespan_ms >= a.pred.makespan_ms * (1 - 1e-9) || cut.evals < full.evals);
+        op_plan_free(&a);
+        op_plan_free(&b);
+    }
+    free(l);
+}
+
 TEST(baselines_get_the_cheapest_recompute_that_fits) {
     int n = 16, P = 4, M = 8;
     op_layer_cost *l = tf_layers(n, 64, 4);
@@ -227,6 +260,7 @@ int main(int argc, char **argv) {
     RUN(keep_where_memory_does_not_bind);
     RUN(no_policy_when_memory_is_not_modelled);
     RUN(recomputes_only_where_memory_binds);
+    RUN(cancel_returns_a_fitting_plan_early);
     RUN(baselines_get_the_cheapest_recompute_that_fits);
     RUN(advice_when_nothing_fits);
     return check_report("tune_mem");

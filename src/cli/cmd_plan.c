@@ -205,7 +205,10 @@ int cmd_plan(int argc, char **argv) {
            100 * q->bubble_ratio);
     fprintf(info, "lower bound %.2f ms, gap %.2f%%\n", q->lower_bound_ms,
            100 * (q->makespan_ms / q->lower_bound_ms - 1));
-    double lbm = op_plan_lower_bound_mem(&p);
+    /* after Ctrl-C the user wants out: this bound can take seconds on large mixed problems */
+    double lbm = interrupted ? 0 : op_plan_lower_bound_mem(&p);
+    if (interrupted && limit > 0 && mem)
+        fprintf(info, "memory-aware lower bound not computed (interrupted)\n");
     if (limit > 0 && lbm > q->lower_bound_ms * (1 + 1e-9)) /* memory binds every plan */
         fprintf(info, "memory-aware lower bound %.2f ms (least recomputation any fitting plan needs), "
                "gap %.2f%%\n", lbm, 100 * (q->makespan_ms / lbm - 1));

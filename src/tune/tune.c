@@ -206,7 +206,7 @@ static void run_baselines(tn_search *st, tn_pool *pl, const op_problem *pr, op_p
     if (st->o->no_baselines) return;
     tn_cand c;
     tn_cand_alloc(&c, st->pb);
-    for (const char *const *n = op_sched_names(); *n; n++) {
+    for (const char *const *n = op_sched_names(); *n && !(*have_bl && tn_cancelled(st->o)); n++) {
         op_plan bp;
         op_err e = {0};
         if (op_sched_build(*n, pr, &bp, &e) != OP_OK) continue;
@@ -442,7 +442,7 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
          * and what the seeded trials start from, and a case could end slower than without
          * it (qwen2-vl-7b P=8 M=16 under 72 GiB: 819.12 -> 825.18 ms) */
         double s2 = 2.0 * pb.P < pb.L ? 2.0 * pb.P : pb.L;
-        if (rc == OP_OK && st.pol0 < 0 && 3.0 * s2 * pb.M <= 400) {
+        if (rc == OP_OK && st.pol0 < 0 && 3.0 * s2 * pb.M <= 400 && !tn_cancelled(&o)) {
             tn_polish_plan(out);
             tn_polish_knobs(&st, &st.best, out);
         }

@@ -166,6 +166,9 @@ double tn_score(tn_search *st, const tn_cand *c);
 /* Same, but gives up (returns 1e300) once the makespan must exceed cutoff (> 0). */
 double tn_score_cut(tn_search *st, const tn_cand *c, double cutoff);
 int tn_out_of_budget(const tn_search *st);
+/* Ctrl-C (op_tune_opts.cancel): every phase after the first plan is skipped, so the best plan
+ * so far comes back within a fraction of a second. */
+static inline int tn_cancelled(const op_tune_opts *o) { return o && o->cancel && *o->cancel; }
 /* Bubble-guided first-improvement local search from *cur (updated in place) for at most
  * `budget` evaluations, with seeded perturbations when it stalls. */
 void tn_local_search(tn_search *st, tn_cand *cur, long budget);

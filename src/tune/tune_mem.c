@@ -134,7 +134,7 @@ static void wfree_chain(const op_problem *pr, const op_tune_opts *o, const op_pl
         if (seeds[i] != skip) s2[n] = seeds[i], c2[n++] = cuts[i];
     s2[n] = &cur;
     c2[n++] = 0;
-    for (int level = 1; level <= 3; level++) {
+    for (int level = 1; level <= 3 && !tn_cancelled(o); level++) {
         op_tune_opts oo = *o;
         op_tune_stats tmp;
         memset(&tmp, 0, sizeof tmp);
@@ -308,6 +308,7 @@ int tn_tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_
             /* full costs a whole forward per stage: worth a search only when nothing lighter
              * fits, or what fits is still far (> 5%) from the memory-free bound */
             if (k > 2 && have && out->pred.makespan_ms <= 1.05 * op_plan_lower_bound_quick(out)) break;
+            if (have && tn_cancelled(&o)) break;
             /* the refining searches need a plan to start from; on mixed clusters too (8 H100 +
              * 8 A100 as two nodes, Jamba M=32: 3195 -> 3061 ms) */
             if (tcut[k] < -1 && tcut[k] > -5 && !have) continue;
@@ -385,8 +386,9 @@ int tn_tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_
         }
         return OP_ENOMEM;
     }
-    tn_polish_plan(out); /* once, on the plan returned (tn_tune_core_pol says why not per trial) */
-    if (st.mem_binds == 2) { /* where memory binds: polished longer, offload tried, keep
+    if (!tn_cancelled(&o))
+        tn_polish_plan(out); /* once, on the plan returned (tn_tune_core_pol says why not per trial) */
+    if (st.mem_binds == 2 && !tn_cancelled(&o)) { /* where memory binds: polished longer, offload tried, keep
                               * repaired in; a reordered plan may need less recomputation */
         tn_mem_polish(out, o.no_offload);
         relax(pr, out, &o);
