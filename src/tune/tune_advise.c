@@ -241,9 +241,9 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
     }
     /* the lowest limit, the same on every device, on a ladder from the static floor up (x1.1 a
      * step) at which a plan with recomputation fits; capped by the peak of the best plan
-     * without any limit.  Bisected over the rungs (more memory never makes a plan stop
-     * fitting): a few tunes where a scan took one per rung, 73 of them (98 s) on llama2-7b
-     * at --seq 16777216 */
+     * without any limit.  The first three rungs in turn (where the answer usually is), the
+     * rest bisected (more memory never makes a plan stop fitting): a scan took one tune per
+     * rung, 73 of them (98 s) on llama2-7b at --seq 16777216 */
     op_problem q = *pr;
     q.mem_limit_bytes = 0;
     q.dev_mem_limit = NULL;
@@ -254,15 +254,21 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
     for (double g = ceil(sf * 1.05 / GIB * 100) / 100; mk > 0 && g * GIB < peak && nr < RUNGS;
          g = ceil(g * 110) / 100)
         rung[nr++] = g;
-    int lo = 0, hi = nr, best = -1; /* the first fitting rung is in [lo, hi) */
+    int lo = 0, hi = nr, best = -1;
     double best_mk = 0;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        q.mem_limit_bytes = rung[mid] * GIB;
+    for (; lo < 3 && lo < nr && best < 0; lo++) {
+        q.mem_limit_bytes = rung[lo] * GIB;
         double m2 = quick(&q, NULL);
-        if (m2 > 0) best = mid, best_mk = m2, hi = mid;
-        else lo = mid + 1;
+        if (m2 > 0) best = lo, best_mk = m2;
     }
+    if (best < 0)
+        while (lo < hi) { /* the first fitting rung is in [lo, hi) */
+            int mid = lo + (hi - lo) / 2;
+            q.mem_limit_bytes = rung[mid] * GIB;
+            double m2 = quick(&q, NULL);
+            if (m2 > 0) best = mid, best_mk = m2, hi = mid;
+            else lo = mid + 1;
+        }
     if (best >= 0) {
         SAY("--mem-limit %.2f: a plan fits (%.1f ms)\n", rung[best], best_mk);
         mk = 0;
