@@ -4,8 +4,8 @@
  * torch's _PipelineScheduleRuntime infers the stage -> rank map from the CSV rows
  * (_validate_schedule), so any placement runs as long as the stages are built on the ranks
  * the rows say (every rank must hold at least one): the stage map JSON tells a launcher
- * which.  torchtitan itself builds stages
- * only for the loop and V maps (equal stages per rank); the hint says which settings match. */
+ * which.  torchtitan itself builds stages only for the loop and V maps (equal stages per
+ * rank); the hint says which settings match. */
 #include <stdio.h>
 #include <string.h>
 
