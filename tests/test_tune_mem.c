@@ -230,6 +230,12 @@ TEST(baselines_get_the_cheapest_recompute_that_fits) {
     free(l);
 }
 
+static void note_trying(void *ctx, const char *what) {
+    char *t = ctx;
+    size_t k = strlen(t);
+    snprintf(t + k, 1024 - k, "[%s]", what);
+}
+
 TEST(advice_when_nothing_fits) {
     char buf[2048];
     /* static 40 MiB per layer x 16 layers over 4 devices = 160 MiB per device at best */
@@ -238,8 +244,14 @@ TEST(advice_when_nothing_fits) {
     op_plan p;
     op_err e = {0};
     CHECK(tune(&pr, OP_TUNE_RC_AUTO, &p, NULL, &e) == OP_ENOMEM);
-    int k = op_tune_advise(NULL, NULL, NULL, &pr, buf, sizeof buf);
+    char tried[1024] = "";
+    op_tune_advise_progress pg = {note_trying, tried};
+    int k = op_tune_advise_with(NULL, NULL, NULL, &pr, buf, sizeof buf, &pg);
     CHECK(k >= 2);
+    /* each search is announced before it runs: 8 devices (the fix; 6 are not searched, their
+     * static memory alone is over the limit), no limit, then the limit ladder */
+    CHECK(!strncmp(tried, "[8 devices][no memory limit][--mem-limit ", 41));
+    CHECK(!strstr(tried, "[10 devices]")); /* the first device count that fits ends that ladder */
     CHECK_STR_CONTAINS(buf, "static memory");
     CHECK_STR_CONTAINS(buf, "0.16 GiB");
     /* 8 devices hold 80 MiB of static each: more devices is a computed fix */

@@ -123,6 +123,15 @@ double op_tune_static_floor_any(const op_problem *pr);
  * one line per suggestion into buf.  Returns the number of suggestions. */
 int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
                    const op_problem *pr, char *buf, size_t n);
+/* The same, calling pg->trying(ctx, what) before each of its searches ("--tp 2", "12
+ * devices", "--mem-limit 21.59"): on large models they take seconds each, and a caller can
+ * show which one runs.  pg may be NULL. */
+typedef struct {
+    void (*trying)(void *ctx, const char *what);
+    void *ctx;
+} op_tune_advise_progress;
+int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_device *d,
+                        const op_problem *pr, char *buf, size_t n, const op_tune_advise_progress *pg);
 
 /* Parses "any" | "loop" | "v". Returns 0, or -1 if unknown. */
 int op_tune_placement_parse(const char *s, op_tune_placement *out);

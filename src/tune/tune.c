@@ -61,9 +61,11 @@ static void progress(tn_search *st) {
                             * bound: the search may stop early), or the wall-time budget */
         double left = st->evals > 0 ? (now - st->t0) * (st->max_evals - st->evals) / st->evals : 0;
         if (st->deadline > 0 && st->deadline - now < left) left = st->deadline - now;
-        fprintf(stderr, "%s: %-9s best %.3f ms  gap %.2f%%  (%ld/%ld sims, %.1f s, <= %.0f s left)\n",
-                st->o->label ? st->o->label : "octopipe plan", st->phase, best, 100 * gap,
-                st->evals, st->max_evals, now - st->run0, left > 0 ? left : 0);
+        char at[64] = "no plan fits yet";
+        if (best > 0) snprintf(at, sizeof at, "best %.3f ms  gap %.2f%%", best, 100 * gap);
+        fprintf(stderr, "%s: %-9s %s  (%ld/%ld sims, %.1f s, <= %.0f s left)\n",
+                st->o->label ? st->o->label : "octopipe plan", st->phase, at, st->evals,
+                st->max_evals, now - st->run0, left > 0 ? left : 0);
     }
 }
 

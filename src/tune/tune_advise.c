@@ -6,6 +6,7 @@
  * returns a plan that fits.  Static memory is checked first with a bound every plan obeys
  * (tune_static.c), per device on a mixed cluster: each device's own type and limit. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +16,9 @@
 
 /* A brief tune of pr; returns the makespan of a plan that fits, else 0 (and *peak the
  * smallest peak found, when the tune reports one). */
-static double quick(const op_problem *pr, double *peak) {
+static double quick(const op_problem *pr, double *peak, const op_tune_advise_progress *pg,
+                    const char *what) {
+    if (pg && pg->trying) pg->trying(pg->ctx, what);
     op_tune_opts o;
     op_tune_opts_default(&o);
     o.max_evals = 300;
@@ -71,11 +74,13 @@ static int recost(const op_model *m, const op_train_cfg *t0, const op_train_cfg 
 
 /* Re-costs m under tt and tunes; makespan if a plan fits, else 0. */
 static double with_cfg(const op_model *m, const op_train_cfg *t0, const op_train_cfg *tt,
-                       const op_device *d, const op_problem *pr) {
+                       const op_device *d, const op_problem *pr, const op_tune_advise_progress *pg,
+                       const char *what) {
     op_problem q;
     op_layer_cost *rows;
     double mk = 0;
-    if (recost(m, t0, tt, d, pr, &q, &rows) && op_tune_static_need(&q, NULL) <= 1) mk = quick(&q, NULL);
+    if (recost(m, t0, tt, d, pr, &q, &rows) && op_tune_static_need(&q, NULL) <= 1)
+        mk = quick(&q, NULL, pg, what);
     free(rows);
     return mk;
 }
@@ -185,6 +190,12 @@ static void say_static(const op_problem *pr, char *buf, size_t n, size_t *k, int
 
 int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
                    const op_problem *pr, char *buf, size_t n) {
+    return op_tune_advise_with(m, t, d, pr, buf, n, NULL);
+}
+
+int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_device *d,
+                        const op_problem *pr, char *buf, size_t n, const op_tune_advise_progress *pg) {
+    char what[96];
     size_t k = 0;
     int count = 0;
     buf[0] = 0;
@@ -200,7 +211,8 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
         for (int tp = t->tp * 2; tp <= 8; tp *= 2) { /* TP stays inside a node of 8 */
             op_train_cfg tt = *t;
             tt.tp = tp;
-            double mk = with_cfg(m, t, &tt, d, pr);
+            snprintf(what, sizeof what, "--tp %d", tp);
+            double mk = with_cfg(m, t, &tt, d, pr, pg, what);
             if (mk > 0) {
                 SAY("--tp %d: a plan fits (%.1f ms per iteration; each pipeline rank becomes %d GPUs)\n",
                     tp, mk, tp);
@@ -211,7 +223,8 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
             op_train_cfg tt = *t;
             tt.dp = t->dp > 1 ? t->dp : 2;
             tt.zero1 = 1;
-            double mk = with_cfg(m, t, &tt, d, pr);
+            snprintf(what, sizeof what, "--dp %d --zero1", tt.dp);
+            double mk = with_cfg(m, t, &tt, d, pr, pg, what);
             if (mk > 0)
                 SAY("--dp %d --zero1: optimizer state sharded over the data-parallel group, a plan "
                     "fits (%.1f ms)\n", tt.dp, mk);
@@ -228,7 +241,8 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
         int *dt;
         double *lim, *host, mk = 0;
         op_problem q = widen(pr, P2, like, &dt, &lim, &host);
-        if (op_tune_static_need(&q, NULL) <= 1) mk = quick(&q, NULL);
+        snprintf(what, sizeof what, "%d devices", P2);
+        if (op_tune_static_need(&q, NULL) <= 1) mk = quick(&q, NULL, pg, what);
         free(dt);
         free(lim);
         free(host);
@@ -247,7 +261,7 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
     op_problem q = *pr;
     q.mem_limit_bytes = 0;
     q.dev_mem_limit = NULL;
-    double peak = 0, mk = quick(&q, &peak);
+    double peak = 0, mk = quick(&q, &peak, pg, "no memory limit");
     enum { RUNGS = 512 };
     double rung[RUNGS];
     int nr = 0;
@@ -258,14 +272,16 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
     double best_mk = 0;
     for (; lo < 3 && lo < nr && best < 0; lo++) {
         q.mem_limit_bytes = rung[lo] * GIB;
-        double m2 = quick(&q, NULL);
+        snprintf(what, sizeof what, "--mem-limit %.2f", rung[lo]);
+        double m2 = quick(&q, NULL, pg, what);
         if (m2 > 0) best = lo, best_mk = m2;
     }
     if (best < 0)
         while (lo < hi) { /* the first fitting rung is in [lo, hi) */
             int mid = lo + (hi - lo) / 2;
             q.mem_limit_bytes = rung[mid] * GIB;
-            double m2 = quick(&q, NULL);
+            snprintf(what, sizeof what, "--mem-limit %.2f", rung[mid]);
+            double m2 = quick(&q, NULL, pg, what);
             if (m2 > 0) best = mid, best_mk = m2, hi = mid;
             else lo = mid + 1;
         }
