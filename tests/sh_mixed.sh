@@ -18,6 +18,8 @@ expect_err "unknown device 'v100' (known: a100-80gb" compare "${base[@]}" --gpus
 expect_err "--gpus lists 4 devices but --devices is 8: the counts must add up" \
   compare "${base[@]}" --devices 8 --gpus h100:2,a100:2 --no-tune
 expect_err "count 'two' of h100" plan "${base[@]}" --gpus h100:two --out "$tmp/x.json"
+# --gpu beside listed devices names a profile's GPU; for an HF model or preset it would be dropped
+expect_err "--gpu a100-80gb has no effect here: --gpus lists each device's GPU" plan "${base[@]}" --gpu a100-80gb --gpus h100:2,a100:2 --out "$tmp/x.json"
 cat > "$tmp/c4.json" <<'J'
 {"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 300,
  "inter_lat_ms": 0.03, "inter_bw_GBps": 40, "gpus": "h100-80gb:2,a100-80gb:2"}

@@ -79,7 +79,8 @@ const char *op_cli_setup_help(void) {
            "  --tp N                tensor-parallel degree inside each stage (default 1)\n"
            "  --dp N                data-parallel degree, for --zero1 (default 1)\n"
            "  --zero1               shard optimizer state over the DP group (ZeRO-1)\n"
-           "  --gpu NAME            a100-80gb | h100-80gb | h200 (default h100-80gb)\n"
+           "  --gpu NAME            a100-80gb | h100-80gb | h200 (default h100-80gb); with\n"
+           "                        --gpus, the GPU a profile's times were measured on\n"
            "  --gpus NAME:N,...     mixed cluster: each device's GPU in rank order, e.g.\n"
            "                        h100-80gb:4,a100-80gb:4 (counts add up to --devices, which\n"
            "                        may then be left out); docs/cluster.md\n"
@@ -125,6 +126,7 @@ int op_cli_setup_flag(op_cli_setup *s, int argc, char **argv, int *i, const char
     } else if (!strcmp(f, "--gpu")) {
         VALUE();
         s->gpu = v;
+        s->gpu_given = 1;
     } else if (!strcmp(f, "--gpus")) {
         VALUE();
         s->gpus = v;
@@ -187,6 +189,19 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
     if (op_model_load(s->model_arg, &s->model, &e) != OP_OK) {
         fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
         return -1;
+    }
+    /* with the devices listed, --gpu only says which GPU a profile's times were measured on */
+    if (s->gpu_given && (s->gpus || s->cluster_file) && strcmp(s->model.model_type, "profile") != 0) {
+        op_cluster c = {0};
+        int listed = s->gpus || (op_cluster_load(s->cluster_file, &c, &e) == OP_OK && c.P > 0);
+        op_cluster_free(&c);
+        if (listed) {
+            fprintf(stderr, "octopipe %s: --gpu %s has no effect here: %s lists each device's GPU, "
+                            "and --gpu only names the GPU a profile was measured on (%s is not a "
+                            "profile); drop --gpu\n",
+                    cmd, s->gpu, s->gpus ? "--gpus" : s->cluster_file, s->model_arg);
+            return -1;
+        }
     }
     /* costs, tokens, links and the memory limit: the library's op_problem_from_model */
     op_problem_opts o;
