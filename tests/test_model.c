@@ -461,16 +461,17 @@ TEST(bad_missing_and_wrong_fields) {
                                 "v.json", &m, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "v.json: vocab_size: -10 is out of range");
     /* a size given as 0 would load and cost nothing */
-    CHECK(op_model_from_hf_json("{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
-                                " \"vocab_size\": 10, \"num_attention_heads\": 4, \"hybrid_override_pattern\": \"M*\","
-                                " \"attention_head_dim\": 0}",
-                                "hd.json", &m, &e) == OP_EINVAL);
-    CHECK_STR_CONTAINS(e.msg, "hd.json: attention_head_dim: must be positive, got 0");
-    CHECK(op_model_from_hf_json("{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
-                                " \"vocab_size\": 10, \"num_attention_heads\": 4, \"hybrid_override_pattern\": \"M*\","
-                                " \"n_groups\": 0}",
-                                "ng.json", &m, &e) == OP_EINVAL);
-    CHECK_STR_CONTAINS(e.msg, "ng.json: n_groups: must be positive, got 0");
+    const char *zero[] = {"attention_head_dim", "n_groups", "ssm_state_size", "num_key_value_heads"};
+    for (int k = 0; k < 4; k++) {
+        char js[512], want[96];
+        snprintf(js, sizeof js,
+                 "{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
+                 " \"vocab_size\": 10, \"num_attention_heads\": 4, \"hybrid_override_pattern\": \"M*\","
+                 " \"%s\": 0}", zero[k]);
+        snprintf(want, sizeof want, "z0.json: %s: must be positive, got 0", zero[k]);
+        CHECK(op_model_from_hf_json(js, "z0.json", &m, &e) == OP_EINVAL);
+        CHECK_STR_CONTAINS(e.msg, want);
+    }
     CHECK(op_model_from_hf_json("{\"model_type\": \"zamba2\", \"hidden_size\": 16000000, \"vocab_size\": 10,"
                                 " \"mamba_expand\": 1000, \"layers_block_type\": [\"mamba\"], \"num_hidden_layers\": 1}",
                                 "big.json", &m, &e) == OP_EINVAL);
