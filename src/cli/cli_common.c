@@ -190,19 +190,6 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
         fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
         return -1;
     }
-    /* with the devices listed, --gpu only says which GPU a profile's times were measured on */
-    if (s->gpu_given && (s->gpus || s->cluster_file) && strcmp(s->model.model_type, "profile") != 0) {
-        op_cluster c = {0};
-        int listed = s->gpus || (op_cluster_load(s->cluster_file, &c, &e) == OP_OK && c.P > 0);
-        op_cluster_free(&c);
-        if (listed) {
-            fprintf(stderr, "octopipe %s: --gpu %s has no effect here: %s lists each device's GPU, "
-                            "and --gpu only names the GPU a profile was measured on (%s is not a "
-                            "profile); drop --gpu\n",
-                    cmd, s->gpu, s->gpus ? "--gpus" : s->cluster_file, s->model_arg);
-            return -1;
-        }
-    }
     /* costs, tokens, links and the memory limit: the library's op_problem_from_model */
     op_problem_opts o;
     op_problem_opts_default(&o);
@@ -218,6 +205,14 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
     if (s->model.n_layers > 0) s->costs = op_xcalloc((size_t)s->model.n_layers, sizeof *s->costs);
     if (op_problem_from_model(&s->pr, &s->model, &s->dev, s->P, s->M, &o, s->costs, &e) != OP_OK) {
         fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
+        return -1;
+    }
+    /* with the devices listed, --gpu only says which GPU a profile's times were measured on */
+    if (s->gpu_given && s->cluster.P > 0 && strcmp(s->model.model_type, "profile") != 0) {
+        fprintf(stderr, "octopipe %s: --gpu %s has no effect here: %s lists each device's GPU, "
+                        "and --gpu only names the GPU a profile was measured on (%s is not a "
+                        "profile); drop --gpu\n",
+                cmd, s->gpu, s->gpus ? "--gpus" : s->cluster_file, s->model_arg);
         return -1;
     }
     if (s->cluster.P > 0) s->dev = s->cluster.type_dev[0];

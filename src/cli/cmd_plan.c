@@ -16,11 +16,9 @@ static void on_sigint(int sig) {
     interrupted = 1;
 }
 
-/* The advice's searches, one line each (they take seconds on large models). */
-static double advice_t0;
+/* The advice's searches, one line each (they take seconds on large models); ctx: its start. */
 static void advice_trying(void *ctx, const char *what) {
-    (void)ctx;
-    fprintf(stderr, "octopipe plan: trying %s (%.0f s so far)\n", what, op_now_s() - advice_t0);
+    fprintf(stderr, "octopipe plan: trying %s (%.0f s so far)\n", what, op_now_s() - *(double *)ctx);
 }
 
 static void usage(FILE *f) {
@@ -175,8 +173,8 @@ int cmd_plan(int argc, char **argv) {
             if (!quiet)
                 fprintf(stderr, "octopipe plan: looking for the smallest change that fits "
                                 "(a short search for each of --tp, --zero1, --devices, --mem-limit)...\n");
-            op_tune_advise_progress pg = {advice_trying, NULL};
-            advice_t0 = op_now_s();
+            double t_adv = op_now_s();
+            op_tune_advise_progress pg = {advice_trying, &t_adv};
             if (op_tune_advise_with(&s.model, &s.train, &s.dev, &s.pr, adv, sizeof adv,
                                     o.verbose ? &pg : NULL) > 0)
                 fprintf(stderr, "what would fit:\n%s", adv);

@@ -46,7 +46,7 @@ double op_tune_lower_bound(const op_problem *pr) {
 }
 
 int tn_out_of_budget(const tn_search *st) {
-    if (st->evals >= st->max_evals || (st->o->cancel && *st->o->cancel)) return 1;
+    if (st->evals >= st->max_evals || tn_cancelled(st->o)) return 1;
     return st->deadline > 0 && (st->sims & 15) == 0 && op_now_s() > st->deadline;
 }
 

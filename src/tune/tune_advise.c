@@ -72,6 +72,14 @@ static int recost(const op_model *m, const op_train_cfg *t0, const op_train_cfg 
     return ok;
 }
 
+/* quick() of q at a limit of gib on every device, announced as that flag. */
+static double at_limit(op_problem *q, double gib, const op_tune_advise_progress *pg) {
+    char what[48];
+    snprintf(what, sizeof what, "--mem-limit %.2f", gib);
+    q->mem_limit_bytes = gib * GIB;
+    return quick(q, NULL, pg, what);
+}
+
 /* Re-costs m under tt and tunes; makespan if a plan fits, else 0. */
 static double with_cfg(const op_model *m, const op_train_cfg *t0, const op_train_cfg *tt,
                        const op_device *d, const op_problem *pr, const op_tune_advise_progress *pg,
@@ -270,18 +278,12 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
         rung[nr++] = g;
     int lo = 0, hi = nr, best = -1;
     double best_mk = 0;
-    for (; lo < 3 && lo < nr && best < 0; lo++) {
-        q.mem_limit_bytes = rung[lo] * GIB;
-        snprintf(what, sizeof what, "--mem-limit %.2f", rung[lo]);
-        double m2 = quick(&q, NULL, pg, what);
-        if (m2 > 0) best = lo, best_mk = m2;
-    }
-    if (best < 0)
-        while (lo < hi) { /* the first fitting rung is in [lo, hi) */
+    for (; lo < 3 && lo < nr && best < 0; lo++)
+        if ((best_mk = at_limit(&q, rung[lo], pg)) > 0) best = lo;
+    if (best < 0) /* bisected to the end: the first fitting rung is in [lo, hi) */
+        while (lo < hi) {
             int mid = lo + (hi - lo) / 2;
-            q.mem_limit_bytes = rung[mid] * GIB;
-            snprintf(what, sizeof what, "--mem-limit %.2f", rung[mid]);
-            double m2 = quick(&q, NULL, pg, what);
+            double m2 = at_limit(&q, rung[mid], pg);
             if (m2 > 0) best = mid, best_mk = m2, hi = mid;
             else lo = mid + 1;
         }
