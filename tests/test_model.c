@@ -481,6 +481,47 @@ TEST(bad_missing_and_wrong_fields) {
     CHECK_STR_CONTAINS(e.msg, "nemotron-h-8b");
 }
 
+/* Every MoE family routes a token to at most as many experts as the layer has, and to at
+ * least one: a config asking for more (or none) describes no model and must not load. */
+TEST(bad_moe_top_k) {
+    static const struct { const char *json, *want; } cases[] = {
+        {"{\"model_type\": \"jamba\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 4, \"intermediate_size\": 8, \"num_experts\": 4,"
+         " \"num_experts_per_tok\": 5}",
+         "num_experts_per_tok: 5 is more than the 4 experts (num_experts)"},
+        {"{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 4, \"hybrid_override_pattern\": \"ME\", \"n_routed_experts\": 8,"
+         " \"num_experts_per_tok\": 9}",
+         "num_experts_per_tok: 9 is more than the 8 experts (n_routed_experts)"},
+        {"{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 4, \"hybrid_override_pattern\": \"ME\", \"n_routed_experts\": 0}",
+         "n_routed_experts: must be positive, got 0"},
+        {"{\"model_type\": \"qwen3_next\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 4, \"intermediate_size\": 8, \"num_experts\": 16,"
+         " \"num_experts_per_tok\": 17}",
+         "num_experts_per_tok: 17 is more than the 16 experts (num_experts)"},
+        {"{\"model_type\": \"minimax\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 4, \"intermediate_size\": 8, \"num_local_experts\": 4,"
+         " \"num_experts_per_tok\": 0}",
+         "num_experts_per_tok: must be positive, got 0"},
+        {"{\"model_type\": \"llama4_text\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 4, \"num_local_experts\": 16, \"num_experts_per_tok\": 32}",
+         "num_experts_per_tok: 32 is more than the 16 experts (num_local_experts)"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        memset(&e, 0, sizeof e);
+        CHECK_MSG(op_model_from_hf_json(cases[k].json, "moe.json", &m, &e) == OP_EINVAL, "case %zu loaded", k);
+        CHECK_STR_CONTAINS(e.msg, cases[k].want);
+        CHECK_STR_CONTAINS(e.msg, "moe.json: ");
+    }
+    /* the expert fields of a layout without MoE layers are not read */
+    CHECK_MSG(op_model_from_hf_json("{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
+                                    " \"vocab_size\": 10, \"num_attention_heads\": 4,"
+                                    " \"hybrid_override_pattern\": \"M-\", \"n_routed_experts\": 0}",
+                                    "dense.json", &m, &e) == OP_OK, "%s", e.msg);
+    op_model_free(&m);
+}
+
 TEST(profile_octopipe_with_memory) {
     CHECK_MSG(op_model_load(data("profiles/tiny.json"), &m, &e) == OP_OK, "%s", e.msg);
     CHECK(!strcmp(m.pattern, "EM-M*-L")); /* E and L added */
@@ -615,6 +656,7 @@ int main(int argc, char **argv) {
     RUN(bad_unknown_type_lists_supported);
     RUN(bad_malformed_json_names_line);
     RUN(bad_missing_and_wrong_fields);
+    RUN(bad_moe_top_k);
     RUN(profile_octopipe_with_memory);
     RUN(profile_megatron_style);
     RUN(profile_bad_inputs);

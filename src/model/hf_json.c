@@ -243,6 +243,14 @@ void op_hf_need_pos(op_hf *h, const char *key, int v) {
     if (!h->bad && v <= 0) op_hf_fail(h, key, "must be positive, got %d", v);
 }
 
+void op_hf_need_moe(op_hf *h, const char *experts_key, int experts, int top_k) {
+    op_hf_need_pos(h, experts_key, experts);
+    op_hf_need_pos(h, "num_experts_per_tok", top_k);
+    if (!h->bad && top_k > experts)
+        op_hf_fail(h, "num_experts_per_tok", "%d is more than the %d experts (%s)", top_k, experts,
+                   experts_key);
+}
+
 void op_hf_need_layers(op_hf *h, const char *key, int n) {
     if (!h->bad && (n <= 0 || n > OP_HF_MAX_BLOCKS))
         op_hf_fail(h, key, "%d layers; expected 1..%d", n, OP_HF_MAX_BLOCKS);

@@ -118,6 +118,10 @@ void op_model_set_name(op_model *m, const char *name);
 
 /* Positive-value check for a dimension already read. */
 void op_hf_need_pos(op_hf *h, const char *key, int v);
+/* Expert counts of a MoE layer the builder appends: `experts_key` (the config's name for the
+ * expert count) and num_experts_per_tok positive, and no more experts per token than there
+ * are.  Checked where a MoE layer is made, so expert fields a dense layout never reads pass. */
+void op_hf_need_moe(op_hf *h, const char *experts_key, int experts, int top_k);
 /* A layer count: 1..OP_HF_MAX_BLOCKS. */
 #define OP_HF_MAX_BLOCKS 2000
 void op_hf_need_layers(op_hf *h, const char *key, int n);
