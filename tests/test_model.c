@@ -574,6 +574,16 @@ TEST(profile_bad_inputs) {
     const char *wsym = "{\"pattern\": \"M\", \"forward_ms\": {\"Q\": 1}, \"backward_ms\": {}}";
     CHECK(op_model_from_profile_json(wsym, "p.json", &m, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "forward_ms: unknown symbol 'Q'");
+    /* a time given twice: which one was measured? (jansson would keep the last silently) */
+    const char *twice = "{\"pattern\": \"M\",\n \"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1, \"M\": 5},"
+                        " \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}}";
+    CHECK(op_model_from_profile_json(twice, "p.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json:2:");
+    CHECK_STR_CONTAINS(e.msg, "duplicate object key");
+    const char *name_num = "{\"pattern\": \"M\", \"name\": 7, \"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1},"
+                           " \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}}";
+    CHECK(op_model_from_profile_json(name_num, "p.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json: name: expected a string");
 }
 
 /* Runs the CLI (cmd) with output to a file; returns the exit code, output in out. */

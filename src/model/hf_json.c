@@ -36,7 +36,9 @@ static void line_col(const char *s, size_t i, int *line, int *col) {
     }
 }
 
-/* finite = 1: a bare Infinity / NaN is an error at its position instead of a rewrite. */
+/* finite = 1 (files of measured numbers): a bare Infinity / NaN is an error at its position
+ * instead of a rewrite, and so is a key given twice in one object, where jansson would keep the
+ * last value silently (HF configs keep that: Python's json does the same). */
 static json_t *parse(const char *text, const char *file, int finite, op_err *err) {
     char *s = op_xstrdup(text);
     if (!strncmp(s, "\xEF\xBB\xBF", 3)) memset(s, ' ', 3); /* UTF-8 BOM from some editors */
@@ -68,7 +70,7 @@ static json_t *parse(const char *text, const char *file, int finite, op_err *err
         if (k) i += (size_t)k - 1;
     }
     json_error_t je;
-    json_t *root = json_loads(s, 0, &je);
+    json_t *root = json_loads(s, finite ? JSON_REJECT_DUPLICATES : 0, &je);
     free(s);
     if (!root) {
         op_errf(err, OP_EINVAL, "%s:%d:%d: %s", file, je.line, je.column, je.text);

@@ -62,7 +62,8 @@ int op_hf_list_has(op_hf *h, const char *key, int i);
  * Returns NULL with "<file>:<line>:<col>: <what>" in err. */
 json_t *op_json_parse_lenient(const char *text, const char *file, op_err *err);
 /* The same, for files of measured numbers (profiles): a bare Infinity or NaN is an error
- * "<file>:<line>:<col>: NaN is not allowed here ..." rather than a stand-in value. */
+ * "<file>:<line>:<col>: NaN is not allowed here ..." rather than a stand-in value, and a key
+ * given twice in one object is an error rather than its last value. */
 json_t *op_json_parse_finite(const char *text, const char *file, op_err *err);
 
 /* Architecture builders (hf_*.c): read h (and root for nested configs), append layers. */

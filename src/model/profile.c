@@ -334,6 +334,14 @@ int op_model_from_profile_json(const char *json_text, const char *name, op_model
             goto out;
         }
     }
+    /* free text, so a number or an object there is a file of another shape */
+    for (const char *const *q = (const char *const[]){"name", "description", NULL}; *q; q++) {
+        v = json_object_get(root, *q);
+        if (v && !json_is_string(v)) {
+            rc = op_errf(err, OP_EINVAL, "%s: %s: expected a string (free text)", c.file, *q);
+            goto out;
+        }
+    }
     if ((rc = read_pattern(&c, root, &b)) || (rc = fill_layers(&c, root, &b)) ||
         (rc = read_by_gpu(&c, root, &b, m)))
         goto out;
