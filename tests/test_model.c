@@ -522,6 +522,34 @@ TEST(bad_moe_top_k) {
     op_model_free(&m);
 }
 
+/* Grouped-query attention shares each KV head among heads / kv query heads: a KV head count
+ * above the heads or not dividing them is a typo, not a model. */
+TEST(bad_kv_heads) {
+    static const struct { const char *type, *kv, *want; } cases[] = {
+        {"llama", "3", "num_key_value_heads: 3 does not divide the 8 attention heads"},
+        {"mistral", "16", "num_key_value_heads: 16 is more than the 8 attention heads"},
+        {"zamba2", "16", "num_key_value_heads: 16 is more than the 8 attention heads"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char js[512];
+        snprintf(js, sizeof js,
+                 "{\"model_type\": \"%s\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+                 " \"num_attention_heads\": 8, \"num_key_value_heads\": %s, \"intermediate_size\": 8,"
+                 " \"layers_block_type\": [\"hybrid\"]}",
+                 cases[k].type, cases[k].kv);
+        memset(&e, 0, sizeof e);
+        CHECK_MSG(op_model_from_hf_json(js, "kv.json", &m, &e) == OP_EINVAL, "%s loaded", cases[k].type);
+        CHECK_STR_CONTAINS(e.msg, "kv.json: ");
+        CHECK_STR_CONTAINS(e.msg, cases[k].want);
+    }
+    CHECK_MSG(op_model_from_hf_json("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1,"
+                                    " \"vocab_size\": 10, \"num_attention_heads\": 8, \"num_key_value_heads\": 2,"
+                                    " \"intermediate_size\": 8}",
+                                    "kv.json", &m, &e) == OP_OK, "%s", e.msg);
+    CHECK_EQ_INT(m.layers[1].n_kv_heads, 2);
+    op_model_free(&m);
+}
+
 TEST(profile_octopipe_with_memory) {
     CHECK_MSG(op_model_load(data("profiles/tiny.json"), &m, &e) == OP_OK, "%s", e.msg);
     CHECK(!strcmp(m.pattern, "EM-M*-L")); /* E and L added */
@@ -667,6 +695,7 @@ int main(int argc, char **argv) {
     RUN(bad_malformed_json_names_line);
     RUN(bad_missing_and_wrong_fields);
     RUN(bad_moe_top_k);
+    RUN(bad_kv_heads);
     RUN(profile_octopipe_with_memory);
     RUN(profile_megatron_style);
     RUN(profile_bad_inputs);

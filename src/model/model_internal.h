@@ -82,6 +82,9 @@ int op_hf_build_minimax(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 
 /* Shared pieces of the builders (hf_common.c). */
 void op_hf_attn(op_hf *h, op_layer *l, int hidden);          /* heads, kv heads, head_dim */
+/* num_key_value_heads as a config gives it: at most the heads and a divisor of them (grouped
+ * query attention shares each KV head among heads / kv query heads). */
+void op_hf_need_kv_groups(op_hf *h, int heads, int kv);
 int op_hf_vocab(op_hf *h);                                   /* vocab_size or its default */
 void op_hf_embed(op_mbuild *b, int hidden, int vocab);       /* appends EMBED */
 void op_hf_head(op_mbuild *b, op_model *m, int hidden, int vocab, int tie, int embed_idx);
