@@ -254,6 +254,9 @@ TEST(cluster_file_errors_name_field) {
          " \"inter_lat_ms\": 0.02, \"inter_bw_GBps\": 10}", "intra_lat_ms: 1e+300 is not in [0, 1e+09]"},
         {"{\"format\": \"octopipe.cluster/1\", \"nodes_of\": -1}", "nodes_of: expected an integer"},
         {"{\"format\": \"octopipe.cluster/1\", \"nodes\": 8}", "unknown field \"nodes\""},
+        /* the list names every field the reader takes, the mixed-cluster ones too */
+        {"{\"format\": \"octopipe.cluster/1\", \"device\": []}",
+         "source, gpus, devices, pair_lat_ms, pair_bw_GBps)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_text(tmp("c.json"), cases[i].text);

@@ -133,7 +133,8 @@ static int read_root(const char *path, json_t *root, op_cluster *cl, op_err *err
         for (const char *const *q = k_fields; *q && !known; q++) known = !strcmp(*q, k);
         if (!known)
             return op_errf(err, OP_EINVAL, "%s: unknown field \"%.64s\" (known: format, nodes_of, "
-                           "intra_lat_ms, intra_bw_GBps, inter_lat_ms, inter_bw_GBps, source)", path, k);
+                           "intra_lat_ms, intra_bw_GBps, inter_lat_ms, inter_bw_GBps, source, gpus, "
+                           "devices, pair_lat_ms, pair_bw_GBps)", path, k);
     }
     v = json_object_get(root, "source");
     if (v && !json_is_string(v)) return op_errf(err, OP_EINVAL, "%s: source: expected a string", path);
