@@ -548,6 +548,11 @@ TEST(bad_kv_heads) {
                                     "kv.json", &m, &e) == OP_OK, "%s", e.msg);
     CHECK_EQ_INT(m.layers[1].n_kv_heads, 2);
     op_model_free(&m);
+    /* head_dim derived as 0: the head count is what is wrong, not a head_dim never given */
+    CHECK(op_model_from_hf_json("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1,"
+                                " \"vocab_size\": 10, \"num_attention_heads\": 128, \"intermediate_size\": 8}",
+                                "h.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "h.json: num_attention_heads: 128 heads are more than hidden_size 64");
 }
 
 TEST(profile_octopipe_with_memory) {

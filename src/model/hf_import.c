@@ -114,6 +114,12 @@ void op_hf_attn(op_hf *h, op_layer *l, int hidden) {
     op_hf_need_pos(h, "num_attention_heads", l->n_heads);
     if (h->bad) return;
     l->n_kv_heads = op_hf_int(h, "num_key_value_heads", d && d->kv ? d->kv : l->n_heads);
+    /* a head_dim derived as 0 comes from the head count, which the message must name */
+    if (!(d && d->head_dim) && !op_hf_has(h, "head_dim") && hidden / l->n_heads == 0) {
+        op_hf_fail(h, "num_attention_heads", "%d heads are more than hidden_size %d (head_dim = "
+                   "hidden_size / heads would be 0; give head_dim if that is meant)", l->n_heads, hidden);
+        return;
+    }
     l->head_dim = op_hf_int(h, "head_dim", d && d->head_dim ? d->head_dim : hidden / l->n_heads);
     op_hf_need_pos(h, "num_key_value_heads", l->n_kv_heads);
     op_hf_need_pos(h, "head_dim", l->head_dim);
