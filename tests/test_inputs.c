@@ -291,6 +291,18 @@ TEST(plan_file_figures_bounded) {
     CHECK_STR_CONTAINS(e.msg, "p.json: layer 0");
     CHECK_STR_CONTAINS(e.msg, "F time 9e+99 ms is not in [0, 1e+09]");
     free(text);
+    /* the per-op overhead is a time too, named as itself */
+    at = strstr(b.data, "\"op_overhead_ms\": ");
+    CHECK(at != NULL);
+    if (!at) return;
+    at += strlen("\"op_overhead_ms\": ");
+    size_t keep = strcspn(at, ",\n}");
+    text = op_xmalloc(b.len + 16);
+    snprintf(text, b.len + 16, "%.*s1e300%s", (int)(at - b.data), b.data, at + keep);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_plan_from_json(text, "p.json", &q, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json: op_overhead_ms: 1e+300 ms is not in [0, 1e+09]");
+    free(text);
     op_buf_free(&b);
 }
 
