@@ -617,6 +617,16 @@ TEST(profile_bad_inputs) {
                            " \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}}";
     CHECK(op_model_from_profile_json(name_num, "p.json", &m, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "p.json: name: expected a string");
+    /* too many layers is refused from the pattern's length, before any layer is built */
+    enum { N_BIG = 1 << 20 };
+    char *big = op_xmalloc(N_BIG + 256);
+    int at = snprintf(big, 256, "{\"pattern\": \"");
+    memset(big + at, 'M', N_BIG);
+    snprintf(big + at + N_BIG, 256, "\", \"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1},"
+             " \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}}");
+    CHECK(op_model_from_profile_json(big, "p.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json: pattern: 1048576 layers; at most 4095 are supported");
+    free(big);
 }
 
 /* Runs the CLI (cmd) with output to a file; returns the exit code, output in out. */
