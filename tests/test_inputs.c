@@ -254,6 +254,9 @@ TEST(cluster_file_errors_name_field) {
          " \"inter_lat_ms\": 0.02, \"inter_bw_GBps\": 10}", "intra_lat_ms: 1e+300 is not in [0, 1e+09]"},
         {"{\"format\": \"octopipe.cluster/1\", \"nodes_of\": -1}", "nodes_of: expected an integer"},
         {"{\"format\": \"octopipe.cluster/1\", \"nodes\": 8}", "unknown field \"nodes\""},
+        /* the list names every field the reader takes, the mixed-cluster ones too */
+        {"{\"format\": \"octopipe.cluster/1\", \"device\": []}",
+         "source, gpus, devices, pair_lat_ms, pair_bw_GBps)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_text(tmp("c.json"), cases[i].text);
@@ -287,6 +290,18 @@ TEST(plan_file_figures_bounded) {
     CHECK_EQ_INT(op_plan_from_json(text, "p.json", &q, &e), OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "p.json: layer 0");
     CHECK_STR_CONTAINS(e.msg, "F time 9e+99 ms is not in [0, 1e+09]");
+    free(text);
+    /* the per-op overhead is a time too, named as itself */
+    at = strstr(b.data, "\"op_overhead_ms\": ");
+    CHECK(at != NULL);
+    if (!at) return;
+    at += strlen("\"op_overhead_ms\": ");
+    size_t keep = strcspn(at, ",\n}");
+    text = op_xmalloc(b.len + 16);
+    snprintf(text, b.len + 16, "%.*s1e300%s", (int)(at - b.data), b.data, at + keep);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_plan_from_json(text, "p.json", &q, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json: op_overhead_ms: 1e+300 ms is not in [0, 1e+09]");
     free(text);
     op_buf_free(&b);
 }

@@ -733,6 +733,11 @@ TEST(cluster_file) {
          "pair_lat_ms: expected 3 rows of 3 numbers"},
         {", \"gpus\": \"h100:2\", \"pair_lat_ms\": [[0, 1], [1, 0]], \"pair_bw_GBps\": [[1, 0], [1, 1]]}",
          "pair_bw_GBps[0][1]: expected a bandwidth > 0"},
+        /* the unused diagonal still goes into plan files, which take numbers only */
+        {", \"gpus\": \"h100:2\", \"pair_lat_ms\": [[0, 1], [1, 0]], \"pair_bw_GBps\": [[null, 1], [1, 1]]}",
+         "c.json: pair_bw_GBps[0][0]: expected a number >= 0"},
+        {", \"gpus\": \"h100:2\", \"pair_lat_ms\": [[0, 1], [1, 0]], \"pair_bw_GBps\": [[1, 1], [1, \"self\"]]}",
+         "c.json: pair_bw_GBps[1][1]: expected a number >= 0"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char text[1024];

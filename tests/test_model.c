@@ -481,6 +481,80 @@ TEST(bad_missing_and_wrong_fields) {
     CHECK_STR_CONTAINS(e.msg, "nemotron-h-8b");
 }
 
+/* Every MoE family routes a token to at most as many experts as the layer has, and to at
+ * least one: a config asking for more (or none) describes no model and must not load. */
+TEST(bad_moe_top_k) {
+    static const struct { const char *json, *want; } cases[] = {
+        {"{\"model_type\": \"jamba\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 4, \"intermediate_size\": 8, \"num_experts\": 4,"
+         " \"num_experts_per_tok\": 5}",
+         "num_experts_per_tok: 5 is more than the 4 experts (num_experts)"},
+        {"{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 4, \"hybrid_override_pattern\": \"ME\", \"n_routed_experts\": 8,"
+         " \"num_experts_per_tok\": 9}",
+         "num_experts_per_tok: 9 is more than the 8 experts (n_routed_experts)"},
+        {"{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 4, \"hybrid_override_pattern\": \"ME\", \"n_routed_experts\": 0}",
+         "n_routed_experts: must be positive, got 0"},
+        {"{\"model_type\": \"qwen3_next\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 4, \"intermediate_size\": 8, \"num_experts\": 16,"
+         " \"num_experts_per_tok\": 17}",
+         "num_experts_per_tok: 17 is more than the 16 experts (num_experts)"},
+        {"{\"model_type\": \"minimax\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 4, \"intermediate_size\": 8, \"num_local_experts\": 4,"
+         " \"num_experts_per_tok\": 0}",
+         "num_experts_per_tok: must be positive, got 0"},
+        {"{\"model_type\": \"llama4_text\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 4, \"num_local_experts\": 16, \"num_experts_per_tok\": 32}",
+         "num_experts_per_tok: 32 is more than the 16 experts (num_local_experts)"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        memset(&e, 0, sizeof e);
+        CHECK_MSG(op_model_from_hf_json(cases[k].json, "moe.json", &m, &e) == OP_EINVAL, "case %zu loaded", k);
+        CHECK_STR_CONTAINS(e.msg, cases[k].want);
+        CHECK_STR_CONTAINS(e.msg, "moe.json: ");
+    }
+    /* the expert fields of a layout without MoE layers are not read */
+    CHECK_MSG(op_model_from_hf_json("{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
+                                    " \"vocab_size\": 10, \"num_attention_heads\": 4,"
+                                    " \"hybrid_override_pattern\": \"M-\", \"n_routed_experts\": 0}",
+                                    "dense.json", &m, &e) == OP_OK, "%s", e.msg);
+    op_model_free(&m);
+}
+
+/* Grouped-query attention shares each KV head among heads / kv query heads: a KV head count
+ * above the heads or not dividing them is a typo, not a model. */
+TEST(bad_kv_heads) {
+    static const struct { const char *type, *kv, *want; } cases[] = {
+        {"llama", "3", "num_key_value_heads: 3 does not divide the 8 attention heads"},
+        {"mistral", "16", "num_key_value_heads: 16 is more than the 8 attention heads"},
+        {"zamba2", "16", "num_key_value_heads: 16 is more than the 8 attention heads"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char js[512];
+        snprintf(js, sizeof js,
+                 "{\"model_type\": \"%s\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+                 " \"num_attention_heads\": 8, \"num_key_value_heads\": %s, \"intermediate_size\": 8,"
+                 " \"layers_block_type\": [\"hybrid\"]}",
+                 cases[k].type, cases[k].kv);
+        memset(&e, 0, sizeof e);
+        CHECK_MSG(op_model_from_hf_json(js, "kv.json", &m, &e) == OP_EINVAL, "%s loaded", cases[k].type);
+        CHECK_STR_CONTAINS(e.msg, "kv.json: ");
+        CHECK_STR_CONTAINS(e.msg, cases[k].want);
+    }
+    CHECK_MSG(op_model_from_hf_json("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1,"
+                                    " \"vocab_size\": 10, \"num_attention_heads\": 8, \"num_key_value_heads\": 2,"
+                                    " \"intermediate_size\": 8}",
+                                    "kv.json", &m, &e) == OP_OK, "%s", e.msg);
+    CHECK_EQ_INT(m.layers[1].n_kv_heads, 2);
+    op_model_free(&m);
+    /* head_dim derived as 0: the head count is what is wrong, not a head_dim never given */
+    CHECK(op_model_from_hf_json("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1,"
+                                " \"vocab_size\": 10, \"num_attention_heads\": 128, \"intermediate_size\": 8}",
+                                "h.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "h.json: num_attention_heads: 128 heads are more than hidden_size 64");
+}
+
 TEST(profile_octopipe_with_memory) {
     CHECK_MSG(op_model_load(data("profiles/tiny.json"), &m, &e) == OP_OK, "%s", e.msg);
     CHECK(!strcmp(m.pattern, "EM-M*-L")); /* E and L added */
@@ -533,6 +607,26 @@ TEST(profile_bad_inputs) {
     const char *wsym = "{\"pattern\": \"M\", \"forward_ms\": {\"Q\": 1}, \"backward_ms\": {}}";
     CHECK(op_model_from_profile_json(wsym, "p.json", &m, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "forward_ms: unknown symbol 'Q'");
+    /* a time given twice: which one was measured? (jansson would keep the last silently) */
+    const char *twice = "{\"pattern\": \"M\",\n \"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1, \"M\": 5},"
+                        " \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}}";
+    CHECK(op_model_from_profile_json(twice, "p.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json:2:");
+    CHECK_STR_CONTAINS(e.msg, "duplicate object key");
+    const char *name_num = "{\"pattern\": \"M\", \"name\": 7, \"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1},"
+                           " \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}}";
+    CHECK(op_model_from_profile_json(name_num, "p.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json: name: expected a string");
+    /* too many layers is refused from the pattern's length, before any layer is built */
+    enum { N_BIG = 1 << 20 };
+    char *big = op_xmalloc(N_BIG + 256);
+    int at = snprintf(big, 256, "{\"pattern\": \"");
+    memset(big + at, 'M', N_BIG);
+    snprintf(big + at + N_BIG, 256, "\", \"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1},"
+             " \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}}");
+    CHECK(op_model_from_profile_json(big, "p.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json: pattern: 1048576 layers; at most 4095 are supported");
+    free(big);
 }
 
 /* Runs the CLI (cmd) with output to a file; returns the exit code, output in out. */
@@ -615,6 +709,8 @@ int main(int argc, char **argv) {
     RUN(bad_unknown_type_lists_supported);
     RUN(bad_malformed_json_names_line);
     RUN(bad_missing_and_wrong_fields);
+    RUN(bad_moe_top_k);
+    RUN(bad_kv_heads);
     RUN(profile_octopipe_with_memory);
     RUN(profile_megatron_style);
     RUN(profile_bad_inputs);

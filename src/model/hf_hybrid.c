@@ -70,6 +70,7 @@ int op_hf_build_jamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         }
         /* transformers: experts in layer i = num_experts if i % period == offset, else 1 */
         if (experts > 1 && i % ep == eo) {
+            op_hf_need_moe(h, "num_experts", experts, top_k);
             l = op_mbuild_add(b, OP_LAYER_MOE, "layers.%d.moe", i);
             l->ffn = OP_FFN_MOE;
             l->n_experts = experts;
@@ -132,6 +133,7 @@ int op_hf_build_nemotron_h(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
             l->ffn_gated = 0; /* relu^2: up + down */
             break;
         case 'E':
+            op_hf_need_moe(h, "n_routed_experts", experts, top_k);
             l = op_mbuild_add(b, OP_LAYER_MOE, "layers.%d.moe", i);
             l->ffn = OP_FFN_MOE;
             l->n_experts = experts;
@@ -211,6 +213,8 @@ int op_hf_build_zamba2(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     if (h->bad) return OP_EINVAL;
     int attn_hidden = op_hf_int(h, "attention_hidden_size", 2 * hidden); /* hidden <= 2^24 */
     int kv = op_hf_int(h, "num_key_value_heads", heads);
+    op_hf_need_pos(h, "num_key_value_heads", kv);
+    op_hf_need_kv_groups(h, heads, kv);
     int hd = op_hf_int(h, "attention_head_dim", attn_hidden / heads);
     int inter = op_hf_int(h, "intermediate_size", 4 * hidden);
     int mem_blocks = op_hf_int(h, "num_mem_blocks", 1);

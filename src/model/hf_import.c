@@ -114,9 +114,25 @@ void op_hf_attn(op_hf *h, op_layer *l, int hidden) {
     op_hf_need_pos(h, "num_attention_heads", l->n_heads);
     if (h->bad) return;
     l->n_kv_heads = op_hf_int(h, "num_key_value_heads", d && d->kv ? d->kv : l->n_heads);
+    /* a head_dim derived as 0 comes from the head count, which the message must name */
+    if (!(d && d->head_dim) && !op_hf_has(h, "head_dim") && hidden / l->n_heads == 0) {
+        op_hf_fail(h, "num_attention_heads", "%d heads are more than hidden_size %d (head_dim = "
+                   "hidden_size / heads would be 0; give head_dim if that is meant)", l->n_heads, hidden);
+        return;
+    }
     l->head_dim = op_hf_int(h, "head_dim", d && d->head_dim ? d->head_dim : hidden / l->n_heads);
     op_hf_need_pos(h, "num_key_value_heads", l->n_kv_heads);
     op_hf_need_pos(h, "head_dim", l->head_dim);
+    if (op_hf_has(h, "num_key_value_heads")) op_hf_need_kv_groups(h, l->n_heads, l->n_kv_heads);
+}
+
+void op_hf_need_kv_groups(op_hf *h, int heads, int kv) {
+    if (h->bad || kv <= 0 || heads <= 0) return;
+    if (kv > heads)
+        op_hf_fail(h, "num_key_value_heads", "%d is more than the %d attention heads", kv, heads);
+    else if (heads % kv != 0)
+        op_hf_fail(h, "num_key_value_heads", "%d does not divide the %d attention heads (each KV "
+                   "head serves an equal group of query heads)", kv, heads);
 }
 
 int op_hf_vocab(op_hf *h) {

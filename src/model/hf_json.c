@@ -36,7 +36,9 @@ static void line_col(const char *s, size_t i, int *line, int *col) {
     }
 }
 
-/* finite = 1: a bare Infinity / NaN is an error at its position instead of a rewrite. */
+/* finite = 1 (files of measured numbers): a bare Infinity / NaN is an error at its position
+ * instead of a rewrite, and so is a key given twice in one object, where jansson would keep the
+ * last value silently (HF configs keep that: Python's json does the same). */
 static json_t *parse(const char *text, const char *file, int finite, op_err *err) {
     char *s = op_xstrdup(text);
     if (!strncmp(s, "\xEF\xBB\xBF", 3)) memset(s, ' ', 3); /* UTF-8 BOM from some editors */
@@ -68,7 +70,7 @@ static json_t *parse(const char *text, const char *file, int finite, op_err *err
         if (k) i += (size_t)k - 1;
     }
     json_error_t je;
-    json_t *root = json_loads(s, 0, &je);
+    json_t *root = json_loads(s, finite ? JSON_REJECT_DUPLICATES : 0, &je);
     free(s);
     if (!root) {
         op_errf(err, OP_EINVAL, "%s:%d:%d: %s", file, je.line, je.column, je.text);
@@ -241,6 +243,14 @@ int op_hf_list_has(op_hf *h, const char *key, int i) {
 
 void op_hf_need_pos(op_hf *h, const char *key, int v) {
     if (!h->bad && v <= 0) op_hf_fail(h, key, "must be positive, got %d", v);
+}
+
+void op_hf_need_moe(op_hf *h, const char *experts_key, int experts, int top_k) {
+    op_hf_need_pos(h, experts_key, experts);
+    op_hf_need_pos(h, "num_experts_per_tok", top_k);
+    if (!h->bad && top_k > experts)
+        op_hf_fail(h, "num_experts_per_tok", "%d is more than the %d experts (%s)", top_k, experts,
+                   experts_key);
 }
 
 void op_hf_need_layers(op_hf *h, const char *key, int n) {

@@ -52,6 +52,7 @@ int op_hf_build_qwen3_next(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         }
         int is_moe = experts > 0 && (i + 1) % step == 0 && !op_hf_list_has(h, "mlp_only_layers", i);
         if (is_moe) {
+            op_hf_need_moe(h, "num_experts", experts, top_k);
             l = op_mbuild_add(b, OP_LAYER_MOE, "layers.%d.moe", i);
             l->ffn = OP_FFN_MOE;
             l->n_experts = experts;
@@ -113,6 +114,7 @@ int op_hf_build_minimax(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
             l->lin_k_heads = l->lin_v_heads = l->n_heads;
             l->lin_k_dim = l->lin_v_dim = l->head_dim;
         }
+        op_hf_need_moe(h, "num_local_experts", experts, top_k);
         l = op_mbuild_add(b, OP_LAYER_MOE, "layers.%d.moe", i);
         l->hidden = hidden;
         l->ffn = OP_FFN_MOE;

@@ -165,6 +165,7 @@ int op_hf_build_llama4(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         int is_moe = moe_layers ? op_hf_list_has(h, "moe_layers", i) : (i + 1) % step == 0;
         l->ffn_gated = 1;
         if (is_moe && experts > 0) {
+            op_hf_need_moe(h, "num_local_experts", experts, top_k);
             l->ffn = OP_FFN_MOE;
             l->n_experts = experts;
             l->top_k = top_k;

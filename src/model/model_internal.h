@@ -62,7 +62,8 @@ int op_hf_list_has(op_hf *h, const char *key, int i);
  * Returns NULL with "<file>:<line>:<col>: <what>" in err. */
 json_t *op_json_parse_lenient(const char *text, const char *file, op_err *err);
 /* The same, for files of measured numbers (profiles): a bare Infinity or NaN is an error
- * "<file>:<line>:<col>: NaN is not allowed here ..." rather than a stand-in value. */
+ * "<file>:<line>:<col>: NaN is not allowed here ..." rather than a stand-in value, and a key
+ * given twice in one object is an error rather than its last value. */
 json_t *op_json_parse_finite(const char *text, const char *file, op_err *err);
 
 /* Architecture builders (hf_*.c): read h (and root for nested configs), append layers. */
@@ -81,6 +82,9 @@ int op_hf_build_minimax(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 
 /* Shared pieces of the builders (hf_common.c). */
 void op_hf_attn(op_hf *h, op_layer *l, int hidden);          /* heads, kv heads, head_dim */
+/* num_key_value_heads as a config gives it: at most the heads and a divisor of them (grouped
+ * query attention shares each KV head among heads / kv query heads). */
+void op_hf_need_kv_groups(op_hf *h, int heads, int kv);
 int op_hf_vocab(op_hf *h);                                   /* vocab_size or its default */
 void op_hf_embed(op_mbuild *b, int hidden, int vocab);       /* appends EMBED */
 void op_hf_head(op_mbuild *b, op_model *m, int hidden, int vocab, int tie, int embed_idx);
@@ -118,6 +122,10 @@ void op_model_set_name(op_model *m, const char *name);
 
 /* Positive-value check for a dimension already read. */
 void op_hf_need_pos(op_hf *h, const char *key, int v);
+/* Expert counts of a MoE layer the builder appends: `experts_key` (the config's name for the
+ * expert count) and num_experts_per_tok positive, and no more experts per token than there
+ * are.  Checked where a MoE layer is made, so expert fields a dense layout never reads pass. */
+void op_hf_need_moe(op_hf *h, const char *experts_key, int experts, int top_k);
 /* A layer count: 1..OP_HF_MAX_BLOCKS. */
 #define OP_HF_MAX_BLOCKS 2000
 void op_hf_need_layers(op_hf *h, const char *key, int n);

@@ -122,6 +122,14 @@ static int read_pattern(pctx *c, json_t *root, op_mbuild *b) {
         return op_errf(c->err, OP_EINVAL, "%s: pattern_style: '%s' (expected \"octopipe\" or \"megatron\")",
                        c->file, style);
     const char *p = json_string_value(pv);
+    /* counted before any layer is built: a pattern of millions of symbols took half a minute
+     * and gigabytes to be refused by the layer limit at the end */
+    const int max_layers = (int)sizeof ((op_model *)0)->pattern - 1;
+    size_t n_sym = 0;
+    for (size_t i = 0; p[i]; i++) n_sym += p[i] != '|';
+    if (n_sym > (size_t)max_layers)
+        return op_errf(c->err, OP_EINVAL, "%s: pattern: %zu layers; at most %d are supported", c->file,
+                       n_sym, max_layers);
     for (int i = 0; p[i]; i++) {
         if (p[i] == '|') continue;
         op_attn_kind attn = OP_ATTN_NONE;
@@ -331,6 +339,14 @@ int op_model_from_profile_json(const char *json_text, const char *name, op_model
             rc = op_errf(err, OP_EINVAL, "%s: unknown key '%s' (known: pattern, pattern_style, forward_ms, "
                          "backward_ms, weight_ms, act_bytes, param_bytes, out_bytes, recompute_ms, act_sel_bytes, "
                          "by_gpu, hidden, vocab, name, description)", c.file, k);
+            goto out;
+        }
+    }
+    /* free text, so a number or an object there is a file of another shape */
+    for (const char *const *q = (const char *const[]){"name", "description", NULL}; *q; q++) {
+        v = json_object_get(root, *q);
+        if (v && !json_is_string(v)) {
+            rc = op_errf(err, OP_EINVAL, "%s: %s: expected a string (free text)", c.file, *q);
             goto out;
         }
     }

@@ -57,7 +57,9 @@ static int read_devices(const char *path, json_t *arr, op_cluster *cl, op_err *e
     return OP_OK;
 }
 
-/* "pair_lat_ms" / "pair_bw_GBps": n x n rows (a -> b) into the arena. */
+/* "pair_lat_ms" / "pair_bw_GBps": n x n rows (a -> b) into the arena.  A device's link to
+ * itself is unused, yet it is copied into plan files, whose reader takes only finite numbers
+ * >= 0: a diagonal of null or text here would let `plan` tune and then refuse to write. */
 static int read_matrix(const char *path, json_t *v, const char *key, int n, int bw, op_cluster *cl,
                        const double **out, op_err *err) {
     if (!json_is_array(v) || (int)json_array_size(v) != n)
@@ -72,9 +74,12 @@ static int read_matrix(const char *path, json_t *v, const char *key, int n, int 
         for (int b = 0; b < n; b++) {
             json_t *e = json_array_get(row, (size_t)b);
             double x = json_is_number(e) ? json_number_value(e) : NAN;
-            if (bw ? !(x > 0 && isfinite(x)) && a != b : !(x >= 0 && x <= OP_MAX_MS))
+            int ok = bw ? isfinite(x) && (a == b ? x >= 0 : x > 0) : x >= 0 && x <= OP_MAX_MS;
+            if (!ok)
                 return op_errf(err, OP_EINVAL, "%s: %s[%d][%d]: %s", path, key, a, b,
-                               bw ? "expected a bandwidth > 0 GB/s" : "expected a latency in [0, 1e9] ms");
+                               !bw ? "expected a latency in [0, 1e9] ms"
+                               : a != b ? "expected a bandwidth > 0 GB/s"
+                                        : "expected a number >= 0 (a device's link to itself is unused: 0 will do)");
             m[(size_t)a * n + b] = x;
         }
     }
@@ -128,7 +133,8 @@ static int read_root(const char *path, json_t *root, op_cluster *cl, op_err *err
         for (const char *const *q = k_fields; *q && !known; q++) known = !strcmp(*q, k);
         if (!known)
             return op_errf(err, OP_EINVAL, "%s: unknown field \"%.64s\" (known: format, nodes_of, "
-                           "intra_lat_ms, intra_bw_GBps, inter_lat_ms, inter_bw_GBps, source)", path, k);
+                           "intra_lat_ms, intra_bw_GBps, inter_lat_ms, inter_bw_GBps, source, gpus, "
+                           "devices, pair_lat_ms, pair_bw_GBps)", path, k);
     }
     v = json_object_get(root, "source");
     if (v && !json_is_string(v)) return op_errf(err, OP_EINVAL, "%s: source: expected a string", path);

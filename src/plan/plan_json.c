@@ -792,6 +792,12 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
         (rc = opt_num(&r, root, "op_overhead_ms", "", &p->op_overhead_ms)) ||
         (rc = opt_num(&r, root, "mem_limit_bytes", "", &p->mem_limit_bytes)))
         goto out;
+    /* added to every op's time: bounded like the layer times, or the error would only come
+     * later, as ops that last less than their cost */
+    if (p->op_overhead_ms > OP_MAX_MS) {
+        rc = fail(&r, "op_overhead_ms", "%g ms is not in [0, %g]", p->op_overhead_ms, OP_MAX_MS);
+        goto out;
+    }
     if ((rc = read_types(&r, root, p))) goto out;
     if ((rc = read_stages(&r, st, nL, p->stage_first, S))) goto out;
     if ((rc = read_placement(&r, json_object_get(root, "placement"), (int)P, S, p->stage_dev)))
