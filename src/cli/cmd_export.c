@@ -106,7 +106,7 @@ int cmd_export(int argc, char **argv) {
                 return 2;
             }
             if (k >= 0) path[k] = argv[++i];
-            else check_csv = argv[++i];
+            else op_out_protect(check_csv = argv[++i]); /* read, so no output may replace it */
             continue;
         }
         if (a[0] == '-' && a[1]) {

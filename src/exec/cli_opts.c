@@ -87,7 +87,7 @@ int op_exec_cli_parse(op_exec_cli *c, int argc, char **argv, const char *cmd, in
                 fprintf(stderr, "octopipe %s: %s needs a file name\n", cmd, a);
                 return 2;
             }
-            if (a[2] == 'c') c->cluster_path = v;
+            if (a[2] == 'c') op_out_protect(c->cluster_path = v); /* an input: --trace may not replace it */
             else c->trace_path = v;
         } else if (!strcmp(a, "--inject-crash")) rc = fault(cmd, a, v, &c->eo.fault, OP_FAULT_CRASH);
         else if (!strcmp(a, "--inject-hang")) rc = fault(cmd, a, v, &c->eo.fault, OP_FAULT_HANG);
