@@ -42,6 +42,9 @@ expect_err "--mem-limit expects a number, got '0x40'" compare --model llama2-7b 
 expect_err "--rank needs a non-negative integer (got '')" lower tests/data/plans/1f1b-p4-m8.json --rank ""
 expect_err "--bytes-scale needs a number" lower tests/data/plans/1f1b-p4-m8.json --bytes-scale 0x1
 expect_err "--lr needs a non-negative number (got '0x1p-8')" train --lr 0x1p-8
+expect_err "--time-scale needs a decimal number in" run tests/data/plans/1f1b-p4-m8.json --emulate --threads --time-scale 0x1p-4
+expect_err "--recv-window needs a whole number in" run tests/data/plans/1f1b-p4-m8.json --emulate --threads --recv-window 2.5
+expect_err "--bytes-scale needs a decimal number in" exec tests/data/plans/1f1b-p4-m8.json --emulate --bytes-scale 0x1
 # a directory where a file is expected: named as such, not "read error"
 mkdir -p "$tmp/adir"
 expect_err "$tmp/adir: is a directory" sim "$tmp/adir"
