@@ -37,6 +37,13 @@ expect_err "nosuch" compare --model nosuch --devices 4 --microbatches 8 --plans-
 touch "$tmp/afile"
 expect_err "is not a directory" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/afile"
 expect_err "unknown command" frobnicate
+# flags that steer the tuner, with the tuner left out: refused, not ignored
+expect_err "--seed steers the tuner, and --no-tune leaves it out" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --seed 2
+expect_err "--time-budget steers the tuner" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --time-budget 5
+# --progress with --json: the lines on stderr, the JSON alone on stdout (--json dropped them)
+"$OP" compare --model mixtral-8x7b --devices 8 --microbatches 16 --json --progress --time-budget 2 > "$tmp/out" 2> "$tmp/err"; rc=$?
+if [ $rc -eq 0 ] && jq -e '.plans | length > 0' "$tmp/out" > /dev/null && grep -q "^octopipe compare: tuning: " "$tmp/err"; then ok
+else bad "compare --json --progress: rc=$rc, stderr: $(head -n 2 "$tmp/err")"; fi
 # numbers are decimal: strtod alone reads "0x40" as 64 and "" as 0
 expect_err "--mem-limit expects a number, got '0x40'" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit 0x40
 expect_err "--rank needs a non-negative integer (got '')" lower tests/data/plans/1f1b-p4-m8.json --rank ""
