@@ -52,6 +52,15 @@ expect_err "--lr needs a non-negative number (got '0x1p-8')" train --lr 0x1p-8
 expect_err "--time-scale needs a decimal number in" run tests/data/plans/1f1b-p4-m8.json --emulate --threads --time-scale 0x1p-4
 expect_err "--recv-window needs a whole number in" run tests/data/plans/1f1b-p4-m8.json --emulate --threads --recv-window 2.5
 expect_err "--bytes-scale needs a decimal number in" exec tests/data/plans/1f1b-p4-m8.json --emulate --bytes-scale 0x1
+# '-' for an input (it is stdout for output flags): one line that points to /dev/stdin, the same
+# for every command (lower and run took it for an unknown flag)
+for c in "sim -" "lower -" "export - --svg $tmp/x.svg" "run - --emulate --threads" "compare --model llama2-7b --devices 4 --microbatches 8 --cluster -"; do
+  # shellcheck disable=SC2086 # c holds several words
+  expect_err "read standard input as /dev/stdin" $c < tests/data/plans/1f1b-p4-m8.json
+done
+[ ! -e "$tmp/x.svg" ] && ok || bad "export - wrote its output"
+if "$OP" sim /dev/stdin < tests/data/plans/1f1b-p4-m8.json | grep -q "reproduces the file's prediction exactly"; then ok
+else bad "sim /dev/stdin"; fi
 # a directory where a file is expected: named as such, not "read error"
 mkdir -p "$tmp/adir"
 expect_err "$tmp/adir: is a directory" sim "$tmp/adir"
