@@ -37,11 +37,30 @@ expect_err "nosuch" compare --model nosuch --devices 4 --microbatches 8 --plans-
 touch "$tmp/afile"
 expect_err "is not a directory" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/afile"
 expect_err "unknown command" frobnicate
+# flags that steer the tuner, with the tuner left out: refused, not ignored
+expect_err "--seed steers the tuner, and --no-tune leaves it out" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --seed 2
+expect_err "--time-budget steers the tuner" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --time-budget 5
+# --progress with --json: the lines on stderr, the JSON alone on stdout (--json dropped them)
+"$OP" compare --model mixtral-8x7b --devices 8 --microbatches 16 --json --progress --time-budget 2 > "$tmp/out" 2> "$tmp/err"; rc=$?
+if [ $rc -eq 0 ] && jq -e '.plans | length > 0' "$tmp/out" > /dev/null && grep -q "^octopipe compare: tuning: " "$tmp/err"; then ok
+else bad "compare --json --progress: rc=$rc, stderr: $(head -n 2 "$tmp/err")"; fi
 # numbers are decimal: strtod alone reads "0x40" as 64 and "" as 0
 expect_err "--mem-limit expects a number, got '0x40'" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit 0x40
 expect_err "--rank needs a non-negative integer (got '')" lower tests/data/plans/1f1b-p4-m8.json --rank ""
 expect_err "--bytes-scale needs a number" lower tests/data/plans/1f1b-p4-m8.json --bytes-scale 0x1
 expect_err "--lr needs a non-negative number (got '0x1p-8')" train --lr 0x1p-8
+expect_err "--time-scale needs a decimal number in" run tests/data/plans/1f1b-p4-m8.json --emulate --threads --time-scale 0x1p-4
+expect_err "--recv-window needs a whole number in" run tests/data/plans/1f1b-p4-m8.json --emulate --threads --recv-window 2.5
+expect_err "--bytes-scale needs a decimal number in" exec tests/data/plans/1f1b-p4-m8.json --emulate --bytes-scale 0x1
+# '-' for an input (it is stdout for output flags): one line that points to /dev/stdin, the same
+# for every command (lower and run took it for an unknown flag)
+for c in "sim -" "lower -" "export - --svg $tmp/x.svg" "run - --emulate --threads" "compare --model llama2-7b --devices 4 --microbatches 8 --cluster -"; do
+  # shellcheck disable=SC2086 # c holds several words
+  expect_err "read standard input as /dev/stdin" $c < tests/data/plans/1f1b-p4-m8.json
+done
+[ ! -e "$tmp/x.svg" ] && ok || bad "export - wrote its output"
+if "$OP" sim /dev/stdin < tests/data/plans/1f1b-p4-m8.json | grep -q "reproduces the file's prediction exactly"; then ok
+else bad "sim /dev/stdin"; fi
 # a directory where a file is expected: named as such, not "read error"
 mkdir -p "$tmp/adir"
 expect_err "$tmp/adir: is a directory" sim "$tmp/adir"

@@ -77,6 +77,10 @@ has "$tmp/err" "stage 0, microbatch 0 without first running forward" "check-csv 
 # layout to stdout
 expect 0 "layout stdout" "$OCTOPIPE" export "$tmp/tf/1f1b.json" --megatron-layout
 has "$tmp/out" "pipeline-model-parallel-layout" "layout stdout"
+# --megatron-layout FILE before PLAN: FILE was read as the plan; the line says how to write it
+expect 2 "layout file before plan" "$OCTOPIPE" export --megatron-layout "$d/first.txt" "$tmp/tf/1f1b.json"
+has "$tmp/err" "put PLAN first (export $tmp/tf/1f1b.json --megatron-layout $d/first.txt)" "layout file before plan"
+absent "$d/first.txt" "layout file before plan"
 
 # interleaved (loop, 2 stages per device): layout with VPP 2 and a loop CSV
 if [ -s "$tmp/tf/i1f1b.json" ]; then

@@ -148,14 +148,21 @@ echo keep > "$tmp/keep.json"
 # an output never replaces an input of the same command, under any name (out.h)
 mkdir "$tmp/in"; cp "$tmp/ref.json" "$tmp/in/p.json"; ln -s p.json "$tmp/in/l.json"
 cp tests/data/profiles/tiny.json "$tmp/in/m.json"
+# the other inputs: a CSV that export --check-csv reads, a cluster file that run --cluster reads
+"$OP" export "$tmp/ref.json" --torch-csv "$tmp/in/c.csv" > /dev/null 2>&1 && cp "$tmp/in/c.csv" "$tmp/c.ref"
+printf '{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 10, "inter_lat_ms": 0.02, "inter_bw_GBps": 10}\n' \
+  > "$tmp/in/cl.json"; cp "$tmp/in/cl.json" "$tmp/cl.ref"
 for c in "export $tmp/in/p.json --svg $tmp/in/p.json" "export $tmp/in/p.json --chrome-trace $tmp/in/./p.json" \
          "export $tmp/in/p.json --svg $tmp/in/l.json" "run $tmp/in/l.json --emulate --threads --time-scale 0.01 --trace $tmp/in/p.json" \
          "plan --model $tmp/in/m.json --devices 2 --microbatches 4 --quiet --out $tmp/in/m.json" \
          "train --model tiny --devices 2 --microbatches 4 --plan 1f1b --threads --steps 1 --data $tmp/in/m.json --trace $tmp/in/m.json" \
-         "train --model tiny --devices 2 --microbatches 4 --plan $tmp/in/p.json --threads --steps 1 --svg $tmp/in/l.json"; do
+         "train --model tiny --devices 2 --microbatches 4 --plan $tmp/in/p.json --threads --steps 1 --svg $tmp/in/l.json" \
+         "export $tmp/in/p.json --check-csv $tmp/in/c.csv --svg $tmp/in/./c.csv" \
+         "run $tmp/in/p.json --emulate --threads --time-scale 0.01 --cluster $tmp/in/cl.json --trace $tmp/in/cl.json"; do
   $OP $c > /dev/null 2> "$tmp/err"; rc=$?
   if [ $rc -eq 2 ] && grep -q "it is the input" "$tmp/err" && [ "$(wc -l < "$tmp/err")" -eq 1 ] \
      && cmp -s "$tmp/in/p.json" "$tmp/ref.json" && cmp -s "$tmp/in/m.json" tests/data/profiles/tiny.json \
+     && cmp -s "$tmp/in/c.csv" "$tmp/c.ref" && cmp -s "$tmp/in/cl.json" "$tmp/cl.ref" \
      && [ -L "$tmp/in/l.json" ]; then ok; else bad "input as output ($c): rc=$rc $(cat "$tmp/err")"; fi
 done
 # two output flags naming one file by different spellings: refused before anything is written

@@ -73,6 +73,9 @@ expect_err "--devices needs an integer" train --model tiny --devices 0 --microba
 expect_err "unknown or incomplete flag" train --model tiny --devices 2 --microbatches 4 --bogus
 expect_err "are required" train --devices 2 --microbatches 4
 expect_err "--resume needs --checkpoint" train --model tiny --devices 2 --microbatches 4 --resume
+# flags that would do nothing in the combination: refused, never silently dropped
+expect_err "--checkpoint-every 2 needs --checkpoint DIR" train --model tiny --devices 2 --microbatches 4 --threads --checkpoint-every 2
+expect_err "--timeout is the mpirun job's limit" train --model tiny --devices 2 --microbatches 4 --threads --timeout 5
 expect_err "unknown layer symbol" train --model EMQL --devices 2 --microbatches 4 --threads
 expect_err "/nonexistent/corpus.txt" train --model tiny --devices 2 --microbatches 4 --data /nonexistent/corpus.txt
 expect_err "--calibrate needs an integer" train --model tiny --devices 2 --microbatches 4 --calibrate -1

@@ -91,7 +91,8 @@ TEST(slowdown_parse) {
     op_err e = {0};
     CHECK(op_ptrain_slowdown_parse("1,1,2,2.5", 4, k, &e) == OP_OK);
     CHECK(k[0] == 1 && k[1] == 1 && k[2] == 2 && k[3] == 2.5);
-    const char *bad[] = {"1,1,2", "1,1,2,2,2", "1,0.5,1,1", "a,b,c,d", "1;1;1;1", "", "1,1,2,2x", "1,1,1,nan"};
+    const char *bad[] = {"1,1,2", "1,1,2,2,2", "1,0.5,1,1", "a,b,c,d", "1;1;1;1", "", "1,1,2,2x", "1,1,1,nan",
+                         "0x2,1,1,1", "1,1,1,0X1p1"}; /* decimal only: strtod reads hex */
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK_MSG(op_ptrain_slowdown_parse(bad[i], 4, k, &e) == OP_EINVAL, "'%s' accepted", bad[i]);
         CHECK_STR_CONTAINS(e.msg, "--slowdown");

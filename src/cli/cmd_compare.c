@@ -32,12 +32,14 @@ static void usage(FILE *f) {
             "  --json                print {\"lower_bound_ms\", \"plans\": [...]} instead of a table\n"
             "  --plans-dir DIR       also write each plan as DIR/<name>.json (octopipe.plan/1);\n"
             "                        DIR is created when missing; checked before any work\n"
-            "  --no-tune             leave out the octopipe row\n"
+            "  --no-tune             leave out the octopipe row (then --seed and --time-budget,\n"
+            "                        which steer the tuner, are refused)\n"
             "  --time-budget S       tuner wall-time cap in seconds (default: none; the search is\n"
             "                        bounded by simulations, so results are deterministic)\n"
             "  --seed N              tuner seed (default 1)\n"
             "  --progress            the tuner's progress lines on stderr (done/total simulations,\n"
-            "                        time left) even when stderr is not a terminal\n"
+            "                        time left) even when stderr is not a terminal; with --json\n"
+            "                        too, which stays alone on stdout\n"
             "  --quiet               no progress lines\n"
             "\nexample:\n"
             "  octopipe compare --model nemotron-h-8b --devices 8 --microbatches 32\n",
@@ -66,7 +68,7 @@ static int write_plan(const char *dir, const op_plan *p) {
 int cmd_compare(int argc, char **argv) {
     op_cli_setup s;
     op_cli_setup_init(&s);
-    int json = 0, tune = 1, seed = 1, progress = 0, quiet = 0;
+    int json = 0, tune = 1, seed = 1, seed_given = 0, progress = 0, quiet = 0;
     double budget = 0;
     const char *plans_dir = NULL;
     for (int i = 1; i < argc; i++) {
@@ -93,10 +95,18 @@ int cmd_compare(int argc, char **argv) {
         } else if (!strcmp(f, "--seed")) {
             const char *v = op_cli_value("compare", argc, argv, &i);
             if (!v || op_cli_int("compare", f, v, 0, 2147483647, &seed)) return 2;
+            seed_given = 1;
         } else {
             fprintf(stderr, "octopipe compare: unknown option '%s' (see octopipe compare --help)\n", f);
             return 2;
         }
+    }
+    /* both steer the tuner only: with --no-tune a user would compare seeds or budgets that
+     * change nothing */
+    if (!tune && (seed_given || budget > 0)) {
+        fprintf(stderr, "octopipe compare: %s steers the tuner, and --no-tune leaves it out; drop one\n",
+                seed_given ? "--seed" : "--time-budget");
+        return 2;
     }
     if (plans_dir && op_out_is_stdout(plans_dir)) {
         fprintf(stderr, "octopipe compare: --plans-dir needs a directory ('-' cannot hold one file per plan)\n");
@@ -120,7 +130,7 @@ int cmd_compare(int argc, char **argv) {
     while (names[n]) n++;
     row *rows = op_xcalloc((size_t)n + 1, sizeof *rows);
     op_sim_ws *ws = op_sim_ws_new();
-    int nrows = 0, i1 = -1, prog = !json && op_cli_progress_wanted(progress, quiet);
+    int nrows = 0, i1 = -1, prog = op_cli_progress_wanted(progress, quiet);
     double t0 = op_now_s();
     for (int k = 0; k < n; k++) {
         double el = op_now_s() - t0; /* only long runs (many layers or devices) say anything */

@@ -79,6 +79,7 @@ static const char *const out_desc[O_N] = {"torch compute_only CSV", "torchtitan 
 
 int cmd_export(int argc, char **argv) {
     const char *plan_path = NULL, *path[O_N] = {0}, *check_csv = NULL;
+    int mega_stdout_at = -1; /* argv index of a --megatron-layout given before PLAN (stdout) */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -90,7 +91,7 @@ int cmd_export(int argc, char **argv) {
             if (a[17] == '=') path[O_MEGATRON] = a + 18;
             else if (i + 1 < argc && (!strcmp(argv[i + 1], "-") || (plan_path && argv[i + 1][0] != '-')))
                 path[O_MEGATRON] = argv[++i];
-            else path[O_MEGATRON] = "-";
+            else path[O_MEGATRON] = "-", mega_stdout_at = plan_path ? -1 : i;
             if (!*path[O_MEGATRON]) {
                 fprintf(stderr, "octopipe export: --megatron-layout= needs a file name\n");
                 return 2;
@@ -106,11 +107,18 @@ int cmd_export(int argc, char **argv) {
                 return 2;
             }
             if (k >= 0) path[k] = argv[++i];
-            else check_csv = argv[++i];
+            else op_out_protect(check_csv = argv[++i]); /* read, so no output may replace it */
             continue;
         }
         if (a[0] == '-' && a[1]) {
             fprintf(stderr, "octopipe export: unknown option '%s' (octopipe export --help)\n", a);
+            return 2;
+        }
+        if (plan_path && mega_stdout_at >= 0 && argv[mega_stdout_at + 1] == plan_path) {
+            /* `export --megatron-layout out.txt plan.json`: out.txt was read as PLAN */
+            fprintf(stderr, "octopipe export: --megatron-layout before PLAN writes to stdout, so '%s' "
+                    "was read as PLAN; put PLAN first (export %s --megatron-layout %s) or write "
+                    "--megatron-layout=%s\n", plan_path, a, plan_path, plan_path);
             return 2;
         }
         if (plan_path) {

@@ -50,7 +50,7 @@ int cmd_lower(int argc, char **argv) {
             }
             lo.bytes_scale = x;
             i++;
-        } else if (a[0] == '-') {
+        } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "octopipe lower: unknown flag '%s' (octopipe lower --help)\n", a);
             return 2;
         } else if (!path) {

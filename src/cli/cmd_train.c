@@ -27,6 +27,7 @@ typedef struct {
     const char *model, *plan, *data, *ckpt, *svg, *trace, *save_plan, *cluster, *slowdown;
     int P, M, steps, resume, threads, log_every, repeats, ckpt_every, progress_thread, wall_clock, pin;
     int calibrate; /* steps per calibration plan (0 = plan from the isolated profile) */
+    int timeout_given; /* --timeout was on the command line */
     int recompute; /* --recompute: op_act_policy of every stage; -1 = as the plan says */
     double overhead_ms, lr, timeout_s;
     long seed;
@@ -86,7 +87,7 @@ static void help(void) {
            "                      time after it): a mixed cluster on this machine; plan and\n"
            "                      prediction see each rank's speed.  A mixed plan file (device\n"
            "                      types) gets its types' time ratios unless this is given\n"
-           "  --timeout SEC       mpirun job limit (default 600)\n\n"
+           "  --timeout SEC       mpirun job limit (default 600; not with --threads)\n\n"
            "exit status: 0 ok, 1 failure, 2 bad input\n\n"
            "examples:\n"
            "  octopipe train --model small --devices 2 --microbatches 8 --plan auto --steps 200 \\\n"
@@ -175,6 +176,7 @@ static int parse(targs *a, int argc, char **argv) {
                 return 2;
             }
             *dv = x, i++;
+            a->timeout_given |= dv == &a->timeout_s;
         } else if (!strcmp(f, "--seed")) {
             long x = v ? strtol(v, &end, 10) : -1;
             if (!v || !*v || *end || x < 0) {
@@ -199,6 +201,18 @@ static int parse(targs *a, int argc, char **argv) {
     }
     if (a->resume && !a->ckpt) {
         fprintf(stderr, "%s: --resume needs --checkpoint DIR\n", C);
+        return 2;
+    }
+    /* flags that say nothing in this combination: refused, not dropped, so that a run the user
+     * believes is checkpointed or time-limited is not quietly neither */
+    if (a->ckpt_every && !a->ckpt) {
+        fprintf(stderr, "%s: --checkpoint-every %d needs --checkpoint DIR (where to write model.ckpt)\n", C,
+                a->ckpt_every);
+        return 2;
+    }
+    if (a->threads && a->timeout_given) {
+        fprintf(stderr, "%s: --timeout is the mpirun job's limit and --threads runs no mpirun; drop one "
+                "(a stuck in-process run is stopped with Ctrl-C)\n", C);
         return 2;
     }
     /* no output (--svg, --trace, --save-plan) may replace a file this run reads */

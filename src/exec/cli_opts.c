@@ -1,5 +1,6 @@
 /* cli_opts.c: flags shared by `octopipe run` and `octopipe exec`, the plan an emulated run is
  * predicted with, and the report printed after it. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,16 +32,24 @@ const char *op_exec_cli_help(void) {
            "  --inject-hang R:I   testing: rank R hangs in its compute op I\n";
 }
 
-static int num(const char *cmd, const char *flag, const char *v, double lo, double hi, double *out) {
+/* A decimal number in [lo, hi] (whole with integer != 0), as every other command reads
+ * numbers: strtod alone also takes hex, so --time-scale 0x1p-4 ran at 0.0625 and
+ * --recv-window 2.5 as 2. */
+static int num_of(const char *cmd, const char *flag, const char *v, double lo, double hi, int integer,
+                  double *out) {
     char *end = NULL;
-    double x = v ? strtod(v, &end) : 0;
-    if (!v || !*v || *end || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "octopipe %s: %s needs a number in [%g, %g] (got '%s')\n", cmd, flag, lo, hi,
-                v ? v : "");
+    double x = v && !strpbrk(v, "xX") ? strtod(v, &end) : 0;
+    if (!v || !*v || !end || *end || !(x >= lo && x <= hi) || (integer && x != floor(x))) {
+        fprintf(stderr, "octopipe %s: %s needs %s in [%g, %g] (got '%s')\n", cmd, flag,
+                integer ? "a whole number" : "a decimal number", lo, hi, v ? v : "");
         return -1;
     }
     *out = x;
     return 0;
+}
+
+static int num(const char *cmd, const char *flag, const char *v, double lo, double hi, double *out) {
+    return num_of(cmd, flag, v, lo, hi, 0, out);
 }
 
 static int fault(const char *cmd, const char *flag, const char *v, op_exec_fault *f, int kind) {
@@ -76,7 +85,7 @@ int op_exec_cli_parse(op_exec_cli *c, int argc, char **argv, const char *cmd, in
         else if (!strcmp(a, "--poll-max-us")) rc = num(cmd, a, v, 0.1, 1e6, &c->eo.poll_max_us);
         else if (allow_run_flags && !strcmp(a, "--timeout")) rc = num(cmd, a, v, 1, 86400, &c->timeout_s);
         else if (!strcmp(a, "--recv-window")) {
-            rc = num(cmd, a, v, 1, 1e6, &x);
+            rc = num_of(cmd, a, v, 1, 1e6, 1, &x);
             c->eo.lower.recv_window = (int)x;
         } else if (!strcmp(a, "--recv-budget")) {
             rc = num(cmd, a, v, 1e-6, 1e7, &x);
@@ -87,11 +96,11 @@ int op_exec_cli_parse(op_exec_cli *c, int argc, char **argv, const char *cmd, in
                 fprintf(stderr, "octopipe %s: %s needs a file name\n", cmd, a);
                 return 2;
             }
-            if (a[2] == 'c') c->cluster_path = v;
+            if (a[2] == 'c') op_out_protect(c->cluster_path = v); /* an input: --trace may not replace it */
             else c->trace_path = v;
         } else if (!strcmp(a, "--inject-crash")) rc = fault(cmd, a, v, &c->eo.fault, OP_FAULT_CRASH);
         else if (!strcmp(a, "--inject-hang")) rc = fault(cmd, a, v, &c->eo.fault, OP_FAULT_HANG);
-        else if (a[0] == '-') {
+        else if (a[0] == '-' && a[1]) { /* "-" alone is a (missing) plan file */
             fprintf(stderr, "octopipe %s: unknown flag '%s' (octopipe %s --help)\n", cmd, a, cmd);
             return 2;
         } else if (!c->plan_path) {

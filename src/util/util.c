@@ -150,6 +150,11 @@ void op_buf_free(op_buf *b) {
 
 int op_read_file(const char *path, char **out, size_t *len, op_err *err) {
     FILE *f = fopen(path, "rb");
+    /* '-' is standard output for every output flag, so users try it for inputs too: an input
+     * is a file, and a pipe reaches one through /dev/stdin */
+    if (!f && errno == ENOENT && !strcmp(path, "-"))
+        return op_errf(err, OP_EIO, "-: no such file (inputs are files; '-' means standard output "
+                       "for output flags only: read standard input as /dev/stdin)");
     if (!f) return op_errf(err, OP_EIO, "%s: cannot open: %s", path, strerror(errno));
     /* fopen succeeds on a directory and only the read fails: say what is wrong up front */
     struct stat st;
