@@ -97,5 +97,12 @@ has "$T/err" "--timeout needs MPI ranks" timeout-threads
 expect 0 run-help-threads -- "$OCTOPIPE" run --help
 has "$T/out" "--timeout and --inject-crash need" run-help-threads
 
+# exec --help: its mpirun line starts as many ranks as the plan its example makes has devices
+# (exec refuses any other count), so the example runs as written
+expect 0 exec-help -- "$OCTOPIPE" exec --help
+np=$(sed -n 's/^  mpirun .*-np \([0-9]*\).*/\1/p' "$T/out")
+dev=$(sed -n 's/^  octopipe plan .*--devices \([0-9]*\).*/\1/p' "$T/out")
+if [ -n "$np" ] && [ "$np" = "$dev" ]; then ok; else bad "exec-help: mpirun -np '$np' for a plan of '$dev' devices"; fi
+
 echo "sh_exec: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -133,4 +133,21 @@ if mkplans nemotron-h-8b "$tmp/hy" && [ -s "$tmp/hy/1f1b.json" ]; then
   expect 1 "hybrid fqns" "$OCTOPIPE" export "$tmp/hy/1f1b.json" --torch-fqns "$d/h.json"
   absent "$d/h.json" "hybrid fqns refused"
 fi
+
+# --- the help's examples run as written, in order (the plans they export made by the lines
+# before them; backslash lines joined), so each one works for a user who copies it
+"$OCTOPIPE" export --help >"$tmp/help.txt" 2>&1
+ex=$(mktemp -d "$tmp/examples-XXXXXX")
+sed -n '/^examples:/,$p' "$tmp/help.txt" | sed -e :a -e '/\\$/N; s/\\\n *//; ta' |
+  sed -n 's/^  octopipe //p' >"$tmp/examples.txt"
+[ "$(wc -l <"$tmp/examples.txt")" -ge 4 ] && ok || bad "help examples: $(cat "$tmp/examples.txt")"
+bin=$(cd "$(dirname "$OCTOPIPE")" && pwd)/$(basename "$OCTOPIPE")
+while read -r line; do
+  # shellcheck disable=SC2086
+  set -- $line
+  if [ "$1" = plan ]; then set -- "$@" --quiet; fi
+  if (cd "$ex" && "$bin" "$@" >/dev/null 2>"$tmp/ex.err"); then ok
+  else bad "help example 'octopipe $line': $(head -c 300 "$tmp/ex.err")"; fi
+done <"$tmp/examples.txt"
+
 finish

@@ -19,8 +19,9 @@ static void help(void) {
            "options:\n%s\n"
            "exit status: 0 ok, 1 failure, 2 bad input or refused plan, 3 watchdog\n\n"
            "example:\n"
+           "  octopipe plan --model nemotron-h-8b --devices 8 --microbatches 32 --out plan.json\n"
            "  octopipe profile comm --out cluster.json\n"
-           "  mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 \\\n"
+           "  mpirun --allow-run-as-root --oversubscribe --bind-to none -np 8 \\\n"
            "      build/octopipe exec plan.json --emulate --bytes-scale 0.002 --cluster cluster.json\n"
            "(on one machine messages are memory copies by the ranks' CPUs: --bytes-scale shrinks\n"
            "them; across hosts drop it)\n",

@@ -63,10 +63,15 @@ static void usage(FILE *f) {
             "2 bad flags or an unreadable plan\n"
             "\n"
             "examples:\n"
-            "  octopipe plan --model nemotron-h-8b --devices 8 --microbatches 32 --out plan.json\n"
+            "  octopipe plan --model nemotron-h-8b --devices 8 --microbatches 32 --placement loop \\\n"
+            "                --out plan.json\n"
             "  octopipe export plan.json --svg plan.svg --chrome-trace plan.trace.json\n"
             "  octopipe export plan.json --megatron-layout\n"
-            "  octopipe export plan.json --torch-csv sched.csv --torch-fqns parts.json\n");
+            "(Megatron places stages only in a loop: --megatron-layout needs a loop placement)\n"
+            "  octopipe plan --model llama2-7b --devices 4 --microbatches 8 --placement loop \\\n"
+            "                --out llama.json\n"
+            "  octopipe export llama.json --torch-csv sched.csv --torch-fqns parts.json\n"
+            "(--torch-fqns names torchtitan's modules: transformer models only)\n");
 }
 
 enum { O_CSV, O_FQNS, O_MEGATRON, O_TRACE, O_SVG, O_COMMS, O_MAP, O_N };
