@@ -71,6 +71,7 @@ expect_err() { # expected-substring args...
 }
 expect_err "--devices needs an integer" train --model tiny --devices 0 --microbatches 4
 expect_err "unknown or incomplete flag" train --model tiny --devices 2 --microbatches 4 --bogus
+expect_err "--seed needs a non-negative integer" train --model tiny --devices 2 --microbatches 4 --seed 99999999999999999999999
 expect_err "are required" train --devices 2 --microbatches 4
 expect_err "--resume needs --checkpoint" train --model tiny --devices 2 --microbatches 4 --resume
 # flags that would do nothing in the combination: refused, never silently dropped

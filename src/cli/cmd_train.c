@@ -3,6 +3,7 @@
  * ranks with --threads), print progress with measured vs predicted iteration time, and write
  * the measured trace and SVG timeline.  Under mpirun (ours or the user's), rank 0 profiles and
  * plans and broadcasts the plan, so every rank runs the same one. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -178,8 +179,9 @@ static int parse(targs *a, int argc, char **argv) {
             *dv = x, i++;
             a->timeout_given |= dv == &a->timeout_s;
         } else if (!strcmp(f, "--seed")) {
+            errno = 0; /* strtol saturates at LONG_MAX: 2^70 would quietly be another seed */
             long x = v ? strtol(v, &end, 10) : -1;
-            if (!v || !*v || *end || x < 0) {
+            if (!v || !*v || *end || x < 0 || errno == ERANGE) {
                 fprintf(stderr, "%s: --seed needs a non-negative integer (got '%s')\n", C, v ? v : "");
                 return 2;
             }
