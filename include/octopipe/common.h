@@ -76,6 +76,11 @@ void op_buf_printf(op_buf *b, const char *fmt, ...) __attribute__((format(printf
 void op_buf_put(op_buf *b, const void *data, size_t n);
 void op_buf_free(op_buf *b);
 
+/* The first n characters of s as a finite decimal number (strtod's syntax without its hex:
+ * "0x10" would be 16, and a flag's value never means that).  0, or -1 when they are not one
+ * (empty, trailing text, out of range).  s may be NULL (-1). */
+int op_parse_decimal(const char *s, size_t n, double *out);
+
 /* Reads a whole file into a NUL-terminated malloc'd buffer. */
 int op_read_file(const char *path, char **out, size_t *len, op_err *err);
 

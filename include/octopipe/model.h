@@ -99,10 +99,13 @@ typedef struct op_layer {
     int attn_in_dim;
 } op_layer;
 
+/* Layers of one model: a longer pattern or HF config is refused when it loads. */
+#define OP_MODEL_MAX_LAYERS 4095
+
 typedef struct op_model {
     char name[64];       /* preset name or file stem */
     char model_type[32]; /* HF model_type, or "profile" */
-    char pattern[4096];  /* one symbol per layer, e.g. "EM-M*-L" (op_layer_kind_sym) */
+    char pattern[OP_MODEL_MAX_LAYERS + 1]; /* one symbol per layer, e.g. "EM-M*-L" (op_layer_kind_sym) */
     int hidden, vocab;
     int tie_embeddings;
     int n_layers;

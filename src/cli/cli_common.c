@@ -44,13 +44,7 @@ int op_cli_int(const char *cmd, const char *flag, const char *v, long lo, long h
 }
 
 int op_cli_decimal(const char *v, double *out) {
-    if (!v || !*v || strpbrk(v, "xX")) return -1; /* "0x10" would be 16 */
-    char *end = NULL;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || !end || *end || end == v || !isfinite(x)) return -1;
-    *out = x;
-    return 0;
+    return v ? op_parse_decimal(v, strlen(v), out) : -1;
 }
 
 int op_cli_double(const char *cmd, const char *flag, const char *v, double lo, double hi,

@@ -33,13 +33,11 @@ const char *op_exec_cli_help(void) {
 }
 
 /* A decimal number in [lo, hi] (whole with integer != 0), as every other command reads
- * numbers: strtod alone also takes hex, so --time-scale 0x1p-4 ran at 0.0625 and
- * --recv-window 2.5 as 2. */
+ * numbers: --time-scale 0x1p-4 ran at 0.0625 and --recv-window 2.5 as 2. */
 static int num_of(const char *cmd, const char *flag, const char *v, double lo, double hi, int integer,
                   double *out) {
-    char *end = NULL;
-    double x = v && !strpbrk(v, "xX") ? strtod(v, &end) : 0;
-    if (!v || !*v || !end || *end || !(x >= lo && x <= hi) || (integer && x != floor(x))) {
+    double x = 0;
+    if (!v || op_parse_decimal(v, strlen(v), &x) || !(x >= lo && x <= hi) || (integer && x != floor(x))) {
         fprintf(stderr, "octopipe %s: %s needs %s in [%g, %g] (got '%s')\n", cmd, flag,
                 integer ? "a whole number" : "a decimal number", lo, hi, v ? v : "");
         return -1;

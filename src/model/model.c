@@ -55,11 +55,11 @@ void op_mbuild_free(op_mbuild *b) {
 }
 
 int op_mbuild_finish(op_mbuild *b, op_model *m, op_err *err) {
-    if (b->n >= (int)sizeof m->pattern) {
+    if (b->n > OP_MODEL_MAX_LAYERS) {
         int n = b->n;
         op_mbuild_free(b);
         return op_errf(err, OP_EINVAL, "%s: %d layers; at most %d are supported", m->name, n,
-                       (int)sizeof m->pattern - 1);
+                       OP_MODEL_MAX_LAYERS);
     }
     m->layers = OP_ARENA_NEW(&m->arena, op_layer, b->n > 0 ? b->n : 1);
     memcpy(m->layers, b->v, sizeof *b->v * (size_t)b->n);

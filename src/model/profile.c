@@ -124,12 +124,11 @@ static int read_pattern(pctx *c, json_t *root, op_mbuild *b) {
     const char *p = json_string_value(pv);
     /* counted before any layer is built: a pattern of millions of symbols took half a minute
      * and gigabytes to be refused by the layer limit at the end */
-    const int max_layers = (int)sizeof ((op_model *)0)->pattern - 1;
     size_t n_sym = 0;
     for (size_t i = 0; p[i]; i++) n_sym += p[i] != '|';
-    if (n_sym > (size_t)max_layers)
+    if (n_sym > OP_MODEL_MAX_LAYERS)
         return op_errf(c->err, OP_EINVAL, "%s: pattern: %zu layers; at most %d are supported", c->file,
-                       n_sym, max_layers);
+                       n_sym, OP_MODEL_MAX_LAYERS);
     for (int i = 0; p[i]; i++) {
         if (p[i] == '|') continue;
         op_attn_kind attn = OP_ATTN_NONE;

@@ -131,10 +131,13 @@ static int read_root(const char *path, json_t *root, op_cluster *cl, op_err *err
     json_object_foreach(root, k, v) {
         int known = 0;
         for (const char *const *q = k_fields; *q && !known; q++) known = !strcmp(*q, k);
-        if (!known)
-            return op_errf(err, OP_EINVAL, "%s: unknown field \"%.64s\" (known: format, nodes_of, "
-                           "intra_lat_ms, intra_bw_GBps, inter_lat_ms, inter_bw_GBps, source, gpus, "
-                           "devices, pair_lat_ms, pair_bw_GBps)", path, k);
+        if (known) continue;
+        /* the list is k_fields itself, so a new field cannot be left out of the message */
+        char list[256];
+        size_t n = 0;
+        for (const char *const *q = k_fields; *q && n < sizeof list; q++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", q == k_fields ? "" : ", ", *q);
+        return op_errf(err, OP_EINVAL, "%s: unknown field \"%.64s\" (known: %s)", path, k, list);
     }
     v = json_object_get(root, "source");
     if (v && !json_is_string(v)) return op_errf(err, OP_EINVAL, "%s: source: expected a string", path);

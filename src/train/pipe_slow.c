@@ -21,15 +21,13 @@
 int op_ptrain_slowdown_parse(const char *spec, int P, double *k, op_err *err) {
     const char *s = spec;
     for (int d = 0; d < P; d++) {
-        char *end = (char *)s;
-        /* decimal only, like every numeric flag: strtod alone also reads "0x2" */
-        size_t n = strcspn(s, ",");
-        double v = memchr(s, 'x', n) || memchr(s, 'X', n) ? 0 : strtod(s, &end);
-        if (end == s || !(v >= 1 && v <= 1000))
+        size_t n = strcspn(s, ","); /* decimal only, like every numeric flag ("0x2" is not 2) */
+        double v = 0;
+        if (op_parse_decimal(s, n, &v) || !(v >= 1 && v <= 1000))
             return op_errf(err, OP_EINVAL, "--slowdown '%s': factor %d must be a number in [1, 1000]",
                            spec, d + 1);
         k[d] = v;
-        s = end;
+        s += n;
         if (d < P - 1 && *s++ != ',')
             return op_errf(err, OP_EINVAL, "--slowdown '%s': needs %d comma-separated factors (one per rank)",
                            spec, P);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,19 @@ void op_buf_free(op_buf *b) {
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+}
+
+int op_parse_decimal(const char *s, size_t n, double *out) {
+    char buf[64];
+    if (!s || !n || n >= sizeof buf || memchr(s, 'x', n) || memchr(s, 'X', n)) return -1;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(buf, &end);
+    if (errno || end != buf + n || !isfinite(x)) return -1;
+    *out = x;
+    return 0;
 }
 
 int op_read_file(const char *path, char **out, size_t *len, op_err *err) {
