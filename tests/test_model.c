@@ -452,7 +452,7 @@ TEST(bad_missing_and_wrong_fields) {
                                 "j.json", &m, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "attn_layer_offset: 4 is outside");
     CHECK(op_model_from_hf_json("{\"model_type\": \"gpt_oss\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
-                                " \"vocab_size\": 10, \"num_attention_heads\": 4, \"intermediate_size\": 8,"
+                                " \"vocab_size\": 10, \"num_attention_heads\": 8, \"intermediate_size\": 8,"
                                 " \"layer_types\": [\"sliding_attention\"]}",
                                 "o.json", &m, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "layer_types: has 1 entries but the model has 2 layers");
@@ -501,11 +501,11 @@ TEST(bad_moe_top_k) {
          " \"num_experts_per_tok\": 17}",
          "num_experts_per_tok: 17 is more than the 16 experts (num_experts)"},
         {"{\"model_type\": \"minimax\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
-         " \"num_attention_heads\": 4, \"intermediate_size\": 8, \"num_local_experts\": 4,"
+         " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"num_local_experts\": 4,"
          " \"num_experts_per_tok\": 0}",
          "num_experts_per_tok: must be positive, got 0"},
         {"{\"model_type\": \"llama4_text\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
-         " \"num_attention_heads\": 4, \"num_local_experts\": 16, \"num_experts_per_tok\": 32}",
+         " \"num_attention_heads\": 8, \"num_local_experts\": 16, \"num_experts_per_tok\": 32}",
          "num_experts_per_tok: 32 is more than the 16 experts (num_local_experts)"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -548,11 +548,136 @@ TEST(bad_kv_heads) {
                                     "kv.json", &m, &e) == OP_OK, "%s", e.msg);
     CHECK_EQ_INT(m.layers[1].n_kv_heads, 2);
     op_model_free(&m);
+    /* num_key_value_heads absent: the model type's default must fit the heads given */
+    static const struct { const char *type; int heads; const char *extra, *want; } defaults[] = {
+        {"mistral", 4, "", "num_attention_heads: 4 is fewer than 8, the default num_key_value_heads"},
+        {"gemma", 4, "", "num_attention_heads: 4 is fewer than 16, the default num_key_value_heads"},
+        {"qwen3_next", 3, ", \"full_attention_interval\": 1",
+         "num_attention_heads: 3 is not a multiple of 2, the default num_key_value_heads"},
+        {"jamba", 4, ", \"attn_layer_period\": 1, \"attn_layer_offset\": 0", "num_attention_heads: 4 is fewer than 8"},
+        {"nemotron_h", 4, ", \"hybrid_override_pattern\": \"*\"", "num_attention_heads: 4 is fewer than 8"},
+        {"falcon_h1", 4, "", "num_attention_heads: 4 is fewer than 8"},
+        {"minimax", 4, ", \"attn_type_list\": [1]", "num_attention_heads: 4 is fewer than 8"},
+        {"llama4_text", 4, "", "num_attention_heads: 4 is fewer than 8"},
+        {"gpt_oss", 4, "", "num_attention_heads: 4 is fewer than 8"},
+    };
+    for (size_t k = 0; k < sizeof defaults / sizeof defaults[0]; k++) {
+        char js[512];
+        snprintf(js, sizeof js,
+                 "{\"model_type\": \"%s\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+                 " \"num_attention_heads\": %d, \"intermediate_size\": 8%s}",
+                 defaults[k].type, defaults[k].heads, defaults[k].extra);
+        memset(&e, 0, sizeof e);
+        CHECK_MSG(op_model_from_hf_json(js, "kvd.json", &m, &e) == OP_EINVAL, "%s loaded", defaults[k].type);
+        CHECK_STR_CONTAINS(e.msg, "kvd.json: ");
+        CHECK_STR_CONTAINS(e.msg, defaults[k].want);
+        CHECK_STR_CONTAINS(e.msg, "(num_key_value_heads is absent; give it)");
+    }
+    CHECK(op_model_from_hf_json("{\"model_type\": \"mistral\", \"hidden_size\": 96, \"num_hidden_layers\": 1,"
+                                " \"vocab_size\": 10, \"num_attention_heads\": 12, \"intermediate_size\": 8}",
+                                "kvd.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "kvd.json: num_attention_heads: 12 is not a multiple of 8, the default "
+                              "num_key_value_heads of this model type (num_key_value_heads is absent; give it)");
+    if (op_model_from_hf_json("{\"model_type\": \"mistral\", \"hidden_size\": 64, \"num_hidden_layers\": 1,"
+                              " \"vocab_size\": 10, \"num_attention_heads\": 16, \"intermediate_size\": 8}",
+                              "kvd.json", &m, &e) == OP_OK) {
+        CHECK_EQ_INT(m.layers[1].n_kv_heads, 8);
+        op_model_free(&m);
+    } else {
+        CHECK_MSG(0, "mistral with 16 heads and the default 8 KV heads: %s", e.msg);
+    }
     /* head_dim derived as 0: the head count is what is wrong, not a head_dim never given */
     CHECK(op_model_from_hf_json("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1,"
                                 " \"vocab_size\": 10, \"num_attention_heads\": 128, \"intermediate_size\": 8}",
                                 "h.json", &m, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "h.json: num_attention_heads: 128 heads are more than hidden_size 64");
+}
+
+/* Lists of layer indices (0-based, as transformers reads them) name layers of the model: an
+ * entry past the last layer, below 0 or not a whole number is a typo, never "no layer". */
+TEST(bad_layer_lists) {
+#define DENSE6 "\"hidden_size\": 64, \"num_hidden_layers\": 6, \"vocab_size\": 10, \"num_attention_heads\": 8," \
+               " \"intermediate_size\": 8"
+    static const struct { const char *json, *want; } cases[] = {
+        {"{\"model_type\": \"qwen2_moe\", " DENSE6 ", \"mlp_only_layers\": [6]}",
+         "ll.json: mlp_only_layers: entry [0] is 6, outside 0..5 (num_hidden_layers is 6)"},
+        {"{\"model_type\": \"qwen3_moe\", " DENSE6 ", \"mlp_only_layers\": [1, -1]}",
+         "ll.json: mlp_only_layers: entry [1] is -1, outside 0..5"},
+        {"{\"model_type\": \"qwen2_moe\", " DENSE6 ", \"mlp_only_layers\": [1.5]}",
+         "ll.json: mlp_only_layers: entry [0] is 1.5, expected an integer"},
+        {"{\"model_type\": \"qwen2_moe\", " DENSE6 ", \"mlp_only_layers\": [\"2\"]}",
+         "ll.json: mlp_only_layers: entry [0] is a string, expected an integer"},
+        /* a sparse step past the last layer reads no layer from the list: still checked */
+        {"{\"model_type\": \"qwen2_moe\", " DENSE6 ", \"decoder_sparse_step\": 8, \"mlp_only_layers\": [9]}",
+         "ll.json: mlp_only_layers: entry [0] is 9, outside 0..5"},
+        {"{\"model_type\": \"qwen3_next\", " DENSE6 ", \"mlp_only_layers\": [0, 60]}",
+         "ll.json: mlp_only_layers: entry [1] is 60, outside 0..5"},
+        {"{\"model_type\": \"llama4_text\", " DENSE6 ", \"moe_layers\": [1, 6]}",
+         "ll.json: moe_layers: entry [1] is 6, outside 0..5 (num_hidden_layers is 6)"},
+        {"{\"model_type\": \"llama4\", \"text_config\": {" DENSE6 ", \"moe_layers\": [7]}}",
+         "ll.json: text_config.moe_layers: entry [0] is 7, outside 0..5 (text_config.num_hidden_layers is 6)"},
+        {"{\"model_type\": \"zamba2\", " DENSE6 ", \"hybrid_layer_ids\": [2, 6]}",
+         "ll.json: hybrid_layer_ids: entry [1] is 6, outside 0..5"},
+        /* per-layer flags: one entry per layer, each 0 or 1 */
+        {"{\"model_type\": \"llama4_text\", " DENSE6 ", \"no_rope_layers\": [1, 1, 1, \"no\", 1, 1]}",
+         "ll.json: no_rope_layers: entry [3]: expected 0 (NoPE) or 1 (RoPE)"},
+        {"{\"model_type\": \"llama4_text\", " DENSE6 ", \"no_rope_layers\": [1, 1, 1, 2, 1, 1]}",
+         "ll.json: no_rope_layers: entry [3]: expected 0 (NoPE) or 1 (RoPE)"},
+        {"{\"model_type\": \"llama4_text\", " DENSE6 ", \"no_rope_layers\": [1, 1, 1, 0]}",
+         "ll.json: no_rope_layers: has 4 entries but the model has 6 layers"},
+        {"{\"model_type\": \"minimax\", " DENSE6 ", \"attn_type_list\": [0, 0, 0, 0, 0, 0.5]}",
+         "ll.json: attn_type_list: entry [5]: expected 0 (linear) or 1 (softmax)"},
+    };
+#undef DENSE6
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        memset(&e, 0, sizeof e);
+        CHECK_MSG(op_model_from_hf_json(cases[k].json, "ll.json", &m, &e) == OP_EINVAL, "case %zu loaded", k);
+        CHECK_STR_CONTAINS(e.msg, cases[k].want);
+    }
+    /* a whole number written as a real names its layer, as Python's `in` reads it */
+    int rc = op_model_from_hf_json("{\"model_type\": \"qwen2_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
+                                   " \"vocab_size\": 10, \"num_attention_heads\": 4, \"intermediate_size\": 8,"
+                                   " \"mlp_only_layers\": [1.0]}",
+                                   "ll.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK_EQ_INT(m.layers[1].ffn, OP_FFN_MOE);
+    CHECK_EQ_INT(m.layers[2].ffn, OP_FFN_MLP);
+    op_model_free(&m);
+}
+
+/* Booleans are JSON true / false; 0 and 1 (written by some converters) read as Python reads
+ * them.  Any other number or a string is no answer to a yes-or-no field. */
+TEST(bad_bool_fields) {
+    static const struct { const char *type, *field, *want; } cases[] = {
+        {"llama", "\"tie_word_embeddings\": 5", "b.json: tie_word_embeddings: expected true or false, got 5"},
+        {"qwen2", "\"tie_word_embeddings\": -1", "b.json: tie_word_embeddings: expected true or false, got -1"},
+        {"qwen2", "\"use_sliding_window\": \"true\"", "b.json: use_sliding_window: expected true or false, got a string"},
+        {"jamba", "\"tie_word_embeddings\": 1.0", "b.json: tie_word_embeddings: expected true or false, got a number"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char js[512];
+        snprintf(js, sizeof js,
+                 "{\"model_type\": \"%s\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+                 " \"num_attention_heads\": 8, \"intermediate_size\": 8, %s}",
+                 cases[k].type, cases[k].field);
+        memset(&e, 0, sizeof e);
+        CHECK_MSG(op_model_from_hf_json(js, "b.json", &m, &e) == OP_EINVAL, "%s loaded", cases[k].field);
+        CHECK_STR_CONTAINS(e.msg, cases[k].want);
+    }
+    static const struct { const char *v; int tie; } ok[] = {{"true", 1}, {"false", 0}, {"1", 1}, {"0", 0}};
+    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) {
+        char js[512];
+        snprintf(js, sizeof js,
+                 "{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+                 " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"tie_word_embeddings\": %s}",
+                 ok[k].v);
+        int rc = op_model_from_hf_json(js, "b.json", &m, &e);
+        CHECK_MSG(rc == OP_OK, "%s: %s", ok[k].v, e.msg);
+        if (rc != OP_OK) continue;
+        CHECK_EQ_INT(m.tie_embeddings, ok[k].tie);
+        op_model_free(&m);
+    }
 }
 
 TEST(profile_octopipe_with_memory) {
@@ -711,6 +836,8 @@ int main(int argc, char **argv) {
     RUN(bad_missing_and_wrong_fields);
     RUN(bad_moe_top_k);
     RUN(bad_kv_heads);
+    RUN(bad_layer_lists);
+    RUN(bad_bool_fields);
     RUN(profile_octopipe_with_memory);
     RUN(profile_megatron_style);
     RUN(profile_bad_inputs);

@@ -68,6 +68,8 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
     /* gemma3: every sliding_window_pattern-th layer is global (older key names too) */
     int g3_pattern = op_hf_int(h, "sliding_window_pattern", op_hf_int(h, "_sliding_window_pattern", 6));
     if (!strncmp(t, "gemma3", 6)) op_hf_need_pos(h, "sliding_window_pattern", g3_pattern);
+    unsigned char mlp_only[OP_HF_MAX_BLOCKS] = {0};
+    if (c.moe == 2) op_hf_layer_ids(h, "mlp_only_layers", n, mlp_only);
     if (h->bad) return OP_EINVAL;
 
     int embed = b->n;
@@ -89,7 +91,7 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
         }
         int is_moe = c.moe == 1 ||
                      (c.moe == 2 && c.experts > 0 && (i + 1) % c.sparse_step == 0 &&
-                      !op_hf_list_has(h, "mlp_only_layers", i));
+                      !mlp_only[i]);
         if (is_moe) {
             l->ffn = OP_FFN_MOE;
             l->n_experts = c.experts;

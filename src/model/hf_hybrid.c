@@ -17,11 +17,6 @@ static int base_dims(op_hf *h, int *hidden, int *n, int *vocab, int n_def) {
     return h->bad ? OP_EINVAL : OP_OK;
 }
 
-static void attn_kv(op_hf *h, op_layer *l, int hidden, int kv_def) {
-    op_hf_attn(h, l, hidden);
-    if (!op_hf_has(h, "num_key_value_heads")) l->n_kv_heads = kv_def;
-}
-
 static void period(op_hf *h, const char *pk, int p, const char *ok, int o) {
     op_hf_need_pos(h, pk, p);
     if (!h->bad && (o < 0 || o >= p)) op_hf_fail(h, ok, "%d is outside 0..%s-1 (%d)", o, pk, p - 1);
@@ -57,7 +52,7 @@ int op_hf_build_jamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         if (i % ap == ao) {
             l = op_mbuild_add(b, OP_LAYER_ATTN, "layers.%d.attn", i);
             l->hidden = hidden;
-            attn_kv(h, l, hidden, 8);
+            op_hf_attn(h, l, hidden);
             if (window > 0) l->attn = OP_ATTN_SLIDING, l->window = window;
         } else {
             l = op_mbuild_add(b, OP_LAYER_MAMBA, "layers.%d.mamba", i);
@@ -123,7 +118,7 @@ int op_hf_build_nemotron_h(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
             break;
         case '*':
             l = op_mbuild_add(b, OP_LAYER_ATTN, "layers.%d.attn", i);
-            attn_kv(h, l, hidden, 8);
+            op_hf_attn(h, l, hidden);
             l->head_dim = hd;
             break;
         case '-':
@@ -177,7 +172,7 @@ int op_hf_build_falcon_h1(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     for (int i = 0; i < n; i++) {
         op_layer *l = op_mbuild_add(b, OP_LAYER_HYBRID, "layers.%d.mixer", i);
         l->hidden = hidden;
-        attn_kv(h, l, hidden, 8);
+        op_hf_attn(h, l, hidden);
         op_hf_mamba2(l, inner, state, m_heads, m_hd, groups, conv);
         l = op_mbuild_add(b, OP_LAYER_MLP, "layers.%d.mlp", i);
         l->hidden = hidden;
@@ -190,19 +185,19 @@ int op_hf_build_falcon_h1(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     return OP_OK;
 }
 
-/* Layer i is "hybrid" (shared transformer block + Mamba) or "mamba". */
-static int zamba2_is_hybrid(op_hf *h, int n, int i) {
+/* Marks hybrid[i] for the layers that are "hybrid" (shared transformer block + Mamba) rather
+ * than "mamba". */
+static void zamba2_hybrids(op_hf *h, int n, unsigned char *hybrid) {
     if (op_hf_has(h, "layers_block_type")) {
-        const char *t = op_hf_list_str(h, "layers_block_type", n, i);
-        if (!t) return 0;
-        if (!strcmp(t, "hybrid")) return 1;
-        if (strcmp(t, "mamba") != 0)
-            op_hf_fail(h, "layers_block_type", "entry [%d]: unknown block type '%s'", i, t);
-        return 0;
+        for (int i = 0; i < n && !h->bad; i++) {
+            const char *t = op_hf_list_str(h, "layers_block_type", n, i);
+            if (t && !strcmp(t, "hybrid")) hybrid[i] = 1;
+            else if (t && strcmp(t, "mamba") != 0)
+                op_hf_fail(h, "layers_block_type", "entry [%d]: unknown block type '%s'", i, t);
+        }
+    } else if (!op_hf_layer_ids(h, "hybrid_layer_ids", n, hybrid)) {
+        op_hf_fail(h, "layers_block_type", "missing (or give hybrid_layer_ids)");
     }
-    if (op_hf_has(h, "hybrid_layer_ids")) return op_hf_list_has(h, "hybrid_layer_ids", i);
-    op_hf_fail(h, "layers_block_type", "missing (or give hybrid_layer_ids)");
-    return 0;
 }
 
 int op_hf_build_zamba2(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
@@ -227,6 +222,8 @@ int op_hf_build_zamba2(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int inner = op_hf_derived(h, "mamba_expand", (double)expand * hidden);
     int m_heads = op_hf_int(h, "n_mamba_heads", inner / m_hd);
     int tie = op_hf_bool(h, "tie_word_embeddings", 1);
+    unsigned char hybrid[OP_HF_MAX_BLOCKS] = {0};
+    zamba2_hybrids(h, n, hybrid);
     if (h->bad) return OP_EINVAL;
 
     /* first layer index of each shared block's attention (its MLP follows it) */
@@ -235,7 +232,7 @@ int op_hf_build_zamba2(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int embed = b->n, hybrids = 0;
     op_hf_embed(b, hidden, vocab);
     for (int i = 0; i < n; i++) {
-        if (zamba2_is_hybrid(h, n, i)) {
+        if (hybrid[i]) {
             int s = hybrids++ % mem_blocks % 64;
             op_layer *l = op_mbuild_add(b, OP_LAYER_ATTN, "layers.%d.shared_attn", i);
             l->hidden = hidden;

@@ -123,14 +123,18 @@ void op_hf_attn(op_hf *h, op_layer *l, int hidden) {
     l->head_dim = op_hf_int(h, "head_dim", d && d->head_dim ? d->head_dim : hidden / l->n_heads);
     op_hf_need_pos(h, "num_key_value_heads", l->n_kv_heads);
     op_hf_need_pos(h, "head_dim", l->head_dim);
-    if (op_hf_has(h, "num_key_value_heads")) op_hf_need_kv_groups(h, l->n_heads, l->n_kv_heads);
+    op_hf_need_kv_groups(h, l->n_heads, l->n_kv_heads);
 }
 
 void op_hf_need_kv_groups(op_hf *h, int heads, int kv) {
-    if (h->bad || kv <= 0 || heads <= 0) return;
-    if (kv > heads)
+    if (h->bad || kv <= 0 || heads <= 0 || (kv <= heads && heads % kv == 0)) return;
+    if (!op_hf_has(h, "num_key_value_heads"))
+        op_hf_fail(h, "num_attention_heads", "%d %s %d, the default num_key_value_heads of this model "
+                   "type (num_key_value_heads is absent; give it)", heads,
+                   kv > heads ? "is fewer than" : "is not a multiple of", kv);
+    else if (kv > heads)
         op_hf_fail(h, "num_key_value_heads", "%d is more than the %d attention heads", kv, heads);
-    else if (heads % kv != 0)
+    else
         op_hf_fail(h, "num_key_value_heads", "%d does not divide the %d attention heads (each KV "
                    "head serves an equal group of query heads)", kv, heads);
 }

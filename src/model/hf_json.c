@@ -187,8 +187,11 @@ int op_hf_bool(op_hf *h, const char *key, int def) {
     json_t *v = get(h, key);
     if (!v) return def;
     if (json_is_boolean(v)) return json_is_true(v);
-    if (json_is_integer(v)) return json_integer_value(v) != 0;
-    op_hf_fail(h, key, "expected true or false, got %s", type_name(v));
+    /* 0 and 1 from converters that write config.json themselves: Python reads them as such */
+    json_int_t i = json_is_integer(v) ? json_integer_value(v) : -1;
+    if (i == 0 || i == 1) return (int)i;
+    if (json_is_integer(v)) op_hf_fail(h, key, "expected true or false, got %" JSON_INTEGER_FORMAT, i);
+    else op_hf_fail(h, key, "expected true or false, got %s", type_name(v));
     return def;
 }
 
@@ -211,14 +214,20 @@ json_t *op_hf_array(op_hf *h, const char *key) {
     return v;
 }
 
-const char *op_hf_list_str(op_hf *h, const char *key, int n, int i) {
+/* Entry i of the per-layer list `key` (one entry per layer): NULL when absent or wrong. */
+static json_t *list_entry(op_hf *h, const char *key, int n, int i) {
     json_t *a = op_hf_array(h, key);
     if (!a) return NULL;
     if ((int)json_array_size(a) != n) {
         op_hf_fail(h, key, "has %zu entries but the model has %d layers", json_array_size(a), n);
         return NULL;
     }
-    json_t *v = json_array_get(a, (size_t)i);
+    return json_array_get(a, (size_t)i);
+}
+
+const char *op_hf_list_str(op_hf *h, const char *key, int n, int i) {
+    json_t *v = list_entry(h, key, n, i);
+    if (!v) return NULL;
     if (!json_is_string(v)) {
         op_hf_fail(h, key, "entry [%d] is %s, expected a string", i, type_name(v));
         return NULL;
@@ -226,19 +235,40 @@ const char *op_hf_list_str(op_hf *h, const char *key, int n, int i) {
     return json_string_value(v);
 }
 
-int op_hf_list_has(op_hf *h, const char *key, int i) {
+int op_hf_list_flag(op_hf *h, const char *key, int n, int i, const char *meaning) {
+    if (!op_hf_array(h, key)) return -1;
+    json_t *v = list_entry(h, key, n, i);
+    if (!v) return 0;
+    if (json_is_boolean(v)) return json_is_true(v);
+    if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1))
+        return (int)json_integer_value(v);
+    op_hf_fail(h, key, "entry [%d]: expected %s", i, meaning);
+    return 0;
+}
+
+int op_hf_layer_ids(op_hf *h, const char *key, int n, unsigned char *in) {
     json_t *a = op_hf_array(h, key);
     if (!a) return 0;
     size_t j;
     json_t *v;
     json_array_foreach(a, j, v) {
-        if (!json_is_integer(v)) {
+        if (!json_is_number(v)) {
             op_hf_fail(h, key, "entry [%zu] is %s, expected an integer", j, type_name(v));
             return 0;
         }
-        if (json_integer_value(v) == i) return 1;
+        double d = json_number_value(v);
+        if (d != floor(d)) {
+            op_hf_fail(h, key, "entry [%zu] is %.6g, expected an integer", j, d);
+            return 0;
+        }
+        if (d < 0 || d >= n) {
+            op_hf_fail(h, key, "entry [%zu] is %.6g, outside 0..%d (%snum_hidden_layers is %d)", j, d,
+                       n - 1, h->prefix, n);
+            return 0;
+        }
+        in[(int)d] = 1;
     }
-    return 0;
+    return 1;
 }
 
 void op_hf_need_pos(op_hf *h, const char *key, int v) {

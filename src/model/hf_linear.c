@@ -30,6 +30,8 @@ int op_hf_build_qwen3_next(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int tie = op_hf_bool(h, "tie_word_embeddings", 0);
     op_hf_need_pos(h, "full_attention_interval", interval);
     op_hf_need_pos(h, "decoder_sparse_step", step);
+    unsigned char mlp_only[OP_HF_MAX_BLOCKS] = {0};
+    op_hf_layer_ids(h, "mlp_only_layers", n, mlp_only);
     if (h->bad) return OP_EINVAL;
     int embed = b->n;
     op_hf_embed(b, hidden, vocab);
@@ -47,10 +49,9 @@ int op_hf_build_qwen3_next(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
             l->lin_v_dim = lvd;
         } else {
             op_hf_attn(h, l, hidden);
-            if (!op_hf_has(h, "num_key_value_heads")) l->n_kv_heads = 2;
             if (!op_hf_has(h, "head_dim")) l->head_dim = 256;
         }
-        int is_moe = experts > 0 && (i + 1) % step == 0 && !op_hf_list_has(h, "mlp_only_layers", i);
+        int is_moe = experts > 0 && (i + 1) % step == 0 && !mlp_only[i];
         if (is_moe) {
             op_hf_need_moe(h, "num_experts", experts, top_k);
             l = op_mbuild_add(b, OP_LAYER_MOE, "layers.%d.moe", i);
@@ -76,19 +77,8 @@ int op_hf_build_qwen3_next(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
 /* attn_type_list[i]: 0 = lightning (linear) attention, 1 = softmax attention.  Without it (and
  * without layer_types) MiniMax-Text-01's layout: every 8th layer softmax. */
 static int minimax_softmax(op_hf *h, int n, int i) {
-    json_t *a = op_hf_array(h, "attn_type_list");
-    if (!a) return (i + 1) % 8 == 0;
-    if ((int)json_array_size(a) != n) {
-        op_hf_fail(h, "attn_type_list", "has %zu entries but the model has %d layers",
-                   json_array_size(a), n);
-        return 0;
-    }
-    json_t *v = json_array_get(a, (size_t)i);
-    if (!json_is_integer(v) || (json_integer_value(v) != 0 && json_integer_value(v) != 1)) {
-        op_hf_fail(h, "attn_type_list", "entry [%d]: expected 0 (linear) or 1 (softmax)", i);
-        return 0;
-    }
-    return json_integer_value(v) == 1;
+    int softmax = op_hf_list_flag(h, "attn_type_list", n, i, "0 (linear) or 1 (softmax)");
+    return softmax < 0 ? (i + 1) % 8 == 0 : softmax;
 }
 
 int op_hf_build_minimax(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
@@ -105,7 +95,6 @@ int op_hf_build_minimax(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         op_layer *l = op_mbuild_add(b, OP_LAYER_ATTN, "layers.%d.attn", i);
         l->hidden = hidden;
         op_hf_attn(h, l, hidden);
-        if (!op_hf_has(h, "num_key_value_heads")) l->n_kv_heads = 8;
         if (!op_hf_layer_type(h, l, n, i, window) && !minimax_softmax(h, n, i))
             l->attn = OP_ATTN_LINEAR;
         if (h->bad) return OP_EINVAL;

@@ -138,12 +138,10 @@ int op_hf_build_llama4(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int tie = op_hf_bool(h, "tie_word_embeddings", 0);
     op_hf_need_pos(h, "interleave_moe_layer_step", step);
     op_hf_need_pos(h, "no_rope_layer_interval", nope_every);
-    json_t *moe_layers = op_hf_array(h, "moe_layers");
+    unsigned char moe_at[OP_HF_MAX_BLOCKS] = {0};
+    int moe_list = op_hf_layer_ids(h, "moe_layers", n, moe_at);
     json_t *no_rope = op_hf_array(h, "no_rope_layers");
-    if (no_rope && json_array_size(no_rope) == 0) no_rope = NULL; /* [] means "use the default" */
-    if (!h->bad && no_rope && (int)json_array_size(no_rope) != n)
-        op_hf_fail(h, "no_rope_layers", "has %zu entries but the model has %d layers",
-                   json_array_size(no_rope), n);
+    int rope_list = no_rope && json_array_size(no_rope) > 0; /* [] means "use the default" */
     if (h->bad) return OP_EINVAL;
     if (llama4_vision(h, root, b, hidden) != OP_OK) return OP_EINVAL;
 
@@ -155,14 +153,13 @@ int op_hf_build_llama4(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         op_hf_attn(h, l, hidden);
         /* RoPE layers attend within chunks; every no_rope_layer_interval-th layer is NoPE and
          * global (no_rope_layers[i] = 1 means "uses RoPE") */
-        int rope = no_rope ? json_is_true(json_array_get(no_rope, (size_t)i)) ||
-                                 json_integer_value(json_array_get(no_rope, (size_t)i)) != 0
-                           : (i + 1) % nope_every != 0;
+        int rope = rope_list ? op_hf_list_flag(h, "no_rope_layers", n, i, "0 (NoPE) or 1 (RoPE)")
+                             : (i + 1) % nope_every != 0;
         if (!op_hf_layer_type(h, l, n, i, chunk) && rope && chunk > 0) {
             l->attn = OP_ATTN_CHUNKED;
             l->window = chunk;
         }
-        int is_moe = moe_layers ? op_hf_list_has(h, "moe_layers", i) : (i + 1) % step == 0;
+        int is_moe = moe_list ? moe_at[i] : (i + 1) % step == 0;
         l->ffn_gated = 1;
         if (is_moe && experts > 0) {
             op_hf_need_moe(h, "num_local_experts", experts, top_k);

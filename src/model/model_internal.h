@@ -54,8 +54,15 @@ void op_hf_fail(op_hf *h, const char *key, const char *fmt, ...) __attribute__((
 /* Layer i of a per-layer list `key` of n strings (e.g. layer_types): NULL if absent; records an
  * error when the list has the wrong length or a non-string item. */
 const char *op_hf_list_str(op_hf *h, const char *key, int n, int i);
-/* 1 when integer i is in the list `key` (e.g. mlp_only_layers, moe_layers). */
-int op_hf_list_has(op_hf *h, const char *key, int i);
+/* Layer i of a per-layer list `key` of n flags, 0 or 1 (or false / true), e.g.
+ * no_rope_layers: -1 if absent; records an error when the list has the wrong length or an
+ * entry is anything else ("entry [i]: expected <meaning>"). */
+int op_hf_list_flag(op_hf *h, const char *key, int n, int i, const char *meaning);
+/* The list `key` of layer indices (e.g. mlp_only_layers, moe_layers; 0-based, as transformers
+ * reads them): sets in[i] = 1 for each index listed (in holds n entries, zeroed by the
+ * caller) and returns 1, or returns 0 when the list is absent.  An entry that is not a whole
+ * number in 0..n-1 is an error. */
+int op_hf_layer_ids(op_hf *h, const char *key, int n, unsigned char *in);
 
 /* Parses JSON text after rewriting the bare non-standard tokens Infinity, -Infinity and NaN
  * (outside strings) into numbers of the same width, so line:col in errors stay right.
@@ -82,8 +89,9 @@ int op_hf_build_minimax(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 
 /* Shared pieces of the builders (hf_common.c). */
 void op_hf_attn(op_hf *h, op_layer *l, int hidden);          /* heads, kv heads, head_dim */
-/* num_key_value_heads as a config gives it: at most the heads and a divisor of them (grouped
- * query attention shares each KV head among heads / kv query heads). */
+/* num_key_value_heads, as a config gives it or as the model type defaults it when absent: at
+ * most the heads and a divisor of them (grouped query attention shares each KV head among
+ * heads / kv query heads).  A default that does not fit is reported on num_attention_heads. */
 void op_hf_need_kv_groups(op_hf *h, int heads, int kv);
 int op_hf_vocab(op_hf *h);                                   /* vocab_size or its default */
 void op_hf_embed(op_mbuild *b, int hidden, int vocab);       /* appends EMBED */
