@@ -37,6 +37,11 @@ expect_err "nosuch" compare --model nosuch --devices 4 --microbatches 8 --plans-
 touch "$tmp/afile"
 expect_err "is not a directory" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/afile"
 expect_err "unknown command" frobnicate
+# help takes one command name: a second word is refused, not ignored
+expect_err "octopipe help: takes one command name (got 'plan' and 'extra')" help plan extra
+expect_err "octopipe help: takes one command name" help plan --out x.json
+if "$OP" help plan > "$tmp/out" 2> "$tmp/err" && grep -q "usage: octopipe plan" "$tmp/out"; then ok
+else bad "help plan: $(cat "$tmp/err")"; fi
 # flags that steer the tuner, with the tuner left out: refused, not ignored
 expect_err "--seed steers the tuner, and --no-tune leaves it out" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --seed 2
 expect_err "--time-budget steers the tuner" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --time-budget 5

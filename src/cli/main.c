@@ -135,6 +135,11 @@ int main(int argc, char **argv) {
     }
     char *help_argv[4] = {argv[0], NULL, "--help", NULL};
     if (!strcmp(argv[1], "help")) { /* octopipe help CMD == octopipe CMD --help */
+        if (argc > 3) {
+            fprintf(stderr, "octopipe help: takes one command name (got '%s' and '%s'): octopipe help "
+                            "<command>\n", argv[2], argv[3]);
+            return 2;
+        }
         help_argv[1] = argv[2];
         argc = 3, argv = help_argv;
     }
