@@ -115,8 +115,15 @@ if "$OP" sim "$tmp/lim.json" 2>&1 | grep -q "over the limit of device(s): 0 1"; 
 expect_err "--out PLAN.json is required" plan --model nemotron-h-8b --devices 4 --microbatches 8
 expect_err "placement" plan --model nemotron-h-8b --devices 4 --microbatches 8 --placement diagonal --out "$tmp/x.json"
 "$OP" plan --model jamba-v0.1 --devices 4 --microbatches 8 --quiet --out "$tmp/nofit.json" > "$tmp/out" 2> "$tmp/err"; rc=$?
-if [ $rc -eq 1 ] && grep -q -- "--mem-limit" "$tmp/err" && [ ! -e "$tmp/nofit.json" ]; then ok
+# static memory alone is over the limit: said as such, the fixes computed (--tp 4), and no
+# --mem-limit above the 80 GiB the GPU has (216 GiB was the ladder's first rung)
+if [ $rc -eq 1 ] && grep -q "static memory .* alone does not" "$tmp/err" && grep -q -- "^--tp 4: a plan fits" "$tmp/err" \
+   && ! grep -q -- "--mem-limit" "$tmp/err" && [ ! -e "$tmp/nofit.json" ]; then ok
 else bad "plan that fits nowhere: rc=$rc, $(cat "$tmp/err")"; fi
+# a limit above what any device has is taken, with a note (a slip of a digit, 800 for 80)
+"$OP" plan --model llama2-7b --devices 4 --microbatches 8 --mem-limit 800 --quiet --out "$tmp/big.json" > /dev/null 2> "$tmp/err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "note: --mem-limit 800 GiB is more than any device has (80 GiB)" "$tmp/err"; then ok
+else bad "--mem-limit above the GPU: rc=$rc, $(cat "$tmp/err")"; fi
 [ ! -e "$tmp/x.json" ] && ok || bad "refused plan left a file"
 
 echo "cli: $pass passed, $fail failed"

@@ -125,8 +125,11 @@ TEST(respects_memory_limit_and_reports_enomem) {
     CHECK((double)lim.pred.peak_bytes_max <= pr.mem_limit_bytes);
     for (int d = 0; d < lim.P; d++) CHECK((double)lim.pred.peak_bytes[d] <= pr.mem_limit_bytes);
     CHECK(lim.pred.makespan_ms >= free_p.pred.makespan_ms * (1 - 1e-9));
-    /* impossible: less than the static memory of one layer's share */
-    pr.mem_limit_bytes = 1 << 20;
+    /* impossible: static memory fits (just), the stashes do not; the search drives the peak
+     * down and names the smallest it found */
+    double floor = op_tune_static_floor(pr.layers, pr.n_layers, pr.P);
+    CHECK(floor > 0);
+    pr.mem_limit_bytes = floor * 1.000001;
     op_plan none;
     op_tune_opts o;
     op_tune_opts_default(&o);
@@ -134,6 +137,11 @@ TEST(respects_memory_limit_and_reports_enomem) {
     CHECK(op_tune(&pr, &o, &none, &e) == OP_ENOMEM);
     CHECK_STR_CONTAINS(e.msg, "smallest peak found needs");
     CHECK_STR_CONTAINS(e.msg, "GiB");
+    /* less than the static memory of one layer's share: said at once, as that */
+    pr.mem_limit_bytes = floor * 0.99;
+    e = (op_err){0};
+    CHECK(op_tune(&pr, &o, &none, &e) == OP_ENOMEM);
+    CHECK_STR_CONTAINS(e.msg, "static memory (weights, gradients, optimizer state) alone does not");
     op_plan_free(&free_p);
     op_plan_free(&lim);
     free(l);

@@ -244,6 +244,8 @@ TEST(advice_when_nothing_fits) {
     op_plan p;
     op_err e = {0};
     CHECK(tune(&pr, OP_TUNE_RC_AUTO, &p, NULL, &e) == OP_ENOMEM);
+    /* said at once, naming the cause, without a search that could only confirm it */
+    CHECK_STR_CONTAINS(e.msg, "static memory");
     char tried[1024] = "";
     op_tune_advise_progress pg = {note_trying, tried};
     int k = op_tune_advise_with(NULL, NULL, NULL, &pr, buf, sizeof buf, &pg);
@@ -257,6 +259,15 @@ TEST(advice_when_nothing_fits) {
     /* 8 devices hold 80 MiB of static each: more devices is a computed fix */
     CHECK_STR_CONTAINS(buf, "--devices 8");
     CHECK_STR_CONTAINS(buf, "--mem-limit");
+    /* a limit above what the GPU has is no advice: a device of 0.15 GiB (static alone needs
+     * 0.16 per device of 4) gets the device count, and no limit is searched or suggested */
+    op_device small = {.mem_GiB = 0.15};
+    tried[0] = 0;
+    buf[0] = 0;
+    op_tune_advise_with(NULL, NULL, &small, &pr, buf, sizeof buf, &pg);
+    CHECK_STR_CONTAINS(buf, "--devices 8");
+    CHECK(!strstr(buf, "--mem-limit"));
+    CHECK(!strstr(tried, "no memory limit") && !strstr(tried, "--mem-limit"));
     /* with room to spare there is nothing to advise about static memory */
     pr.mem_limit_bytes = 1e12;
     buf[0] = 0;

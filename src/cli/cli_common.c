@@ -210,6 +210,14 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
         return -1;
     }
     if (s->cluster.P > 0) s->dev = s->cluster.type_dev[0];
+    /* a limit above every device's memory is legal (a what-if), but more often a slip of a
+     * digit (800 for 80): say so, once, and go on */
+    double most = s->cluster.P > 0 ? 0 : s->dev.mem_GiB;
+    for (int d = 0; d < s->cluster.P; d++) most = fmax(most, s->cluster.dev_mem_GiB[d]);
+    if (s->mem_limit_gib > 0 && most > 0 && s->mem_limit_gib > most)
+        fprintf(stderr, "octopipe %s: note: --mem-limit %g GiB is more than any device has (%g GiB): "
+                        "plans are made for memory the GPUs do not have\n",
+                cmd, s->mem_limit_gib, most);
     return 0;
 }
 

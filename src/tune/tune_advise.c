@@ -269,12 +269,16 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
     op_problem q = *pr;
     q.mem_limit_bytes = 0;
     q.dev_mem_limit = NULL;
-    double peak = 0, mk = quick(&q, &peak, pg, "no memory limit");
+    /* a limit above what the GPU has is no advice: where static memory alone needs more than
+     * the device's memory, no rung is tried (DeepSeek-V3 at tp 1 on 32 H100s was told
+     * "--mem-limit 414.18" after minutes of searching) */
+    const double cap = d && d->mem_GiB > 0 && pr->n_types <= 1 ? d->mem_GiB : INFINITY;
+    const double g0 = ceil(sf * 1.05 / GIB * 100) / 100;
+    double peak = 0, mk = g0 <= cap ? quick(&q, &peak, pg, "no memory limit") : 0;
     enum { RUNGS = 512 };
     double rung[RUNGS];
     int nr = 0;
-    for (double g = ceil(sf * 1.05 / GIB * 100) / 100; mk > 0 && g * GIB < peak && nr < RUNGS;
-         g = ceil(g * 110) / 100)
+    for (double g = g0; mk > 0 && g * GIB < peak && g <= cap && nr < RUNGS; g = ceil(g * 110) / 100)
         rung[nr++] = g;
     int lo = 0, hi = nr, best = -1;
     double best_mk = 0;
@@ -291,7 +295,7 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
         SAY("--mem-limit %.2f: a plan fits (%.1f ms)\n", rung[best], best_mk);
         mk = 0;
     }
-    if (mk > 0 && peak > 0)
+    if (mk > 0 && peak > 0 && peak / GIB <= cap)
         SAY("--mem-limit %.2f: the best plan found without a limit peaks there (%.1f ms)\n",
             ceil(peak / GIB * 100) / 100, mk);
 #undef SAY
