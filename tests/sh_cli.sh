@@ -45,10 +45,40 @@ else bad "help plan: $(cat "$tmp/err")"; fi
 # flags that steer the tuner, with the tuner left out: refused, not ignored
 expect_err "--seed steers the tuner, and --no-tune leaves it out" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --seed 2
 expect_err "--time-budget steers the tuner" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --time-budget 5
-# --progress with --json: the lines on stderr, the JSON alone on stdout (--json dropped them)
+# --time-budget bounds all of the tuner's work (its memory trials, the classic schedules it must
+# beat, its polish): each phase checks the clock at its next simulation.  These runs once took
+# 17 s (a plan found), 29 s (none fits, then the advice's searches) and 17 s more than the
+# classic rows alone for a budget of 2 s; the slack below is generous for a loaded machine.
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'; }
+below() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x < y) }'; }
+t0=$(date +%s.%N)
+"$OP" plan --model mixtral-8x7b --devices 16 --microbatches 32 --time-budget 2 --quiet --out "$tmp/tb.json" > "$tmp/out" 2> "$tmp/err"; rc=$?
+el=$(since "$t0")
+if [ $rc -eq 0 ] && [ -s "$tmp/tb.json" ] && below "$el" 4.5; then ok
+else bad "plan --time-budget 2: rc=$rc after $el s: $(tail -n 2 "$tmp/err")"; fi
+# out of time before any plan fitted: one clear line, exit 1, no file, no advice searched
+t0=$(date +%s.%N)
+"$OP" plan --model mixtral-8x7b --devices 8 --microbatches 16 --time-budget 2 --quiet --out "$tmp/tb2.json" > "$tmp/out" 2> "$tmp/err"; rc=$?
+el=$(since "$t0")
+if [ $rc -eq 1 ] && below "$el" 4.5 && [ ! -e "$tmp/tb2.json" ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] \
+   && grep -q "no plan that fits 72.00 GiB per device was found within the 2 s time budget" "$tmp/err"; then ok
+else bad "plan --time-budget 2 (nothing fits): rc=$rc after $el s: $(head -n 3 "$tmp/err")"; fi
+# compare: the budget is the tuner's (help); the classic rows before it are timed alone
+t0=$(date +%s.%N)
+"$OP" compare --model mixtral-8x7b --devices 16 --microbatches 32 --no-tune > /dev/null 2>&1
+ref=$(since "$t0")
+t0=$(date +%s.%N)
+"$OP" compare --model mixtral-8x7b --devices 16 --microbatches 32 --json --time-budget 2 > "$tmp/out" 2> "$tmp/err"; rc=$?
+el=$(since "$t0")
+if [ $rc -eq 0 ] && below "$el" "$(awk -v r="$ref" 'BEGIN { print r + 4 }')" \
+   && jq -e '[.plans[].name] | index("octopipe") != null' "$tmp/out" > /dev/null; then ok
+else bad "compare --time-budget 2: rc=$rc after $el s, $ref s without the tuner: $(head -n 2 "$tmp/err")"; fi
+# --progress with --json: the lines on stderr, the JSON alone on stdout (--json dropped them);
+# the tuner out of time before a plan fitted: its row skipped with the reason
 "$OP" compare --model mixtral-8x7b --devices 8 --microbatches 16 --json --progress --time-budget 2 > "$tmp/out" 2> "$tmp/err"; rc=$?
-if [ $rc -eq 0 ] && jq -e '.plans | length > 0' "$tmp/out" > /dev/null && grep -q "^octopipe compare: tuning: " "$tmp/err"; then ok
-else bad "compare --json --progress: rc=$rc, stderr: $(head -n 2 "$tmp/err")"; fi
+if [ $rc -eq 0 ] && jq -e '.plans | length > 0' "$tmp/out" > /dev/null && grep -q "^octopipe compare: tuning: " "$tmp/err" \
+   && jq -e '.skipped | map(select(.name == "octopipe" and (.reason | test("within the 2 s time budget")))) | length == 1' "$tmp/out" > /dev/null
+then ok; else bad "compare --json --progress: rc=$rc, stderr: $(head -n 2 "$tmp/err"), skipped: $(jq -c .skipped "$tmp/out")"; fi
 # numbers are decimal: strtod alone reads "0x40" as 64 and "" as 0
 expect_err "--mem-limit expects a number, got '0x40'" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit 0x40
 expect_err "--rank needs a non-negative integer (got '')" lower tests/data/plans/1f1b-p4-m8.json --rank ""

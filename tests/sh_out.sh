@@ -165,6 +165,21 @@ for c in "export $tmp/in/p.json --svg $tmp/in/p.json" "export $tmp/in/p.json --c
      && cmp -s "$tmp/in/c.csv" "$tmp/c.ref" && cmp -s "$tmp/in/cl.json" "$tmp/cl.ref" \
      && [ -L "$tmp/in/l.json" ]; then ok; else bad "input as output ($c): rc=$rc $(cat "$tmp/err")"; fi
 done
+# compare --plans-dir: each plan file is checked before the work too, not only the directory:
+# a directory where a plan goes, or an input with a plan's name, is refused at the start (such a
+# run once printed its table, wrote the plans before that one and failed there)
+mkdir -p "$tmp/pd/zbv.json"
+expect_early "$tmp/pd/zbv.json: cannot write: is a directory" compare "${M[@]}" --no-tune --plans-dir "$tmp/pd"
+[ "$(ls -A "$tmp/pd")" = zbv.json ] && ok || bad "compare --plans-dir with a directory zbv.json wrote: $(ls -A "$tmp/pd")"
+mkdir "$tmp/pd2"; cp tests/data/profiles/tiny.json "$tmp/pd2/octopipe.json"; cp "$tmp/cl.ref" "$tmp/pd2/zbv.json"
+for c in "compare --model $tmp/pd2/octopipe.json --devices 2 --microbatches 4 --quiet --plans-dir $tmp/pd2" \
+         "compare ${M[*]} --no-tune --cluster $tmp/pd2/zbv.json --plans-dir $tmp/pd2"; do
+  $OP $c > "$tmp/out" 2> "$tmp/err"; rc=$?
+  if [ $rc -eq 2 ] && grep -q "it is the input" "$tmp/err" && [ "$(wc -l < "$tmp/err")" -eq 1 ] && [ ! -s "$tmp/out" ] \
+     && [ "$(ls "$tmp/pd2" | tr '\n' ' ')" = "octopipe.json zbv.json " ] \
+     && cmp -s "$tmp/pd2/octopipe.json" tests/data/profiles/tiny.json && cmp -s "$tmp/pd2/zbv.json" "$tmp/cl.ref"; then ok
+  else bad "input as a plan of --plans-dir ($c): rc=$rc, wrote $(ls "$tmp/pd2" | wc -l) files, $(head -n 2 "$tmp/err")"; fi
+done
 # two output flags naming one file by different spellings: refused before anything is written
 "$OP" export "$tmp/ref.json" --svg "$tmp/in/a.svg" --chrome-trace "$tmp/in/./a.svg" > /dev/null 2> "$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "the same file" "$tmp/err" && [ ! -e "$tmp/in/a.svg" ] && ok || bad "two spellings of one output: rc=$rc $(cat "$tmp/err")"

@@ -48,7 +48,7 @@ TEST(longer_polish_continues_the_standard_one) {
     op_plan_copy(&a, &g);
     op_plan_copy(&b, &g);
     tn_polish_plan(&a);
-    tn_mem_polish(&b, 1);
+    tn_mem_polish(&b, 1, 0);
     CHECK(op_plan_fits(&b));
     CHECK(b.pred.makespan_ms <= a.pred.makespan_ms * (1 + 1e-12));
     CHECK(b.pred.makespan_ms < g.pred.makespan_ms); /* the greedy order leaves moves to find */
@@ -71,8 +71,8 @@ TEST(offload_only_on_a_first_stage_and_only_faster) {
     CHECK_MSG(plan(l, 200, &g, &e) == OP_OK, "%s", e.msg);
     op_plan_copy(&b, &g);
     op_plan_copy(&c, &g);
-    tn_mem_polish(&b, 1);
-    tn_mem_polish(&c, 0);
+    tn_mem_polish(&b, 1, 0);
+    tn_mem_polish(&c, 0, 0);
     CHECK(op_plan_fits(&c));
     CHECK(c.pred.makespan_ms <= b.pred.makespan_ms * (1 + 1e-12));
     CHECK(n_offload(&c) <= 2);
@@ -99,7 +99,7 @@ TEST(repair_keeps_a_full_stage_only_when_it_fits_and_gains) {
         op_err e = {0};
         CHECK_MSG(plan_at(l, 0, lim, &g, &e) == OP_OK, "%s", e.msg);
         op_plan_copy(&r, &g);
-        tn_mem_repair(&r);
+        tn_mem_repair(&r, 0);
         CHECK(op_plan_fits(&r));
         CHECK(r.pred.makespan_ms <= g.pred.makespan_ms);
         int changed = 0;

@@ -95,6 +95,8 @@ int op_rng_int(op_rng *r, int n);            /* [0, n) */
 
 /* Monotonic wall clock in seconds. */
 double op_now_s(void);
+/* 1 once op_now_s() is past deadline (an op_now_s() time); 0 for deadline <= 0 (none). */
+int op_past(double deadline);
 
 #ifdef __cplusplus
 }

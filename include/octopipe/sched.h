@@ -104,6 +104,9 @@ int op_sched_speed_split(const op_problem *pr, int S, const int *stage_dev, int 
  * At most max_sims simulations; deterministic.  p must be validated and simulated
  * (p->pred.valid); it is left simulated.  Returns the number of moves kept. */
 int op_sched_polish(op_plan *p, long max_sims);
+/* The same, also stopping at the first move past deadline (op_now_s() time; 0: none, then
+ * exactly op_sched_polish). */
+int op_sched_polish_until(op_plan *p, long max_sims, double deadline);
 
 /* One move of op_sched_polish: op i of a device's order o[0, n) to position j, the ops between
  * shifted by one.  Refused (returns 0, o unchanged) where an op passed over is of op i's stage

@@ -57,7 +57,8 @@ typedef enum op_tune_recompute {
 
 typedef struct op_tune_opts {
     op_tune_placement placement;
-    double time_budget_s; /* > 0: also stop after this wall time (results then depend on speed) */
+    double time_budget_s; /* > 0: also stop after this wall time, counted from started_s, all
+                           * of op_tune's work included (results then depend on speed) */
     long max_evals;       /* simulations for the search; 0 = derived from the problem size */
     uint64_t seed;
     int verbose;          /* 1: progress lines on stderr once a run is past one second */
@@ -83,7 +84,8 @@ void op_tune_opts_default(op_tune_opts *o);
 /* Tunes pr into *out (initialised here; free with op_plan_free), named "octopipe", simulated,
  * pred filled (lower bound and gap included).  Returns OP_OK; OP_ENOMEM when no plan fits
  * pr->mem_limit_bytes (err names the smallest per-device limit that a plan found would need);
- * OP_EINVAL for a bad problem. */
+ * OP_ETIMEOUT when time_budget_s ran out before a plan that fits was found; OP_EINVAL for a
+ * bad problem. */
 int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
 
 /* A tighter lower bound than op_plan_lower_bound, valid for every plan: also, for each layer l

@@ -31,11 +31,14 @@ static void usage(FILE *f) {
             "output:\n"
             "  --json                print {\"lower_bound_ms\", \"plans\": [...]} instead of a table\n"
             "  --plans-dir DIR       also write each plan as DIR/<name>.json (octopipe.plan/1);\n"
-            "                        DIR is created when missing; checked before any work\n"
+            "                        DIR is created when missing; DIR and every plan file in it\n"
+            "                        are checked before any work\n"
             "  --no-tune             leave out the octopipe row (then --seed and --time-budget,\n"
             "                        which steer the tuner, are refused)\n"
-            "  --time-budget S       tuner wall-time cap in seconds (default: none; the search is\n"
-            "                        bounded by simulations, so results are deterministic)\n"
+            "  --time-budget S       tuner wall-time cap in seconds, from the tuner's start (the\n"
+            "                        other rows, simulated before it, are not counted; default:\n"
+            "                        none; the search is bounded by simulations, so results are\n"
+            "                        deterministic)\n"
             "  --seed N              tuner seed (default 1)\n"
             "  --progress            the tuner's progress lines on stderr (done/total simulations,\n"
             "                        time left) even when stderr is not a terminal; with --json\n"
@@ -54,9 +57,27 @@ typedef struct row {
     op_plan plan;
 } row;
 
+/* Where --plans-dir puts the plan of schedule `name`. */
+static const char *plan_path(char *buf, size_t cap, const char *dir, const char *name) {
+    snprintf(buf, cap, "%s/%s.json", dir, name);
+    return buf;
+}
+
+/* Every plan file checked before any work, as every output is (op_cli_check_out: not a
+ * directory, not a file this command reads), so that a run never stops after writing some of
+ * them.  A directory still to be made holds none of them (op_cli_check_out_dir checks it). */
+static int check_plan_paths(const char *dir, int tune) {
+    struct stat st;
+    if (stat(dir, &st) != 0) return 0;
+    char path[4096];
+    for (const char *const *n = op_sched_names(); *n; n++)
+        if (op_cli_check_out("compare", plan_path(path, sizeof path, dir, *n))) return 2;
+    return tune ? op_cli_check_out("compare", plan_path(path, sizeof path, dir, "octopipe")) : 0;
+}
+
 static int write_plan(const char *dir, const op_plan *p) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s.json", dir, p->name);
+    plan_path(path, sizeof path, dir, p->name);
     op_err e = {0};
     if (op_plan_write(p, path, &e) != OP_OK) {
         fprintf(stderr, "octopipe compare: %s\n", e.msg);
@@ -113,7 +134,8 @@ int cmd_compare(int argc, char **argv) {
         return 2;
     }
     /* checked before the inputs, created after them: a bad --model leaves no new directory */
-    if (plans_dir && op_cli_check_out_dir("compare", plans_dir)) return 2;
+    if (plans_dir && (op_cli_check_out_dir("compare", plans_dir) || check_plan_paths(plans_dir, tune)))
+        return 2;
     if (op_cli_setup_finish(&s, "compare")) {
         op_cli_setup_free(&s);
         return 2;

@@ -40,7 +40,7 @@ int op_sched_move(op_op *o, int n, int i, int j) {
 
 void op_sched_unmove(op_op *o, int i, int j) { shift(o, j, i); }
 
-int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
+int sched_polish(op_plan *p, long max_sims, double deadline, op_sim_ws *ws) {
     op_err e = {0};
     OP_ASSERT(p->pred.valid, "polish wants a simulated plan");
     double best = p->pred.makespan_ms, best2 = second(p);
@@ -102,6 +102,7 @@ int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
                             memcpy(p->ops[x] + from[x], base + boff[x] + from[x],
                                    sizeof(op_op) * (size_t)(p->n_ops[x] - from[x]));
                     }
+                    if (op_past(deadline)) max_sims = sims; /* out of time: ends every loop */
                 }
     }
     free(base);
@@ -112,9 +113,11 @@ int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws) {
     return kept;
 }
 
-int op_sched_polish(op_plan *p, long max_sims) {
+int op_sched_polish(op_plan *p, long max_sims) { return op_sched_polish_until(p, max_sims, 0); }
+
+int op_sched_polish_until(op_plan *p, long max_sims, double deadline) {
     op_sim_ws *ws = op_sim_ws_new();
-    int kept = sched_polish(p, max_sims, ws);
+    int kept = sched_polish(p, max_sims, deadline, ws);
     op_sim_ws_free(ws);
     return kept;
 }

@@ -203,7 +203,7 @@ static void polish_best(sched_best *best, op_sim_ws *ws) {
     for (int d = 0; d < p->P; d++) ops += p->n_ops[d];
     long sims = (long)(OP_POLISH_STEPS / (double)(ops > 0 ? ops : 1));
     if (sims < 1) return;
-    int kept = sched_polish(p, sims, ws);
+    int kept = sched_polish(p, sims, 0, ws);
     best->candidates++;
     if (kept) {
         size_t n = strlen(best->settings);

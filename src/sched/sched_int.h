@@ -82,7 +82,7 @@ void sched_plan_from_split(op_plan *p, const char *name, const op_problem *pr,
 /* Adjacent-swap hill climbing on p's simulated orders (polish.c), at most max_sims
  * simulations; keeps swaps that lower the makespan without raising the peak.  Returns the
  * number of swaps kept; p is left simulated. */
-int sched_polish(op_plan *p, long max_sims, op_sim_ws *ws);
+int sched_polish(op_plan *p, long max_sims, double deadline, op_sim_ws *ws);
 
 /* Explicit orders (orders.c). */
 void sched_order_gpipe(op_plan *p);

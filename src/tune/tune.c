@@ -46,8 +46,15 @@ double op_tune_lower_bound(const op_problem *pr) {
 }
 
 int tn_out_of_budget(const tn_search *st) {
-    if (st->evals >= st->max_evals || tn_cancelled(st->o)) return 1;
-    return st->deadline > 0 && (st->sims & 15) == 0 && op_now_s() > st->deadline;
+    return st->evals >= st->max_evals || tn_stopped(st->o);
+}
+
+int tn_err_late(const op_problem *pr, const op_tune_opts *o, op_err *err) {
+    char lim[96];
+    op_problem_limit_text(pr, lim, sizeof lim);
+    return op_errf(err, OP_ETIMEOUT,
+                   "no plan that fits %s was found within the %g s time budget (a longer "
+                   "--time-budget, or none, may find one)", lim, o->time_budget_s);
 }
 
 static void progress(tn_search *st) {
@@ -145,6 +152,10 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
     tn_cand best;
     tn_cand_alloc(&best, pb);
     double bsc = 1e300;
+    if (tn_late(st->o)) { /* out of time: no more seeds */
+        tn_cand_free(&best);
+        return;
+    }
     /* a plan given as seed, and the "policies" seeds (tune_mixed_heavy.c), come with their own */
     if (strcmp(shape, "plan") && strcmp(shape, "policies"))
         for (int s = 0; s < c->S; s++) c->pol[s] = (uint8_t)(st->pol0 > 0 ? st->pol0 : OP_ACT_KEEP);
@@ -164,7 +175,7 @@ static void seed_knobs(tn_search *st, tn_pool *pl, tn_cand *c, const char *shape
                 fprintf(stderr, "seed %-9s S=%-3d split=%d cap=%d: %.3f\n", shape, c->S, split, cm, sc);
             if (sc < bsc) bsc = sc, tn_cand_copy(&best, c, pb);
         }
-    if (bsc < TN_NOFIT) tn_rebalance(st, &best, &bsc, 4);
+    if (bsc < TN_NOFIT && !tn_late(st->o)) tn_rebalance(st, &best, &bsc, 4);
     if (getenv("OCTOPIPE_TUNE_DEBUG"))
         fprintf(stderr, "seed %-9s S=%-3d rebalanced: %.3f\n", shape, best.S, bsc);
     pool_offer(pl, pb, &best, bsc, shape);
@@ -208,7 +219,8 @@ static void run_baselines(tn_search *st, tn_pool *pl, const op_problem *pr, op_p
     if (st->o->no_baselines) return;
     tn_cand c;
     tn_cand_alloc(&c, st->pb);
-    for (const char *const *n = op_sched_names(); *n && !(*have_bl && tn_cancelled(st->o)); n++) {
+    for (const char *const *n = op_sched_names(); *n && !(*have_bl && tn_cancelled(st->o)) && !tn_late(st->o);
+         n++) {
         op_plan bp;
         op_err e = {0};
         if (op_sched_build(*n, pr, &bp, &e) != OP_OK) continue;
@@ -353,7 +365,8 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
     st.o = &o;
     st.t0 = op_now_s();
     st.run0 = st.last_progress = o.started_s > 0 && o.started_s <= st.t0 ? o.started_s : st.t0;
-    st.deadline = o.time_budget_s > 0 ? st.run0 + o.time_budget_s : 0;
+    o.started_s = st.run0; /* the budget (tn_late) counts from the whole run's start */
+    st.deadline = tn_deadline(&o);
     st.s_ref = pb.L; /* an explicit max_evals counts simulations */
     st.max_evals = o.max_evals > 0 ? o.max_evals : auto_evals(&pb, &st.s_ref);
     st.best_score = 1e300;
@@ -427,6 +440,8 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
         if (have_bl) {
             op_plan_copy(out, &bl);
             source = "baseline";
+        } else if (tn_late(&o)) {
+            rc = tn_err_late(pr, &o, err);
         } else {
             int64_t need = st.min_peak < bl_min_peak ? st.min_peak : bl_min_peak;
             char lim_text[96];
@@ -444,7 +459,7 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
          * and what the seeded trials start from, and a case could end slower than without
          * it (qwen2-vl-7b P=8 M=16 under 72 GiB: 819.12 -> 825.18 ms) */
         double s2 = 2.0 * pb.P < pb.L ? 2.0 * pb.P : pb.L;
-        if (rc == OP_OK && st.pol0 < 0 && 3.0 * s2 * pb.M <= 400 && !tn_cancelled(&o)) {
+        if (rc == OP_OK && st.pol0 < 0 && 3.0 * s2 * pb.M <= 400 && !tn_stopped(&o)) {
             tn_polish_plan(out);
             tn_polish_knobs(&st, &st.best, out);
         }

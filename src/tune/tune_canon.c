@@ -208,7 +208,7 @@ int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *e
         int have = 1;
         char was[sizeof st.source];
         snprintf(was, sizeof was, "%s", st.source);
-        tn_baseline_bar(pr, out, &have, &st);
+        tn_baseline_bar(pr, &oo, out, &have, &st);
         if (strcmp(was, st.source) && strcmp(st.policies, "not modelled")) tn_describe(out, &st);
     }
     st.seconds = op_now_s() - t0;

@@ -169,6 +169,17 @@ int tn_out_of_budget(const tn_search *st);
 /* Ctrl-C (op_tune_opts.cancel): every phase after the first plan is skipped, so the best plan
  * so far comes back within a fraction of a second. */
 static inline int tn_cancelled(const op_tune_opts *o) { return o && o->cancel && *o->cancel; }
+/* The end of the wall-time budget (op_tune_opts.time_budget_s from started_s, which op_tune
+ * and each search set), 0: none.  Once past it every phase stops at its next simulation, with
+ * or without a plan that fits (then tn_err_late); without a budget nothing checks the time. */
+static inline double tn_deadline(const op_tune_opts *o) {
+    return o && o->time_budget_s > 0 ? o->started_s + o->time_budget_s : 0;
+}
+static inline int tn_late(const op_tune_opts *o) { return op_past(tn_deadline(o)); }
+/* Ctrl-C or the time budget spent: the phases that would follow are skipped. */
+static inline int tn_stopped(const op_tune_opts *o) { return tn_cancelled(o) || tn_late(o); }
+/* OP_ETIMEOUT: the time budget ran out before any plan that fits pr was found. */
+int tn_err_late(const op_problem *pr, const op_tune_opts *o, op_err *err);
 /* Bubble-guided first-improvement local search from *cur (updated in place) for at most
  * `budget` evaluations, with seeded perturbations when it stalls. */
 void tn_local_search(tn_search *st, tn_cand *cur, long budget);

@@ -134,7 +134,7 @@ static void wfree_chain(const op_problem *pr, const op_tune_opts *o, const op_pl
         if (seeds[i] != skip) s2[n] = seeds[i], c2[n++] = cuts[i];
     s2[n] = &cur;
     c2[n++] = 0;
-    for (int level = 1; level <= 3 && !tn_cancelled(o); level++) {
+    for (int level = 1; level <= 3 && !tn_stopped(o); level++) {
         op_tune_opts oo = *o;
         op_tune_stats tmp;
         memset(&tmp, 0, sizeof tmp);
@@ -209,10 +209,11 @@ static void relax(const op_problem *pr, op_plan *p, const op_tune_opts *o) {
 }
 
 /* Step 4: the classic schedules with their own best uniform recomputation. */
-void tn_baseline_bar(const op_problem *pr, op_plan *best, int *have, op_tune_stats *st) {
+void tn_baseline_bar(const op_problem *pr, const op_tune_opts *o, op_plan *best, int *have,
+                     op_tune_stats *st) {
     st->best_baseline_ms = 0; /* the bar is now each baseline with its recomputation */
     st->best_baseline[0] = 0;
-    for (const char *const *n = op_sched_names(); *n; n++) {
+    for (const char *const *n = op_sched_names(); *n && !tn_late(o); n++) {
         op_plan b;
         op_err e = {0};
         op_sched_info info = {0};
@@ -308,7 +309,7 @@ int tn_tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_
             /* full costs a whole forward per stage: worth a search only when nothing lighter
              * fits, or what fits is still far (> 5%) from the memory-free bound */
             if (k > 2 && have && out->pred.makespan_ms <= 1.05 * op_plan_lower_bound_quick(out)) break;
-            if (have && tn_cancelled(&o)) break;
+            if ((have && tn_cancelled(&o)) || tn_late(&o)) break;
             /* the refining searches need a plan to start from; on mixed clusters too (8 H100 +
              * 8 A100 as two nodes, Jamba M=32: 3195 -> 3061 ms) */
             if (tcut[k] < -1 && tcut[k] > -5 && !have) continue;
@@ -360,10 +361,11 @@ int tn_tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_
         free(lv);
         for (int i = 0; i < nseeds; i++)
             if (seeds[i] != out) op_plan_free(&views[i]);
-        if (!o.no_baselines) tn_baseline_bar(pr, out, &have, &st);
+        if (!o.no_baselines) tn_baseline_bar(pr, &o, out, &have, &st);
     } else if (have && modelled && lim && o.recompute != OP_TUNE_RC_NONE && first != OP_ACT_KEEP) {
         relax(pr, out, &o); /* a forced policy still leaves stages that need nothing */
     }
+    if (!have && tn_late(&o)) return tn_err_late(pr, &o, err);
     if (!have) {
         char lim_text[96];
         op_problem_limit_text(pr, lim_text, sizeof lim_text);
@@ -386,13 +388,13 @@ int tn_tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_
         }
         return OP_ENOMEM;
     }
-    if (!tn_cancelled(&o))
+    if (!tn_stopped(&o))
         tn_polish_plan(out); /* once, on the plan returned (tn_tune_core_pol says why not per trial) */
-    if (st.mem_binds == 2 && !tn_cancelled(&o)) { /* where memory binds: polished longer, offload tried, keep
+    if (st.mem_binds == 2 && !tn_stopped(&o)) { /* where memory binds: polished longer, offload tried, keep
                               * repaired in; a reordered plan may need less recomputation */
-        tn_mem_polish(out, o.no_offload);
+        tn_mem_polish(out, o.no_offload, tn_deadline(&o));
         relax(pr, out, &o);
-        tn_mem_repair(out);
+        tn_mem_repair(out, tn_deadline(&o));
         relax(pr, out, &o);
     }
     snprintf(out->name, sizeof out->name, "octopipe");

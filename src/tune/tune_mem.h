@@ -7,8 +7,9 @@
 int tn_tune_mem(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
 /* Every classic schedule with its cheapest fitting recomputation on pr: the fastest is
  * st->best_baseline, and replaces *best (renamed octopipe; st->source, S, shape) when faster
- * or when !*have. */
-void tn_baseline_bar(const op_problem *pr, op_plan *best, int *have, op_tune_stats *st);
+ * or when !*have.  Those after o's time budget ran out (tn_late) are left out. */
+void tn_baseline_bar(const op_problem *pr, const op_tune_opts *o, op_plan *best, int *have,
+                     op_tune_stats *st);
 /* st->n_recompute and st->policies ("keep", "full on 3 of 16 stages, ...") of plan p. */
 void tn_describe(const op_plan *p, op_tune_stats *st);
 
@@ -40,12 +41,12 @@ int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *o, int pol0,
 /* tune_mem_polish.c: where memory binds, the plan's orders polished longer than
  * tn_polish_plan does, and (unless no_offload) offload tried on the first stage of each of the
  * busiest devices with the same polish; p, simulated and fitting, is replaced by the fastest
- * that still fits. */
-void tn_mem_polish(op_plan *p, int no_offload);
+ * that still fits.  deadline (op_now_s() time, 0: none): stops there, as tn_mem_repair. */
+void tn_mem_polish(op_plan *p, int no_offload, double deadline);
 /* tune_mem_repair.c: where memory binds, each device's last fully recomputing stage tried back
  * at keep, the orders repaired by hill climbing until the plan fits, then polished; p,
  * simulated and fitting, is replaced by the fastest that fits, in rounds until none gains. */
-void tn_mem_repair(op_plan *p);
+void tn_mem_repair(op_plan *p, double deadline);
 /* The unseeded policy search from keep everywhere (tn_tune_core_pol with pol0 keep) whose
  * heavy-layer seeds on mixed clusters also come with policies per device: full recomputation
  * on the fast devices' early stages, keep elsewhere (tune_mixed_heavy.c). */

@@ -28,9 +28,9 @@
 #define TN_MEM_OFFLOAD_DEVS 2 /* busiest devices whose first stage tries offload */
 #define TN_MEM_OFFLOAD_SLACK 0.002 /* of the makespan: an offload start polished */
 
-/* p polished within `budget` simulated ops; 0 (and p as it was) when no move was kept or the
- * result would not fit. */
-static int polish_fit(op_plan *p, double budget) {
+/* p polished within `budget` simulated ops and until deadline; 0 (and p as it was) when no
+ * move was kept or the result would not fit. */
+static int polish_fit(op_plan *p, double budget, double deadline) {
     long ops = 0;
     for (int d = 0; d < p->P; d++) ops += p->n_ops[d];
     long sims = (long)(budget / (double)(ops > 0 ? ops : 1));
@@ -38,7 +38,7 @@ static int polish_fit(op_plan *p, double budget) {
     op_plan before;
     op_plan_copy(&before, p);
     /* the polish holds the largest peak, not each device's (mixed clusters: tn_polish_plan) */
-    int ok = op_sched_polish(p, sims) > 0 && op_plan_fits(p);
+    int ok = op_sched_polish_until(p, sims, deadline) > 0 && op_plan_fits(p);
     if (!ok) {
         op_plan_free(p);
         op_plan_copy(p, &before);
@@ -47,14 +47,14 @@ static int polish_fit(op_plan *p, double budget) {
     return ok;
 }
 
-void tn_mem_polish(op_plan *p, int no_offload) {
+void tn_mem_polish(op_plan *p, int no_offload, double deadline) {
     if (!p->pred.valid || !op_plan_fits(p)) return;
     op_plan best;
     op_plan_copy(&best, p);
-    polish_fit(&best, TN_MEM_POLISH_OPS);
+    polish_fit(&best, TN_MEM_POLISH_OPS, deadline);
     /* devices by busy time, the busiest first (ties: the lower device) */
     int P = p->P;
-    for (int k = 0; !no_offload && k < TN_MEM_OFFLOAD_DEVS && k < P; k++) {
+    for (int k = 0; !no_offload && k < TN_MEM_OFFLOAD_DEVS && k < P && !op_past(deadline); k++) {
         int d = -1;
         for (int x = 0; x < P; x++) {
             int seen = 0; /* already among the k busiest */
@@ -76,7 +76,7 @@ void tn_mem_polish(op_plan *p, int no_offload) {
          * did not polish back (Jamba P=8 M=32: 1500.6 against 1402.3) */
         if (op_sim_replay(&t, NULL, &e) == OP_OK && op_plan_fits(&t) &&
             t.pred.makespan_ms <= best.pred.makespan_ms * (1 + TN_MEM_OFFLOAD_SLACK)) {
-            polish_fit(&t, TN_MEM_OFFLOAD_OPS);
+            polish_fit(&t, TN_MEM_OFFLOAD_OPS, deadline);
             if (op_plan_fits(&t) && t.pred.makespan_ms < best.pred.makespan_ms * (1 - 1e-9)) {
                 op_plan_free(&best);
                 op_plan_copy(&best, &t);

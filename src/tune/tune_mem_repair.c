@@ -39,10 +39,11 @@ static int score(op_plan *p, op_sim_ws *ws, double *over, double *ms) {
     return 1;
 }
 
-/* Hill climbing on (over, makespan), lexicographic, within max_sims simulations.  Moves that
+/* Hill climbing on (over, makespan), lexicographic, within max_sims simulations and until
+ * deadline (op_now_s() time, 0: none).  Moves that
  * pass an op of the same stage and microbatch, or of the same stage and kind, are not tried
  * (op_sched_polish's rule: they would deadlock or reorder one stage's microbatches). */
-static void climb(op_plan *p, long max_sims, op_sim_ws *ws) {
+static void climb(op_plan *p, long max_sims, double deadline, op_sim_ws *ws) {
     double over, ms;
     if (!score(p, ws, &over, &ms)) return;
     static const int ks[] = {1, -1, 2, -2, 3, -3, 4, -4, 6, -6, 8, -8};
@@ -66,6 +67,7 @@ static void climb(op_plan *p, long max_sims, op_sim_ws *ws) {
                     } else { /* undo */
                         op_sched_unmove(o, i, j);
                     }
+                    if (op_past(deadline)) max_sims = sims; /* out of time: ends every loop */
                 }
     }
     op_err e = {0};
@@ -81,7 +83,7 @@ static int last_full(const op_plan *p, int s) {
     return 1;
 }
 
-void tn_mem_repair(op_plan *p) {
+void tn_mem_repair(op_plan *p, double deadline) {
     if (!p->pred.valid || !op_plan_fits(p)) return;
     long ops = 0;
     for (int d = 0; d < p->P; d++) ops += p->n_ops[d];
@@ -92,15 +94,15 @@ void tn_mem_repair(op_plan *p) {
     for (int s = 0; s < p->S; s++) failed[s] = 0;
     /* rounds until one keeps nothing; a stage that failed is tried again only after the plan
      * changed (the same try on the same plan fails the same way) */
-    for (int kept = 1; kept;) {
+    for (int kept = 1; kept && !op_past(deadline);) {
         kept = 0;
-        for (int s = p->S - 1; s >= 0; s--) {
+        for (int s = p->S - 1; s >= 0 && !op_past(deadline); s--) {
             if (!last_full(p, s) || failed[s] == ver) continue;
             op_plan q;
             op_plan_copy(&q, p);
             q.stage_act[s] = OP_ACT_KEEP;
-            climb(&q, sims, ws);
-            if (op_plan_fits(&q)) op_sched_polish(&q, sims);
+            climb(&q, sims, deadline, ws);
+            if (op_plan_fits(&q)) op_sched_polish_until(&q, sims, deadline);
             if (op_plan_fits(&q) && q.pred.makespan_ms < p->pred.makespan_ms * (1 - 1e-9)) {
                 op_plan_free(p);
                 *p = q;

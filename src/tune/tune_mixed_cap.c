@@ -81,7 +81,7 @@ static int cap_kick(tn_search *st, const int *cap, double minlim, long extra) {
     tn_cand_copy(&x, &st->best, pb); /* scoring a move may replace st->best */
     for (int s = 0; s < x.S; s++) nh[x.dev[s]] += stage_heavy(pb, &x, s, minlim);
     double bs = 1e300;
-    for (int s = 0; s < x.S && !tn_cancelled(st->o); s++) {
+    for (int s = 0; s < x.S && !tn_stopped(st->o); s++) {
         int h = stage_heavy(pb, &x, s, minlim), d = x.dev[s];
         if (!h) continue;
         for (int e = 0; e < P; e++) {

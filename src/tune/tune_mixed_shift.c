@@ -54,7 +54,7 @@ void tn_mixed_shift_kick(tn_search *st) {
     for (int s = 0; s < x.S; s++)
         if (lo < 0 || st->r.busy[x.dev[s]] < st->r.busy[lo]) lo = x.dev[s];
     double bs = 1e300;
-    for (int s = 0; s < x.S && !tn_cancelled(st->o); s++) {
+    for (int s = 0; s < x.S && !tn_stopped(st->o); s++) {
         if (x.dev[s] != lo) continue;
         for (int t = 0; t < x.S; t++) {
             if (!tn_shift_layer(&x, t, s, &c, pb)) continue;

@@ -216,3 +216,5 @@ double op_now_s(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+int op_past(double deadline) { return deadline > 0 && op_now_s() > deadline; }
