@@ -50,5 +50,15 @@ written=$(jq -r '"\(.mem_limit_bytes / 1073741824 * 100 | round / 100) \(.predic
 if [ "$(echo "$marked" | wc -l)" -eq 1 ] && [ "$(echo "$marked" | awk '{ printf "%g %.2f", $1 + 0, $2 }')" = "$(echo "$written" | awk '{ printf "%g %.2f", $1, $2 }')" ]; then ok
 else bad "mem-sweep marked row '$marked' vs written plan (limit GiB, makespan) '$written'"; fi
 
+# --time-budget bounds the whole sweep and the plan written after it (each of the 12 rows once
+# had a budget of its own: 10 s for a budget of 5); rows whose share found nothing say so
+t0=$(date +%s.%N)
+"$OP" plan --model mixtral-8x7b --devices 16 --microbatches 32 --quiet --mem-sweep --time-budget 3 \
+    --out "$tmp/sb.json" > "$tmp/sb.out" 2>&1; rc=$?
+el=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+if [ $rc -eq 0 ] && awk -v x="$el" 'BEGIN { exit !(x < 5) }' && grep -q "^ *none  *[0-9]" "$tmp/sb.out"; then ok
+else bad "mem-sweep --time-budget 3: rc=$rc after $el s: $(head -n 6 "$tmp/sb.out")"; fi
+grep -q "no plan fits" "$tmp/sb.out" && bad "a row out of time reads as no plan fits: $(head -n 5 "$tmp/sb.out")" || ok
+
 echo "plan_mem: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -60,7 +60,8 @@ static void usage(FILE *f) {
             "  --mem-sweep           tune at several memory limits and print makespan against\n"
             "                        the limit (a Pareto table for sizing a cluster), the set\n"
             "                        limit among them (marked *); --out is then optional and\n"
-            "                        gets that row's plan\n"
+            "                        gets that row's plan; --time-budget S covers the whole\n"
+            "                        sweep, each row an equal share of what is left\n"
             "Ctrl-C stops the search: the best plan found so far is written and the exit\n"
             "status is 130.  Flags take `--flag value` or `--flag=value`.\n"
             "\nexample:\n"
@@ -146,6 +147,7 @@ int cmd_plan(int argc, char **argv) {
         int v = o.verbose;
         o.verbose = 0;
         /* the table goes where the summary goes: stderr for --out - */
+        if (o.time_budget_s > 0) o.started_s = op_now_s(); /* the sweep and the plan after it */
         swept = op_cli_mem_sweep(&s, &o, op_cli_info(out), out ? &p : NULL, &st);
         o.verbose = v;
         if (!out) {

@@ -53,6 +53,12 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
         rung[nr++] = g;
     }
     rung[nr++] = 0;
+    /* --time-budget is the whole sweep's, not each row's: each row gets an equal share of
+     * what is left (a row that finds nothing spends all of its share), and a row whose share
+     * found nothing says so rather than "no plan fits" */
+    const double deadline = o->time_budget_s > 0
+                                ? (o->started_s > 0 ? o->started_s : op_now_s()) + o->time_budget_s
+                                : 0;
     for (int i = 0; i < nr; i++) {
         op_problem q = *pr;
         double g = rung[i];
@@ -60,6 +66,10 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
         q.mem_limit_bytes = g * GIB;
         q.dev_mem_limit = NULL; /* the swept limit on every device, mixed cluster or not */
         op_tune_opts oo = *o;
+        if (deadline > 0) {
+            oo.started_s = op_now_s();
+            oo.time_budget_s = fmax((deadline - oo.started_s) / (nr - i), 0.01);
+        }
         op_tune_stats st;
         memset(&st, 0, sizeof st); /* a failed tune leaves it unwritten */
         oo.stats = &st;
@@ -68,7 +78,7 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
         char lim[32];
         if (g > 0) snprintf(lim, sizeof lim, "%.2f%s", g, mark ? "*" : "");
         else snprintf(lim, sizeof lim, "none");
-        int tuned = op_tune(&q, &oo, &p, &e) == OP_OK;
+        int rc = op_tune(&q, &oo, &p, &e), tuned = rc == OP_OK;
         if (tuned) {
             if (best_mk == 0 || p.pred.makespan_ms < best_mk) {
                 best_mk = p.pred.makespan_ms;
@@ -97,7 +107,9 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
             have_best = 0;
             handed = 1;
         }
-        if (best_mk == 0) fprintf(f, "%10s %12s %8s %10s  no plan fits\n", lim, "-", "-", "-");
+        if (best_mk == 0)
+            fprintf(f, "%10s %12s %8s %10s  %s\n", lim, "-", "-", "-",
+                    rc == OP_ETIMEOUT ? "none found within --time-budget" : "no plan fits");
         else fprintf(f, "%10s %12.2f %8.2f %10.2f  %s\n", lim, best_mk, best_gap, best_peak, best_pol);
         fflush(f);
     }
