@@ -522,6 +522,25 @@ TEST(bad_moe_top_k) {
     op_model_free(&m);
 }
 
+/* A one-layer config of `type` with `heads` attention heads and `extra` (", key: value ...")
+ * appended; the text lives until the next call. */
+static const char *cfg1(const char *type, int heads, const char *extra) {
+    static char js[512];
+    snprintf(js, sizeof js,
+             "{\"model_type\": \"%s\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+             " \"num_attention_heads\": %d, \"intermediate_size\": 8%s}",
+             type, heads, extra);
+    return js;
+}
+
+/* js, read as the HF config `file`, is refused naming the file and saying `want`. */
+static void refused(const char *js, const char *file, const char *want) {
+    memset(&e, 0, sizeof e);
+    CHECK_MSG(op_model_from_hf_json(js, file, &m, &e) == OP_EINVAL, "%s loaded: %s", file, js);
+    CHECK_STR_CONTAINS(e.msg, file);
+    CHECK_STR_CONTAINS(e.msg, want);
+}
+
 /* Grouped-query attention shares each KV head among heads / kv query heads: a KV head count
  * above the heads or not dividing them is a typo, not a model. */
 TEST(bad_kv_heads) {
@@ -531,16 +550,9 @@ TEST(bad_kv_heads) {
         {"zamba2", "16", "num_key_value_heads: 16 is more than the 8 attention heads"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        char js[512];
-        snprintf(js, sizeof js,
-                 "{\"model_type\": \"%s\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
-                 " \"num_attention_heads\": 8, \"num_key_value_heads\": %s, \"intermediate_size\": 8,"
-                 " \"layers_block_type\": [\"hybrid\"]}",
-                 cases[k].type, cases[k].kv);
-        memset(&e, 0, sizeof e);
-        CHECK_MSG(op_model_from_hf_json(js, "kv.json", &m, &e) == OP_EINVAL, "%s loaded", cases[k].type);
-        CHECK_STR_CONTAINS(e.msg, "kv.json: ");
-        CHECK_STR_CONTAINS(e.msg, cases[k].want);
+        char x[128];
+        snprintf(x, sizeof x, ", \"num_key_value_heads\": %s, \"layers_block_type\": [\"hybrid\"]", cases[k].kv);
+        refused(cfg1(cases[k].type, 8, x), "kv.json", cases[k].want);
     }
     CHECK_MSG(op_model_from_hf_json("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1,"
                                     " \"vocab_size\": 10, \"num_attention_heads\": 8, \"num_key_value_heads\": 2,"
@@ -562,15 +574,7 @@ TEST(bad_kv_heads) {
         {"gpt_oss", 4, "", "num_attention_heads: 4 is fewer than 8"},
     };
     for (size_t k = 0; k < sizeof defaults / sizeof defaults[0]; k++) {
-        char js[512];
-        snprintf(js, sizeof js,
-                 "{\"model_type\": \"%s\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
-                 " \"num_attention_heads\": %d, \"intermediate_size\": 8%s}",
-                 defaults[k].type, defaults[k].heads, defaults[k].extra);
-        memset(&e, 0, sizeof e);
-        CHECK_MSG(op_model_from_hf_json(js, "kvd.json", &m, &e) == OP_EINVAL, "%s loaded", defaults[k].type);
-        CHECK_STR_CONTAINS(e.msg, "kvd.json: ");
-        CHECK_STR_CONTAINS(e.msg, defaults[k].want);
+        refused(cfg1(defaults[k].type, defaults[k].heads, defaults[k].extra), "kvd.json", defaults[k].want);
         CHECK_STR_CONTAINS(e.msg, "(num_key_value_heads is absent; give it)");
     }
     CHECK(op_model_from_hf_json("{\"model_type\": \"mistral\", \"hidden_size\": 96, \"num_hidden_layers\": 1,"
@@ -629,11 +633,7 @@ TEST(bad_layer_lists) {
          "ll.json: attn_type_list: entry [5]: expected 0 (linear) or 1 (softmax)"},
     };
 #undef DENSE6
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        memset(&e, 0, sizeof e);
-        CHECK_MSG(op_model_from_hf_json(cases[k].json, "ll.json", &m, &e) == OP_EINVAL, "case %zu loaded", k);
-        CHECK_STR_CONTAINS(e.msg, cases[k].want);
-    }
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) refused(cases[k].json, "ll.json", cases[k].want);
     /* a whole number written as a real names its layer, as Python's `in` reads it */
     int rc = op_model_from_hf_json("{\"model_type\": \"qwen2_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
                                    " \"vocab_size\": 10, \"num_attention_heads\": 4, \"intermediate_size\": 8,"
@@ -650,29 +650,18 @@ TEST(bad_layer_lists) {
  * them.  Any other number or a string is no answer to a yes-or-no field. */
 TEST(bad_bool_fields) {
     static const struct { const char *type, *field, *want; } cases[] = {
-        {"llama", "\"tie_word_embeddings\": 5", "b.json: tie_word_embeddings: expected true or false, got 5"},
-        {"qwen2", "\"tie_word_embeddings\": -1", "b.json: tie_word_embeddings: expected true or false, got -1"},
-        {"qwen2", "\"use_sliding_window\": \"true\"", "b.json: use_sliding_window: expected true or false, got a string"},
-        {"jamba", "\"tie_word_embeddings\": 1.0", "b.json: tie_word_embeddings: expected true or false, got a number"},
+        {"llama", ", \"tie_word_embeddings\": 5", "b.json: tie_word_embeddings: expected true or false, got 5"},
+        {"qwen2", ", \"tie_word_embeddings\": -1", "b.json: tie_word_embeddings: expected true or false, got -1"},
+        {"qwen2", ", \"use_sliding_window\": \"true\"", "b.json: use_sliding_window: expected true or false, got a string"},
+        {"jamba", ", \"tie_word_embeddings\": 1.0", "b.json: tie_word_embeddings: expected true or false, got a number"},
     };
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        char js[512];
-        snprintf(js, sizeof js,
-                 "{\"model_type\": \"%s\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
-                 " \"num_attention_heads\": 8, \"intermediate_size\": 8, %s}",
-                 cases[k].type, cases[k].field);
-        memset(&e, 0, sizeof e);
-        CHECK_MSG(op_model_from_hf_json(js, "b.json", &m, &e) == OP_EINVAL, "%s loaded", cases[k].field);
-        CHECK_STR_CONTAINS(e.msg, cases[k].want);
-    }
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        refused(cfg1(cases[k].type, 8, cases[k].field), "b.json", cases[k].want);
     static const struct { const char *v; int tie; } ok[] = {{"true", 1}, {"false", 0}, {"1", 1}, {"0", 0}};
     for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) {
-        char js[512];
-        snprintf(js, sizeof js,
-                 "{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
-                 " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"tie_word_embeddings\": %s}",
-                 ok[k].v);
-        int rc = op_model_from_hf_json(js, "b.json", &m, &e);
+        char x[64];
+        snprintf(x, sizeof x, ", \"tie_word_embeddings\": %s", ok[k].v);
+        int rc = op_model_from_hf_json(cfg1("llama", 8, x), "b.json", &m, &e);
         CHECK_MSG(rc == OP_OK, "%s: %s", ok[k].v, e.msg);
         if (rc != OP_OK) continue;
         CHECK_EQ_INT(m.tie_embeddings, ok[k].tie);
