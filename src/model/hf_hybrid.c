@@ -163,6 +163,9 @@ int op_hf_build_falcon_h1(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int m_hd = inner / m_heads; /* mamba_d_head "auto" */
     json_t *dh = json_object_get(h->obj, "mamba_d_head");
     if (dh && !json_is_string(dh)) m_hd = op_hf_int(h, "mamba_d_head", m_hd);
+    else if (dh && strcmp(json_string_value(dh), "auto")) /* transformers knows "auto" alone */
+        op_hf_fail(h, "mamba_d_head", "expected a whole number or \"auto\", got \"%s\"",
+                   json_string_value(dh));
     int groups = op_hf_int(h, "mamba_n_groups", 1), state = op_hf_int(h, "mamba_d_state", 256);
     int conv = op_hf_int(h, "mamba_d_conv", 4);
     int tie = op_hf_bool(h, "tie_word_embeddings", 0);
