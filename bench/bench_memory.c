@@ -51,7 +51,7 @@ static op_layer_cost *cost_fit(const op_model *m, int P, double lim, int *tp) {
         op_train_cfg_default(&tc);
         tc.tp = t;
         if (op_cost_layers(m, &tc, &dev, lc, &e) != OP_OK) continue;
-        if (op_tune_static_floor(lc, m->n_layers, P) <= lim) {
+        if (op_problem_static_floor(lc, m->n_layers, P) <= lim) {
             *tp = t;
             return lc;
         }

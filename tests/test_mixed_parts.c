@@ -63,11 +63,11 @@ TEST(static_need_per_device_only_small_fail) {
     double lim[4];
     op_layer_cost *l = rows2(8, 80, 80);
     op_problem pr = mixed(l, 8, 4, dt, lim, 400, 100);
-    CHECK(op_tune_static_floor(l, 8, 4) > pr.mem_limit_bytes); /* the one-type view fails */
+    CHECK(op_problem_static_floor(l, 8, 4) > pr.mem_limit_bytes); /* the one-type view fails */
     int wl = 7;
-    CHECK_NEAR(op_tune_static_need(&pr, &wl), 640.0 / 1000.0, 1e-12);
+    CHECK_NEAR(op_problem_static_need(&pr, &wl), 640.0 / 1000.0, 1e-12);
     CHECK_EQ_INT(wl, -1);                                              /* the total sets it */
-    CHECK_NEAR(op_tune_static_floor_any(&pr), 160.0 * MIB, 1e-12);     /* one limit for all */
+    CHECK_NEAR(op_problem_static_floor_any(&pr), 160.0 * MIB, 1e-12);     /* one limit for all */
     char buf[4096];
     int k = op_tune_advise(NULL, NULL, NULL, &pr, buf, sizeof buf);
     CHECK(k >= 1);
@@ -94,14 +94,14 @@ TEST(static_need_heavy_layer_on_big_devices) {
     double lim[4];
     op_layer_cost *l = rows2(8, 80, 150);
     op_problem pr = mixed(l, 8, 4, dt, lim, 400, 100);
-    CHECK_NEAR(op_tune_static_need(&pr, NULL), 710.0 / 1000.0, 1e-12);
+    CHECK_NEAR(op_problem_static_need(&pr, NULL), 710.0 / 1000.0, 1e-12);
     char buf[4096];
     op_tune_advise(NULL, NULL, NULL, &pr, buf, sizeof buf);
     CHECK_STR_CONTAINS(buf, "devices 2-3 (small, limit 0.10 GiB) cannot hold layer 0 (l0, 0.15 GiB");
     CHECK(!strstr(buf, "no recomputation or schedule helps"));
     /* a device without a limit holds anything: it is never named */
     lim[3] = 0;
-    CHECK(op_tune_static_need(&pr, NULL) == 0);
+    CHECK(op_problem_static_need(&pr, NULL) == 0);
     op_tune_advise(NULL, NULL, NULL, &pr, buf, sizeof buf);
     CHECK_STR_CONTAINS(buf, "device 2 (small, limit 0.10 GiB) cannot hold layer 0");
     CHECK(!strstr(buf, "device 3"));
@@ -116,7 +116,7 @@ TEST(static_need_when_nothing_fits) {
     op_layer_cost *l = rows2(8, 80, 500);
     op_problem pr = mixed(l, 8, 4, dt, lim, 400, 100);
     int wl = -1;
-    CHECK_NEAR(op_tune_static_need(&pr, &wl), 500.0 / 400.0, 1e-12);
+    CHECK_NEAR(op_problem_static_need(&pr, &wl), 500.0 / 400.0, 1e-12);
     CHECK_EQ_INT(wl, 0);
     op_tune_advise(NULL, NULL, NULL, &pr, buf, sizeof buf);
     CHECK_STR_CONTAINS(buf, "layer 0 (l0) alone needs 0.49 GiB");
@@ -129,7 +129,7 @@ TEST(static_need_when_nothing_fits) {
     const double host[4] = {50, 50, 25, 25}; /* per-device links: the added devices get one too */
     pr.comm.host_bw_GBps = 25, pr.comm.host_lat_ms = 0.01;
     pr.comm.host_n = 4, pr.comm.host_bw_dev_GBps = host;
-    CHECK_NEAR(op_tune_static_need(&pr, &wl), 1080.0 / 1000.0, 1e-12);
+    CHECK_NEAR(op_problem_static_need(&pr, &wl), 1080.0 / 1000.0, 1e-12);
     CHECK_EQ_INT(wl, -1);
     int k = op_tune_advise(NULL, NULL, NULL, &pr, buf, sizeof buf);
     CHECK(k >= 2);
@@ -144,13 +144,13 @@ TEST(static_need_uniform_is_the_floor) {
     op_layer_cost *l = rows2(10, 30, 70);
     op_problem pr = {0};
     pr.layers = l, pr.n_layers = 10, pr.P = 4, pr.M = 4, pr.mem_limit_bytes = 200.0 * MIB;
-    CHECK_NEAR(op_tune_static_need(&pr, NULL), op_tune_static_floor(l, 10, 4) / pr.mem_limit_bytes, 1e-12);
-    CHECK_NEAR(op_tune_static_floor(l, 10, 4), 340.0 / 4 * MIB, 1e-12);
-    CHECK_NEAR(op_tune_static_floor_any(&pr), 340.0 / 4 * MIB, 1e-12);
+    CHECK_NEAR(op_problem_static_need(&pr, NULL), op_problem_static_floor(l, 10, 4) / pr.mem_limit_bytes, 1e-12);
+    CHECK_NEAR(op_problem_static_floor(l, 10, 4), 340.0 / 4 * MIB, 1e-12);
+    CHECK_NEAR(op_problem_static_floor_any(&pr), 340.0 / 4 * MIB, 1e-12);
     pr.P = 8; /* now the heaviest layer sets it */
-    CHECK_NEAR(op_tune_static_need(&pr, NULL), 70.0 / 200.0, 1e-12);
+    CHECK_NEAR(op_problem_static_need(&pr, NULL), 70.0 / 200.0, 1e-12);
     pr.mem_limit_bytes = 0;
-    CHECK(op_tune_static_need(&pr, NULL) == 0);
+    CHECK(op_problem_static_need(&pr, NULL) == 0);
     free(l);
 }
 

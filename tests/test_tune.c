@@ -127,7 +127,7 @@ TEST(respects_memory_limit_and_reports_enomem) {
     CHECK(lim.pred.makespan_ms >= free_p.pred.makespan_ms * (1 - 1e-9));
     /* impossible: static memory fits (just), the stashes do not; the search drives the peak
      * down and names the smallest it found */
-    double floor = op_tune_static_floor(pr.layers, pr.n_layers, pr.P);
+    double floor = op_problem_static_floor(pr.layers, pr.n_layers, pr.P);
     CHECK(floor > 0);
     pr.mem_limit_bytes = floor * 1.000001;
     op_plan none;

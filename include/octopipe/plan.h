@@ -138,6 +138,19 @@ double op_problem_dev_mem_limit(const op_problem *pr, int d);
  * B GiB)" where devices differ.  buf[n]. */
 void op_problem_limit_text(const op_problem *pr, char *buf, size_t n);
 
+/* Smallest per-device static bytes (weights, gradients, optimizer state) any plan of these
+ * layers on P devices must hold: max(total / P, the heaviest layer). */
+double op_problem_static_floor(const op_layer_cost *layers, int n_layers, int P);
+/* The same per device (mixed clusters: each device its own type's costs and its own limit,
+ * problem_static.c): the smallest factor a such that static memory could fit every device within
+ * a x its limit.  Above 1, no plan fits.  *worst_layer (may be NULL): the layer that sets it
+ * (it fits on no device within its limit), or -1 when the total does.  0 when some device has
+ * no limit.  On a uniform problem: op_problem_static_floor / mem_limit_bytes. */
+double op_problem_static_need(const op_problem *pr, int *worst_layer);
+/* The smallest one limit for every device at which static memory could fit (each layer at its
+ * cheapest type): op_problem_static_floor of a uniform problem. */
+double op_problem_static_floor_any(const op_problem *pr);
+
 /* Stage aggregates (sums over the stage's layers as costed on the stage's device,
  * op_stage_layers, plus op_overhead_ms per op).
  * I and B include the stage's recomputation (op_stage_recompute_ms): it runs on the device's

@@ -105,18 +105,6 @@ double op_tune_lower_bound(const op_problem *pr);
 /* Parses "auto" | "none" | "selective" | "full". Returns 0, or -1 if unknown. */
 int op_tune_recompute_parse(const char *s, op_tune_recompute *out);
 
-/* Smallest per-device static bytes (weights, gradients, optimizer state) any plan of these
- * layers on P devices must hold: max(total / P, the heaviest layer). */
-double op_tune_static_floor(const op_layer_cost *layers, int n_layers, int P);
-/* The same per device (mixed clusters: each device its own type's costs and its own limit,
- * tune_static.c): the smallest factor a such that static memory could fit every device within
- * a x its limit.  Above 1, no plan fits.  *worst_layer (may be NULL): the layer that sets it
- * (it fits on no device within its limit), or -1 when the total does.  0 when some device has
- * no limit.  On a uniform problem: op_tune_static_floor / mem_limit_bytes. */
-double op_tune_static_need(const op_problem *pr, int *worst_layer);
-/* The smallest one limit for every device at which static memory could fit (each layer at its
- * cheapest type): op_tune_static_floor of a uniform problem. */
-double op_tune_static_floor_any(const op_problem *pr);
 
 /* When no plan fits: the smallest change that would, found by re-costing the model and tuning
  * briefly (tune_mem.c): the lowest tensor-parallel degree, the fewest extra devices, ZeRO-1 over

@@ -154,7 +154,6 @@ int cmd_compare(int argc, char **argv) {
     op_sim_ws *ws = op_sim_ws_new();
     int nrows = 0, i1 = -1, prog = op_cli_progress_wanted(progress, quiet);
     double t0 = op_now_s();
-    const int hopeless = op_tune_static_need(&s.pr, NULL) > 1;
     for (int k = 0; k < n; k++) {
         double el = op_now_s() - t0; /* only long runs (many layers or devices) say anything */
         if (prog && k > 0 && el > 1.0)
@@ -164,12 +163,8 @@ int cmd_compare(int argc, char **argv) {
         r->name = names[k];
         op_err e = {0};
         op_sched_info info = {0};
-        /* each at its strongest under memory: the cheapest uniform recomputation that fits;
-         * where static memory alone cannot fit, none does, and trying them took most of a
-         * minute on DeepSeek-V3 at tp 1 on 32 devices */
-        int brc = hopeless ? op_sched_build_opts(names[k], &s.pr, NULL, &r->plan, &info, &e)
-                           : op_sched_build_fit(names[k], &s.pr, NULL, &r->plan, &info, &e);
-        if (brc != OP_OK) {
+        /* each at its strongest under memory: the cheapest uniform recomputation that fits */
+        if (op_sched_build_fit(names[k], &s.pr, NULL, &r->plan, &info, &e) != OP_OK) {
             snprintf(r->reason, sizeof r->reason, "%s", e.msg);
             continue;
         }

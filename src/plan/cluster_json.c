@@ -133,11 +133,12 @@ static int read_root(const char *path, json_t *root, op_cluster *cl, op_err *err
         for (const char *const *q = k_fields; *q && !known; q++) known = !strcmp(*q, k);
         if (known) continue;
         /* the list is k_fields itself, so a new field cannot be left out of the message */
-        char list[256];
-        size_t n = 0;
-        for (const char *const *q = k_fields; *q && n < sizeof list; q++)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", q == k_fields ? "" : ", ", *q);
-        return op_errf(err, OP_EINVAL, "%s: unknown field \"%.64s\" (known: %s)", path, k, list);
+        op_buf list = {0};
+        for (const char *const *q = k_fields; *q; q++)
+            op_buf_printf(&list, "%s%s", q == k_fields ? "" : ", ", *q);
+        int rc = op_errf(err, OP_EINVAL, "%s: unknown field \"%.64s\" (known: %s)", path, k, list.data);
+        op_buf_free(&list);
+        return rc;
     }
     v = json_object_get(root, "source");
     if (v && !json_is_string(v)) return op_errf(err, OP_EINVAL, "%s: source: expected a string", path);

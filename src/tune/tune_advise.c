@@ -4,7 +4,7 @@
  * degree, ZeRO-1 over a data-parallel group) or the problem widened (more devices, a higher
  * limit) and tuned briefly with recomputation allowed; a change is suggested only if that tune
  * returns a plan that fits.  Static memory is checked first with a bound every plan obeys
- * (tune_static.c), per device on a mixed cluster: each device's own type and limit. */
+ * (plan/problem_static.c), per device on a mixed cluster: each device's own type and limit. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,7 +87,7 @@ static double with_cfg(const op_model *m, const op_train_cfg *t0, const op_train
     op_problem q;
     op_layer_cost *rows;
     double mk = 0;
-    if (recost(m, t0, tt, d, pr, &q, &rows) && op_tune_static_need(&q, NULL) <= 1)
+    if (recost(m, t0, tt, d, pr, &q, &rows) && op_problem_static_need(&q, NULL) <= 1)
         mk = quick(&q, NULL, pg, what);
     free(rows);
     return mk;
@@ -138,7 +138,7 @@ static void say_static(const op_problem *pr, char *buf, size_t n, size_t *k, int
     const int mixed = pr->n_types > 1 || pr->dev_mem_limit;
     double lim = pr->mem_limit_bytes;
     if (!mixed) {
-        double sf = op_tune_static_floor(pr->layers, pr->n_layers, pr->P);
+        double sf = op_problem_static_floor(pr->layers, pr->n_layers, pr->P);
         if (sf > lim)
             SAY("static memory (weights, gradients, optimizer state) alone needs at least %.2f GiB "
                 "on some device of %d, over the %.2f GiB limit: no recomputation or schedule helps\n",
@@ -146,7 +146,7 @@ static void say_static(const op_problem *pr, char *buf, size_t n, size_t *k, int
         return;
     }
     int wl = -1;
-    double need = op_tune_static_need(pr, &wl);
+    double need = op_problem_static_need(pr, &wl);
     double tot = 0, sum_lim = 0, max_lim = 0, mx = 0;
     int heavy = 0;
     for (int l = 0; l < pr->n_layers; l++) {
@@ -214,7 +214,7 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
     } while (0)
     if (pr->mem_limit_bytes <= 0 && !pr->dev_mem_limit) return 0;
     say_static(pr, buf, n, &k, &count);
-    const double sf = op_tune_static_floor_any(pr); /* one limit for all: the least it can be */
+    const double sf = op_problem_static_floor_any(pr); /* one limit for all: the least it can be */
     if (m && t && d) {
         for (int tp = t->tp * 2; tp <= 8; tp *= 2) { /* TP stays inside a node of 8 */
             op_train_cfg tt = *t;
@@ -250,7 +250,7 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
         double *lim, *host, mk = 0;
         op_problem q = widen(pr, P2, like, &dt, &lim, &host);
         snprintf(what, sizeof what, "%d devices", P2);
-        if (op_tune_static_need(&q, NULL) <= 1) mk = quick(&q, NULL, pg, what);
+        if (op_problem_static_need(&q, NULL) <= 1) mk = quick(&q, NULL, pg, what);
         free(dt);
         free(lim);
         free(host);

@@ -168,10 +168,10 @@ static int relabel(const op_problem *pr, const int *perm, const op_plan *c, op_p
 int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err) {
     int rc = op_problem_validate(pr, err);
     if (rc != OP_OK) return rc;
-    /* Static memory that no plan can fit (tune_static.c's bound) ends here: the search would
+    /* Static memory that no plan can fit (problem_static.c's bound) ends here: the search would
      * only confirm it, and on a large model it took minutes (DeepSeek-V3 at tp 1 on 32
      * devices: 9.6 min of "no plan fits yet" before the same answer). */
-    if (op_tune_static_need(pr, NULL) > 1) {
+    if (op_problem_static_need(pr, NULL) > 1) {
         char lim_text[96];
         op_problem_limit_text(pr, lim_text, sizeof lim_text);
         return op_errf(err, OP_ENOMEM,

@@ -1,11 +1,11 @@
-/* tune_static.c: how much static memory (weights, gradients, optimizer state) every plan must
+/* problem_static.c: how much static memory (weights, gradients, optimizer state) every plan must
  * hold, checked before any tuning: when it alone cannot fit, no recomputation, offload or
  * schedule helps.
  *
- * Uniform cluster (op_tune_static_floor): some device holds at least total / P, and the device
+ * Uniform cluster (op_problem_static_floor): some device holds at least total / P, and the device
  * holding the heaviest layer holds all of it.
  *
- * Mixed cluster (op_tune_static_need), each device d with its own type's costs and its own
+ * Mixed cluster (op_problem_static_need), each device d with its own type's costs and its own
  * limit lim_d.  Let s_l = min over the types present of layer l's static bytes (a layer costs at
  * least that wherever it sits).  Any plan puts every layer on one device, so for the factor
  * a = max_d held_d / lim_d every plan has:
@@ -13,12 +13,12 @@
  *   - layer l alone sits on some d: static_{type(d)}(l) <= held_d <= a x lim_d, so
  *     a >= min_d static_{type(d)}(l) / lim_d              (its best device).
  * The largest of these is the need: above 1, no plan fits static memory.  On one type with one
- * limit it is op_tune_static_floor / limit.  A device without a limit (0) holds anything. */
+ * limit it is op_problem_static_floor / limit.  A device without a limit (0) holds anything. */
 #include <math.h>
 
-#include "octopipe/tune.h"
+#include "octopipe/plan.h"
 
-double op_tune_static_floor(const op_layer_cost *l, int n, int P) {
+double op_problem_static_floor(const op_layer_cost *l, int n, int P) {
     double tot = 0, mx = 0;
     for (int i = 0; i < n; i++) {
         tot += (double)l[i].static_bytes;
@@ -32,7 +32,7 @@ static double stat_on(const op_problem *pr, int d, int l) {
     return (double)op_problem_dev_layers(pr, d)[l].static_bytes;
 }
 
-double op_tune_static_need(const op_problem *pr, int *worst_layer) {
+double op_problem_static_need(const op_problem *pr, int *worst_layer) {
     double need = 0, sum_s = 0, sum_lim = 0;
     int unlimited = 0;
     if (worst_layer) *worst_layer = -1;
@@ -62,7 +62,7 @@ double op_tune_static_need(const op_problem *pr, int *worst_layer) {
     return need;
 }
 
-double op_tune_static_floor_any(const op_problem *pr) {
+double op_problem_static_floor_any(const op_problem *pr) {
     double tot = 0, mx = 0;
     for (int l = 0; l < pr->n_layers; l++) {
         double s = INFINITY;
