@@ -135,6 +135,13 @@ TEST(static_need_when_nothing_fits) {
     CHECK(k >= 2);
     CHECK_STR_CONTAINS(buf, "over the 0.98 GiB the 4 devices' limits add up to");
     CHECK_STR_CONTAINS(buf, "like device 0 (big, limit 0.39 GiB)");
+    /* one --mem-limit for every device: none above the smallest device's memory (the caller's
+     * d carries it; 12 GiB A100s next to 40 GiB H100s were told "--mem-limit 32.63") */
+    CHECK_STR_CONTAINS(buf, "--mem-limit 0.");
+    op_device small = {.mem_GiB = 0.11};
+    op_tune_advise(NULL, NULL, &small, &pr, buf, sizeof buf);
+    CHECK_STR_CONTAINS(buf, "like device 0 (big, limit 0.39 GiB)");
+    CHECK(!strstr(buf, "--mem-limit"));
     free(l);
 }
 

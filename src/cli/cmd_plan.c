@@ -179,7 +179,10 @@ int cmd_plan(int argc, char **argv) {
                                 "(a short search for each of --tp, --zero1, --devices, --mem-limit)...\n");
             double t_adv = op_now_s();
             op_tune_advise_progress pg = {advice_trying, &t_adv};
-            if (op_tune_advise_with(&s.model, &s.train, &s.dev, &s.pr, adv, sizeof adv,
+            op_device ad = s.dev; /* a --mem-limit to suggest is one for every device */
+            for (int d = 0; d < s.cluster.P; d++)
+                if (d == 0 || s.cluster.dev_mem_GiB[d] < ad.mem_GiB) ad.mem_GiB = s.cluster.dev_mem_GiB[d];
+            if (op_tune_advise_with(&s.model, &s.train, &ad, &s.pr, adv, sizeof adv,
                                     o.verbose ? &pg : NULL) > 0)
                 fprintf(stderr, "what would fit:\n%s", adv);
         }

@@ -271,8 +271,10 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
     q.dev_mem_limit = NULL;
     /* a limit above what the GPU has is no advice: where static memory alone needs more than
      * the device's memory, no rung is tried (DeepSeek-V3 at tp 1 on 32 H100s was told
-     * "--mem-limit 414.18" after minutes of searching) */
-    const double cap = d && d->mem_GiB > 0 && pr->n_types <= 1 ? d->mem_GiB : INFINITY;
+     * "--mem-limit 414.18" after minutes of searching).  The limit is one for every device,
+     * so on a mixed cluster the caller's d carries the smallest device's memory (12 GiB
+     * A100s next to 40 GiB H100s were told "--mem-limit 32.63") */
+    const double cap = d && d->mem_GiB > 0 ? d->mem_GiB : INFINITY;
     const double g0 = ceil(sf * 1.05 / GIB * 100) / 100;
     double peak = 0, mk = g0 <= cap ? quick(&q, &peak, pg, "no memory limit") : 0;
     enum { RUNGS = 512 };
