@@ -631,9 +631,26 @@ TEST(bad_layer_lists) {
          "ll.json: no_rope_layers: has 4 entries but the model has 6 layers"},
         {"{\"model_type\": \"minimax\", " DENSE6 ", \"attn_type_list\": [0, 0, 0, 0, 0, 0.5]}",
          "ll.json: attn_type_list: entry [5]: expected 0 (linear) or 1 (softmax)"},
+        /* a bare NaN (Python's json writes it) is no number: it once read as 0, layer 0 */
+        {"{\"model_type\": \"qwen2_moe\", " DENSE6 ", \"mlp_only_layers\": [1, NaN]}",
+         "ll.json: mlp_only_layers: entry [1] is NaN, expected an integer"},
+        {"{\"model_type\": \"llama4_text\", " DENSE6 ", \"no_rope_layers\": [1, 1, NaN, 1, 1, 1]}",
+         "ll.json: no_rope_layers: entry [2] is NaN: expected 0 (NoPE) or 1 (RoPE)"},
+        {"{\"model_type\": \"qwen2_moe\", " DENSE6 ", \"shared_expert_intermediate_size\": NaN}",
+         "ll.json: shared_expert_intermediate_size: expected an integer, got NaN"},
+        {"{\"model_type\": NaN, " DENSE6 "}", "ll.json: model_type: expected a string"},
     };
 #undef DENSE6
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) refused(cases[k].json, "ll.json", cases[k].want);
+    /* NaN and Infinity where the model reads nothing still load (NVIDIA's configs write them) */
+    op_model nm;
+    op_err ne = {0};
+    CHECK_EQ_INT(op_model_from_hf_json("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
+                                       " \"vocab_size\": 10, \"num_attention_heads\": 4, \"intermediate_size\": 8,"
+                                       " \"rope_theta\": NaN, \"time_step_limit\": [0.0, Infinity]}",
+                                       "nan.json", &nm, &ne),
+                 OP_OK);
+    if (ne.code == 0) op_model_free(&nm);
     /* a whole number written as a real names its layer, as Python's `in` reads it */
     int rc = op_model_from_hf_json("{\"model_type\": \"qwen2_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
                                    " \"vocab_size\": 10, \"num_attention_heads\": 4, \"intermediate_size\": 8,"

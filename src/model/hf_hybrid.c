@@ -35,7 +35,7 @@ int op_hf_build_jamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     /* mamba_dt_rank: an integer or "auto" = ceil(hidden / 16) */
     int dt_rank = (hidden + 15) / 16;
     json_t *dt = json_object_get(h->obj, "mamba_dt_rank");
-    if (dt && !json_is_string(dt)) dt_rank = op_hf_int(h, "mamba_dt_rank", dt_rank);
+    if (dt && (!json_is_string(dt) || op_hf_is_nan(dt))) dt_rank = op_hf_int(h, "mamba_dt_rank", dt_rank);
     else if (dt && strcmp(json_string_value(dt), "auto") != 0)
         op_hf_fail(h, "mamba_dt_rank", "expected an integer or \"auto\"");
     op_hf_need_pos(h, "intermediate_size", inter);
@@ -162,7 +162,7 @@ int op_hf_build_falcon_h1(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     if (h->bad) return OP_EINVAL;
     int m_hd = inner / m_heads; /* mamba_d_head "auto" */
     json_t *dh = json_object_get(h->obj, "mamba_d_head");
-    if (dh && !json_is_string(dh)) m_hd = op_hf_int(h, "mamba_d_head", m_hd);
+    if (dh && (!json_is_string(dh) || op_hf_is_nan(dh))) m_hd = op_hf_int(h, "mamba_d_head", m_hd);
     else if (dh && strcmp(json_string_value(dh), "auto")) /* transformers knows "auto" alone */
         op_hf_fail(h, "mamba_d_head", "expected a whole number or \"auto\", got \"%s\"",
                    json_string_value(dh));

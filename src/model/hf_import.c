@@ -66,7 +66,7 @@ int op_model_from_hf_json(const char *json_text, const char *name, op_model *m, 
         op_errf(err, OP_EINVAL, "%s: missing required field 'model_type'", file);
         goto out;
     }
-    if (!json_is_string(mt)) {
+    if (!json_is_string(mt) || op_hf_is_nan(mt)) {
         op_errf(err, OP_EINVAL, "%s: model_type: expected a string", file);
         goto out;
     }

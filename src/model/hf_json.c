@@ -58,7 +58,9 @@ static json_t *parse(const char *text, const char *file, int finite, op_err *err
          * Same-width numbers keep every later line:col in error messages right. */
         int k = swap_token(s, i, "-Infinity", "-1e308");
         if (!k) k = swap_token(s, i, "Infinity", "1e308");
-        if (!k) k = swap_token(s, i, "NaN", "0");
+        /* NaN stands for no number: a one-character string no config holds (a raw DEL), so a
+         * field read as a number says "got NaN" where "0" read as layer 0 or a count of 0 */
+        if (!k) k = swap_token(s, i, "NaN", finite ? "0" : "\"\x7f\"");
         if (k && finite) {
             int line, col;
             line_col(s, i, &line, &col);
@@ -105,7 +107,10 @@ static json_t *get(op_hf *h, const char *key) {
 
 int op_hf_has(op_hf *h, const char *key) { return get(h, key) != NULL; }
 
+int op_hf_is_nan(const json_t *v) { return json_is_string(v) && !strcmp(json_string_value(v), "\x7f"); }
+
 static const char *type_name(json_t *v) {
+    if (op_hf_is_nan(v)) return "NaN";
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
     case JSON_ARRAY: return "an array";
@@ -198,7 +203,7 @@ int op_hf_bool(op_hf *h, const char *key, int def) {
 const char *op_hf_str(op_hf *h, const char *key, const char *def) {
     json_t *v = get(h, key);
     if (!v) return def;
-    if (!json_is_string(v)) {
+    if (!json_is_string(v) || op_hf_is_nan(v)) {
         op_hf_fail(h, key, "expected a string, got %s", type_name(v));
         return def;
     }
@@ -228,7 +233,7 @@ static json_t *list_entry(op_hf *h, const char *key, int n, int i) {
 const char *op_hf_list_str(op_hf *h, const char *key, int n, int i) {
     json_t *v = list_entry(h, key, n, i);
     if (!v) return NULL;
-    if (!json_is_string(v)) {
+    if (!json_is_string(v) || op_hf_is_nan(v)) {
         op_hf_fail(h, key, "entry [%d] is %s, expected a string", i, type_name(v));
         return NULL;
     }
@@ -242,7 +247,8 @@ int op_hf_list_flag(op_hf *h, const char *key, int n, int i, const char *meaning
     if (json_is_boolean(v)) return json_is_true(v);
     if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1))
         return (int)json_integer_value(v);
-    op_hf_fail(h, key, "entry [%d]: expected %s", i, meaning);
+    if (op_hf_is_nan(v)) op_hf_fail(h, key, "entry [%d] is NaN: expected %s", i, meaning);
+    else op_hf_fail(h, key, "entry [%d]: expected %s", i, meaning);
     return 0;
 }
 

@@ -64,10 +64,12 @@ int op_hf_list_flag(op_hf *h, const char *key, int n, int i, const char *meaning
  * number in 0..n-1 is an error. */
 int op_hf_layer_ids(op_hf *h, const char *key, int n, unsigned char *in);
 
-/* Parses JSON text after rewriting the bare non-standard tokens Infinity, -Infinity and NaN
- * (outside strings) into numbers of the same width, so line:col in errors stay right.
+/* Parses JSON text after rewriting the bare non-standard tokens Infinity and -Infinity (outside
+ * strings) into numbers of the same width, so line:col in errors stay right, and NaN into a
+ * mark of the same width that every typed look-up above refuses as "NaN" (op_hf_is_nan).
  * Returns NULL with "<file>:<line>:<col>: <what>" in err. */
 json_t *op_json_parse_lenient(const char *text, const char *file, op_err *err);
+int op_hf_is_nan(const json_t *v);
 /* The same, for files of measured numbers (profiles): a bare Infinity or NaN is an error
  * "<file>:<line>:<col>: NaN is not allowed here ..." rather than a stand-in value, and a key
  * given twice in one object is an error rather than its last value. */
