@@ -306,6 +306,11 @@ TEST(report_numbers_are_exact) {
     CHECK_STR_CONTAINS(b.data, "\"makespan_error_pct\": 10.000");
     CHECK_STR_CONTAINS(b.data, "\"busy_ms\": [3.3000, 3.3000]");
     op_buf_free(&b);
+    /* the plan's name is the file's, any string: run --json stays JSON */
+    snprintf(p.name, sizeof p.name, "a\"b\\c\nd");
+    op_exec_report_json(&r, &p, 1.0, &b);
+    CHECK_STR_CONTAINS(b.data, "{\"plan\": \"a\\\"b\\\\c\\u000ad\", \"devices\": 2");
+    op_buf_free(&b);
     op_exec_chrome_trace(&r, &p, &b);
     CHECK_STR_CONTAINS(b.data, "\"name\": \"predicted\"");
     CHECK_STR_CONTAINS(b.data, "\"ts\": 4400.000, \"dur\": 2200.000");

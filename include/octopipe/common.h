@@ -75,6 +75,9 @@ typedef struct op_buf {
 void op_buf_printf(op_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void op_buf_put(op_buf *b, const void *data, size_t n);
 void op_buf_free(op_buf *b);
+/* Appends s as a JSON string, quotes included: '"' and '\\' escaped, control characters as
+ * \u00XX.  Names come from input files (a plan's "name" may hold any of them). */
+void op_buf_json_str(op_buf *b, const char *s);
 
 /* The first n characters of s as a finite decimal number (strtod's syntax without its hex:
  * "0x10" would be 16, and a flag's value never means that).  0, or -1 when they are not one

@@ -61,8 +61,12 @@ void op_exec_report_json(const op_exec_result *r, const op_plan *pred, double ti
     double *pb = op_xcalloc((size_t)pred->P, sizeof(double));
     double pbub = op_exec_pred_bubble(pred, pb);
     double pm = pred->pred.makespan_ms;
-    op_buf_printf(out, "{\"plan\": \"%s\", \"devices\": %d, \"microbatches\": %d, \"time_scale\": %g,\n",
-                  pred->name, pred->P, pred->M, time_scale);
+    /* the name is the plan file's "name", any string: escaped, or one quote in it breaks the
+     * JSON */
+    op_buf_printf(out, "{\"plan\": ");
+    op_buf_json_str(out, pred->name);
+    op_buf_printf(out, ", \"devices\": %d, \"microbatches\": %d, \"time_scale\": %g,\n",
+                  pred->P, pred->M, time_scale);
     op_buf_printf(out, " \"measured\": {\"makespan_ms\": %.4f, \"bubble_ratio\": %.5f, \"busy_ms\": [",
                   r->makespan_ms, r->bubble_ratio);
     for (int d = 0; d < r->P; d++) op_buf_printf(out, "%s%.4f", d ? ", " : "", r->busy_ms[d]);

@@ -15,17 +15,6 @@
 
 #include "octopipe/export.h"
 
-static void json_str(op_buf *b, const char *s) {
-    op_buf_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') op_buf_printf(b, "\\%c", c);
-        else if (c < 0x20) op_buf_printf(b, "\\u%04x", c);
-        else op_buf_put(b, s, 1);
-    }
-    op_buf_put(b, "\"", 1);
-}
-
 static const char *cname(op_kind k) {
     return k == OP_F ? "rail_response" : k == OP_I ? "rail_load" : k == OP_W ? "good"
                                                                              : "thread_state_iowait";
@@ -52,9 +41,9 @@ int op_export_chrome_trace(const op_plan *p, op_buf *out, op_err *err) {
 
     op_buf b = {0};
     op_buf_printf(&b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"plan\":");
-    json_str(&b, p->name);
+    op_buf_json_str(&b, p->name);
     op_buf_printf(&b, ",\"model\":");
-    json_str(&b, p->model);
+    op_buf_json_str(&b, p->model);
     op_buf_printf(&b, ",\"devices\":%d,\"microbatches\":%d,\"stages\":%d,\"makespan_ms\":%.6g,"
                       "\"bubble_ratio\":%.6g,\"peak_bytes_max\":%lld},\n\"traceEvents\":[\n",
                   P, M, S, sum.makespan_ms, sum.bubble_ratio, (long long)sum.peak_bytes_max);
@@ -67,13 +56,13 @@ int op_export_chrome_trace(const op_plan *p, op_buf *out, op_err *err) {
         if (ty) op_buf_printf(&dn, " (%s)", ty);
         op_buf_printf(&b, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,"
                           "\"args\":{\"name\":", sep, d);
-        json_str(&b, dn.data);
+        op_buf_json_str(&b, dn.data);
         op_buf_printf(&b, "}},\n");
         op_buf_printf(&b, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,"
                           "\"args\":{\"sort_index\":%d}},\n", d, d);
         op_buf_printf(&b, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,"
                           "\"args\":{\"name\":", d);
-        json_str(&b, dn.data);
+        op_buf_json_str(&b, dn.data);
         op_buf_printf(&b, "}}");
         op_buf_free(&dn);
         sep = ",\n";

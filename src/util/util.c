@@ -143,6 +143,17 @@ void op_buf_put(op_buf *b, const void *data, size_t n) {
     b->data[b->len] = 0;
 }
 
+void op_buf_json_str(op_buf *b, const char *s) {
+    op_buf_put(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') op_buf_printf(b, "\\%c", c);
+        else if (c < 0x20) op_buf_printf(b, "\\u%04x", c);
+        else op_buf_put(b, s, 1);
+    }
+    op_buf_put(b, "\"", 1);
+}
+
 void op_buf_free(op_buf *b) {
     free(b->data);
     b->data = NULL;
