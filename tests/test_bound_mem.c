@@ -128,6 +128,17 @@ TEST(group_cuts_by_hand) {
     CHECK(g >= 12 * (1 - 0.01));
 }
 
+/* A layer whose static bytes alone exceed the limit (a profile's param_bytes, a small GPU) makes
+ * a cut of capacity 0 before the cuts for 1 to 4 layers: five cuts for one group, all kept. */
+TEST(group_cuts_with_a_layer_no_device_holds) {
+    op_layer_cost rows[6];
+    rows[0] = lay(1, 1, 1, 1, 1000);
+    for (int l = 1; l < 6; l++) rows[l] = lay(1, 1, 1, 1, 10);
+    double lim[1] = {500};
+    double g = op_lower_bound_mem_groups(rows, 1, 6, NULL, lim, 0, 1, 4, NULL, 0);
+    CHECK(g >= 0 && !isnan(g));
+}
+
 /* Per device, by hand, on one type and one limit.  Three layers f = i = w = 1, act 50,
  * static 100, M = 4, two devices of 270 bytes, no host link.  Two layers' statics (200) fit a
  * device and three (300) do not, so one device holds two layers and 70 bytes for stashes;
@@ -298,6 +309,7 @@ int main(int argc, char **argv) {
     RUN(speed_ratio_by_hand);
     RUN(group_memory_by_hand);
     RUN(group_cuts_by_hand);
+    RUN(group_cuts_with_a_layer_no_device_holds);
     RUN(device_recompute_by_hand);
     RUN(never_above_a_fitting_plan);
     return check_report("bound_mem");

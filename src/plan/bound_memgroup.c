@@ -213,8 +213,11 @@ double op_lower_bound_mem_groups(const op_layer_cost *type_layers, int n_types, 
     qsort(key, (size_t)L, sizeof(keyed), cmp_keyed_desc);
     for (int r = 0; r < L; r++) ord[r] = key[r].l, rank[ord[r]] = r;
     enum { JMAX = 4 };
-    int *cg = op_xmalloc(sizeof(int) * (size_t)G * JMAX), *cn = op_xmalloc(sizeof(int) * (size_t)G * JMAX), nc = 0;
-    double *ccap = op_xmalloc(sizeof(double) * (size_t)G * JMAX);
+    /* a group makes one cut per J it passes, 0 (a layer too large for its limit) to JMAX:
+     * JMAX + 1 of them */
+    const size_t ncap = (size_t)G * (JMAX + 1);
+    int *cg = op_xmalloc(sizeof(int) * ncap), *cn = op_xmalloc(sizeof(int) * ncap), nc = 0;
+    double *ccap = op_xmalloc(sizeof(double) * ncap);
     for (int g = 0; g < G; g++) {
         if (!isfinite(gl[g])) continue;
         int lastJ = -1, lastn = 0;
