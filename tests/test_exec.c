@@ -84,6 +84,15 @@ TEST(lower_local_handover_and_window) {
     CHECK_EQ_INT(l.progs[1].n, 0);
     op_lowered_free(&l);
     op_plan_free(&p);
+    /* the largest message a plan file holds (2^53 bytes) times the largest --bytes-scale (1e6)
+     * is refused by its size, not cast to an int64 it does not fit */
+    xp_1f1b(&p, 2, 2, 0.01, 256);
+    for (int l = 0; l < p.n_layers; l++) p.layers[l].out_bytes = (int64_t)1 << 53;
+    op_lower_opts big = {0};
+    big.bytes_scale = 1e6;
+    CHECK(op_exec_lower(&p, &big, &l, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "stage 0 sends 9007199254740992000000 bytes per message");
+    op_plan_free(&p);
     /* receive window 1: at most one receive posted at a time, still runs */
     xp_1f1b(&p, 4, 8, 0.01, 256);
     op_lower_opts lo = {0};

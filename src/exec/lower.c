@@ -247,14 +247,16 @@ int op_exec_lower(const op_plan *p, const op_lower_opts *o, op_lowered *out, op_
     rc = op_exec_check_deadlock(p, err);
     if (rc) return rc;
     for (int s = 0; s + 1 < p->S; s++) {
-        int64_t b = o->boundary_bytes ? o->boundary_bytes(o->ctx, s)
-                                      : (int64_t)((double)op_stage_out_bytes(p, s) *
-                                                  (o->bytes_scale > 0 ? o->bytes_scale : 1.0));
-        if (b > (int64_t)0x7fffffff)
+        /* in double: 2^53 bytes x --bytes-scale 1e6 is beyond int64, and the cast of it is
+         * undefined (boundary() casts only what passed here) */
+        double b = o->boundary_bytes ? (double)o->boundary_bytes(o->ctx, s)
+                                     : (double)op_stage_out_bytes(p, s) *
+                                           (o->bytes_scale > 0 ? o->bytes_scale : 1.0);
+        if (b > (double)0x7fffffff)
             return op_errf(err, OP_EINVAL,
-                           "stage %d sends %lld bytes per message; the executor's limit is 2 GiB "
+                           "stage %d sends %.0f bytes per message; the executor's limit is 2 GiB "
                            "(use --bytes-scale)",
-                           s, (long long)b);
+                           s, b);
     }
     out->P = p->P;
     out->progs = OP_ARENA_NEW(&out->arena, op_prog, p->P);
