@@ -152,5 +152,25 @@ else
   echo "sh_faults: SKIPPED the memory refusal: this machine has more than 120 GiB available"
 fi
 
+# ---- plans with many idle devices: every device is a rank (a thread of run --threads)
+idle_plan() { # idle_plan FILE P: one stage on device 0, devices 1..P-1 idle
+  { printf '{"format": "octopipe.plan/1", "devices": %d, "microbatches": 1, ' "$2"
+    printf '"layers": [{"kind": "T", "F": 1, "I": 1, "W": 0, "out_bytes": 8, "act_bytes": 8}], '
+    printf '"stages": [[0, 1]], "placement": [[0]'; for ((d = 1; d < $2; d++)); do printf ', []'; done
+    printf '], "schedule": [[{"op": "F", "stage": 0, "mb": 0}, {"op": "B", "stage": 0, "mb": 0}]'
+    for ((d = 1; d < $2; d++)); do printf ', []'; done; printf ']}\n'; } > "$1"
+}
+idle_plan "$T/idle65536.json" 65536
+refused idle-65536 "plan has 65536 devices; the executor runs at most 4096 ranks" -- \
+  "$OP" run "$T/idle65536.json" --emulate --threads
+# out of threads: one line and exit 1 (it was an assertion); address space is what ASan
+# cannot run without, so only the plain build
+if [ "${SAN:-}" != 1 ]; then
+  idle_plan "$T/idle1024.json" 1024
+  (ulimit -s 8192 -v 1500000; timeout -k 5 60 "$OP" run "$T/idle1024.json" --emulate --threads --time-scale 0.001) >"$T/out" 2>"$T/err"; rc=$?
+  if [ "$rc" -eq 1 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q "cannot start rank [0-9]* of 1024 as a thread" "$T/err"; then ok
+  else bad "run --threads out of threads: exit $rc: $(cat "$T/err")"; fi
+fi
+
 echo "sh_faults: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -3,6 +3,7 @@
 #include "check.h"
 #include "exec/exec_internal.h"
 #include "octopipe/exec.h"
+#include "octopipe/plan_io.h"
 #include "test_exec_plans.h"
 
 #include "octopipe/sched.h"
@@ -87,7 +88,7 @@ TEST(lower_local_handover_and_window) {
     /* the largest message a plan file holds (2^53 bytes) times the largest --bytes-scale (1e6)
      * is refused by its size, not cast to an int64 it does not fit */
     xp_1f1b(&p, 2, 2, 0.01, 256);
-    for (int l = 0; l < p.n_layers; l++) p.layers[l].out_bytes = (int64_t)1 << 53;
+    for (int k = 0; k < p.n_layers; k++) p.layers[k].out_bytes = (int64_t)1 << 53;
     op_lower_opts big = {0};
     big.bytes_scale = 1e6;
     CHECK(op_exec_lower(&p, &big, &l, &e) == OP_EINVAL);
@@ -289,6 +290,39 @@ TEST(payloads_reach_their_consumer) {
     }
 }
 
+/* A plan file may name up to 2^16 devices, all but one idle: each would be a rank (a thread of
+ * run --threads, a process under mpirun), 65536 of them.  The executor runs as many ranks as
+ * the planner makes devices, and says so for more. */
+static int idle_plan(op_plan *p, int P, op_err *e) {
+    op_buf b = {0};
+    op_buf_printf(&b, "{\"format\": \"octopipe.plan/1\", \"devices\": %d, \"microbatches\": 1, "
+                      "\"layers\": [{\"kind\": \"T\", \"F\": 1, \"I\": 1, \"W\": 0, "
+                      "\"out_bytes\": 8, \"act_bytes\": 8}], \"stages\": [[0, 1]], "
+                      "\"placement\": [[0]", P);
+    for (int d = 1; d < P; d++) op_buf_printf(&b, ", []");
+    op_buf_printf(&b, "], \"schedule\": [[{\"op\": \"F\", \"stage\": 0, \"mb\": 0}, "
+                      "{\"op\": \"B\", \"stage\": 0, \"mb\": 0}]");
+    for (int d = 1; d < P; d++) op_buf_printf(&b, ", []");
+    op_buf_printf(&b, "]}");
+    int rc = op_plan_from_json(b.data, "idle.json", p, e);
+    op_buf_free(&b);
+    return rc;
+}
+
+TEST(lower_refuses_more_ranks_than_it_runs) {
+    op_plan p;
+    op_lowered l;
+    op_err e = {0};
+    CHECK_MSG(idle_plan(&p, OP_EXEC_MAX_RANKS, &e) == OP_OK, "%s", e.msg);
+    CHECK(op_exec_lower(&p, NULL, &l, &e) == OP_OK);
+    op_lowered_free(&l);
+    op_plan_free(&p);
+    CHECK_MSG(idle_plan(&p, OP_EXEC_MAX_RANKS + 1, &e) == OP_OK, "%s", e.msg);
+    CHECK(op_exec_lower(&p, NULL, &l, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "plan has 4097 devices; the executor runs at most 4096 ranks");
+    op_plan_free(&p);
+}
+
 TEST(report_numbers_are_exact) {
     /* 1f1b P=2 M=1 with F = B/2 = 1 ms: predicted F0 [0,1] F1 [1,2] B1 [2,4] B0 [4,6] */
     op_plan p;
@@ -466,6 +500,7 @@ int main(int argc, char **argv) {
     RUN(lower_golden_1f1b);
     RUN(lower_local_handover_and_window);
     RUN(cyclic_plan_refused_with_cycle);
+    RUN(lower_refuses_more_ranks_than_it_runs);
     RUN(baselines_run_in_plan_order);
     RUN(random_plans_never_hang);
     RUN(watchdog_names_the_wait);

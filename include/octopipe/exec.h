@@ -78,6 +78,9 @@ typedef struct op_lowered {
 } op_lowered;
 
 #define OP_EXEC_MAX_STAGES 2048
+/* ranks: the planner's device limit (OP_CLUSTER_MAX_DEVICES); a plan file may name up to 2^16
+ * devices, and each rank is a process under mpirun or a thread of `run --threads` */
+#define OP_EXEC_MAX_RANKS 4096
 #define OP_EXEC_MAX_MB 65535 /* keeps data tags below the control tags 2^28-1, 2^28-2 */
 static inline int op_exec_tag(int stage, int mb, int grad) {
     return (mb << 12) | (stage << 1) | (grad ? 1 : 0);

@@ -237,6 +237,9 @@ int op_exec_lower(const op_plan *p, const op_lower_opts *o, op_lowered *out, op_
     op_lower_opts def = {0};
     if (!o) o = &def;
     memset(out, 0, sizeof *out);
+    if (p->P > OP_EXEC_MAX_RANKS)
+        return op_errf(err, OP_EINVAL, "plan has %d devices; the executor runs at most %d ranks",
+                       p->P, OP_EXEC_MAX_RANKS);
     if (p->S > OP_EXEC_MAX_STAGES || p->M > OP_EXEC_MAX_MB)
         return op_errf(err, OP_EINVAL,
                        "plan has %d stages and %d microbatches; the executor's message tags allow "

@@ -36,11 +36,25 @@ int op_exec_run_threads(const op_plan *p, const op_compute *c, const op_exec_opt
     targ *ts = op_xcalloc((size_t)P, sizeof *ts);
     pthread_t *th = op_xcalloc((size_t)P, sizeof *th);
     op_xport_threads_new(xs, P);
-    for (int r = 0; r < P; r++) {
-        ts[r] = (targ){p, &l, &xs[r], c, o, res, {0}, {0}, 0};
-        OP_ASSERT(pthread_create(&th[r], NULL, rank_main, &ts[r]) == 0, "pthread_create failed");
+    int started = 0, terr = 0;
+    for (; started < P; started++) {
+        ts[started] = (targ){p, &l, &xs[started], c, o, res, {0}, {0}, 0};
+        if ((terr = pthread_create(&th[started], NULL, rank_main, &ts[started]))) {
+            /* out of threads (a process or user limit): the ranks started would wait for this
+             * one until the watchdog; stop them now and say why */
+            xs[0].raise_abort(&xs[0], started + 1);
+            break;
+        }
     }
-    for (int r = 0; r < P; r++) pthread_join(th[r], NULL);
+    for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
+    if (terr) {
+        rc = op_errf(err, OP_EIO, "cannot start rank %d of %d as a thread: %s", started, P,
+                     strerror(terr));
+        op_xport_threads_free(xs, P);
+        op_lowered_free(&l);
+        free(xs), free(ts), free(th);
+        return rc;
+    }
     op_buf rep = {0};
     for (int r = 0; r < P; r++) {
         if (ts[r].line[0]) op_buf_printf(&rep, "%s\n", ts[r].line);
