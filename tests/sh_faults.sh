@@ -52,6 +52,16 @@ refused zero-compare "nothing to schedule" -- "$OP" compare --model "$T/zero.jso
 refused zero-plan "nothing to schedule" -- "$OP" plan --model "$T/zero.json" $C --out "$T/p.json"
 [ -e "$T/p.json" ] && bad "a refused plan left $T/p.json" || ok
 
+# devices x microbatches beyond what a plan may hold: refused before the schedulers fill GBs
+cat > "$T/deep.json" <<EOF
+{"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 8,
+ "num_hidden_layers": 2000, "vocab_size": 32000}
+EOF
+refused plan-ops-compare "2000 devices x 65536 microbatches is more ops than a plan may hold" -- \
+  "$OP" compare --model "$T/deep.json" --devices 2000 --microbatches 65536 --no-tune
+refused plan-ops-plan "1025 devices x 65536 microbatches is more ops than a plan may hold" -- \
+  "$OP" plan --model "$T/deep.json" --devices 1025 --microbatches 65536 --out "$T/p.json"
+
 refused tp3 "--tp 3 does not divide its 32 attention heads" -- "$OP" compare --model llama2-7b --devices 4 --microbatches 8 --tp 3
 refused tp1024 "--tp 1024 does not divide" -- "$OP" plan --model llama2-7b --devices 4 --microbatches 8 --tp 1024 --out "$T/p.json"
 # one rule for every command: compare refuses what plan refuses

@@ -39,6 +39,10 @@ typedef struct op_pred {
     int64_t *host_peak_bytes; /* [P] host memory held for offloaded stashes (NULL: no offload) */
 } op_pred;
 
+/* Stages x microbatches a plan may hold (ops per kind): what a plan file may name, and so what
+ * a problem may ask for (each device runs at least one stage, so S >= P). */
+#define OP_PLAN_MAX_STAGE_MB (64 * 1024 * 1024)
+
 typedef struct op_plan {
     char name[48];  /* schedule name: "1f1b", "octopipe", ... */
     char model[64]; /* model name it was made for */

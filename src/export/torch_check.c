@@ -403,7 +403,7 @@ static int check_core(const char *csv, int P, int S, int M, op_torch_check_info 
         return op_errf(err, OP_EINVAL, "schedule holds no actions");
     }
     /* the passes keep a flag per (stage, microbatch): bound it as a plan file is bounded */
-    if ((int64_t)S * M > 64 * 1024 * 1024) {
+    if ((int64_t)S * M > OP_PLAN_MAX_STAGE_MB) {
         rows_free(rows, nrows);
         return op_errf(err, OP_EINVAL, "%d stages x %d microbatches is more than a schedule may hold "
                        "(64 Mi per kind)", S, M);

@@ -772,7 +772,7 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
         goto out;
     }
     int S = (int)json_array_size(st);
-    if ((int64_t)S * M > 64 * 1024 * 1024) {
+    if ((int64_t)S * M > OP_PLAN_MAX_STAGE_MB) {
         rc = fail(&r, "stages", "%d stages x %lld microbatches is more ops than a plan file may "
                   "hold (64 Mi per kind)", S, (long long)M);
         goto out;

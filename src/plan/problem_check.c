@@ -123,6 +123,13 @@ int op_problem_validate(const op_problem *pr, op_err *err) {
     if (pr->n_layers < pr->P)
         return op_errf(err, OP_EINVAL, "%s: %d layers cannot fill %d devices (each device needs at "
                        "least one layer)", what, pr->n_layers, pr->P);
+    /* every plan of it holds at least P x M ops per kind: beyond a plan file's limit the
+     * schedulers would fill many GB (2000 devices x 65536 microbatches: 14 GB in 40 s and
+     * growing) for plans no file may hold */
+    if ((int64_t)pr->P * pr->M > OP_PLAN_MAX_STAGE_MB)
+        return op_errf(err, OP_EINVAL, "%d devices x %d microbatches is more ops than a plan may hold "
+                       "(64 Mi per kind, a stage at least per device): use fewer microbatches",
+                       pr->P, pr->M);
     int rc = op_layer_costs_validate(pr->layers, pr->n_layers, pr->M, what, err);
     if (rc) return rc;
     if (!(pr->op_overhead_ms >= 0 && pr->op_overhead_ms <= OP_MAX_MS))
