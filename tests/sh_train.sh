@@ -22,6 +22,17 @@ if timeout -k 5 120 "$OP" train $T --devices 2 --plan 1f1b --recompute offload -
      --timeout 100 > "$tmp/off.out" 2>&1 && cmp -s "$tmp/ref/model.ckpt" "$tmp/off/model.ckpt"; then ok
 else bad "mpirun 1f1b P=2 with offload differs from one stage: $(tail -n 5 "$tmp/off.out")"; fi
 
+# --timeout given under the user's own mpirun: each rank keeps it (it was ignored: the job ran
+# on); 10^6 steps stop after 2 s with one line per rank, exit 124 (mpirun's own limit, 60 s, and
+# the test's outer timeout are far above)
+RANK_ASAN="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0"
+t0=$(date +%s)
+timeout -k 5 90 env ASAN_OPTIONS="$RANK_ASAN" mpirun --oversubscribe --bind-to none --timeout 60 -np 2 \
+  "$OP" train $T --devices 2 --plan 1f1b --steps 1000000 --timeout 2 > "$tmp/to.out" 2>&1; rc=$?
+el=$(( $(date +%s) - t0 ))
+if [ $rc -ne 0 ] && [ $el -lt 50 ] && grep -q "^octopipe train: rank [01]: ran past --timeout 2 s; stopping the job$" "$tmp/to.out"; then ok
+else bad "--timeout under own mpirun: rc=$rc after $el s: $(tail -n 5 "$tmp/to.out")"; fi
+
 # resume over mpirun: 2 steps, then on to 4 with another plan = the uninterrupted run
 if timeout -k 5 120 "$OP" train $T --devices 2 --plan 1f1b --steps 2 --checkpoint "$tmp/res" --timeout 100 > "$tmp/r1.out" 2>&1 \
    && timeout -k 5 120 "$OP" train $T --devices 2 --plan zbv --steps 4 --checkpoint "$tmp/res" --resume --timeout 100 > "$tmp/r2.out" 2>&1 \

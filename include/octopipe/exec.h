@@ -289,7 +289,9 @@ int op_exec_check_order(const op_exec_result *r, const op_plan *p, op_err *err);
 /* Runs `mpirun ... -np P <this binary> ARGS...` (root, oversubscribe, bind-to none, yield when
  * idle, a timeout) and waits.  Ranks' stdout goes to ours; their stderr is appended to *log when
  * log is non-NULL, else relayed to our stderr, and scanned for a dead rank, which is named in
- * err.  Returns the job's exit code (0 ok; 3 watchdog; 124 our time limit). */
+ * err.  Returns the job's exit code (0 ok; 3 watchdog; 124 our time limit).  The ranks see
+ * OP_EXEC_LAUNCHED_ENV set: the time limit is this launcher's, not theirs to keep. */
+#define OP_EXEC_LAUNCHED_ENV "OCTOPIPE_LAUNCHED"
 int op_exec_launch(int P, char *const *args, int nargs, double timeout_s, op_buf *log,
                    op_err *err);
 

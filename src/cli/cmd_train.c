@@ -4,6 +4,8 @@
  * the measured trace and SVG timeline.  Under mpirun (ours or the user's), rank 0 profiles and
  * plans and broadcasts the plan, so every rank runs the same one. */
 #include <errno.h>
+#include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +15,7 @@
 #include "cli/cli_common.h"
 #include "cli/cli_out.h"
 #include "octopipe/cluster.h"
+#include "octopipe/exec.h"
 #include "octopipe/export.h"
 #include "octopipe/out.h"
 #include "octopipe/ptrain.h"
@@ -88,7 +91,9 @@ static void help(void) {
            "                      time after it): a mixed cluster on this machine; plan and\n"
            "                      prediction see each rank's speed.  A mixed plan file (device\n"
            "                      types) gets its types' time ratios unless this is given\n"
-           "  --timeout SEC       mpirun job limit (default 600; not with --threads)\n\n"
+           "  --timeout SEC       job limit: of the mpirun train starts (default 600), or,\n"
+           "                      given under your own mpirun, each rank's (exit 124)\n"
+           "                      (not with --threads)\n\n"
            "exit status: 0 ok, 1 failure, 2 bad input\n\n"
            "examples:\n"
            "  octopipe train --model small --devices 2 --microbatches 8 --plan auto --steps 200 \\\n"
@@ -519,12 +524,29 @@ static int train_threads(const targs *a) {
     return rc ? (rc == OP_EINVAL ? 2 : 1) : 0;
 }
 
+static char timeout_msg[128];
+static void on_timeout(int sig) {
+    (void)sig;
+    ssize_t w = write(2, timeout_msg, strlen(timeout_msg));
+    (void)w;
+    _exit(124);
+}
+
 static int train_rank(const targs *a, int argc, char **argv) {
     op_xport x;
     op_err e = {0};
     if (op_xport_mpi_init(&x, &argc, &argv, &e)) {
         fprintf(stderr, "octopipe train: %s\n", e.msg);
         return 1;
+    }
+    /* --timeout under the user's own mpirun: each rank keeps it (a rank that exits ends the
+     * job); under the mpirun train starts itself, that launcher keeps it, and the default 600 s
+     * applies there only: a user's own job runs as long as its mpirun lets it */
+    if (a->timeout_given && !getenv(OP_EXEC_LAUNCHED_ENV)) {
+        snprintf(timeout_msg, sizeof timeout_msg,
+                 "octopipe train: rank %d: ran past --timeout %g s; stopping the job\n", x.rank, a->timeout_s);
+        signal(SIGALRM, on_timeout);
+        alarm((unsigned)fmax(1, ceil(a->timeout_s)));
     }
     op_nn_model m;
     int rc = load_model(a, &m);

@@ -159,6 +159,7 @@ int op_exec_launch(int P, char *const *args, int nargs, double timeout_s, op_buf
         setenv("ASAN_OPTIONS", opts, 1);
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
         setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+        setenv(OP_EXEC_LAUNCHED_ENV, "1", 1);
         execvp("mpirun", argv);
         fprintf(stderr, "octopipe: cannot start mpirun: %s\n", strerror(errno));
         _exit(127);
