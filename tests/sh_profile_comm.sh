@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # profile comm over several ranks: every pair of ranks is measured and written as the cluster
 # file's pair_lat_ms / pair_bw_GBps (N x N, the same both ways), which plan and compare read
-# back for N devices (and refuse for another count); over 2 ranks only the fit, as before,
+# back for N devices (the count --devices may leave out; another count refused); over 2 ranks only the fit, as before,
 # unless --pairs.  Starts MPI ranks: OCTOPIPE_SAN_NO_LEAK_CHECK
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -26,6 +26,9 @@ run "$tmp/plan.log" plan --model llama2-7b --cluster "$tmp/c3.json" --devices 3 
 want=$(jq '.pair_bw_GBps[1][2]' "$tmp/c3.json")
 jq -e --argjson w "$want" '(.comm.pair_bw_GBps[1][2] - $w) | fabs < 1e-6 * $w' "$tmp/p.json" > /dev/null \
   && ok || bad "plan file's pair link 1 -> 2 is not the measured $want: $(jq -c '.comm.pair_bw_GBps' "$tmp/p.json")"
+# without --devices the matrix says how many (it once asked for --devices)
+timeout -k 5 60 "$OP" compare --model llama2-7b --cluster "$tmp/c3.json" --microbatches 6 --no-tune > "$tmp/out" 2> "$tmp/err" \
+  && grep -q "^3 devices " "$tmp/out" && ok || bad "compare --cluster c3.json without --devices: $(cat "$tmp/err")"
 timeout -k 5 60 "$OP" compare --model llama2-7b --cluster "$tmp/c3.json" --devices 4 --microbatches 6 --no-tune > /dev/null 2> "$tmp/err"
 rc=$?
 [ $rc -eq 2 ] && grep -q "c3.json: pair_lat_ms/pair_bw_GBps are 3 x 3 but there are 4 devices" "$tmp/err" \

@@ -66,7 +66,8 @@ int op_cli_double(const char *cmd, const char *flag, const char *v, double lo, d
 const char *op_cli_setup_help(void) {
     return "model and cluster:\n"
            "  --model FILE|PRESET   HF config.json, profile JSON, or a preset (octopipe models)\n"
-           "  --devices P           pipeline devices (1..4096)\n"
+           "  --devices P           pipeline devices (1..4096); may be left out where --gpus or\n"
+           "                        a --cluster file lists them (or its per-pair links)\n"
            "  --microbatches M      microbatches per iteration (1..65536)\n"
            "  --seq N               tokens per sample (default 4096)\n"
            "  --mbs N               samples per microbatch (default 1)\n"
@@ -165,11 +166,12 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
             fprintf(stderr, "octopipe %s: %s%s\n", cmd, s->gpus ? "--gpus: " : "", e.msg);
             return -1;
         }
-        s->P = c.P;
+        s->P = c.P ? c.P : c.comm.pair_n; /* a link matrix (profile comm) is one row per device */
         op_cluster_free(&c);
     }
     if (!s->P) {
-        fprintf(stderr, "octopipe %s: --devices is required\n", cmd);
+        fprintf(stderr, "octopipe %s: --devices is required%s\n", cmd,
+                s->cluster_file ? " (the cluster file lists no devices and no per-pair links)" : "");
         return -1;
     }
     if (!s->M) {
