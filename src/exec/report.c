@@ -97,14 +97,16 @@ void op_exec_chrome_trace(const op_exec_result *r, const op_plan *pred, op_buf *
                       first ? "" : ",", pid, names[pid]);
         first = 0;
         for (int d = 0; d < pred->P; d++) {
-            op_buf_printf(out, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"%s %d",
-                          pid, d, pid ? "device" : "rank", d);
-            /* a mixed plan: each row's GPU type, "rank 4 (a100-80gb)" */
+            op_buf_printf(out, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": ",
+                          pid, d);
+            /* a mixed plan: each row's GPU type, "rank 4 (a100-80gb)"; the type is the plan
+             * file's name, any string: escaped */
             const char *t = op_export_dev_type(pred, d);
-            if (t) op_buf_printf(out, " (");
-            for (; t && *t; t++)
-                if (*t != '"' && *t != '\\' && (unsigned char)*t >= 0x20) op_buf_put(out, t, 1);
-            op_buf_printf(out, "%s\"}}", op_export_dev_type(pred, d) ? ")" : "");
+            char row[96];
+            snprintf(row, sizeof row, "%s %d%s%s%s", pid ? "device" : "rank", d, t ? " (" : "", t ? t : "",
+                     t ? ")" : "");
+            op_buf_json_str(out, row);
+            op_buf_printf(out, "}}");
         }
     }
     for (int d = 0; d < r->P; d++)

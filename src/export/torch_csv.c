@@ -134,10 +134,9 @@ int op_export_torch_stage_map(const op_plan *p, op_buf *out, op_err *err) {
     /* a mixed cluster: which GPU each rank must be (CSV rows have no room for it) */
     for (int d = 0; op_export_dev_type(p, 0) && d < p->P; d++) {
         const char *t = op_export_dev_type(p, d);
-        op_buf_printf(out, "%s\"", d ? ", " : ",\n \"rank_types\": [");
-        for (; t && *t; t++)
-            if (*t != '"' && *t != '\\' && (unsigned char)*t >= 0x20) op_buf_put(out, t, 1);
-        op_buf_printf(out, "\"%s", d == p->P - 1 ? "]" : "");
+        op_buf_printf(out, "%s", d ? ", " : ",\n \"rank_types\": [");
+        op_buf_json_str(out, t ? t : ""); /* the plan file's name, any string */
+        op_buf_printf(out, "%s", d == p->P - 1 ? "]" : "");
     }
     op_buf_printf(out, "}\n");
     return OP_OK;
