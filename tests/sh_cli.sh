@@ -88,6 +88,16 @@ expect_err "--bytes-scale needs a number" lower tests/data/plans/1f1b-p4-m8.json
 expect_err "--lr needs a non-negative number (got '0x1p-8')" train --lr 0x1p-8
 expect_err "--time-scale needs a decimal number in" run tests/data/plans/1f1b-p4-m8.json --emulate --threads --time-scale 0x1p-4
 expect_err "--recv-window needs a whole number in" run tests/data/plans/1f1b-p4-m8.json --emulate --threads --recv-window 2.5
+# a leading space: strtol/strtod skip it while a trailing one is refused; both are refused now
+expect_err "--devices expects a whole number, got ' 4'" compare --model llama2-7b --devices " 4" --microbatches 8
+expect_err "--mem-limit expects a number, got ' 40'" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit " 40"
+expect_err "count ' 2' of h100 must be a whole number" compare --model llama2-7b --gpus "h100: 2,a100:2" --microbatches 8
+expect_err "--rank needs a non-negative integer (got ' 1')" lower tests/data/plans/1f1b-p4-m8.json --rank " 1"
+expect_err "--seed needs a non-negative integer (got ' 3')" train --seed " 3"
+expect_err "--repeats needs an integer in .* (got ' 2')" profile --model tests/data/plans/1f1b-p4-m8.json --repeats " 2"
+# RANK:OPINDEX was read by sscanf: spaces taken, a rank past INT_MAX undefined
+expect_err "--inject-hang needs RANK:OPINDEX (got '1: 3')" run tests/data/plans/1f1b-p4-m8.json --emulate --inject-hang "1: 3"
+expect_err "--inject-crash needs RANK:OPINDEX (got '99999999999:1')" run tests/data/plans/1f1b-p4-m8.json --emulate --inject-crash 99999999999:1
 expect_err "--bytes-scale needs a decimal number in" exec tests/data/plans/1f1b-p4-m8.json --emulate --bytes-scale 0x1
 # '-' for an input (it is stdout for output flags): one line that points to /dev/stdin, the same
 # for every command (lower and run took it for an unknown flag)

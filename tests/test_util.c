@@ -69,11 +69,31 @@ TEST(rng_deterministic) {
     CHECK_NEAR(s / 10000, 0.5, 0.02);
 }
 
+/* flag values: whole and decimal numbers, nothing strtol/strtod would also take */
+TEST(parse_numbers) {
+    long x = 7;
+    CHECK(op_parse_long("42", &x) == 0 && x == 42);
+    CHECK(op_parse_long("-3", &x) == 0 && x == -3);
+    x = 7;
+    CHECK(op_parse_long(" 4", &x) == -1 && x == 7);
+    CHECK(op_parse_long("4 ", &x) == -1);
+    CHECK(op_parse_long("", &x) == -1);
+    CHECK(op_parse_long(NULL, &x) == -1);
+    CHECK(op_parse_long("4k", &x) == -1);
+    CHECK(op_parse_long("99999999999999999999999", &x) == -1 && x == 7);
+    double d = 1;
+    CHECK(op_parse_decimal("2.5", 3, &d) == 0 && d == 2.5);
+    CHECK(op_parse_decimal(" 2.5", 4, &d) == -1);
+    CHECK(op_parse_decimal("0x10", 4, &d) == -1);
+    CHECK(op_parse_decimal("1e999", 5, &d) == -1 && d == 2.5);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(arena_zeroed_aligned);
     RUN(buf_printf_grows);
     RUN(atomic_write_and_read);
     RUN(rng_deterministic);
+    RUN(parse_numbers);
     return check_report("util");
 }

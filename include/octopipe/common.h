@@ -84,6 +84,10 @@ void op_buf_json_str(op_buf *b, const char *s);
  * (empty, trailing text, out of range).  s may be NULL (-1). */
 int op_parse_decimal(const char *s, size_t n, double *out);
 
+/* s as a whole decimal number: 0, or -1 when it is not one (NULL, empty, leading space, which
+ * strtol skips while trailing space is refused, trailing text, or beyond a long). */
+int op_parse_long(const char *s, long *out);
+
 /* Reads a whole file into a NUL-terminated malloc'd buffer. */
 int op_read_file(const char *path, char **out, size_t *len, op_err *err);
 

@@ -1,7 +1,6 @@
 /* cli_common.c: shared model/cluster flags -> op_problem (see cli_common.h). */
 #include "cli/cli_common.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +26,8 @@ const char *op_cli_value(const char *cmd, int argc, char **argv, int *i) {
 }
 
 int op_cli_int(const char *cmd, const char *flag, const char *v, long lo, long hi, int *out) {
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || !end || *end || end == v) {
+    long x;
+    if (op_parse_long(v, &x)) {
         fprintf(stderr, "octopipe %s: %s expects a whole number, got '%s'\n", cmd, flag, v);
         return -1;
     }

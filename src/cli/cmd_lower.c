@@ -28,13 +28,12 @@ int cmd_lower(int argc, char **argv) {
     op_lower_opts lo = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             help();
             return 0;
         } else if (!strcmp(a, "--rank") || !strcmp(a, "--recv-window")) {
-            long x = v ? strtol(v, &end, 10) : -1;
-            if (!v || !*v || *end || x < (a[2] == 'r' && a[3] == 'a' ? 0 : 1) || x > 1000000) {
+            long x = -1;
+            if (op_parse_long(v, &x) || x < (a[2] == 'r' && a[3] == 'a' ? 0 : 1) || x > 1000000) {
                 fprintf(stderr, "octopipe lower: %s needs a %s integer (got '%s')\n", a,
                         a[3] == 'a' ? "non-negative" : "positive", v ? v : "");
                 return 2;

@@ -49,7 +49,6 @@ static int profile_comm(int argc, char **argv) {
     int pairs = -1; /* -1: over 3 or more ranks */
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             help();
             return 0;
@@ -64,15 +63,15 @@ static int profile_comm(int argc, char **argv) {
         } else if (!strcmp(a, "--pairs") || !strcmp(a, "--no-pairs")) {
             pairs = a[2] == 'p';
         } else if (!strcmp(a, "--ranks")) {
-            long x = v ? strtol(v, &end, 10) : 0;
-            if (!v || *end || x < 2 || x > 64) {
+            long x = 0;
+            if (op_parse_long(v, &x) || x < 2 || x > 64) {
                 fprintf(stderr, "octopipe profile: --ranks needs an integer in [2, 64] (got '%s')\n", v ? v : "");
                 return 2;
             }
             ranks = x, i++;
         } else if (!strcmp(a, "--max-bytes") || !strcmp(a, "--iters")) {
-            long x = v ? strtol(v, &end, 10) : 0;
-            if (!v || *end || x < 1 || x > (1L << 30)) {
+            long x = 0;
+            if (op_parse_long(v, &x) || x < 1 || x > (1L << 30)) {
                 fprintf(stderr, "octopipe profile: %s needs an integer in [1, 2^30] (got '%s')\n", a, v ? v : "");
                 return 2;
             }

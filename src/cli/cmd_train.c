@@ -3,7 +3,6 @@
  * ranks with --threads), print progress with measured vs predicted iteration time, and write
  * the measured trace and SVG timeline.  Under mpirun (ours or the user's), rank 0 profiles and
  * plans and broadcasts the plan, so every rank runs the same one. */
-#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -109,7 +108,6 @@ static int parse(targs *a, int argc, char **argv) {
     const char *C = "octopipe train";
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
         const char **str = !strcmp(f, "--model")        ? &a->model
                            : !strcmp(f, "--plan")       ? &a->plan
                            : !strcmp(f, "--data")       ? &a->data
@@ -169,8 +167,8 @@ static int parse(targs *a, int argc, char **argv) {
             }
             *str = v, i++;
         } else if (iv) {
-            long x = v ? strtol(v, &end, 10) : 0;
-            if (!v || !*v || *end || x < lo || x > hi) {
+            long x = 0;
+            if (op_parse_long(v, &x) || x < lo || x > hi) {
                 fprintf(stderr, "%s: %s needs an integer in [%ld, %ld] (got '%s')\n", C, f, lo, hi, v ? v : "");
                 return 2;
             }
@@ -184,9 +182,8 @@ static int parse(targs *a, int argc, char **argv) {
             *dv = x, i++;
             a->timeout_given |= dv == &a->timeout_s;
         } else if (!strcmp(f, "--seed")) {
-            errno = 0; /* strtol saturates at LONG_MAX: 2^70 would quietly be another seed */
-            long x = v ? strtol(v, &end, 10) : -1;
-            if (!v || !*v || *end || x < 0 || errno == ERANGE) {
+            long x = -1; /* beyond a long is refused: 2^70 would quietly be another seed */
+            if (op_parse_long(v, &x) || x < 0) {
                 fprintf(stderr, "%s: --seed needs a non-negative integer (got '%s')\n", C, v ? v : "");
                 return 2;
             }

@@ -1,5 +1,6 @@
 /* cli_opts.c: flags shared by `octopipe run` and `octopipe exec`, the plan an emulated run is
  * predicted with, and the report printed after it. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,13 +52,21 @@ static int num(const char *cmd, const char *flag, const char *v, double lo, doub
 }
 
 static int fault(const char *cmd, const char *flag, const char *v, op_exec_fault *f, int kind) {
-    int r, i, n = 0;
-    if (!v || sscanf(v, "%d:%d%n", &r, &i, &n) != 2 || v[n] || r < 0 || i < 0) {
+    /* two whole numbers split at the colon (sscanf's %d would take spaces and overflow) */
+    const char *colon = v ? strchr(v, ':') : NULL;
+    char rank[32];
+    long r = -1, i = -1;
+    if (colon && (size_t)(colon - v) < sizeof rank) {
+        memcpy(rank, v, (size_t)(colon - v));
+        rank[colon - v] = 0;
+        if (op_parse_long(rank, &r) || op_parse_long(colon + 1, &i)) r = -1;
+    }
+    if (r < 0 || i < 0 || r > INT_MAX || i > INT_MAX) {
         fprintf(stderr, "octopipe %s: %s needs RANK:OPINDEX (got '%s')\n", cmd, flag, v ? v : "");
         return -1;
     }
-    f->rank = r;
-    f->op_index = i;
+    f->rank = (int)r;
+    f->op_index = (int)i;
     f->kind = kind;
     return 0;
 }

@@ -1,6 +1,5 @@
 /* cluster_desc.c: the devices of a cluster description (cluster.h): the --gpus list, and the
  * memory each device has. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,12 +39,11 @@ int op_cluster_parse_gpus(const char *spec, op_cluster *c, op_err *err) {
         cnt[n] = 1;
         if (colon) {
             *colon = 0;
-            char *e = NULL;
-            errno = 0;
-            cnt[n] = strtol(colon + 1, &e, 10);
-            if (errno || !e || *e || e == colon + 1 || cnt[n] < 1 || cnt[n] > OP_CLUSTER_MAX_DEVICES)
+            long k = 0;
+            if (op_parse_long(colon + 1, &k) || k < 1 || k > OP_CLUSTER_MAX_DEVICES)
                 return op_errf(err, OP_EINVAL, "GPU list '%.200s': count '%.40s' of %.40s must be a whole "
                                "number from 1 to %d", spec, colon + 1, item, OP_CLUSTER_MAX_DEVICES);
+            cnt[n] = k;
         }
         int rc = op_device_preset(item, &dev[n], err);
         if (rc) return op_err_prefix(err, "GPU list '%.200s'", spec);

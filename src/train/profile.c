@@ -171,13 +171,12 @@ int op_cli_profile_model(int argc, char **argv) {
         } else if (!strcmp(a, "--out") && v) {
             out = v, i++;
         } else if (!strcmp(a, "--repeats") && v) {
-            char *end = NULL;
-            repeats = strtol(v, &end, 10);
-            if (*end || repeats < 1 || repeats > 1000) {
+            long x = 0;
+            if (op_parse_long(v, &x) || x < 1 || x > 1000) {
                 fprintf(stderr, "octopipe profile: --repeats needs an integer in [1, 1000] (got '%s')\n", v);
                 return 2;
             }
-            i++;
+            repeats = (int)x, i++;
         } else {
             fprintf(stderr, "octopipe profile: unknown or incomplete flag '%s' (octopipe profile --help)\n", a);
             return 2;

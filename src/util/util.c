@@ -2,6 +2,7 @@
 #include "octopipe/common.h"
 #include "octopipe/out.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -162,13 +163,25 @@ void op_buf_free(op_buf *b) {
 
 int op_parse_decimal(const char *s, size_t n, double *out) {
     char buf[64];
-    if (!s || !n || n >= sizeof buf || memchr(s, 'x', n) || memchr(s, 'X', n)) return -1;
+    if (!s || !n || n >= sizeof buf || isspace((unsigned char)s[0]) || memchr(s, 'x', n) ||
+        memchr(s, 'X', n))
+        return -1;
     memcpy(buf, s, n);
     buf[n] = 0;
     char *end = NULL;
     errno = 0;
     double x = strtod(buf, &end);
     if (errno || end != buf + n || !isfinite(x)) return -1;
+    *out = x;
+    return 0;
+}
+
+int op_parse_long(const char *s, long *out) {
+    if (!s || !*s || isspace((unsigned char)s[0])) return -1;
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (errno || end == s || *end) return -1;
     *out = x;
     return 0;
 }
