@@ -32,7 +32,7 @@ static void help(void) {
            "  --iters N         round trips per size (default 200; per pair a quarter, 5 to 50)\n"
            "  --as WHAT         which link the fit describes: intra (default), inter, or both\n\n"
            "examples:\n  octopipe profile comm --out cluster.json\n"
-           "  octopipe profile comm --ranks 4 --out cluster4.json   (then: plan --cluster cluster4.json --devices 4)\n");
+           "  octopipe profile comm --ranks 4 --out cluster4.json   (then: plan --cluster cluster4.json: 4 devices)\n");
 }
 
 /* Rank 0: the per-pair table (one line per pair a < b; the links are the same both ways). */
