@@ -168,5 +168,21 @@ if [ $rc -eq 0 ] && grep -q "note: --mem-limit 800 GiB is more than any device h
 else bad "--mem-limit above the GPU: rc=$rc, $(cat "$tmp/err")"; fi
 [ ! -e "$tmp/x.json" ] && ok || bad "refused plan left a file"
 
+# devices the bound cannot use: gemma2-9b's 256k-vocabulary head runs whole on one device, so
+# 16 H100s at M = 32 have the bound of fewer; plan says how many, names the layer and the flag
+# (and the count it names has that bound: rerun there, the same bound is printed)
+if "$OP" plan --model gemma2-9b --devices 16 --microbatches 32 --quiet --time-budget 5 --out "$tmp/g.json" > "$tmp/out" 2> "$tmp/err" \
+   && k=$(sed -n 's/^fewer devices: \([0-9]*\) devices have the same lower bound, \([0-9.]*\) ms .*/\1/p' "$tmp/out") \
+   && lb=$(sed -n 's/^fewer devices: [0-9]* devices have the same lower bound, \([0-9.]*\) ms .*/\1/p' "$tmp/out") \
+   && [ -n "$k" ] && [ "$k" -lt 16 ] && grep -q "^  the busiest, device [0-9]*, runs layer 43 (head) alone" "$tmp/out" \
+   && grep -q "^  --devices $k tunes the smaller job" "$tmp/out" \
+   && "$OP" plan --model gemma2-9b --devices "$k" --microbatches 32 --quiet --time-budget 5 --out "$tmp/g2.json" > "$tmp/out2" 2>&1 \
+   && grep -q "^lower bound $lb ms" "$tmp/out2"; then ok
+else bad "plan's fewer-devices line: $(grep -A2 '^fewer' "$tmp/out") / $(grep '^lower' "$tmp/out2" 2>/dev/null) $(tail -n 2 "$tmp/err")"; fi
+# where the work over all devices sets the bound, no such line
+if "$OP" plan --model llama2-7b --devices 8 --microbatches 16 --quiet --out "$tmp/l.json" > "$tmp/out" 2> "$tmp/err" \
+   && grep -q "^lower bound" "$tmp/out" && ! grep -q "^fewer devices" "$tmp/out"; then ok
+else bad "llama2-7b P=8: $(grep -A2 '^fewer' "$tmp/out") $(tail -n 2 "$tmp/err")"; fi
+
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

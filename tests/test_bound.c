@@ -264,6 +264,49 @@ TEST(nemotron_h_8b_profile_p4_m8) {
     op_problem_built_free(&b);
 }
 
+/* How many devices the bound can use (op_problem_bound_devices).  Three light layers (F = I = W
+ * = 1) and a heavy last one (F = I = W = 10), M = 4: the heavy layer runs whole on one device,
+ * 4 x 30 = 120 ms after the F chain below it (3), so two devices (the heavy one and one for the
+ * rest, 36 ms) have the bound of four, and one device does not (all 156 ms).  Four equal
+ * layers: the work / P term sets the bound, so every device counts.  A limit that lets a device
+ * hold one layer's static bytes only: fewer than four devices cannot hold the model. */
+TEST(bound_devices) {
+    for (int l = 0; l < 3; l++) layer(l, 1, 1, 1);
+    layer(3, 10, 10, 10);
+    op_problem pr = {.model = "t", .layers = L, .n_layers = 4, .P = 4, .M = 4};
+    pr.comm.none = 1;
+    pr.tokens_per_mb = 1;
+    double lp = 0, lk = 0;
+    CHECK(op_problem_bound_devices(&pr, 1e-3, &lp, &lk) == 2);
+    CHECK_NEAR(lp, op_lower_bound(L, 4, 4, 4), 1e-9);
+    CHECK(lp >= 123 - 1e-9);
+    CHECK_NEAR(lk, op_lower_bound(L, 4, 2, 4), 1e-9);
+    CHECK(lk <= lp * (1 + 1e-3));
+    CHECK(op_lower_bound(L, 4, 1, 4) > lp * (1 + 1e-3));
+    /* the same limit-free problem on 1 device: nothing fewer to offer */
+    pr.P = 1;
+    CHECK(op_problem_bound_devices(&pr, 1e-3, NULL, NULL) == 1);
+    /* a limit of 1.5 layers' static bytes: each device holds one layer, so four are needed */
+    pr.P = 4;
+    pr.mem_limit_bytes = 1500;
+    CHECK(op_problem_bound_devices(&pr, 1e-3, &lp, &lk) == 4);
+    CHECK_NEAR(lk, lp, 0);
+    pr.mem_limit_bytes = 0;
+    /* equal layers: work / P binds, so each device shortens the bound */
+    for (int l = 0; l < 4; l++) layer(l, 1, 1, 1);
+    pr.M = 8;
+    CHECK(op_problem_bound_devices(&pr, 1e-3, &lp, &lk) == 4);
+    CHECK_NEAR(lk, lp, 0);
+    /* a mixed cluster is left as it is */
+    int types[4] = {0, 0, 1, 1};
+    op_layer_cost tl[8];
+    for (int l = 0; l < 4; l++) tl[l] = L[l], tl[4 + l] = L[l];
+    layer(3, 10, 10, 10);
+    for (int l = 0; l < 4; l++) tl[l] = L[l], tl[4 + l] = L[l];
+    pr.n_types = 2, pr.type_layers = tl, pr.dev_type = types, pr.M = 4;
+    CHECK(op_problem_bound_devices(&pr, 1e-3, NULL, NULL) == 4);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(two_layers_one_microbatch_5_not_4);
@@ -273,5 +316,6 @@ int main(int argc, char **argv) {
     RUN(search_equals_brute_force);
     RUN(never_above_any_simulated_plan);
     RUN(nemotron_h_8b_profile_p4_m8);
+    RUN(bound_devices);
     return check_report("bound");
 }

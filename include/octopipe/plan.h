@@ -291,6 +291,14 @@ double op_lower_bound_mem_groups(const op_layer_cost *type_layers, int n_types, 
 double op_plan_lower_bound_mem(const op_plan *p);
 /* The same from a problem (its per-device types and limits). */
 double op_problem_lower_bound_mem(const op_problem *pr);
+/* How many devices the problem's bound can use (plan/bound_devices.c): the least k in 1..P
+ * (found by halving) whose bound, the larger of op_problem_lower_bound and
+ * op_problem_lower_bound_mem at k devices, is within tol (a fraction) of the bound at P.  k < P
+ * means no plan on the P devices can beat by more than tol what the bound allows on k: a layer
+ * that runs whole on one device, or one microbatch's chain, sets the makespan.  Uniform
+ * clusters only (mixed ones and per-device limits return P).  lb_p, lb_k (either may be NULL):
+ * the bound at P and at the count returned. */
+int op_problem_bound_devices(const op_problem *pr, double tol, double *lb_p, double *lb_k);
 
 /* Shape and layout only: P, M, S >= 1; stages contiguous, non-empty, covering every layer;
  * every stage on a device in 0..P-1. */

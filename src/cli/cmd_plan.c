@@ -31,7 +31,9 @@ static void usage(FILE *f) {
             "(per-device order of F / I / W with warm-up depth and deferred W filling bubbles)\n"
             "against the simulator, within the per-device memory limit.  Every classic schedule\n"
             "is simulated too; the plan returned is never slower than the best of them that\n"
-            "fits.  Prints the prediction, the lower bound and the gap to it.\n\n"
+            "fits.  Prints the prediction, the lower bound and the gap to it, and where fewer\n"
+            "devices have the same bound (a layer that runs whole on one device, such as a\n"
+            "large-vocabulary head, sets it), how many: the others take no plan below it.\n\n"
             "%s"
             "tuner:\n"
             "  --out FILE|-          where to write the plan (required; '-' is stdout, and the\n"
@@ -70,6 +72,35 @@ static void usage(FILE *f) {
             "                --mem-limit 60 --out gemma-v.json\n"
             "  octopipe plan --model jamba-v0.1 --devices 8 --microbatches 16 --mem-sweep\n",
             op_cli_setup_help());
+}
+
+/* Where a layer that runs whole (or one microbatch's chain) sets the bound, fewer devices have
+ * the same bound: say how many, and what the busiest device runs (plan.h,
+ * op_problem_bound_devices), so a job is not sized past what it can use. */
+static void print_fewer_devices(FILE *info, const op_problem *pr, const op_plan *p) {
+    double lb_p, lb_k;
+    const int k = op_problem_bound_devices(pr, 1e-3, &lb_p, &lb_k);
+    if (k >= pr->P || !p->pred.busy_ms) return;
+    fprintf(info, "fewer devices: %d devices have the same lower bound, %.2f ms (%.2f on these %d, "
+                  "within 0.1%%): the other %d can take no plan below it\n",
+            k, lb_k, lb_p, pr->P, pr->P - k);
+    int busiest = 0;
+    for (int d = 1; d < p->P; d++)
+        if (p->pred.busy_ms[d] > p->pred.busy_ms[busiest]) busiest = d;
+    int first = -1, n = 0;
+    for (int st = 0; st < p->S; st++)
+        if (p->stage_dev[st] == busiest) {
+            n += p->stage_first[st + 1] - p->stage_first[st];
+            if (first < 0) first = p->stage_first[st];
+        }
+    if (n == 1) {
+        const op_layer_cost *l = &p->layers[first];
+        fprintf(info, "  the busiest, device %d, runs layer %d (%s) alone: %.2f ms a microbatch, "
+                      "%.2f ms for %d\n",
+                busiest, first, l->name, l->f_ms + l->i_ms + l->w_ms,
+                p->M * (l->f_ms + l->i_ms + l->w_ms), p->M);
+    }
+    fprintf(info, "  --devices %d tunes the smaller job: its makespan and memory, to compare\n", k);
 }
 
 int cmd_plan(int argc, char **argv) {
@@ -229,6 +260,7 @@ int cmd_plan(int argc, char **argv) {
     if (limit > 0 && lbm > q->lower_bound_ms * (1 + 1e-9)) /* memory binds every plan */
         fprintf(info, "memory-aware lower bound %.2f ms (least recomputation any fitting plan needs), "
                "gap %.2f%%\n", lbm, 100 * (q->makespan_ms / lbm - 1));
+    if (!interrupted) print_fewer_devices(info, &s.pr, &p);
     if (st.best_baseline_ms > 0)
         fprintf(info, "best baseline %s %.2f ms: speedup %.3fx\n", st.best_baseline, st.best_baseline_ms,
                st.best_baseline_ms / q->makespan_ms);
