@@ -179,6 +179,14 @@ if "$OP" plan --model gemma2-9b --devices 16 --microbatches 32 --quiet --time-bu
    && "$OP" plan --model gemma2-9b --devices "$k" --microbatches 32 --quiet --time-budget 5 --out "$tmp/g2.json" > "$tmp/out2" 2>&1 \
    && grep -q "^lower bound $lb ms" "$tmp/out2"; then ok
 else bad "plan's fewer-devices line: $(grep -A2 '^fewer' "$tmp/out") / $(grep '^lower' "$tmp/out2" 2>/dev/null) $(tail -n 2 "$tmp/err")"; fi
+# compare says the same: in its JSON (bound_devices) and under its bound line
+if "$OP" compare --model gemma2-9b --devices 16 --microbatches 32 --no-tune --json > "$tmp/c.json" 2> "$tmp/err" \
+   && [ "$(jq .bound_devices "$tmp/c.json")" = "$k" ] \
+   && "$OP" compare --model gemma2-9b --devices 16 --microbatches 32 --no-tune > "$tmp/out" 2> "$tmp/err" \
+   && grep -q "^fewer devices: $k devices have the same lower bound, $lb ms" "$tmp/out" \
+   && "$OP" compare --model llama2-7b --devices 8 --microbatches 16 --no-tune --json > "$tmp/c.json" 2> "$tmp/err" \
+   && [ "$(jq .bound_devices "$tmp/c.json")" = 8 ]; then ok
+else bad "compare's bound_devices: $(grep '^fewer' "$tmp/out") $(jq .bound_devices "$tmp/c.json") $(tail -n 2 "$tmp/err")"; fi
 # where the work over all devices sets the bound, no such line
 if "$OP" plan --model llama2-7b --devices 8 --microbatches 16 --quiet --out "$tmp/l.json" > "$tmp/out" 2> "$tmp/err" \
    && grep -q "^lower bound" "$tmp/out" && ! grep -q "^fewer devices" "$tmp/out"; then ok

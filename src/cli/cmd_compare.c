@@ -30,6 +30,7 @@ static void usage(FILE *f) {
             "%s"
             "output:\n"
             "  --json                print {\"lower_bound_ms\", \"plans\": [...]} instead of a table\n"
+            "                        (\"bound_devices\": the fewest devices with the same bound)\n"
             "  --plans-dir DIR       also write each plan as DIR/<name>.json (octopipe.plan/1);\n"
             "                        DIR is created when missing; DIR and every plan file in it\n"
             "                        are checked before any work\n"
@@ -221,6 +222,9 @@ int cmd_compare(int argc, char **argv) {
     }
     /* the problem's memory-aware bound: each device against its own limit (plan.h) */
     double lbm = fmax(lb, op_problem_lower_bound_mem(&s.pr));
+    /* where a layer that runs whole sets the bound, fewer devices have it too (plan.h) */
+    double lb_few = lb;
+    const int few = op_problem_bound_devices(&s.pr, 1e-3, NULL, &lb_few);
     int rc = 0;
     if (json) {
         json_t *root = json_object(), *arr = json_array(), *skipped = json_array();
@@ -230,6 +234,7 @@ int cmd_compare(int argc, char **argv) {
         json_object_set_new(root, "lower_bound_ms", json_real(lb));
         /* +inf (no plan fits) has no JSON number: null, as for the other absent values */
         json_object_set_new(root, "lower_bound_mem_ms", isinf(lbm) ? json_null() : json_real(lbm));
+        json_object_set_new(root, "bound_devices", json_integer(few));
         json_object_set_new(root, "mem_limit_bytes", json_real(limit));
         json_object_set_new(root, "memory_modelled", json_boolean(mem));
         for (int k = 0; k < nrows; k++) {
@@ -270,11 +275,16 @@ int cmd_compare(int argc, char **argv) {
         if (mem && isinf(lbm)) /* the bound is +inf exactly when it proves that no plan fits */
             printf("lower bound %.2f ms; memory-aware bound: none (gap%% below is to the first)\n"
                    "  no plan fits: static memory plus what one microbatch must hold even with "
-                   "every activation recomputed exceeds the devices' limits combined\n\n", lb);
+                   "every activation recomputed exceeds the devices' limits combined\n", lb);
         else if (mem && limit > 0 && lbm > lb * (1 + 1e-9)) /* memory binds every plan: the bound that knows it */
-            printf("lower bound %.2f ms; memory-aware %.2f ms (gap%% below is to the first)\n\n", lb, lbm);
+            printf("lower bound %.2f ms; memory-aware %.2f ms (gap%% below is to the first)\n", lb, lbm);
         else
-            printf("lower bound %.2f ms\n\n", lb);
+            printf("lower bound %.2f ms\n", lb);
+        if (few < s.P)
+            printf("fewer devices: %d devices have the same lower bound, %.2f ms (within 0.1%%): the "
+                   "other %d take no plan below it (octopipe plan says which layer sets it)\n",
+                   few, lb_few, s.P - few);
+        printf("\n");
         printf("%-14s %6s %12s %11s %8s %10s %5s %9s %8s %7s\n", "schedule", "stages", "makespan_ms",
                "tokens/s", "bubble%", "peak_GiB", "fits", "vs_i1f1b", "vs_best", "gap%");
         for (int k = 0; k < nrows; k++) {
