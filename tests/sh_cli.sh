@@ -168,6 +168,11 @@ if [ $rc -eq 0 ] && grep -q "note: --mem-limit 800 GiB is more than any device h
 else bad "--mem-limit above the GPU: rc=$rc, $(cat "$tmp/err")"; fi
 [ ! -e "$tmp/x.json" ] && ok || bad "refused plan left a file"
 
+# a tiny limit is echoed as given, not as 0.00
+"$OP" plan --model llama2-7b --devices 4 --microbatches 8 --mem-limit 0.001 --quiet --out "$tmp/x.json" > "$tmp/out" 2> "$tmp/err"; rc=$?
+if [ $rc -eq 1 ] && grep -q "^octopipe plan: no plan fits 0.001 GiB per device" "$tmp/err" && grep -q "over the 0.001 GiB limit" "$tmp/err" \
+   && [ ! -e "$tmp/x.json" ]; then ok
+else bad "--mem-limit 0.001: rc=$rc $(head -n 3 "$tmp/err")"; fi
 # devices the bound cannot use: gemma2-9b's 256k-vocabulary head runs whole on one device, so
 # 16 H100s at M = 32 have the bound of fewer; plan says how many, names the layer and the flag
 # (and the count it names has that bound: rerun there, the same bound is printed)

@@ -88,6 +88,16 @@ TEST(parse_numbers) {
     CHECK(op_parse_decimal("1e999", 5, &d) == -1 && d == 2.5);
 }
 
+/* GiB in messages: two decimals, and three significant digits where those would read 0.00 */
+TEST(gib_text) {
+    char b[32];
+    CHECK(!strcmp(op_gib_text(72.0 * 1073741824.0, b, sizeof b), "72.00"));
+    CHECK(!strcmp(op_gib_text(0.125 * 1073741824.0, b, sizeof b), "0.12"));
+    CHECK(!strcmp(op_gib_text(0.001 * 1073741824.0, b, sizeof b), "0.001"));
+    CHECK(!strcmp(op_gib_text(1048576.0, b, sizeof b), "0.000977"));
+    CHECK(!strcmp(op_gib_text(0, b, sizeof b), "0.00"));
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(arena_zeroed_aligned);
@@ -95,5 +105,6 @@ int main(int argc, char **argv) {
     RUN(atomic_write_and_read);
     RUN(rng_deterministic);
     RUN(parse_numbers);
+    RUN(gib_text);
     return check_report("util");
 }

@@ -88,6 +88,10 @@ int op_parse_decimal(const char *s, size_t n, double *out);
  * strtol skips while trailing space is refused, trailing text, or beyond a long). */
 int op_parse_long(const char *s, long *out);
 
+/* bytes as GiB for messages: two decimals ("72.00"), or three significant digits below an
+ * eighth of a GiB, where two decimals would print a limit of 1 MiB as "0.00".  Returns buf. */
+const char *op_gib_text(double bytes, char *buf, size_t n);
+
 /* Reads a whole file into a NUL-terminated malloc'd buffer. */
 int op_read_file(const char *path, char **out, size_t *len, op_err *err);
 

@@ -55,6 +55,9 @@ int op_cli_mem_modelled(const op_layer_cost *layers, int n_layers) {
 
 const char *op_cli_mem_limit_str(double limit_bytes, char *buf, size_t cap) {
     if (limit_bytes <= 0) snprintf(buf, cap, "none");
-    else snprintf(buf, cap, "%.2f GiB", limit_bytes / 1073741824.0);
+    else {
+        char g[32];
+        snprintf(buf, cap, "%s GiB", op_gib_text(limit_bytes, g, sizeof g));
+    }
     return buf;
 }

@@ -131,8 +131,10 @@ void op_problem_limit_text(const op_problem *pr, char *buf, size_t n) {
         lo = l < lo ? l : lo;
         hi = l > hi ? l : hi;
     }
-    if (lo == hi) snprintf(buf, n, "%.2f GiB per device", lo / 1073741824.0);
-    else snprintf(buf, n, "each device's own limit (%.2f to %.2f GiB)", lo / 1073741824.0, hi / 1073741824.0);
+    char a[32], b[32];
+    if (lo == hi) snprintf(buf, n, "%s GiB per device", op_gib_text(lo, a, sizeof a));
+    else snprintf(buf, n, "each device's own limit (%s to %s GiB)", op_gib_text(lo, a, sizeof a),
+                  op_gib_text(hi, b, sizeof b));
 }
 
 void op_plan_free(op_plan *p) {

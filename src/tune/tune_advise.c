@@ -139,10 +139,11 @@ static void say_static(const op_problem *pr, char *buf, size_t n, size_t *k, int
     double lim = pr->mem_limit_bytes;
     if (!mixed) {
         double sf = op_problem_static_floor(pr->layers, pr->n_layers, pr->P);
+        char lt[32];
         if (sf > lim)
             SAY("static memory (weights, gradients, optimizer state) alone needs at least %.2f GiB "
-                "on some device of %d, over the %.2f GiB limit: no recomputation or schedule helps\n",
-                sf / GIB, pr->P, lim / GIB);
+                "on some device of %d, over the %s GiB limit: no recomputation or schedule helps\n",
+                sf / GIB, pr->P, op_gib_text(lim, lt, sizeof lt));
         return;
     }
     int wl = -1;

@@ -186,6 +186,12 @@ int op_parse_long(const char *s, long *out) {
     return 0;
 }
 
+const char *op_gib_text(double bytes, char *buf, size_t n) {
+    const double g = bytes / 1073741824.0;
+    snprintf(buf, n, fabs(g) >= 0.125 || g == 0 ? "%.2f" : "%.3g", g);
+    return buf;
+}
+
 int op_read_file(const char *path, char **out, size_t *len, op_err *err) {
     FILE *f = fopen(path, "rb");
     /* '-' is standard output for every output flag, so users try it for inputs too: an input
