@@ -192,6 +192,30 @@ if "$OP" compare --model gemma2-9b --devices 16 --microbatches 32 --no-tune --js
    && "$OP" compare --model llama2-7b --devices 8 --microbatches 16 --no-tune --json > "$tmp/c.json" 2> "$tmp/err" \
    && [ "$(jq .bound_devices "$tmp/c.json")" = 8 ]; then ok
 else bad "compare's bound_devices: $(grep '^fewer' "$tmp/out") $(jq .bound_devices "$tmp/c.json") $(tail -n 2 "$tmp/err")"; fi
+# --device-sweep: P, its halves while static memory fits (the first that does not is a row),
+# and the bound's count; the P row is the plan --out gets, the same as plan without the sweep
+"$OP" plan --model gemma2-9b --devices 16 --microbatches 32 --device-sweep --out "$tmp/ds.json" > "$tmp/out" 2> "$tmp/err"; rc=$?
+mk16=$(sed -n 's/^ *16\* *\([0-9.]*\) .*/\1/p' "$tmp/out")
+if [ $rc -eq 0 ] && grep -qE '^ +2 +- .*static memory does not fit' "$tmp/out" && grep -qE '^ +4 +[0-9.]+ ' "$tmp/out" \
+   && grep -qE '^ +8 +[0-9.]+ ' "$tmp/out" && grep -qE "^ +$k= +[0-9.]+ " "$tmp/out" && [ -n "$mk16" ] \
+   && grep -q "^makespan $mk16 ms" "$tmp/out" && "$OP" sim "$tmp/ds.json" | grep -q "makespan *$mk16 ms" \
+   && "$OP" plan --model gemma2-9b --devices 16 --microbatches 32 --quiet --out "$tmp/g3.json" | grep -q "^makespan $mk16 ms"; then ok
+else bad "plan --device-sweep: rc=$rc $(cat "$tmp/out" | head -n 9) $(tail -n 2 "$tmp/err")"; fi
+expect_err "--device-sweep takes a cluster of one GPU type" plan --model llama2-7b --gpus h100-80gb:2,a100-80gb:2 --microbatches 8 --device-sweep
+expect_err "--mem-sweep and --device-sweep are separate runs" plan --model llama2-7b --devices 4 --microbatches 8 --device-sweep --mem-sweep
+# a measured 4-device cluster file: fewer devices are its first ones, their corner of the links
+python3 - "$tmp/c4.json" <<'PY'
+import json, sys
+n = 4
+lat = [[0 if a == b else 0.01 for b in range(n)] for a in range(n)]
+bw = [[1 if a == b else (360 if a // 2 == b // 2 else 40) for b in range(n)] for a in range(n)]
+json.dump({"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 360,
+           "inter_lat_ms": 0.025, "inter_bw_GBps": 40, "gpus": "h100-80gb:4",
+           "pair_lat_ms": lat, "pair_bw_GBps": bw}, open(sys.argv[1], "w"))
+PY
+if "$OP" plan --model llama2-7b --cluster "$tmp/c4.json" --microbatches 8 --device-sweep > "$tmp/out" 2> "$tmp/err" \
+   && grep -qE '^ +2 +[0-9.]+ .* keep$' "$tmp/out" && grep -qE '^ +4\* +[0-9.]+ ' "$tmp/out"; then ok
+else bad "--device-sweep on a cluster file: $(cat "$tmp/out" "$tmp/err")"; fi
 # where the work over all devices sets the bound, no such line
 if "$OP" plan --model llama2-7b --devices 8 --microbatches 16 --quiet --out "$tmp/l.json" > "$tmp/out" 2> "$tmp/err" \
    && grep -q "^lower bound" "$tmp/out" && ! grep -q "^fewer devices" "$tmp/out"; then ok

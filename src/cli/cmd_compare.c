@@ -282,7 +282,7 @@ int cmd_compare(int argc, char **argv) {
             printf("lower bound %.2f ms\n", lb);
         if (few < s.P)
             printf("fewer devices: %d devices have the same lower bound, %.2f ms (within 0.1%%): the "
-                   "other %d take no plan below it (octopipe plan says which layer sets it)\n",
+                   "other %d cannot lower it (octopipe plan says which layer sets it)\n",
                    few, lb_few, s.P - few);
         printf("\n");
         printf("%-14s %6s %12s %11s %8s %10s %5s %9s %8s %7s\n", "schedule", "stages", "makespan_ms",

@@ -33,7 +33,7 @@ static void usage(FILE *f) {
             "is simulated too; the plan returned is never slower than the best of them that\n"
             "fits.  Prints the prediction, the lower bound and the gap to it, and where fewer\n"
             "devices have the same bound (a layer that runs whole on one device, such as a\n"
-            "large-vocabulary head, sets it), how many: the others take no plan below it.\n\n"
+            "large-vocabulary head, sets it), how many: the others cannot lower it.\n\n"
             "%s"
             "tuner:\n"
             "  --out FILE|-          where to write the plan (required; '-' is stdout, and the\n"
@@ -64,13 +64,20 @@ static void usage(FILE *f) {
             "                        limit among them (marked *); --out is then optional and\n"
             "                        gets that row's plan; --time-budget S covers the whole\n"
             "                        sweep, each row an equal share of what is left\n"
+            "sizing:\n"
+            "  --device-sweep        tune on P devices, on halves of P down to the fewest whose\n"
+            "                        static memory fits, and on the fewest with P's lower bound;\n"
+            "                        print makespan and tokens/s per device for each (sizing a\n"
+            "                        job: where tokens/s per device falls, added devices wait);\n"
+            "                        --out gets the plan on P; one GPU type only\n"
             "Ctrl-C stops the search: the best plan found so far is written and the exit\n"
             "status is 130.  Flags take `--flag value` or `--flag=value`.\n"
             "\nexample:\n"
             "  octopipe plan --model nemotron-h-8b --devices 8 --microbatches 32 --out plan.json\n"
             "  octopipe plan --model gemma2-9b --devices 4 --microbatches 16 --placement v \\\n"
             "                --mem-limit 60 --out gemma-v.json\n"
-            "  octopipe plan --model jamba-v0.1 --devices 8 --microbatches 16 --mem-sweep\n",
+            "  octopipe plan --model jamba-v0.1 --devices 8 --microbatches 16 --mem-sweep\n"
+            "  octopipe plan --model gemma2-9b --devices 16 --microbatches 32 --device-sweep\n",
             op_cli_setup_help());
 }
 
@@ -82,7 +89,7 @@ static void print_fewer_devices(FILE *info, const op_problem *pr, const op_plan 
     const int k = op_problem_bound_devices(pr, 1e-3, &lb_p, &lb_k);
     if (k >= pr->P || !p->pred.busy_ms) return;
     fprintf(info, "fewer devices: %d devices have the same lower bound, %.2f ms (%.2f on these %d, "
-                  "within 0.1%%): the other %d can take no plan below it\n",
+                  "within 0.1%%): the other %d cannot lower it\n",
             k, lb_k, lb_p, pr->P, pr->P - k);
     int busiest = 0;
     for (int d = 1; d < p->P; d++)
@@ -109,7 +116,7 @@ int cmd_plan(int argc, char **argv) {
     op_tune_opts o;
     op_tune_opts_default(&o);
     const char *out = NULL;
-    int seed = 1, progress = 0, quiet = 0, sweep = 0;
+    int seed = 1, progress = 0, quiet = 0, sweep = 0, dsweep = 0;
     for (int i = 1; i < argc; i++) {
         int r = op_cli_setup_flag(&s, argc, argv, &i, "plan");
         if (r < 0) return 2;
@@ -150,6 +157,8 @@ int cmd_plan(int argc, char **argv) {
             o.no_offload = !strcmp(v, "none");
         } else if (!strcmp(f, "--mem-sweep")) {
             sweep = 1;
+        } else if (!strcmp(f, "--device-sweep")) {
+            dsweep = 1;
         } else if (!strcmp(f, "--quiet")) {
             quiet = 1;
         } else if (!strcmp(f, "--progress")) {
@@ -159,7 +168,11 @@ int cmd_plan(int argc, char **argv) {
             return 2;
         }
     }
-    if (!out && !sweep) {
+    if (sweep && dsweep) {
+        fprintf(stderr, "octopipe plan: --mem-sweep and --device-sweep are separate runs: give one\n");
+        return 2;
+    }
+    if (!out && !sweep && !dsweep) {
         fprintf(stderr, "octopipe plan: --out PLAN.json is required (see octopipe plan --help)\n");
         return 2;
     }
@@ -174,6 +187,23 @@ int cmd_plan(int argc, char **argv) {
     op_plan p;
     op_err e = {0};
     int swept = 0; /* 1: p is the sweep's plan at the set limit (its row), not tuned again */
+    if (dsweep && op_cli_mixed(&s)) {
+        fprintf(stderr, "octopipe plan: --device-sweep takes a cluster of one GPU type and one limit "
+                        "(on a mixed one, which devices to drop is a choice of its own)\n");
+        op_cli_setup_free(&s);
+        return 2;
+    }
+    if (dsweep) {
+        int v = o.verbose;
+        o.verbose = 0;
+        if (o.time_budget_s > 0) o.started_s = op_now_s(); /* the sweep and the plan after it */
+        swept = op_cli_device_sweep(&s, &o, op_cli_info(out), out ? &p : NULL, &st);
+        o.verbose = v;
+        if (!out) {
+            op_cli_setup_free(&s);
+            return 0;
+        }
+    }
     if (sweep) {
         int v = o.verbose;
         o.verbose = 0;

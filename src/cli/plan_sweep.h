@@ -1,4 +1,4 @@
-/* plan_sweep.h: `octopipe plan --mem-sweep` (plan_sweep.c). */
+/* plan_sweep.h: `octopipe plan --mem-sweep` (plan_sweep.c) and --device-sweep (plan_devsweep.c). */
 #ifndef OCTOPIPE_CLI_PLAN_SWEEP_H
 #define OCTOPIPE_CLI_PLAN_SWEEP_H
 #include "cli/cli_common.h"
@@ -11,4 +11,10 @@
  * limit, or nothing fits; *at_set is then untouched). */
 int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_plan *at_set,
                      op_tune_stats *at_set_st);
+/* Tunes s->pr on fewer devices (plan_devsweep.c: P, its halves while static memory fits, and
+ * where the lower bound stops falling) and prints one row each to f.  at_p != NULL: receives
+ * the plan on all P devices (the last row) and *at_p_st its stats; returns 1 then, 0 when none
+ * was found.  Uniform clusters (the caller refuses mixed ones). */
+int op_cli_device_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_plan *at_p,
+                        op_tune_stats *at_p_st);
 #endif
