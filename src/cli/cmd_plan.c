@@ -194,11 +194,8 @@ int cmd_plan(int argc, char **argv) {
         return 2;
     }
     if (dsweep) {
-        int v = o.verbose;
-        o.verbose = 0;
         if (o.time_budget_s > 0) o.started_s = op_now_s(); /* the sweep and the plan after it */
         swept = op_cli_device_sweep(&s, &o, op_cli_info(out), out ? &p : NULL, &st);
-        o.verbose = v;
         if (!out) {
             op_cli_setup_free(&s);
             return 0;

@@ -72,6 +72,12 @@ int op_cli_device_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, o
         }
         if (q.comm.host_n > k) q.comm.host_n = k; /* indexed by device: the first k stay right */
         op_tune_opts oo = *o;
+        /* a row can take a minute: the tuner's progress lines, named for the row, go to stderr
+         * while the table goes to stdout (not when both would share stderr, --out -) */
+        char label[64];
+        snprintf(label, sizeof label, "octopipe plan --device-sweep (%d devices)", k);
+        oo.label = label;
+        oo.verbose = o->verbose && f == stdout;
         if (deadline > 0) {
             oo.started_s = op_now_s();
             oo.time_budget_s = fmax((deadline - oo.started_s) / (n - i), 0.01);
