@@ -50,9 +50,7 @@ int op_cli_device_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, o
                 no_fit, "-", "-", "-", "-", "-", "-",
                 op_problem_static_floor(pr->layers, pr->n_layers, no_fit) / GIB);
     /* --time-budget is the whole sweep's: each row an equal share of what is left */
-    const double deadline = o->time_budget_s > 0
-                                ? (o->started_s > 0 ? o->started_s : op_now_s()) + o->time_budget_s
-                                : 0;
+    const double deadline = op_cli_sweep_deadline(o);
     int handed = 0;
     for (int i = 0; i < n; i++) {
         const int k = cnt[i];
@@ -71,20 +69,14 @@ int op_cli_device_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, o
             q.comm.pair_n = k, q.comm.pair_lat_ms = sub, q.comm.pair_bw_GBps = sub + k * k;
         }
         if (q.comm.host_n > k) q.comm.host_n = k; /* indexed by device: the first k stay right */
-        op_tune_opts oo = *o;
+        op_tune_stats st;
+        op_tune_opts oo = op_cli_sweep_row(o, deadline, n - i, &st);
         /* a row can take a minute: the tuner's progress lines, named for the row, go to stderr
          * while the table goes to stdout (not when both would share stderr, --out -) */
         char label[64];
         snprintf(label, sizeof label, "octopipe plan --device-sweep (%d devices)", k);
         oo.label = label;
         oo.verbose = o->verbose && f == stdout;
-        if (deadline > 0) {
-            oo.started_s = op_now_s();
-            oo.time_budget_s = fmax((deadline - oo.started_s) / (n - i), 0.01);
-        }
-        op_tune_stats st;
-        memset(&st, 0, sizeof st); /* a failed tune leaves it unwritten */
-        oo.stats = &st;
         op_plan p;
         op_err e = {0};
         char dv[16];

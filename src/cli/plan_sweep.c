@@ -12,6 +12,21 @@
 
 #define GIB 1073741824.0
 
+double op_cli_sweep_deadline(const op_tune_opts *o) {
+    return o->time_budget_s > 0 ? (o->started_s > 0 ? o->started_s : op_now_s()) + o->time_budget_s : 0;
+}
+
+op_tune_opts op_cli_sweep_row(const op_tune_opts *o, double deadline, int rows_left, op_tune_stats *st) {
+    op_tune_opts oo = *o;
+    if (deadline > 0) {
+        oo.started_s = op_now_s();
+        oo.time_budget_s = fmax((deadline - oo.started_s) / rows_left, 0.01);
+    }
+    memset(st, 0, sizeof *st); /* a failed tune leaves it unwritten */
+    oo.stats = st;
+    return oo;
+}
+
 int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_plan *at_set,
                      op_tune_stats *at_set_st) {
     const op_problem *pr = &s->pr;
@@ -56,23 +71,15 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
     /* --time-budget is the whole sweep's, not each row's: each row gets an equal share of
      * what is left (a row that finds nothing spends all of its share), and a row whose share
      * found nothing says so rather than "no plan fits" */
-    const double deadline = o->time_budget_s > 0
-                                ? (o->started_s > 0 ? o->started_s : op_now_s()) + o->time_budget_s
-                                : 0;
+    const double deadline = op_cli_sweep_deadline(o);
     for (int i = 0; i < nr; i++) {
         op_problem q = *pr;
         double g = rung[i];
         int mark = i == at;
         q.mem_limit_bytes = g * GIB;
         q.dev_mem_limit = NULL; /* the swept limit on every device, mixed cluster or not */
-        op_tune_opts oo = *o;
-        if (deadline > 0) {
-            oo.started_s = op_now_s();
-            oo.time_budget_s = fmax((deadline - oo.started_s) / (nr - i), 0.01);
-        }
         op_tune_stats st;
-        memset(&st, 0, sizeof st); /* a failed tune leaves it unwritten */
-        oo.stats = &st;
+        op_tune_opts oo = op_cli_sweep_row(o, deadline, nr - i, &st);
         op_plan p;
         op_err e = {0};
         char lim[32];

@@ -4,6 +4,12 @@
 #include "cli/cli_common.h"
 #include "octopipe/tune.h"
 
+/* When a sweep's --time-budget runs out (0: none): from o->started_s, else now. */
+double op_cli_sweep_deadline(const op_tune_opts *o);
+/* The options of one row: o's, with an equal share of what is left until deadline over the
+ * rows_left rows still to tune, and the search's stats into *st (cleared first). */
+op_tune_opts op_cli_sweep_row(const op_tune_opts *o, double deadline, int rows_left, op_tune_stats *st);
+
 /* Tunes s->pr at a range of per-device memory limits and prints one row each to f; the limit the
  * problem has (uniform clusters) is one of them.  at_set != NULL: receives the fastest plan
  * found at or below that limit, recorded and simulated at it (the plan of its row), and
