@@ -73,7 +73,7 @@ refused cluster-missing "nope.json: cannot open: No such file or directory" -- \
 refused cluster-profile "missing field \"format\": not an octopipe.cluster/1 file" -- \
   "$OP" compare --model llama2-7b --devices 4 --microbatches 8 --cluster "$T/ok.json"
 printf '{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 0, "inter_lat_ms": 0.02, "inter_bw_GBps": 10}\n' > "$T/bw0.json"
-refused cluster-bw0 "intra_bw_GBps: 0 must be > 0" -- \
+refused cluster-bw0 "intra_bw_GBps: 0 must be a bandwidth of at least 1e-06 GB/s" -- \
   "$OP" compare --model llama2-7b --devices 4 --microbatches 8 --cluster "$T/bw0.json"
 
 # ---- stopping the launcher stops the job

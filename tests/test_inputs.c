@@ -173,7 +173,19 @@ TEST(problem_rules_in_one_place) {
     pr.P = 4;
 
     pr.comm.intra_bw_GBps = 0; /* aborted inside op_comm_ms once */
-    refused_everywhere(&pr, "intra-node bandwidth 0 GB/s must be > 0");
+    refused_everywhere(&pr, "intra-node bandwidth 0 GB/s must be at least 1e-06");
+    /* a denormal or 1e-300 GB/s made a transfer's time infinite, and a baseline then built a
+     * schedule the simulator refused (an internal error, found by fuzzing a cluster file) */
+    pr.comm.intra_bw_GBps = 4.9e-324;
+    refused_everywhere(&pr, "intra-node bandwidth 4.94066e-324 GB/s must be at least 1e-06");
+    pr.comm.intra_bw_GBps = 1e-300;
+    refused_everywhere(&pr, "must be at least 1e-06");
+    op_comm_default(&pr.comm, 8);
+    pr.comm.host_bw_GBps = 1e-300; /* the host link (offload) is a link like the others */
+    refused_everywhere(&pr, "host link 1e-300 GB/s must be at least 1e-06");
+    pr.comm.host_bw_GBps = 0; /* none: no offload */
+    CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_OK);
+    pr.comm.intra_bw_GBps = 0;
     pr.comm.none = 1; /* free links need no bandwidth */
     CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_OK);
     op_comm_default(&pr.comm, 2);
@@ -206,7 +218,8 @@ TEST(validated_problems_build) {
     L[1].f_ms = L[1].i_ms = L[1].w_ms = 0;
     L[2].out_bytes = (int64_t)1 << 50;
     op_problem pr = problem(L, 4, 4, 4);
-    pr.comm.intra_bw_GBps = 1e-9;
+    pr.comm.intra_bw_GBps = OP_MIN_GBPS; /* the slowest link, and the largest message */
+    L[3].out_bytes = (int64_t)1 << 53;
     op_plan p;
     const char *names[] = {"gpipe", "1f1b", "zbh1", "balanced-1f1b"};
     for (int i = 0; i < 4; i++) {
@@ -249,7 +262,9 @@ TEST(cluster_file_errors_name_field) {
         {"{\"format\": \"octopipe.plan/1\"}", "format is not \"octopipe.cluster/1\""},
         {"{\"format\": \"octopipe.cluster/1\", \"nodes_of\": 8}", "missing field \"intra_lat_ms\""},
         {"{\"format\": \"octopipe.cluster/1\", \"nodes_of\": 8, \"intra_lat_ms\": 0.01, \"intra_bw_GBps\": 0,"
-         " \"inter_lat_ms\": 0.02, \"inter_bw_GBps\": 10}", "intra_bw_GBps: 0 must be > 0"},
+         " \"inter_lat_ms\": 0.02, \"inter_bw_GBps\": 10}", "intra_bw_GBps: 0 must be a bandwidth of at least 1e-06 GB/s"},
+        {"{\"format\": \"octopipe.cluster/1\", \"nodes_of\": 8, \"intra_lat_ms\": 0.01, \"intra_bw_GBps\": 1e-300,"
+         " \"inter_lat_ms\": 0.02, \"inter_bw_GBps\": 10}", "intra_bw_GBps: 1e-300 must be a bandwidth of at least"},
         {"{\"format\": \"octopipe.cluster/1\", \"nodes_of\": 8, \"intra_lat_ms\": 1e300, \"intra_bw_GBps\": 1,"
          " \"inter_lat_ms\": 0.02, \"inter_bw_GBps\": 10}", "intra_lat_ms: 1e+300 is not in [0, 1e+09]"},
         {"{\"format\": \"octopipe.cluster/1\", \"nodes_of\": -1}", "nodes_of: expected an integer"},

@@ -732,7 +732,9 @@ TEST(cluster_file) {
         {", \"gpus\": \"h100:3\", \"pair_lat_ms\": [[0, 1], [1, 0]], \"pair_bw_GBps\": [[1, 1], [1, 1]]}",
          "pair_lat_ms: expected 3 rows of 3 numbers"},
         {", \"gpus\": \"h100:2\", \"pair_lat_ms\": [[0, 1], [1, 0]], \"pair_bw_GBps\": [[1, 0], [1, 1]]}",
-         "pair_bw_GBps[0][1]: expected a bandwidth > 0"},
+         "pair_bw_GBps[0][1]: expected a bandwidth of at least 1e-06 GB/s"},
+        {", \"gpus\": \"h100:2\", \"pair_lat_ms\": [[0, 1], [1, 0]], \"pair_bw_GBps\": [[1, 4.9e-324], [1, 1]]}",
+         "pair_bw_GBps[0][1]: expected a bandwidth of at least 1e-06 GB/s"},
         /* the unused diagonal still goes into plan files, which take numbers only */
         {", \"gpus\": \"h100:2\", \"pair_lat_ms\": [[0, 1], [1, 0]], \"pair_bw_GBps\": [[null, 1], [1, 1]]}",
          "c.json: pair_bw_GBps[0][0]: expected a number >= 0"},
@@ -927,7 +929,7 @@ TEST(plan_file_round_trip) {
          "device_mem_limit_bytes[1]: -8 must be finite and >= 0"},
         {"{\"name\": \"slow\", \"layers\": [", "{\"name\": \"slow\", \"layer\": [", "device_types[1]: unknown key \"layer\""},
         {"\"pair_bw_GBps\": [[1, 50], [50, 1]]", "\"pair_bw_GBps\": [[1, 50]]", "comm.pair_bw_GBps: expected 2 rows"},
-        {"\"pair_bw_GBps\": [[1, 50], [50, 1]]", "\"pair_bw_GBps\": [[1, 0], [50, 1]]", "comm.pair_bw_GBps[0][1]: bandwidth must be > 0"},
+        {"\"pair_bw_GBps\": [[1, 50], [50, 1]]", "\"pair_bw_GBps\": [[1, 0], [50, 1]]", "comm.pair_bw_GBps[0][1]: bandwidth must be at least 1e-06 GB/s"},
     };
     CHECK(strstr(b.data, "\"device_type\": [0, 1]") && strstr(b.data, "\"pair_bw_GBps\": [[1, 50], [50, 1]]"));
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -19,15 +19,15 @@ extern "C" {
 #endif
 
 /* Reads and checks the file's links (every field present and known, latencies in
- * [0, OP_MAX_MS], bandwidths > 0); errors name the file and the field, or line:col for broken
- * JSON.  The devices and per-pair links of a full file are checked but not returned here
+ * [0, OP_MAX_MS], bandwidths >= OP_MIN_GBPS, 1 kB/s); errors name the file and the field, or
+ * line:col for broken JSON.  The devices and per-pair links of a full file are checked but not returned here
  * (op_cluster_load keeps them). */
 int op_cluster_read(const char *path, op_comm *c, op_err *err);
 /* The same from text; `name` is used in messages. */
 int op_cluster_from_json(const char *text, const char *name, op_comm *c, op_err *err);
 /* Writes the links of c, and its per-pair links when c->pair_n > 0 (as `profile comm` does
  * over 3 or more ranks); op_cluster_load reads them back.  Links op_cluster_read would refuse
- * (NaN, infinite, a bandwidth <= 0, a latency outside [0, OP_MAX_MS]) are an error, nothing is
+ * (NaN, infinite, a bandwidth below OP_MIN_GBPS, a latency outside [0, OP_MAX_MS]) are an error, nothing is
  * written. */
 int op_cluster_write(const char *path, const op_comm *c, const char *source, op_err *err);
 

@@ -22,6 +22,9 @@ extern "C" {
  * and in an int64 (a wider value would be undefined behaviour to convert). */
 #define OP_MAX_MS 1e9
 #define OP_MAX_BYTES 9007199254740992.0 /* 2^53 */
+/* Slowest link any input may name (1 kB/s; every bandwidth in GB/s): slower is no link, and a
+ * bandwidth of 1e-300 GB/s (or a denormal) would make a transfer's time overflow to infinity. */
+#define OP_MIN_GBPS 1e-6
 
 typedef enum op_layer_kind {
     OP_LAYER_EMBED,   /* 'E' token embedding */

@@ -98,16 +98,17 @@ typedef struct op_problem {
 
 /* Whether a problem is one every scheduler, the tuner and the simulator can take: P, M >= 1,
  * at least P layers, every time in [0, OP_MAX_MS] and every byte figure in [0, 2^53]
- * (model.h), memory sums that fit an int64, some time to schedule, links with bandwidth > 0
- * wherever they are used (unless comm.none).  OP_EINVAL with one line saying what is wrong.
+ * (model.h), memory sums that fit an int64, some time to schedule, links with bandwidth >=
+ * OP_MIN_GBPS (1 kB/s) wherever they are used (unless comm.none).  OP_EINVAL with one line saying what is wrong.
  * op_sched_build and op_tune call it first. */
 int op_problem_validate(const op_problem *pr, op_err *err);
 /* The per-layer part of it (also for the layers of a plan file); `what` names them in messages. */
 int op_layer_costs_validate(const op_layer_cost *layers, int n_layers, int M, const char *what,
                             op_err *err);
 
-/* The link part of it: latencies in [0, OP_MAX_MS] and bandwidths > 0 for the links P devices
- * use (intra-node when P > 1, inter-node when nodes_of > 0 and P > nodes_of). */
+/* The link part of it: latencies in [0, OP_MAX_MS] and bandwidths >= OP_MIN_GBPS for the links
+ * P devices use (intra-node when P > 1, inter-node when nodes_of > 0 and P > nodes_of), and the
+ * host links (offload) where set. */
 int op_comm_validate(const op_comm *c, int P, op_err *err);
 
 /* op_plan_init from a problem: copies layers, comm, model name, tokens, overhead, limit. */

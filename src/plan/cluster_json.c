@@ -74,11 +74,11 @@ static int read_matrix(const char *path, json_t *v, const char *key, int n, int 
         for (int b = 0; b < n; b++) {
             json_t *e = json_array_get(row, (size_t)b);
             double x = json_is_number(e) ? json_number_value(e) : NAN;
-            int ok = bw ? isfinite(x) && (a == b ? x >= 0 : x > 0) : x >= 0 && x <= OP_MAX_MS;
+            int ok = bw ? isfinite(x) && (a == b ? x >= 0 : x >= OP_MIN_GBPS) : x >= 0 && x <= OP_MAX_MS;
             if (!ok)
                 return op_errf(err, OP_EINVAL, "%s: %s[%d][%d]: %s", path, key, a, b,
                                !bw ? "expected a latency in [0, 1e9] ms"
-                               : a != b ? "expected a bandwidth > 0 GB/s"
+                               : a != b ? "expected a bandwidth of at least 1e-06 GB/s (1 kB/s)"
                                         : "expected a number >= 0 (a device's link to itself is unused: 0 will do)");
             m[(size_t)a * n + b] = x;
         }
@@ -160,8 +160,9 @@ static int read_root(const char *path, json_t *root, op_cluster *cl, op_err *err
         {"intra_lat_ms", t.intra_lat_ms, 0}, {"intra_bw_GBps", t.intra_bw_GBps, 1},
         {"inter_lat_ms", t.inter_lat_ms, 0}, {"inter_bw_GBps", t.inter_bw_GBps, 1}};
     for (int i = 0; i < 4; i++) {
-        if (f[i].bw && !(f[i].v > 0))
-            return op_errf(err, OP_EINVAL, "%s: %s: %g must be > 0", path, f[i].key, f[i].v);
+        if (f[i].bw && !(f[i].v >= OP_MIN_GBPS && isfinite(f[i].v)))
+            return op_errf(err, OP_EINVAL, "%s: %s: %g must be a bandwidth of at least %g GB/s (1 kB/s)",
+                           path, f[i].key, f[i].v, OP_MIN_GBPS);
         if (!f[i].bw && !(f[i].v >= 0 && f[i].v <= OP_MAX_MS))
             return op_errf(err, OP_EINVAL, "%s: %s: %g is not in [0, %g]", path, f[i].key, f[i].v,
                            OP_MAX_MS);
@@ -232,8 +233,9 @@ static int check_links(const op_comm *c, op_err *err) {
         {"intra_lat_ms", c->intra_lat_ms, 0}, {"intra_bw_GBps", c->intra_bw_GBps, 1},
         {"inter_lat_ms", c->inter_lat_ms, 0}, {"inter_bw_GBps", c->inter_bw_GBps, 1}};
     for (int i = 0; i < 4; i++) {
-        if (f[i].bw && !(f[i].v > 0 && isfinite(f[i].v)))
-            return op_errf(err, OP_EINVAL, "%s: %g is not a bandwidth > 0 GB/s", f[i].key, f[i].v);
+        if (f[i].bw && !(f[i].v >= OP_MIN_GBPS && isfinite(f[i].v)))
+            return op_errf(err, OP_EINVAL, "%s: %g is not a bandwidth of at least %g GB/s (1 kB/s)",
+                           f[i].key, f[i].v, OP_MIN_GBPS);
         if (!f[i].bw && !(f[i].v >= 0 && f[i].v <= OP_MAX_MS))
             return op_errf(err, OP_EINVAL, "%s: %g is not a latency in [0, %g] ms", f[i].key, f[i].v,
                            OP_MAX_MS);
@@ -246,9 +248,9 @@ static int check_links(const op_comm *c, op_err *err) {
                 if (!(l >= 0 && l <= OP_MAX_MS))
                     return op_errf(err, OP_EINVAL, "pair_lat_ms[%d][%d]: %g is not a latency in [0, %g] ms",
                                    a, b, l, OP_MAX_MS);
-                if (!isfinite(w) || (!(w > 0) && a != b))
-                    return op_errf(err, OP_EINVAL, "pair_bw_GBps[%d][%d]: %g is not a bandwidth > 0 GB/s",
-                                   a, b, w);
+                if (!isfinite(w) || (!(w >= OP_MIN_GBPS) && a != b))
+                    return op_errf(err, OP_EINVAL, "pair_bw_GBps[%d][%d]: %g is not a bandwidth of at "
+                                   "least %g GB/s (1 kB/s)", a, b, w, OP_MIN_GBPS);
             }
     return OP_OK;
 }

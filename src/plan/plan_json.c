@@ -160,7 +160,8 @@ static int read_matrix(rd *r, json_t *v, const char *what, int n, int bw, double
             double x;
             int rc = get_num(r, json_array_get(row, (size_t)b), path, &x);
             if (rc) return rc;
-            if (bw && a != b && !(x > 0)) return fail(r, path, "bandwidth must be > 0");
+            if (bw && a != b && !(x >= OP_MIN_GBPS))
+                return fail(r, path, "bandwidth must be at least %g GB/s (1 kB/s)", OP_MIN_GBPS);
             if (!bw && x > OP_MAX_MS) return fail(r, path, "latency %g is above %g ms", x, OP_MAX_MS);
             m[(size_t)a * n + b] = x;
         }
@@ -181,7 +182,7 @@ static int read_host_devs(rd *r, json_t *o, int P, op_comm *c, double **out) {
         snprintf(path, sizeof path, "comm.host_bw_GBps_per_device[%d]", d);
         int rc = get_num(r, json_array_get(v, (size_t)d), path, &h[d]);
         if (rc) return rc;
-        if (!(h[d] > 0)) return fail(r, path, "bandwidth must be > 0");
+        if (!(h[d] >= OP_MIN_GBPS)) return fail(r, path, "bandwidth must be at least %g GB/s (1 kB/s)", OP_MIN_GBPS);
     }
     c->host_n = P;
     c->host_bw_dev_GBps = h;
@@ -229,10 +230,15 @@ static int read_comm(rd *r, json_t *o, op_comm *c) {
         (rc = opt_num(r, o, "host_bw_GBps", "comm.", &c->host_bw_GBps)) ||
         (rc = opt_num(r, o, "host_mem_bytes", "comm.", &c->host_mem_bytes)))
         return rc;
-    if (!c->none && !(c->intra_bw_GBps > 0))
-        return fail(r, "comm.intra_bw_GBps", "must be > 0 unless comm.none is true");
-    if (!c->none && c->nodes_of > 0 && !(c->inter_bw_GBps > 0))
-        return fail(r, "comm.inter_bw_GBps", "must be > 0 when nodes_of > 0");
+    if (!c->none && !(c->intra_bw_GBps >= OP_MIN_GBPS))
+        return fail(r, "comm.intra_bw_GBps", "must be at least %g GB/s (1 kB/s) unless comm.none is true",
+                    OP_MIN_GBPS);
+    if (!c->none && c->nodes_of > 0 && !(c->inter_bw_GBps >= OP_MIN_GBPS))
+        return fail(r, "comm.inter_bw_GBps", "must be at least %g GB/s (1 kB/s) when nodes_of > 0",
+                    OP_MIN_GBPS);
+    if (c->host_bw_GBps > 0 && !(c->host_bw_GBps >= OP_MIN_GBPS))
+        return fail(r, "comm.host_bw_GBps", "must be at least %g GB/s (1 kB/s), or 0 for no offload",
+                    OP_MIN_GBPS);
     return OP_OK;
 }
 

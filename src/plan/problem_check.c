@@ -43,9 +43,9 @@ int op_layer_costs_validate(const op_layer_cost *L, int n, int M, const char *wh
 static int check_link(const char *name, double lat, double bw, op_err *err) {
     if (!(lat >= 0 && lat <= OP_MAX_MS))
         return op_errf(err, OP_EINVAL, "links: %s latency %.6g ms is not in [0, %g]", name, lat, OP_MAX_MS);
-    if (!(bw > 0 && isfinite(bw)))
-        return op_errf(err, OP_EINVAL, "links: %s bandwidth %.6g GB/s must be > 0 (for free links set "
-                       "comm.none, --comm none)", name, bw);
+    if (!(bw >= OP_MIN_GBPS && isfinite(bw)))
+        return op_errf(err, OP_EINVAL, "links: %s bandwidth %.6g GB/s must be at least %g (1 kB/s; for "
+                       "free links set comm.none, --comm none)", name, bw, OP_MIN_GBPS);
     return OP_OK;
 }
 
@@ -54,9 +54,16 @@ int op_comm_validate(const op_comm *c, int P, op_err *err) {
     if (c->host_n != 0 && (c->host_n != P || !c->host_bw_dev_GBps))
         return op_errf(err, OP_EINVAL, "links: %d per-device host links but there are %d devices", c->host_n, P);
     for (int d = 0; d < c->host_n; d++)
-        if (!(c->host_bw_dev_GBps[d] > 0 && isfinite(c->host_bw_dev_GBps[d])))
-            return op_errf(err, OP_EINVAL, "links: device %d's host link %.6g GB/s must be > 0", d,
-                           c->host_bw_dev_GBps[d]);
+        if (!(c->host_bw_dev_GBps[d] >= OP_MIN_GBPS && isfinite(c->host_bw_dev_GBps[d])))
+            return op_errf(err, OP_EINVAL, "links: device %d's host link %.6g GB/s must be at least %g "
+                           "(1 kB/s)", d, c->host_bw_dev_GBps[d], OP_MIN_GBPS);
+    /* the shared host link: <= 0 means no offload; a positive one is a link like the others */
+    if (c->host_bw_GBps > 0 && !(c->host_bw_GBps >= OP_MIN_GBPS && isfinite(c->host_bw_GBps)))
+        return op_errf(err, OP_EINVAL, "links: host link %.6g GB/s must be at least %g (1 kB/s), or 0 "
+                       "for none", c->host_bw_GBps, OP_MIN_GBPS);
+    if (!(c->host_lat_ms >= 0 && c->host_lat_ms <= OP_MAX_MS))
+        return op_errf(err, OP_EINVAL, "links: host link latency %.6g ms is not in [0, %g]",
+                       c->host_lat_ms, OP_MAX_MS);
     if (c->none) return OP_OK;
     int rc;
     if (c->nodes_of < 0) return op_errf(err, OP_EINVAL, "links: nodes_of %d must be >= 0", c->nodes_of);
