@@ -64,6 +64,14 @@ el=$(since "$t0")
 if [ $rc -eq 1 ] && below "$el" 4.5 && [ ! -e "$tmp/tb2.json" ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] \
    && grep -q "no plan that fits 50.00 GiB per device was found within the 2 s time budget" "$tmp/err"; then ok
 else bad "plan --time-budget 2 (nothing fits): rc=$rc after $el s: $(head -n 3 "$tmp/err")"; fi
+# static memory alone does not fit: the advice's searches run inside the same budget (they took
+# 8.7 s after a budget of 2 once), and the user hears that the budget cut them
+t0=$(date +%s.%N)
+"$OP" plan --model nemotron-h-8b --devices 4 --microbatches 8 --mem-limit 20 --time-budget 2 --out "$tmp/tb3.json" > "$tmp/out" 2> "$tmp/err"; rc=$?
+el=$(since "$t0")
+if [ $rc -eq 1 ] && below "$el" 4.5 && [ ! -e "$tmp/tb3.json" ] && grep -q "^what would fit:" "$tmp/err" \
+   && grep -q "the --time-budget ended the search for what would fit" "$tmp/err"; then ok
+else bad "plan --time-budget 2 (static does not fit): rc=$rc after $el s: $(cat "$tmp/err")"; fi
 # compare: the budget is the tuner's (help); the classic rows before it are timed alone
 t0=$(date +%s.%N)
 "$OP" compare --model mixtral-8x7b --devices 16 --microbatches 32 --no-tune > /dev/null 2>&1

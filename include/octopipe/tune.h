@@ -119,8 +119,11 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
  * devices", "--mem-limit 21.59"): on large models they take seconds each, and a caller can
  * show which one runs.  pg may be NULL. */
 typedef struct {
-    void (*trying)(void *ctx, const char *what);
+    void (*trying)(void *ctx, const char *what); /* may be NULL */
     void *ctx;
+    /* > 0 (op_now_s's clock): no search starts after it and each stops at it, so a caller's
+     * time budget covers the advice too (a change whose search it cut is not suggested) */
+    double deadline;
 } op_tune_advise_progress;
 int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_device *d,
                         const op_problem *pr, char *buf, size_t n, const op_tune_advise_progress *pg);

@@ -47,7 +47,8 @@ static void usage(FILE *f) {
             "  --time-budget S       stop the tuner after S seconds, all its work included\n"
             "                        (default: none; the search is bounded by a number of\n"
             "                        simulations, so it is deterministic); exit 1 when no plan\n"
-            "                        that fits was found by then\n"
+            "                        that fits was found by then.  Where nothing can fit, the\n"
+            "                        search for what would (--tp, --devices, ...) stops there too\n"
             "  --seed N              search seed (default 1); same seed, same plan\n"
             "  --progress            progress lines on stderr (done/total simulations, time\n"
             "                        left) even when stderr is not a terminal\n"
@@ -224,6 +225,7 @@ int cmd_plan(int argc, char **argv) {
     sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_sa);
+    const double t_tune = o.started_s > 0 ? o.started_s : op_now_s(); /* what --time-budget counts from */
     int rc = swept ? OP_OK : op_tune(&s.pr, &o, &p, &e);
     sigaction(SIGINT, &old_sa, NULL);
     if (rc != OP_OK) {
@@ -236,13 +238,17 @@ int cmd_plan(int argc, char **argv) {
                 fprintf(stderr, "octopipe plan: looking for the smallest change that fits "
                                 "(a short search for each of --tp, --zero1, --devices, --mem-limit)...\n");
             double t_adv = op_now_s();
-            op_tune_advise_progress pg = {advice_trying, &t_adv};
+            /* --time-budget covers the advice too: its searches stop where the budget ends */
+            op_tune_advise_progress pg = {o.verbose ? advice_trying : NULL, &t_adv,
+                                          o.time_budget_s > 0 ? t_tune + o.time_budget_s : 0};
             op_device ad = s.dev; /* a --mem-limit to suggest is one for every device */
             for (int d = 0; d < s.cluster.P; d++)
                 if (d == 0 || s.cluster.dev_mem_GiB[d] < ad.mem_GiB) ad.mem_GiB = s.cluster.dev_mem_GiB[d];
-            if (op_tune_advise_with(&s.model, &s.train, &ad, &s.pr, adv, sizeof adv,
-                                    o.verbose ? &pg : NULL) > 0)
+            if (op_tune_advise_with(&s.model, &s.train, &ad, &s.pr, adv, sizeof adv, &pg) > 0)
                 fprintf(stderr, "what would fit:\n%s", adv);
+            if (pg.deadline > 0 && op_now_s() >= pg.deadline)
+                fprintf(stderr, "octopipe plan: the --time-budget ended the search for what would fit; "
+                                "without it, each change gets its search\n");
         }
         op_cli_setup_free(&s);
         return rc == OP_EINVAL ? 2 : 1;

@@ -18,10 +18,16 @@
  * smallest peak found, when the tune reports one). */
 static double quick(const op_problem *pr, double *peak, const op_tune_advise_progress *pg,
                     const char *what) {
-    if (pg && pg->trying) pg->trying(pg->ctx, what);
     op_tune_opts o;
     op_tune_opts_default(&o);
     o.max_evals = 300;
+    if (pg && pg->deadline > 0) {
+        double now = op_now_s();
+        if (now >= pg->deadline) return 0;
+        o.started_s = now;
+        o.time_budget_s = pg->deadline - now;
+    }
+    if (pg && pg->trying) pg->trying(pg->ctx, what);
     op_plan p;
     op_err e = {0};
     if (op_tune(pr, &o, &p, &e) != OP_OK) return 0;
