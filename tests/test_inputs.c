@@ -318,6 +318,21 @@ TEST(plan_file_figures_bounded) {
     CHECK_EQ_INT(op_plan_from_json(text, "p.json", &q, &e), OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "p.json: op_overhead_ms: 1e+300 ms is not in [0, 1e+09]");
     free(text);
+    /* links slower than 1 kB/s: a denormal made `sim` print "makespan inf ms" */
+    const char *keys[] = {"\"intra_bw_GBps\": ", "\"host_bw_GBps\": "};
+    for (int k = 0; k < 2; k++) {
+        at = strstr(b.data, keys[k]);
+        CHECK(at != NULL);
+        if (!at) break;
+        at += strlen(keys[k]);
+        keep = strcspn(at, ",\n}");
+        text = op_xmalloc(b.len + 16);
+        snprintf(text, b.len + 16, "%.*s5e-324%s", (int)(at - b.data), b.data, at + keep);
+        memset(&e, 0, sizeof e);
+        CHECK_EQ_INT(op_plan_from_json(text, "p.json", &q, &e), OP_EINVAL);
+        CHECK_STR_CONTAINS(e.msg, "must be at least 1e-06 GB/s (1 kB/s)");
+        free(text);
+    }
     op_buf_free(&b);
 }
 
