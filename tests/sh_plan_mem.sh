@@ -60,5 +60,14 @@ if [ $rc -eq 0 ] && awk -v x="$el" 'BEGIN { exit !(x < 5) }' && grep -q "^ *none
 else bad "mem-sweep --time-budget 3: rc=$rc after $el s: $(head -n 6 "$tmp/sb.out")"; fi
 grep -q "no plan fits" "$tmp/sb.out" && bad "a row out of time reads as no plan fits: $(head -n 5 "$tmp/sb.out")" || ok
 
+# the advice keeps the user's --recompute: with selective forced, the smallest peak found was
+# 34.93 GiB and the advice once said "--mem-limit 32.63: a plan fits" (found with auto)
+"$OP" plan --model llama2-7b --devices 4 --microbatches 8 --mem-limit 33 --recompute selective \
+    --out "$tmp/sel.json" > "$tmp/sel.out" 2>&1; rc=$?
+need=$(sed -n 's/.*the smallest peak found needs \([0-9.]*\) GiB.*/\1/p' "$tmp/sel.out")
+sug=$(sed -n 's/^--mem-limit \([0-9.]*\): a plan fits.*/\1/p' "$tmp/sel.out")
+if [ $rc -eq 1 ] && [ -n "$need" ] && [ -n "$sug" ] && awk -v a="$sug" -v b="$need" 'BEGIN { exit !(a + 0.01 >= b) }'; then ok
+else bad "advice under --recompute selective: needs '$need', suggests '$sug': $(cat "$tmp/sel.out")"; fi
+
 echo "plan_mem: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -124,6 +124,9 @@ typedef struct {
     /* > 0 (op_now_s's clock): no search starts after it and each stops at it, so a caller's
      * time budget covers the advice too (a change whose search it cut is not suggested) */
     double deadline;
+    /* the caller's choices each search keeps (placement, --recompute, --offload, seed; NULL:
+     * the defaults): a change is suggested only if it fits the way the user will run it */
+    const op_tune_opts *base;
 } op_tune_advise_progress;
 int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_device *d,
                         const op_problem *pr, char *buf, size_t n, const op_tune_advise_progress *pg);

@@ -240,7 +240,7 @@ int cmd_plan(int argc, char **argv) {
             double t_adv = op_now_s();
             /* --time-budget covers the advice too: its searches stop where the budget ends */
             op_tune_advise_progress pg = {o.verbose ? advice_trying : NULL, &t_adv,
-                                          o.time_budget_s > 0 ? t_tune + o.time_budget_s : 0};
+                                          o.time_budget_s > 0 ? t_tune + o.time_budget_s : 0, &o};
             op_device ad = s.dev; /* a --mem-limit to suggest is one for every device */
             for (int d = 0; d < s.cluster.P; d++)
                 if (d == 0 || s.cluster.dev_mem_GiB[d] < ad.mem_GiB) ad.mem_GiB = s.cluster.dev_mem_GiB[d];

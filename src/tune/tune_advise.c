@@ -21,6 +21,12 @@ static double quick(const op_problem *pr, double *peak, const op_tune_advise_pro
     op_tune_opts o;
     op_tune_opts_default(&o);
     o.max_evals = 300;
+    if (pg && pg->base) {
+        o.placement = pg->base->placement;
+        o.recompute = pg->base->recompute;
+        o.no_offload = pg->base->no_offload;
+        o.seed = pg->base->seed;
+    }
     if (pg && pg->deadline > 0) {
         double now = op_now_s();
         if (now >= pg->deadline) return 0;
