@@ -42,6 +42,14 @@ else bad "progress line format: $(head -n 2 "$tmp/int.err")"; fi
 if [ $rc -eq 130 ] && grep -q "interrupted: wrote the best plan" "$tmp/int.err" && grep -q "makespan" "$tmp/int.out" \
    && "$OP" sim "$tmp/int.json" 2>&1 | grep -q "reproduces the file's prediction exactly"; then ok
 else bad "Ctrl-C during plan: rc=$rc, $(tail -n 2 "$tmp/int.err")"; fi
+# Ctrl-C during a sweep: the row in progress says so, the sweep stops, no plan file, exit 130
+# (it used to kill the process with the default handler, mid-table)
+"$OP" plan --model nemotron-h-8b --devices 16 --microbatches 256 --device-sweep --progress --out "$tmp/sw.json" > "$tmp/sw.out" 2> "$tmp/sw.err" & pid=$!
+for _ in $(seq 1 300); do grep -q "sims" "$tmp/sw.err" 2> /dev/null && break; sleep 0.1; done
+kill -INT $pid; wait $pid; rc=$?
+if [ $rc -eq 130 ] && grep -qE "^ +[0-9]+\*? +interrupted$" "$tmp/sw.out" && [ ! -e "$tmp/sw.json" ] \
+   && grep -q "interrupted: the sweep stopped after the row it was in; no plan written" "$tmp/sw.err"; then ok
+else bad "Ctrl-C during --device-sweep: rc=$rc, $(tail -n 3 "$tmp/sw.out") $(tail -n 2 "$tmp/sw.err")"; fi
 "$OP" plan --model nemotron-h-8b --devices 8 --microbatches 64 --out "$tmp/q.json" > /dev/null 2> "$tmp/err"; rc=$?
 [ $rc -eq 0 ] && ! grep -q "sims" "$tmp/err" && ok || bad "progress lines without --progress on a non-terminal: $(head -n 2 "$tmp/err")"
 "$OP" compare --model jamba-v0.1 --devices 16 --microbatches 64 --progress > /dev/null 2> "$tmp/err"; rc=$?

@@ -111,6 +111,17 @@ static void print_fewer_devices(FILE *info, const op_problem *pr, const op_plan 
     fprintf(info, "  --devices %d tunes the smaller job: its makespan and memory, to compare\n", k);
 }
 
+/* Ctrl-C during a sweep: the rows done are printed; the plan --out names is not written (its
+ * row may be among those not tuned), and nothing half-written is left. */
+static int sweep_interrupted(op_cli_setup *s, op_plan *p, const struct sigaction *old_sa) {
+    sigaction(SIGINT, old_sa, NULL);
+    if (p) op_plan_free(p);
+    op_cli_setup_free(s);
+    fprintf(stderr, "octopipe plan: interrupted: the sweep stopped after the row it was in; no plan "
+                    "written\n");
+    return 130;
+}
+
 int cmd_plan(int argc, char **argv) {
     op_cli_setup s;
     op_cli_setup_init(&s);
@@ -194,10 +205,23 @@ int cmd_plan(int argc, char **argv) {
         op_cli_setup_free(&s);
         return 2;
     }
+    /* Ctrl-C: the tuner stops at its next check and returns its best plan (a sweep stops after
+     * the row it is in); a second Ctrl-C (the handler resets itself) stops the process the usual
+     * way */
+    interrupted = 0;
+    o.cancel = &interrupted;
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_sa);
     if (dsweep) {
         if (o.time_budget_s > 0) o.started_s = op_now_s(); /* the sweep and the plan after it */
         swept = op_cli_device_sweep(&s, &o, op_cli_info(out), out ? &p : NULL, &st);
+        if (interrupted) return sweep_interrupted(&s, swept ? &p : NULL, &old_sa);
         if (!out) {
+            sigaction(SIGINT, &old_sa, NULL);
             op_cli_setup_free(&s);
             return 0;
         }
@@ -209,22 +233,14 @@ int cmd_plan(int argc, char **argv) {
         if (o.time_budget_s > 0) o.started_s = op_now_s(); /* the sweep and the plan after it */
         swept = op_cli_mem_sweep(&s, &o, op_cli_info(out), out ? &p : NULL, &st);
         o.verbose = v;
+        if (interrupted) return sweep_interrupted(&s, swept ? &p : NULL, &old_sa);
         if (!out) {
+            sigaction(SIGINT, &old_sa, NULL);
             op_cli_setup_free(&s);
             return 0;
         }
     }
     o.stats = &st;
-    /* Ctrl-C: the tuner stops at its next check and returns its best plan; a second Ctrl-C
-     * (the handler resets itself) stops the process the usual way */
-    interrupted = 0;
-    o.cancel = &interrupted;
-    struct sigaction sa, old_sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_sa);
     const double t_tune = o.started_s > 0 ? o.started_s : op_now_s(); /* what --time-budget counts from */
     int rc = swept ? OP_OK : op_tune(&s.pr, &o, &p, &e);
     sigaction(SIGINT, &old_sa, NULL);

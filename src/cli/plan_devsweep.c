@@ -83,6 +83,11 @@ int op_cli_device_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, o
         snprintf(dv, sizeof dv, "%d%s", k, k == P ? "*" : k == kb ? "=" : "");
         int rc = op_tune(&q, &oo, &p, &e);
         free(sub); /* a plan copies the links it keeps */
+        if (o->cancel && *o->cancel) { /* Ctrl-C: this row's search was cut short */
+            if (rc == OP_OK) op_plan_free(&p);
+            fprintf(f, "%8s  interrupted\n", dv);
+            break;
+        }
         if (rc != OP_OK) {
             fprintf(f, "%8s %12s %11s %10s %8s %7s %9s  %s\n", dv, "-", "-", "-", "-", "-", "-",
                     rc == OP_ETIMEOUT ? "none found within --time-budget"

@@ -86,6 +86,11 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
         if (g > 0) snprintf(lim, sizeof lim, "%.2f%s", g, mark ? "*" : "");
         else snprintf(lim, sizeof lim, "none");
         int rc = op_tune(&q, &oo, &p, &e), tuned = rc == OP_OK;
+        if (o->cancel && *o->cancel) { /* Ctrl-C: this row's search was cut short */
+            if (tuned) op_plan_free(&p);
+            fprintf(f, "%10s  interrupted\n", lim);
+            break;
+        }
         if (tuned) {
             if (best_mk == 0 || p.pred.makespan_ms < best_mk) {
                 best_mk = p.pred.makespan_ms;
