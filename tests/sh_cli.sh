@@ -209,7 +209,13 @@ if [ $rc -eq 0 ] && grep -qE '^ +2 +- .*static memory does not fit' "$tmp/out" &
    && grep -q "^makespan $mk16 ms" "$tmp/out" && "$OP" sim "$tmp/ds.json" | grep -q "makespan *$mk16 ms" \
    && "$OP" plan --model gemma2-9b --devices 16 --microbatches 32 --quiet --out "$tmp/g3.json" | grep -q "^makespan $mk16 ms"; then ok
 else bad "plan --device-sweep: rc=$rc $(cat "$tmp/out" | head -n 9) $(tail -n 2 "$tmp/err")"; fi
-expect_err "--device-sweep takes a cluster of one GPU type" plan --model llama2-7b --gpus h100-80gb:2,a100-80gb:2 --microbatches 8 --device-sweep
+# on a mixed cluster: each kind of device alone, then all (the plan --out gets, as without it)
+"$OP" plan --model llama2-7b --gpus h100-80gb:2,a100-80gb:2 --microbatches 8 --device-sweep --out "$tmp/dm.json" > "$tmp/out" 2> "$tmp/err"; rc=$?
+mk=$(sed -n 's/^all 4\* *\([0-9.]*\) .*/\1/p' "$tmp/out")
+if [ $rc -eq 0 ] && grep -qE '^2 x h100-80gb +[0-9.]+ ' "$tmp/out" && grep -qE '^2 x a100-80gb +[0-9.]+ ' "$tmp/out" \
+   && [ -n "$mk" ] && grep -q "^makespan $mk ms" "$tmp/out" \
+   && "$OP" plan --model llama2-7b --gpus h100-80gb:2,a100-80gb:2 --microbatches 8 --quiet --out "$tmp/dm2.json" | grep -q "^makespan $mk ms"; then ok
+else bad "--device-sweep on a mixed cluster: rc=$rc $(head -n 6 "$tmp/out") $(tail -n 2 "$tmp/err")"; fi
 expect_err "--mem-sweep and --device-sweep are separate runs" plan --model llama2-7b --devices 4 --microbatches 8 --device-sweep --mem-sweep
 # a measured 4-device cluster file: fewer devices are its first ones, their corner of the links
 python3 - "$tmp/c4.json" <<'PY'

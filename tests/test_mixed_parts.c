@@ -469,6 +469,59 @@ TEST(host_link_per_device_emulated) {
     op_plan_free(&p);
 }
 
+/* The same job on some devices (op_problem_subset): devices 1 and 3 of a mixed 4 keep their
+ * types, limits, host links and the links between them (rows and columns 1 and 3 of the
+ * matrix); devices 2 and 3, both of type 1 and one limit, make a uniform problem whose costs
+ * are type 1's row and whose limit is theirs.  Both subsets validate and tune. */
+TEST(problem_subset) {
+    int dt[4];
+    double lim[4], lat[16], bw[16], host[4] = {50, 50, 25, 25};
+    op_err e = {0};
+    op_layer_cost *l = rows2(8, 10, 10);
+    op_problem pr = mixed(l, 8, 4, dt, lim, 400, 100);
+    pr.comm.none = 0;
+    op_comm_default(&pr.comm, 8);
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++) lat[a * 4 + b] = 0.01 * (a + 1) + 0.001 * b, bw[a * 4 + b] = 100 + 10 * a + b;
+    pr.comm.pair_n = 4, pr.comm.pair_lat_ms = lat, pr.comm.pair_bw_GBps = bw;
+    pr.comm.host_n = 4, pr.comm.host_bw_dev_GBps = host, pr.comm.host_bw_GBps = 25;
+    CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_OK);
+    op_problem q;
+    const int mix[2] = {1, 3};
+    void *own = op_problem_subset(&pr, mix, 2, &q);
+    CHECK_EQ_INT(q.P, 2);
+    CHECK_EQ_INT(q.n_types, 2);
+    CHECK(q.dev_type && q.dev_type[0] == 0 && q.dev_type[1] == 1);
+    CHECK(q.dev_mem_limit && q.dev_mem_limit[0] == 400.0 * MIB && q.dev_mem_limit[1] == 100.0 * MIB);
+    CHECK(q.comm.host_n == 2 && q.comm.host_bw_dev_GBps[0] == 50 && q.comm.host_bw_dev_GBps[1] == 25);
+    CHECK_EQ_INT(q.comm.pair_n, 2);
+    CHECK(q.comm.pair_bw_GBps[0 * 2 + 1] == bw[1 * 4 + 3] && q.comm.pair_bw_GBps[1 * 2 + 0] == bw[3 * 4 + 1]);
+    CHECK(q.comm.pair_lat_ms[1 * 2 + 0] == lat[3 * 4 + 1]);
+    CHECK_EQ_INT(op_problem_validate(&q, &e), OP_OK);
+    op_plan p;
+    int rc = op_tune(&q, NULL, &p, &e);
+    CHECK_MSG(rc == OP_OK, "mixed subset: %s", e.msg);
+    if (rc == OP_OK) op_plan_free(&p);
+    free(own);
+    const int slow[2] = {2, 3};
+    own = op_problem_subset(&pr, slow, 2, &q);
+    CHECK(q.n_types <= 1 && !q.dev_type && !q.dev_mem_limit);
+    CHECK(q.layers == l + 8); /* type 1's row */
+    CHECK(q.mem_limit_bytes == 100.0 * MIB);
+    CHECK(q.comm.host_n == 0 && q.comm.host_bw_GBps == 25);
+    CHECK(q.comm.pair_n == 2 && q.comm.pair_bw_GBps[1] == bw[2 * 4 + 3]);
+    CHECK_EQ_INT(op_problem_validate(&q, &e), OP_OK);
+    memset(&e, 0, sizeof e);
+    if (op_tune(&q, NULL, &p, &e) == OP_OK) {
+        CHECK_NEAR(p.layers[1].f_ms, 2.0, 1e-12); /* the slow type's times */
+        op_plan_free(&p);
+    } else {
+        CHECK_MSG(0, "uniform subset: %s", e.msg);
+    }
+    free(own);
+    free(l);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(profile_by_gpu_measured_types);
@@ -483,5 +536,6 @@ int main(int argc, char **argv) {
     RUN(static_need_heavy_layer_on_big_devices);
     RUN(static_need_when_nothing_fits);
     RUN(static_need_uniform_is_the_floor);
+    RUN(problem_subset);
     return check_report("mixed_parts");
 }

@@ -247,7 +247,7 @@ TEST(advice_when_nothing_fits) {
     /* said at once, naming the cause, without a search that could only confirm it */
     CHECK_STR_CONTAINS(e.msg, "static memory");
     char tried[1024] = "";
-    op_tune_advise_progress pg = {note_trying, tried};
+    op_tune_advise_progress pg = {.trying = note_trying, .ctx = tried};
     int k = op_tune_advise_with(NULL, NULL, NULL, &pr, buf, sizeof buf, &pg);
     CHECK(k >= 2);
     /* each search is announced before it runs: 8 devices (the fix; 6 are not searched, their

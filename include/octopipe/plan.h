@@ -292,6 +292,12 @@ double op_lower_bound_mem_groups(const op_layer_cost *type_layers, int n_types, 
 double op_plan_lower_bound_mem(const op_plan *p);
 /* The same from a problem (its per-device types and limits). */
 double op_problem_lower_bound_mem(const op_problem *pr);
+/* The same problem on devices idx[0..k) of pr (plan/problem_subset.c): each keeps its type,
+ * limit and host link, a measured link matrix keeps their rows and columns, and devices all of
+ * one type and limit make a uniform problem (that type's costs as `layers`).  *q points into
+ * pr and into the block returned, which the caller frees (free()) after the last use of *q. */
+void *op_problem_subset(const op_problem *pr, const int *idx, int k, op_problem *q);
+
 /* How many devices the problem's bound can use (plan/bound_devices.c): the least k in 1..P
  * (found by halving) whose bound, the larger of op_problem_lower_bound and
  * op_problem_lower_bound_mem at k devices, is within tol (a fraction) of the bound at P.  k < P

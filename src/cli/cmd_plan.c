@@ -70,7 +70,8 @@ static void usage(FILE *f) {
             "                        static memory fits, and on the fewest with P's lower bound;\n"
             "                        print makespan and tokens/s per device for each (sizing a\n"
             "                        job: where tokens/s per device falls, added devices wait);\n"
-            "                        --out gets the plan on P; one GPU type only\n"
+            "                        on a mixed cluster: each kind of GPU alone, and all; --out\n"
+            "                        gets the plan on all P\n"
             "Ctrl-C stops the search: the best plan found so far is written and the exit\n"
             "status is 130.  Flags take `--flag value` or `--flag=value`.\n"
             "\nexample:\n"
@@ -199,12 +200,6 @@ int cmd_plan(int argc, char **argv) {
     op_plan p;
     op_err e = {0};
     int swept = 0; /* 1: p is the sweep's plan at the set limit (its row), not tuned again */
-    if (dsweep && op_cli_mixed(&s)) {
-        fprintf(stderr, "octopipe plan: --device-sweep takes a cluster of one GPU type and one limit "
-                        "(on a mixed one, which devices to drop is a choice of its own)\n");
-        op_cli_setup_free(&s);
-        return 2;
-    }
     /* Ctrl-C: the tuner stops at its next check and returns its best plan (a sweep stops after
      * the row it is in); a second Ctrl-C (the handler resets itself) stops the process the usual
      * way */
