@@ -287,6 +287,22 @@ TEST(cluster_file_errors_name_field) {
     CHECK_NEAR(c.inter_bw_GBps, w.inter_bw_GBps, 1e-9);
 }
 
+/* b's text with the value after `key` (up to the next , newline or }) replaced by `value`
+ * (malloc'd; "" where b has no such key, so the caller's check fails instead of crashing). */
+static char *with_value(const op_buf *b, const char *key, const char *value) {
+    const char *at = strstr(b->data, key);
+    size_t n = b->len + strlen(value) + 1;
+    char *text = op_xmalloc(n);
+    if (!at) {
+        text[0] = 0;
+        return text;
+    }
+    at += strlen(key);
+    size_t keep = strcspn(at, ",\n}");
+    snprintf(text, n, "%.*s%s%s", (int)(at - b->data), b->data, value, at + keep);
+    return text;
+}
+
 TEST(plan_file_figures_bounded) {
     op_layer_cost L[2];
     uniform(L, 2);
@@ -307,13 +323,8 @@ TEST(plan_file_figures_bounded) {
     CHECK_STR_CONTAINS(e.msg, "F time 9e+99 ms is not in [0, 1e+09]");
     free(text);
     /* the per-op overhead is a time too, named as itself */
-    at = strstr(b.data, "\"op_overhead_ms\": ");
-    CHECK(at != NULL);
-    if (!at) return;
-    at += strlen("\"op_overhead_ms\": ");
-    size_t keep = strcspn(at, ",\n}");
-    text = op_xmalloc(b.len + 16);
-    snprintf(text, b.len + 16, "%.*s1e300%s", (int)(at - b.data), b.data, at + keep);
+    text = with_value(&b, "\"op_overhead_ms\": ", "1e300");
+    CHECK(text[0] != 0);
     memset(&e, 0, sizeof e);
     CHECK_EQ_INT(op_plan_from_json(text, "p.json", &q, &e), OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "p.json: op_overhead_ms: 1e+300 ms is not in [0, 1e+09]");
@@ -321,13 +332,8 @@ TEST(plan_file_figures_bounded) {
     /* links slower than 1 kB/s: a denormal made `sim` print "makespan inf ms" */
     const char *keys[] = {"\"intra_bw_GBps\": ", "\"host_bw_GBps\": "};
     for (int k = 0; k < 2; k++) {
-        at = strstr(b.data, keys[k]);
-        CHECK(at != NULL);
-        if (!at) break;
-        at += strlen(keys[k]);
-        keep = strcspn(at, ",\n}");
-        text = op_xmalloc(b.len + 16);
-        snprintf(text, b.len + 16, "%.*s5e-324%s", (int)(at - b.data), b.data, at + keep);
+        text = with_value(&b, keys[k], "5e-324");
+        CHECK(text[0] != 0);
         memset(&e, 0, sizeof e);
         CHECK_EQ_INT(op_plan_from_json(text, "p.json", &q, &e), OP_EINVAL);
         CHECK_STR_CONTAINS(e.msg, "must be at least 1e-06 GB/s (1 kB/s)");
