@@ -96,5 +96,13 @@ expect_err "no calibration plan fits" train --model tiny --devices 8 --microbatc
 expect_err "nosuch" train --model tiny --devices 2 --microbatches 4 --plan nosuch --threads --repeats 1
 "$OP" train --help | grep -q "example" && ok || bad "train --help has no example"
 
+# a diverging run (a valid --lr far too large): NaN activations went through the fast exp's
+# float-to-int conversion (undefined; the sanitizer build of this suite stops there), and the
+# summary printed "loss ... -> nan" without a word
+"$OP" train --model tiny --devices 1 --microbatches 1 --steps 20 --threads --repeats 1 --lr 100 > "$tmp/nan.out" 2> "$tmp/nan.err"; rc=$?
+if [ $rc -eq 0 ] && grep -q -- "-> nan" "$tmp/nan.out" && grep -q "the loss is not finite: training diverged (try a smaller --lr)" "$tmp/nan.err" \
+   && ! grep -q "runtime error" "$tmp/nan.err"; then ok
+else bad "train --lr 100: rc=$rc $(tail -n 3 "$tmp/nan.err")"; fi
+
 echo "sh_train: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -453,6 +453,9 @@ static void summary(const targs *a, const op_nn_model *m, const op_plan *p, cons
     FILE *info = info_of(a);
     fprintf(info, "trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f tokens/s\n",
            (long long)r->steps_run, r->wall_s, r->first_loss, r->last_loss, r->tokens_per_s);
+    if (!isfinite(r->last_loss)) /* the run is still timed; its weights mean nothing */
+        fprintf(stderr, "octopipe train: the loss is not finite: training diverged (try a smaller "
+                        "--lr)\n");
     fprintf(info, "iteration time: measured %.2f ms (mean of the middle 60%% of the steps after the first; "
            "median %.2f), predicted %.2f ms, error %+.1f%%\n",
            r->meas_ms_trimmed, r->meas_ms_median, r->pred_ms,

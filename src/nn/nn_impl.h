@@ -46,6 +46,7 @@ void op_nn_swiglu_bwd(float *dab, const float *dz, const float *ab, int N, int f
  * does one per (token, channel, state) and the gates one per hidden unit.  x = n ln2 + r, |r| <= ln2/2, degree-7 Taylor:
  * relative error < 1e-7 over the clamp range [-87, 88] (exp(-87) ~ 1.6e-38 stands for 0). */
 static inline float op_nn_fexp(float x) {
+    if (x != x) return x; /* NaN (a diverged run) stays NaN; cast to int below it is undefined */
     x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
     float t = x * 1.44269504f + 12582912.0f; /* + 1.5 * 2^23 rounds to an integer */
     float n = t - 12582912.0f;
@@ -69,6 +70,10 @@ static inline void op_nn_st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
 static inline v4f op_nn_splat(float x) { return (v4f){x, x, x, x}; }
 
 static inline v4f op_nn_fexp4(v4f x) {
+    /* NaN lanes (a diverged run) compute on 0 and return NaN: converting NaN to int is undefined */
+    const v4i nan = x != x;
+    const v4f x0 = x;
+    x = (v4f)((v4i)x & ~nan);
     v4i lo = x < op_nn_splat(-87.0f), hi = x > op_nn_splat(88.0f); /* lanes: -1 true, 0 false */
     x = (v4f)(((v4i)x & ~lo) | ((v4i)op_nn_splat(-87.0f) & lo));
     x = (v4f)(((v4i)x & ~hi) | ((v4i)op_nn_splat(88.0f) & hi));
@@ -77,7 +82,7 @@ static inline v4f op_nn_fexp4(v4f x) {
     v4f q = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f +
                 r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
     v4i e = (__builtin_convertvector(n, v4i) + 127) * (1 << 23);
-    return q * (v4f)e;
+    return (v4f)(((v4i)(q * (v4f)e) & ~nan) | ((v4i)x0 & nan));
 }
 
 float op_nn_silu(float x);
