@@ -181,6 +181,8 @@ else bad "--mem-limit above the GPU: rc=$rc, $(cat "$tmp/err")"; fi
 if [ $rc -eq 1 ] && grep -q "^octopipe plan: no plan fits 0.001 GiB per device" "$tmp/err" && grep -q "over the 0.001 GiB limit" "$tmp/err" \
    && [ ! -e "$tmp/x.json" ]; then ok
 else bad "--mem-limit 0.001: rc=$rc $(head -n 3 "$tmp/err")"; fi
+# an input without end (a device, a pipe) is refused after 1 GiB, not read until memory runs out
+expect_err "/dev/zero: more than 1024 MiB from a pipe or device" sim /dev/zero
 # devices the bound cannot use: gemma2-9b's 256k-vocabulary head runs whole on one device, so
 # 16 H100s at M = 32 have the bound of fewer; plan says how many, names the layer and the flag
 # (and the count it names has that bound: rerun there, the same bound is printed)

@@ -104,5 +104,9 @@ if [ $rc -eq 0 ] && grep -q -- "-> nan" "$tmp/nan.out" && grep -q "the loss is n
    && ! grep -q "runtime error" "$tmp/nan.err"; then ok
 else bad "train --lr 100: rc=$rc $(tail -n 3 "$tmp/nan.err")"; fi
 
+# an input without end: refused after 1 GiB (it grew memory until the machine ran out)
+expect_err "/dev/zero: more than 1024 MiB from a pipe or device" train --model tiny --devices 1 --microbatches 1 --steps 1 --threads --repeats 1 --data /dev/zero
+expect_err "/dev/zero: more than 1024 MiB from a pipe or device" train --model tiny --devices 1 --microbatches 1 --steps 1 --threads --repeats 1 --cluster /dev/zero
+
 echo "sh_train: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

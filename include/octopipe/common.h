@@ -92,7 +92,12 @@ int op_parse_long(const char *s, long *out);
  * eighth of a GiB, where two decimals would print a limit of 1 MiB as "0.00".  Returns buf. */
 const char *op_gib_text(double bytes, char *buf, size_t n);
 
-/* Reads a whole file into a NUL-terminated malloc'd buffer. */
+/* Most an input that is not a regular file (a pipe, /dev/stdin, a device) may hold: a regular
+ * file has a size and ends, /dev/zero does not (it grew memory until the machine ran out). */
+#define OP_MAX_STREAM_BYTES ((size_t)1 << 30)
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer (a stream: at most
+ * OP_MAX_STREAM_BYTES, else an error naming the path). */
 int op_read_file(const char *path, char **out, size_t *len, op_err *err);
 
 /* Deterministic RNG (splitmix64 seeded xorshift64*). */

@@ -8,12 +8,18 @@
 
 #include "octopipe/train.h"
 
-static int read_all(FILE *f, unsigned char **out, size_t *len) {
+/* -1 on a read error, -2 when more than max bytes come (a stream without end: /dev/zero) */
+static int read_all(FILE *f, unsigned char **out, size_t *len, size_t max) {
     size_t cap = 1 << 20, n = 0;
     unsigned char *b = op_xmalloc(cap);
     size_t r;
     while ((r = fread(b + n, 1, cap - n, f)) > 0) {
         n += r;
+        if (n > max) {
+            free(b);
+            *out = NULL;
+            return -2;
+        }
         if (n == cap) b = op_xrealloc(b, cap *= 2);
     }
     *out = b;
@@ -26,12 +32,15 @@ static int load_text(op_train_data *d, const char *path, op_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return op_errf(err, OP_EIO, "%s: %s", path, strerror(errno));
     /* fopen succeeds on a directory and only the read fails: say what is wrong up front */
-    struct stat st;
+    struct stat st = {0};
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
         fclose(f);
         return op_errf(err, OP_EIO, "%s: is a directory", path);
     }
     int gz = n > 3 && !strcmp(path + n - 3, ".gz");
+    /* a regular file ends; a pipe or device (and gzip's output) is capped: a corpus for the
+     * reference model is megabytes, and /dev/zero never ends */
+    const size_t max = gz ? 4 * OP_MAX_STREAM_BYTES : S_ISREG(st.st_mode) ? (size_t)-1 : OP_MAX_STREAM_BYTES;
     if (gz) {
         /* zlib is not linked; gzip is on every Debian system */
         fclose(f);
@@ -42,8 +51,11 @@ static int load_text(op_train_data *d, const char *path, op_err *err) {
         if (!f) return op_errf(err, OP_EIO, "%s: cannot run gzip -dc", path);
     }
     errno = 0;
-    int rc = read_all(f, &d->text, &d->len), e = errno; /* closing may overwrite errno */
+    int rc = read_all(f, &d->text, &d->len, max), e = errno; /* closing may overwrite errno */
     int cst = gz ? pclose(f) : fclose(f);
+    if (rc == -2)
+        return op_errf(err, OP_EINVAL, "%s: more than %zu MiB%s, with no end in sight: not a corpus "
+                       "this tool reads", path, max >> 20, gz ? " decompressed" : " from a pipe or device");
     if (rc || cst != 0) {
         free(d->text);
         d->text = NULL;

@@ -206,11 +206,20 @@ int op_read_file(const char *path, char **out, size_t *len, op_err *err) {
         fclose(f);
         return op_errf(err, OP_EIO, "%s: is a directory", path);
     }
+    const int stream = !(fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode));
     op_buf b = {0};
     char chunk[65536];
     size_t n;
     errno = 0;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) op_buf_put(&b, chunk, n);
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (stream && b.len + n > OP_MAX_STREAM_BYTES) {
+            fclose(f);
+            op_buf_free(&b);
+            return op_errf(err, OP_EINVAL, "%s: more than %zu MiB from a pipe or device, with no end in "
+                           "sight: not an input this tool reads", path, OP_MAX_STREAM_BYTES >> 20);
+        }
+        op_buf_put(&b, chunk, n);
+    }
     int bad = ferror(f), e = errno; /* fclose may overwrite errno */
     fclose(f);
     if (bad) {
