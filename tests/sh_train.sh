@@ -104,6 +104,11 @@ if [ $rc -eq 0 ] && grep -q -- "-> nan" "$tmp/nan.out" && grep -q "the loss is n
    && ! grep -q "runtime error" "$tmp/nan.err"; then ok
 else bad "train --lr 100: rc=$rc $(tail -n 3 "$tmp/nan.err")"; fi
 
+# --watchdog: the executor's (30 s by default, which many ranks on few cores could outwait)
+expect_err "--watchdog needs a non-negative number" train --model tiny --devices 2 --microbatches 2 --threads --watchdog 0
+expect_err "--watchdog needs a non-negative number" train --model tiny --devices 2 --microbatches 2 --threads --watchdog x
+"$OP" train --model tiny --devices 2 --microbatches 2 --steps 1 --threads --repeats 1 --watchdog 120 > "$tmp/wd.out" 2>&1 \
+  && grep -q "^trained 1 steps" "$tmp/wd.out" && ok || bad "train --watchdog 120: $(tail -n 2 "$tmp/wd.out")"
 # an input without end: refused after 1 GiB (it grew memory until the machine ran out)
 expect_err "/dev/zero: more than 1024 MiB from a pipe or device" train --model tiny --devices 1 --microbatches 1 --steps 1 --threads --repeats 1 --data /dev/zero
 expect_err "/dev/zero: more than 1024 MiB from a pipe or device" train --model tiny --devices 1 --microbatches 1 --steps 1 --threads --repeats 1 --cluster /dev/zero

@@ -32,7 +32,7 @@ typedef struct {
     int calibrate; /* steps per calibration plan (0 = plan from the isolated profile) */
     int timeout_given; /* --timeout was on the command line */
     int recompute; /* --recompute: op_act_policy of every stage; -1 = as the plan says */
-    double overhead_ms, lr, timeout_s;
+    double overhead_ms, lr, timeout_s, watchdog_s;
     long seed;
 } targs;
 
@@ -90,6 +90,8 @@ static void help(void) {
            "                      time after it): a mixed cluster on this machine; plan and\n"
            "                      prediction see each rank's speed.  A mixed plan file (device\n"
            "                      types) gets its types' time ratios unless this is given\n"
+           "  --watchdog SEC      a rank waiting this long on one message stops the job (default\n"
+           "                      30; many ranks sharing few cores wait longer than they would)\n"
            "  --timeout SEC       job limit: of the mpirun train starts (default 600), or,\n"
            "                      given under your own mpirun, each rank's (exit 124)\n"
            "                      (not with --threads)\n\n"
@@ -132,6 +134,7 @@ static int parse(targs *a, int argc, char **argv) {
         double *dv = !strcmp(f, "--overhead-ms") ? &a->overhead_ms
                      : !strcmp(f, "--lr")        ? &a->lr
                      : !strcmp(f, "--timeout")   ? &a->timeout_s
+                     : !strcmp(f, "--watchdog")  ? &a->watchdog_s
                                                  : NULL;
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
             help();
@@ -175,7 +178,8 @@ static int parse(targs *a, int argc, char **argv) {
             *iv = (int)x, i++;
         } else if (dv) {
             double x = 0;
-            if (op_cli_decimal(v, &x) || !(x >= 0 && x <= 1e6) || (dv == &a->lr && x <= 0)) {
+            if (op_cli_decimal(v, &x) || !(x >= 0 && x <= 1e6) ||
+                ((dv == &a->lr || dv == &a->watchdog_s) && x <= 0)) {
                 fprintf(stderr, "%s: %s needs a non-negative number (got '%s')\n", C, f, v ? v : "");
                 return 2;
             }
@@ -483,6 +487,7 @@ static void fill_opts(const targs *a, op_ptrain_opts *o) {
     o->resume = a->resume;
     o->log_every = a->log_every;
     o->progress_thread = a->progress_thread;
+    o->eo.watchdog_s = a->watchdog_s; /* 0: the executor's default */
     o->pin_cores = a->pin;
     o->keep_result = a->svg || a->trace;
     o->log = info_of(a); /* the step lines */
