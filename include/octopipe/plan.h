@@ -303,8 +303,9 @@ void *op_problem_subset(const op_problem *pr, const int *idx, int k, op_problem 
  * op_problem_lower_bound_mem at k devices, is within tol (a fraction) of the bound at P.  k < P
  * means no plan on the P devices can beat by more than tol what the bound allows on k: a layer
  * that runs whole on one device, or one microbatch's chain, sets the makespan.  Uniform
- * clusters only (mixed ones and per-device limits return P).  lb_p, lb_k (either may be NULL):
- * the bound at P and at the count returned. */
+ * clusters only (mixed ones and per-device limits return P at once).  lb_p, lb_k (either may be
+ * NULL): the bound at P and at the count returned, set where the bound was computed (always on
+ * a uniform cluster with P > 1). */
 int op_problem_bound_devices(const op_problem *pr, double tol, double *lb_p, double *lb_k);
 
 /* Shape and layout only: P, M, S >= 1; stages contiguous, non-empty, covering every layer;

@@ -211,22 +211,13 @@ int cmd_plan(int argc, char **argv) {
     sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_sa);
-    if (dsweep) {
-        if (o.time_budget_s > 0) o.started_s = op_now_s(); /* the sweep and the plan after it */
-        swept = op_cli_device_sweep(&s, &o, op_cli_info(out), out ? &p : NULL, &st);
-        if (interrupted) return sweep_interrupted(&s, swept ? &p : NULL, &old_sa);
-        if (!out) {
-            sigaction(SIGINT, &old_sa, NULL);
-            op_cli_setup_free(&s);
-            return 0;
-        }
-    }
-    if (sweep) {
+    if (sweep || dsweep) {
         int v = o.verbose;
-        o.verbose = 0;
+        if (sweep) o.verbose = 0; /* the device sweep names its rows' progress lines, this one not */
         /* the table goes where the summary goes: stderr for --out - */
         if (o.time_budget_s > 0) o.started_s = op_now_s(); /* the sweep and the plan after it */
-        swept = op_cli_mem_sweep(&s, &o, op_cli_info(out), out ? &p : NULL, &st);
+        swept = dsweep ? op_cli_device_sweep(&s, &o, op_cli_info(out), out ? &p : NULL, &st)
+                       : op_cli_mem_sweep(&s, &o, op_cli_info(out), out ? &p : NULL, &st);
         o.verbose = v;
         if (interrupted) return sweep_interrupted(&s, swept ? &p : NULL, &old_sa);
         if (!out) {

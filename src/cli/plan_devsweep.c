@@ -109,8 +109,8 @@ int op_cli_device_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, o
                 op_problem_static_floor(pr->layers, pr->n_layers, no_fit) / GIB);
     /* --time-budget is the whole sweep's: each row an equal share of what is left */
     const double deadline = op_cli_sweep_deadline(o);
-    int handed = 0, i = 0;
-    for (; i < n; i++) {
+    int handed = 0;
+    for (int i = 0; i < n; i++) {
         const row *r = &rows[i];
         op_problem q;
         void *own = op_problem_subset(pr, r->idx, r->k, &q);

@@ -20,7 +20,7 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
 /* Tunes s->pr on fewer devices (plan_devsweep.c: P, its halves while static memory fits, and
  * where the lower bound stops falling) and prints one row each to f.  at_p != NULL: receives
  * the plan on all P devices (the last row) and *at_p_st its stats; returns 1 then, 0 when none
- * was found.  Uniform clusters (the caller refuses mixed ones). */
+ * was found.  On a mixed cluster the rows are each kind of device alone and all of them. */
 int op_cli_device_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_plan *at_p,
                         op_tune_stats *at_p_st);
 #endif

@@ -31,12 +31,13 @@ static double bound_at(const op_problem *pr, int k) {
 }
 
 int op_problem_bound_devices(const op_problem *pr, double tol, double *lb_p, double *lb_k) {
+    /* mixed clusters and per-device limits: which devices would go is a choice of its own (and
+     * their bound, a search of its own, is not computed for nothing) */
+    if (pr->n_types > 1 || pr->dev_mem_limit || pr->P <= 1 || !(tol >= 0)) return pr->P;
     const double lbp = bound_at(pr, pr->P);
     if (lb_p) *lb_p = lbp;
     if (lb_k) *lb_k = lbp;
-    /* mixed clusters and per-device limits: which devices would go is a choice of its own */
-    if (pr->n_types > 1 || pr->dev_mem_limit || pr->P <= 1 || !isfinite(lbp) || !(tol >= 0))
-        return pr->P;
+    if (!isfinite(lbp)) return pr->P;
     const double goal = lbp * (1 + tol);
     int lo = 1, hi = pr->P; /* hi qualifies; find the least that does */
     double at_hi = lbp;
