@@ -85,17 +85,21 @@ has "$T/err" "watchdog stopped the job" hang
 e=$(date +%s)
 [ $((e - s)) -lt 20 ] && ok || bad "crash + hang took $((e - s)) s"
 
-# --threads: a stuck thread is named by the watchdog as under mpirun; a crash and mpirun's wall
-# time limit need MPI ranks, so they are refused up front (one thread's SIGKILL ended the whole
-# process with no report, and --timeout was silently ignored)
+# --threads: a stuck thread is named by the watchdog as under mpirun; a crash needs MPI ranks,
+# so it is refused up front (one thread's SIGKILL ended the whole process with no report)
 expect 3 hang-threads -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --time-scale 0.05 --bytes-scale 0.01 --threads --inject-hang 1:2 --watchdog 1
 has "$T/err" "rank 1: stuck in compute F(s1,mb2)" hang-threads
 expect 2 crash-threads -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --threads --inject-crash 1:2
 has "$T/err" "--inject-crash needs MPI ranks" crash-threads
-expect 2 timeout-threads -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --threads --timeout 5
-has "$T/err" "--timeout needs MPI ranks" timeout-threads
+# rank 0's last op: no rank waits on it, so the watchdog never fires; --timeout stops the
+# threads as mpirun's stops MPI ranks (this run waited forever before)
+s=$(date +%s)
+expect 3 timeout-threads -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --time-scale 0.05 --bytes-scale 0.01 --threads --inject-hang 0:15 --timeout 2
+has "$T/err" "passed its --timeout of 2 s: rank 0: stuck in compute B(s0,mb7)" timeout-threads
+e=$(date +%s)
+[ $((e - s)) -lt 15 ] && ok || bad "timeout-threads took $((e - s)) s"
 expect 0 run-help-threads -- "$OCTOPIPE" run --help
-has "$T/out" "--timeout and --inject-crash need" run-help-threads
+has "$T/out" "--inject-crash needs MPI" run-help-threads
 
 # exec --help: its mpirun line starts as many ranks as the plan its example makes has devices
 # (exec refuses any other count), so the example runs as written

@@ -15,12 +15,12 @@ static void help(void) {
            "starts `mpirun --allow-run-as-root --oversubscribe --bind-to none --timeout T` itself;\n"
            "on a cluster use `mpirun -np P octopipe exec PLAN ...` with your hostfile instead.\n\n"
            "options:\n%s"
-           "  --threads           run the ranks as threads of this process (no mpirun); --watchdog\n"
-           "                      and --inject-hang work there (a hang nobody waits on is not\n"
-           "                      caught: no --timeout), --timeout and --inject-crash need MPI\n"
-           "                      ranks and are refused\n"
-           "  --timeout SEC       stop the job after SEC s (default 60 + 3x the predicted time;\n"
-           "                      MPI ranks only)\n\n"
+           "  --threads           run the ranks as threads of this process (no mpirun); --watchdog,\n"
+           "                      --timeout and --inject-hang work there, --inject-crash needs MPI\n"
+           "                      ranks and is refused\n"
+           "  --timeout SEC       stop the job after SEC s (default 60 + 3x the predicted time),\n"
+           "                      also where no rank waits on the stuck one (the watchdog's\n"
+           "                      blind spot: a rank's last ops, a one-rank plan)\n\n"
            "exit status: 0 ok, 1 failure (a rank crashed: named), 2 bad input or refused plan,\n"
            "             3 watchdog (every rank reports what it waits for)\n\n"
            "On one machine every message is a memory copy by the ranks' CPUs, which the link model\n"
@@ -48,8 +48,11 @@ int cmd_run(int argc, char **argv) {
     rc = op_exec_cli_plans(&c, "run", NULL, &emu, &pred, &have_pred);
     if (rc) return rc;
     op_err e = {0};
+    double t = c.timeout_s;
+    if (t <= 0) t = 60 + 3 * (have_pred ? pred.pred.makespan_ms : 0) / 1e3;
     if (c.threads) {
         op_compute comp = op_compute_emulate();
+        c.eo.timeout_s = t;
         op_exec_result res;
         rc = op_exec_run_threads(&emu, &comp, &c.eo, &res, &e);
         if (rc) {
@@ -61,8 +64,6 @@ int cmd_run(int argc, char **argv) {
         }
         op_exec_result_free(&res);
     } else {
-        double t = c.timeout_s;
-        if (t <= 0) t = 60 + 3 * (have_pred ? pred.pred.makespan_ms : 0) / 1e3;
         /* forward the flags: exec accepts everything but --threads/--timeout */
         char **args = calloc((size_t)argc + 1, sizeof(char *));
         int n = 0;

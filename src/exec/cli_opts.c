@@ -24,7 +24,8 @@ const char *op_exec_cli_help(void) {
            "  --trace FILE        write the merged Chrome trace (measured ranks + predicted devices)\n"
            "  --watchdog SEC      a rank waiting this long on one message stops the job (default 30);\n"
            "                      a rank stuck where no other rank waits on it (its last ops, or\n"
-           "                      a one-rank job) is stopped only by mpirun's --timeout\n"
+           "                      a one-rank job) is stopped by run's --timeout (under your own\n"
+           "                      mpirun: its --timeout)\n"
            "  --slice-ms X        emulated compute progresses messages every X ms (default 0.5)\n"
            "  --poll-us X         first sleep between tests while waiting (default 20)\n"
            "  --poll-growth F     later sleeps: F x the time waited so far (default 0.003)\n"
@@ -124,17 +125,10 @@ int op_exec_cli_parse(op_exec_cli *c, int argc, char **argv, const char *cmd, in
         if (rc) return 2;
         i += used;
     }
-    /* threads share one process: a rank killing itself takes every rank down with no report,
-     * and the wall-time limit is mpirun's (a stuck thread cannot be stopped from outside;
-     * --watchdog does stop a stuck run there) */
+    /* threads share one process: a rank killing itself takes every rank down with no report */
     if (c->threads && c->eo.fault.kind == OP_FAULT_CRASH) {
         fprintf(stderr, "octopipe %s: --inject-crash needs MPI ranks (a crashing thread would kill every "
                 "rank with no report); drop --threads\n", cmd);
-        return 2;
-    }
-    if (c->threads && c->timeout_s > 0) {
-        fprintf(stderr, "octopipe %s: --timeout needs MPI ranks (it is mpirun's limit); drop --threads, "
-                "or stop a stuck run with --watchdog SEC\n", cmd);
         return 2;
     }
     if (!c->plan_path) {

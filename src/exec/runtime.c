@@ -178,6 +178,8 @@ static int watchdog_out(op_exec_rank *rt, char *line, size_t cap, op_err *err) {
     describe(rt, tmp, sizeof tmp);
     if (line) snprintf(line, cap, "%s", tmp);
     else if (!rt->o.quiet) fprintf(stderr, "octopipe exec: watchdog: %s\n", tmp);
+    if (rt->abort_reason == rt->p->P + 1) /* op_exec_run_threads' time limit */
+        return op_errf(err, OP_ETIMEOUT, "the run passed its --timeout of %g s: %s", rt->o.timeout_s, tmp);
     return op_errf(err, OP_ETIMEOUT, "watchdog (raised by rank %d): %s", rt->abort_reason - 1, tmp);
 }
 
@@ -346,7 +348,7 @@ int op_exec_rank_run_line(const op_plan *p, const op_lowered *l, op_xport *x, co
         free(lens);
         if (rc) rc = op_errf(err, OP_EPEER, "rank %d: gathering the records failed", x->rank);
     } else if (res) {
-        res->watchdog_rank = rt.abort_reason ? rt.abort_reason - 1 : -1;
+        res->watchdog_rank = rt.abort_reason && rt.abort_reason <= p->P ? rt.abort_reason - 1 : -1;
     }
     for (int i = 0; i < rt.n_act; i++) /* failure path: nobody may still write into these */
         if (x->cancel) x->cancel(x, &rt.req[rt.act[i]]);

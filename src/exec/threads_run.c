@@ -15,12 +15,14 @@ typedef struct targ {
     char line[512];
     op_err err;
     int rc;
+    int *done; /* ranks finished, for the time limit's poll */
 } targ;
 
 static void *rank_main(void *a) {
     targ *t = a;
     t->rc = op_exec_rank_run_line(t->p, t->l, t->x, t->c, t->o, t->x->rank == 0 ? t->res : NULL,
                                   t->line, sizeof t->line, &t->err);
+    __atomic_add_fetch(t->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -36,14 +38,26 @@ int op_exec_run_threads(const op_plan *p, const op_compute *c, const op_exec_opt
     targ *ts = op_xcalloc((size_t)P, sizeof *ts);
     pthread_t *th = op_xcalloc((size_t)P, sizeof *th);
     op_xport_threads_new(xs, P);
-    int started = 0, terr = 0;
+    int started = 0, terr = 0, done = 0;
+    double t0 = op_now_s();
     for (; started < P; started++) {
-        ts[started] = (targ){p, &l, &xs[started], c, o, res, {0}, {0}, 0};
+        ts[started] = (targ){p, &l, &xs[started], c, o, res, {0}, {0}, 0, &done};
         if ((terr = pthread_create(&th[started], NULL, rank_main, &ts[started]))) {
             /* out of threads (a process or user limit): the ranks started would wait for this
              * one until the watchdog; stop them now and say why */
             xs[0].raise_abort(&xs[0], started + 1);
             break;
+        }
+    }
+    if (!terr && o && o->timeout_s > 0) {
+        /* the watchdog needs a rank waiting on the stuck one; the time limit does not: reason
+         * P + 1 tells the ranks it is the limit, not a rank, that stopped them */
+        while (__atomic_load_n(&done, __ATOMIC_ACQUIRE) < P) {
+            if (op_now_s() - t0 > o->timeout_s) {
+                xs[0].raise_abort(&xs[0], P + 1);
+                break;
+            }
+            op_exec_nap_us(10e3);
         }
     }
     for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
@@ -70,7 +84,7 @@ int op_exec_run_threads(const op_plan *p, const op_compute *c, const op_exec_opt
     if (rep.len) snprintf(res->wait_report, sizeof res->wait_report, "%s", rep.data);
     if (rc && res->watchdog_rank < 0) {
         int a = xs[0].poll_abort(&xs[0]);
-        res->watchdog_rank = a ? a - 1 : -1;
+        res->watchdog_rank = a && a <= P ? a - 1 : -1;
     }
     op_buf_free(&rep);
     op_xport_threads_free(xs, P);
