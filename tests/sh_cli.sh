@@ -144,6 +144,12 @@ else bad "compare --mem-limit 10: $(grep -i "bound" "$tmp/out")"; fi
 if jq -e 'has("lower_bound_mem_ms") and .lower_bound_mem_ms == null' "$tmp/out" > /dev/null; then ok
 else bad "compare --mem-limit 10 --json: lower_bound_mem_ms is not null"; fi
 
+# a memory-aware bound above the other by less than the printed 0.01 ms is not a second line
+# (llama2-7b P=4 M=8 printed "lower bound 747.09 ms; memory-aware 747.09 ms")
+"$OP" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune > "$tmp/out" 2>&1
+if grep -q "^lower bound 747.09 ms$" "$tmp/out"; then ok
+else bad "compare llama2-7b P=4: $(grep -i "bound" "$tmp/out")"; fi
+
 # --plans-dir writes one plan per schedule, each re-simulates to its prediction
 mkdir -p "$tmp/plans"
 if "$OP" compare --model nemotron-h-8b --devices 4 --microbatches 8 --no-tune --plans-dir "$tmp/plans" > /dev/null 2>&1 \

@@ -227,6 +227,8 @@ void op_cli_setup_free(op_cli_setup *s) {
     op_cluster_free(&s->cluster);
 }
 
+int op_cli_mem_bound_shows(double lb, double lbm) { return lbm - lb >= 0.005; }
+
 int op_cli_mixed(const op_cli_setup *s) { return s->pr.n_types > 1 || s->pr.dev_mem_limit != NULL; }
 
 const char *op_cli_dev_type(const op_cli_setup *s, int d) {

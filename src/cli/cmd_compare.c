@@ -276,7 +276,7 @@ int cmd_compare(int argc, char **argv) {
             printf("lower bound %.2f ms; memory-aware bound: none (gap%% below is to the first)\n"
                    "  no plan fits: static memory plus what one microbatch must hold even with "
                    "every activation recomputed exceeds the devices' limits combined\n", lb);
-        else if (mem && limit > 0 && lbm > lb * (1 + 1e-9)) /* memory binds every plan: the bound that knows it */
+        else if (mem && limit > 0 && op_cli_mem_bound_shows(lb, lbm)) /* memory binds every plan: the bound that knows it */
             printf("lower bound %.2f ms; memory-aware %.2f ms (gap%% below is to the first)\n", lb, lbm);
         else
             printf("lower bound %.2f ms\n", lb);

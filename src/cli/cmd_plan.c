@@ -292,7 +292,7 @@ int cmd_plan(int argc, char **argv) {
     double lbm = interrupted ? 0 : op_plan_lower_bound_mem(&p);
     if (interrupted && limit > 0 && mem)
         fprintf(info, "memory-aware lower bound not computed (interrupted)\n");
-    if (limit > 0 && lbm > q->lower_bound_ms * (1 + 1e-9)) /* memory binds every plan */
+    if (limit > 0 && op_cli_mem_bound_shows(q->lower_bound_ms, lbm)) /* memory binds every plan */
         fprintf(info, "memory-aware lower bound %.2f ms (least recomputation any fitting plan needs), "
                "gap %.2f%%\n", lbm, 100 * (q->makespan_ms / lbm - 1));
     if (!interrupted) print_fewer_devices(info, &s.pr, &p);
