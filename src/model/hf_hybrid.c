@@ -65,12 +65,7 @@ int op_hf_build_jamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         }
         /* transformers: experts in layer i = num_experts if i % period == offset, else 1 */
         if (experts > 1 && i % ep == eo) {
-            op_hf_need_moe(h, "num_experts", experts, top_k);
-            l = op_mbuild_add(b, OP_LAYER_MOE, "layers.%d.moe", i);
-            l->ffn = OP_FFN_MOE;
-            l->n_experts = experts;
-            l->top_k = top_k;
-            l->expert_dim = inter;
+            l = op_hf_moe_layer(h, b, i, "num_experts", experts, top_k, inter, 0, 0);
         } else {
             l = op_mbuild_add(b, OP_LAYER_MLP, "layers.%d.mlp", i);
             l->ffn = OP_FFN_MLP;
@@ -128,14 +123,7 @@ int op_hf_build_nemotron_h(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
             l->ffn_gated = 0; /* relu^2: up + down */
             break;
         case 'E':
-            op_hf_need_moe(h, "n_routed_experts", experts, top_k);
-            l = op_mbuild_add(b, OP_LAYER_MOE, "layers.%d.moe", i);
-            l->ffn = OP_FFN_MOE;
-            l->n_experts = experts;
-            l->top_k = top_k;
-            l->expert_dim = moe_dim;
-            l->n_shared = shared;
-            l->shared_dim = shared > 0 ? shared_dim : 0;
+            l = op_hf_moe_layer(h, b, i, "n_routed_experts", experts, top_k, moe_dim, shared, shared_dim);
             l->ffn_gated = 0;
             break;
         default:

@@ -289,6 +289,19 @@ void op_hf_need_moe(op_hf *h, const char *experts_key, int experts, int top_k) {
                    experts_key);
 }
 
+op_layer *op_hf_moe_layer(op_hf *h, op_mbuild *b, int i, const char *experts_key, int experts,
+                          int top_k, int expert_dim, int n_shared, int shared_dim) {
+    op_hf_need_moe(h, experts_key, experts, top_k);
+    op_layer *l = op_mbuild_add(b, OP_LAYER_MOE, "layers.%d.moe", i);
+    l->ffn = OP_FFN_MOE;
+    l->n_experts = experts;
+    l->top_k = top_k;
+    l->expert_dim = expert_dim;
+    l->n_shared = n_shared > 0 ? n_shared : 0;
+    l->shared_dim = n_shared > 0 ? shared_dim : 0;
+    return l;
+}
+
 void op_hf_need_layers(op_hf *h, const char *key, int n) {
     if (!h->bad && (n <= 0 || n > OP_HF_MAX_BLOCKS))
         op_hf_fail(h, key, "%d layers; expected 1..%d", n, OP_HF_MAX_BLOCKS);

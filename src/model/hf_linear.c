@@ -53,14 +53,7 @@ int op_hf_build_qwen3_next(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         }
         int is_moe = experts > 0 && (i + 1) % step == 0 && !mlp_only[i];
         if (is_moe) {
-            op_hf_need_moe(h, "num_experts", experts, top_k);
-            l = op_mbuild_add(b, OP_LAYER_MOE, "layers.%d.moe", i);
-            l->ffn = OP_FFN_MOE;
-            l->n_experts = experts;
-            l->top_k = top_k;
-            l->expert_dim = moe_dim;
-            l->n_shared = shared_dim > 0;
-            l->shared_dim = shared_dim;
+            l = op_hf_moe_layer(h, b, i, "num_experts", experts, top_k, moe_dim, shared_dim > 0, shared_dim);
         } else {
             l = op_mbuild_add(b, OP_LAYER_MLP, "layers.%d.mlp", i);
             l->ffn = OP_FFN_MLP;
@@ -103,16 +96,9 @@ int op_hf_build_minimax(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
             l->lin_k_heads = l->lin_v_heads = l->n_heads;
             l->lin_k_dim = l->lin_v_dim = l->head_dim;
         }
-        op_hf_need_moe(h, "num_local_experts", experts, top_k);
-        l = op_mbuild_add(b, OP_LAYER_MOE, "layers.%d.moe", i);
+        l = op_hf_moe_layer(h, b, i, "num_local_experts", experts, top_k, inter, shared_dim > 0, shared_dim);
         l->hidden = hidden;
-        l->ffn = OP_FFN_MOE;
         l->ffn_gated = 1;
-        l->n_experts = experts;
-        l->top_k = top_k;
-        l->expert_dim = inter;
-        l->n_shared = shared_dim > 0;
-        l->shared_dim = shared_dim;
     }
     op_hf_head(b, m, hidden, vocab, tie, embed);
     return OP_OK;

@@ -136,6 +136,11 @@ void op_hf_need_pos(op_hf *h, const char *key, int v);
  * expert count) and num_experts_per_tok positive, and no more experts per token than there
  * are.  Checked where a MoE layer is made, so expert fields a dense layout never reads pass. */
 void op_hf_need_moe(op_hf *h, const char *experts_key, int experts, int top_k);
+/* Layer i's MoE FFN, "layers.<i>.moe", after op_hf_need_moe: experts routed experts of
+ * expert_dim (top_k per token) and n_shared shared experts of shared_dim each (0: none).  The
+ * caller sets hidden and ffn_gated. */
+op_layer *op_hf_moe_layer(op_hf *h, op_mbuild *b, int i, const char *experts_key, int experts,
+                          int top_k, int expert_dim, int n_shared, int shared_dim);
 /* A layer count: 1..OP_HF_MAX_BLOCKS. */
 #define OP_HF_MAX_BLOCKS 2000
 void op_hf_need_layers(op_hf *h, const char *key, int n);
