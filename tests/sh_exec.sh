@@ -89,6 +89,10 @@ e=$(date +%s)
 # so it is refused up front (one thread's SIGKILL ended the whole process with no report)
 expect 3 hang-threads -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --time-scale 0.05 --bytes-scale 0.01 --threads --inject-hang 1:2 --watchdog 1
 has "$T/err" "rank 1: stuck in compute F(s1,mb2)" hang-threads
+# the last line names the stuck rank, whichever waiting rank raised the watchdog (it named rank 0,
+# which only waited for rank 1)
+if grep -q "^octopipe run: watchdog (raised by rank [0-9]*): rank 1: stuck in compute F(s1,mb2)" "$T/err"; then ok
+else bad "hang-threads: last line: $(tail -n 1 "$T/err")"; fi
 expect 2 crash-threads -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --threads --inject-crash 1:2
 has "$T/err" "--inject-crash needs MPI ranks" crash-threads
 # rank 0's last op: no rank waits on it, so the watchdog never fires; --timeout stops the
@@ -98,6 +102,14 @@ expect 3 timeout-threads -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --time-scal
 has "$T/err" "passed its --timeout of 2 s: rank 0: stuck in compute B(s0,mb7)" timeout-threads
 e=$(date +%s)
 [ $((e - s)) -lt 15 ] && ok || bad "timeout-threads took $((e - s)) s"
+# mid-run, the watchdog longer than the limit: the limit stops it, naming the stuck rank
+expect 3 timeout-threads-mid -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --time-scale 0.05 --bytes-scale 0.01 --threads --inject-hang 2:3 --watchdog 60 --timeout 2
+has "$T/err" "passed its --timeout of 2 s: rank 2: stuck in compute" timeout-threads-mid
+# a fault at a rank or op the plan lacks never fired, and the run passed: refused
+expect 2 hang-badrank -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --threads --inject-hang 4:1
+has "$T/err" "--inject-hang 4:1: $T/1f1b.json has ranks 0..3" hang-badrank
+expect 2 crash-badop -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --inject-crash 1:16
+has "$T/err" "--inject-crash 1:16: rank 1 of $T/1f1b.json has compute ops 0..15" crash-badop
 expect 0 run-help-threads -- "$OCTOPIPE" run --help
 has "$T/out" "--inject-crash needs MPI" run-help-threads
 

@@ -184,6 +184,20 @@ int op_exec_cli_plans(const op_exec_cli *c, const char *cmd, const char *text, o
         return 2;
     }
     op_lowered_free(&l);
+    /* a fault at a rank or op the plan lacks never fired: the run passed as if the test worked */
+    const op_exec_fault *f = &c->eo.fault;
+    if (f->kind != OP_FAULT_NONE && (f->rank >= emu->P || f->op_index >= emu->n_ops[f->rank])) {
+        if (f->rank >= emu->P)
+            fprintf(stderr, "octopipe %s: --inject-%s %d:%d: %s has ranks 0..%d\n", cmd,
+                    f->kind == OP_FAULT_CRASH ? "crash" : "hang", f->rank, f->op_index, c->plan_path,
+                    emu->P - 1);
+        else
+            fprintf(stderr, "octopipe %s: --inject-%s %d:%d: rank %d of %s has compute ops 0..%d\n", cmd,
+                    f->kind == OP_FAULT_CRASH ? "crash" : "hang", f->rank, f->op_index, f->rank,
+                    c->plan_path, emu->n_ops[f->rank] - 1);
+        op_plan_free(emu);
+        return 2;
+    }
     op_plan_copy(pred, emu);
     pred->op_overhead_ms += c->extra_overhead_ms;
     {

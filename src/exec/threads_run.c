@@ -81,6 +81,13 @@ int op_exec_run_threads(const op_plan *p, const op_compute *c, const op_exec_opt
             if (err) *err = ts[r].err;
         }
     }
+    /* of the watchdog's messages, the stuck rank's: rank 0's "waiting for rank 1" named a rank
+     * that only waited (describe() in runtime.c words a rank in an op "stuck in compute") */
+    for (int r = 0; r < P && rc == OP_ETIMEOUT && err; r++)
+        if (ts[r].rc == OP_ETIMEOUT && strstr(ts[r].line, ": stuck in compute ")) {
+            *err = ts[r].err;
+            break;
+        }
     if (rep.len) snprintf(res->wait_report, sizeof res->wait_report, "%s", rep.data);
     if (rc && res->watchdog_rank < 0) {
         int a = xs[0].poll_abort(&xs[0]);
