@@ -93,7 +93,7 @@ then ok; else bad "compare --json --progress: rc=$rc, stderr: $(head -n 2 "$tmp/
 expect_err "--mem-limit expects a number, got '0x40'" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit 0x40
 expect_err "--rank needs a non-negative integer (got '')" lower tests/data/plans/1f1b-p4-m8.json --rank ""
 expect_err "--bytes-scale needs a number" lower tests/data/plans/1f1b-p4-m8.json --bytes-scale 0x1
-expect_err "--lr needs a non-negative number (got '0x1p-8')" train --lr 0x1p-8
+expect_err "--lr needs a number in (0, 1e6] (got '0x1p-8')" train --lr 0x1p-8
 expect_err "--time-scale needs a decimal number in" run tests/data/plans/1f1b-p4-m8.json --emulate --threads --time-scale 0x1p-4
 expect_err "--recv-window needs a whole number in" run tests/data/plans/1f1b-p4-m8.json --emulate --threads --recv-window 2.5
 # a leading space: strtol/strtod skip it while a trailing one is refused; both are refused now

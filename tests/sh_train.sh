@@ -94,6 +94,12 @@ expect_err "--calibrate needs an integer" train --model tiny --devices 2 --micro
 expect_err "--calibrate needs an integer" train --model tiny --devices 2 --microbatches 4 --calibrate 9999
 expect_err "no calibration plan fits" train --model tiny --devices 8 --microbatches 8 --threads --repeats 1 --calibrate 2
 expect_err "nosuch" train --model tiny --devices 2 --microbatches 4 --plan nosuch --threads --repeats 1
+# a misspelt schedule is refused before the profile and --calibrate's steps (seconds after them)
+expect_err "--plan 'nosuch': not auto, a plan file or a schedule" train --model tiny --devices 2 --microbatches 4 --plan nosuch --threads --calibrate 2
+[ -s "$tmp/out" ] && bad "train --plan nosuch profiled first: $(head -n 1 "$tmp/out")" || ok
+# the range in the line: "needs a non-negative number (got '0')" and "(got '1e308')" said no range
+expect_err "--lr needs a number in (0, 1e6\] (got '0')" train --model tiny --devices 2 --microbatches 4 --lr 0
+expect_err "--overhead-ms needs a number in \[0, 1e6\] (got '1e308')" train --model tiny --devices 2 --microbatches 4 --overhead-ms 1e308
 "$OP" train --help | grep -q "example" && ok || bad "train --help has no example"
 
 # a diverging run (a valid --lr far too large): NaN activations went through the fast exp's
@@ -105,8 +111,8 @@ if [ $rc -eq 0 ] && grep -q -- "-> nan" "$tmp/nan.out" && grep -q "the loss is n
 else bad "train --lr 100: rc=$rc $(tail -n 3 "$tmp/nan.err")"; fi
 
 # --watchdog: the executor's (30 s by default, which many ranks on few cores could outwait)
-expect_err "--watchdog needs a non-negative number" train --model tiny --devices 2 --microbatches 2 --threads --watchdog 0
-expect_err "--watchdog needs a non-negative number" train --model tiny --devices 2 --microbatches 2 --threads --watchdog x
+expect_err "--watchdog needs a number in (0, 1e6]" train --model tiny --devices 2 --microbatches 2 --threads --watchdog 0
+expect_err "--watchdog needs a number in (0, 1e6]" train --model tiny --devices 2 --microbatches 2 --threads --watchdog x
 "$OP" train --model tiny --devices 2 --microbatches 2 --steps 1 --threads --repeats 1 --watchdog 120 > "$tmp/wd.out" 2>&1 \
   && grep -q "^trained 1 steps" "$tmp/wd.out" && ok || bad "train --watchdog 120: $(tail -n 2 "$tmp/wd.out")"
 # an input without end: refused after 1 GiB (it grew memory until the machine ran out)

@@ -18,6 +18,7 @@
 #include "octopipe/export.h"
 #include "octopipe/out.h"
 #include "octopipe/ptrain.h"
+#include "octopipe/sched.h"
 #include "octopipe/sim.h"
 
 /* Per-op executor cost added to the prediction unless --overhead-ms says otherwise.  From an
@@ -180,7 +181,9 @@ static int parse(targs *a, int argc, char **argv) {
             double x = 0;
             if (op_cli_decimal(v, &x) || !(x >= 0 && x <= 1e6) ||
                 ((dv == &a->lr || dv == &a->watchdog_s) && x <= 0)) {
-                fprintf(stderr, "%s: %s needs a non-negative number (got '%s')\n", C, f, v ? v : "");
+                /* the range itself: "non-negative" refused 0 (--lr, --watchdog) and 1e308 */
+                fprintf(stderr, "%s: %s needs a number in %s0, 1e6] (got '%s')\n", C, f,
+                        dv == &a->lr || dv == &a->watchdog_s ? "(" : "[", v ? v : "");
                 return 2;
             }
             *dv = x, i++;
@@ -200,6 +203,20 @@ static int parse(targs *a, int argc, char **argv) {
     if (!a->model || !a->P || !a->M) {
         fprintf(stderr, "%s: --model, --devices and --microbatches are required (octopipe train --help)\n", C);
         return 2;
+    }
+    /* a misspelt schedule name was refused only after the profile (and --calibrate's steps,
+     * seconds to minutes); the same test as op_ptrain_make_plan's for a file */
+    if (strcmp(a->plan, "auto") && strcmp(a->plan, "tuned") && strcmp(a->plan, "octopipe") &&
+        !strchr(a->plan, '/') && !strstr(a->plan, ".json") && access(a->plan, R_OK) != 0) {
+        const char *const *nm = op_sched_names();
+        int known = 0;
+        for (int i = 0; nm[i] && !known; i++) known = !strcmp(nm[i], a->plan);
+        if (!known) {
+            fprintf(stderr, "%s: --plan '%s': not auto, a plan file or a schedule (known:", C, a->plan);
+            for (int i = 0; nm[i]; i++) fprintf(stderr, "%s %s", i ? "," : "", nm[i]);
+            fprintf(stderr, ")\n");
+            return 2;
+        }
     }
     op_err se = {0};
     double k[64];
