@@ -1,5 +1,7 @@
 /* test_exec.c: the executor over the thread transport: lowering (golden), deadlock refusal,
  * every plan runs in its planned order, random valid plans never hang, the watchdog. */
+#include <pthread.h>
+
 #include "check.h"
 #include "exec/exec_internal.h"
 #include "octopipe/exec.h"
@@ -248,6 +250,67 @@ TEST(watchdog_names_the_wait) {
     CHECK(r.watchdog_rank == 0 || r.watchdog_rank == 2);
     op_exec_result_free(&r);
     op_plan_free(&p);
+}
+
+/* The time limit stops a rank stuck where nobody waits on it (rank 0's last op), which the
+ * watchdog cannot see, and the error names the stuck rank and the limit. */
+TEST(time_limit_stops_an_unwatched_hang) {
+    op_plan p;
+    xp_1f1b(&p, 3, 3, 0.05, 128);
+    op_compute c = op_compute_emulate();
+    op_exec_opts eo = {0};
+    eo.timeout_s = 0.5;
+    eo.fault.kind = OP_FAULT_HANG;
+    eo.fault.rank = 0;
+    eo.fault.op_index = p.n_ops[0] - 1;
+    op_exec_result r;
+    op_err e = {0};
+    double t = op_now_s();
+    CHECK(op_exec_run_threads(&p, &c, &eo, &r, &e) == OP_ETIMEOUT);
+    CHECK(op_now_s() - t < 3);
+    CHECK_STR_CONTAINS(e.msg, "passed its --timeout of 0.5 s: rank 0: stuck in compute");
+    CHECK(r.watchdog_rank == -1); /* the limit, not a rank, raised it */
+    op_exec_result_free(&r);
+    op_plan_free(&p);
+}
+
+typedef struct {
+    op_xport *x;
+    int rc, done;
+    void *out[2];
+} gather_arg;
+
+static void *gather_main(void *a) {
+    gather_arg *g = a;
+    int64_t lens[2];
+    char mine[16] = "a rank";
+    g->rc = g->x->gather(g->x, mine, sizeof mine, g->out, lens); /* mine dies with this frame */
+    __atomic_store_n(&g->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* A rank that leaves a barrier because the job aborts takes its arrival back: rank 1 gave up
+ * on a gather (abort raised while it waited) and returned, freeing its buffer; rank 0, arriving
+ * last, passed the barrier and copied from it. */
+TEST(aborted_gather_is_left_by_all) {
+    op_xport xs[2];
+    op_xport_threads_new(xs, 2);
+    gather_arg g1 = {&xs[1], 0, 0, {NULL, NULL}}, g0 = {&xs[0], 0, 0, {NULL, NULL}};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, gather_main, &g1) == 0);
+    op_exec_nap_us(20e3); /* rank 1 waits in the barrier */
+    xs[0].raise_abort(&xs[0], 3);
+    pthread_join(th, NULL);
+    CHECK(g1.rc == -1);
+    /* rank 0 in a thread too: had it passed the first barrier it would wait in the second for
+     * a rank that left; give it 2 s, and leave it there rather than hang the test */
+    CHECK(pthread_create(&th, NULL, gather_main, &g0) == 0);
+    for (int i = 0; i < 200 && !__atomic_load_n(&g0.done, __ATOMIC_ACQUIRE); i++) op_exec_nap_us(10e3);
+    int done = __atomic_load_n(&g0.done, __ATOMIC_ACQUIRE);
+    CHECK(done && g0.rc == -1 && g0.out[0] == NULL);
+    if (!done) return;
+    pthread_join(th, NULL);
+    op_xport_threads_free(xs, 2);
 }
 
 /* Real-compute stand-in: spins briefly, stamps its output with (stage, mb) and checks that its
@@ -504,6 +567,8 @@ int main(int argc, char **argv) {
     RUN(baselines_run_in_plan_order);
     RUN(random_plans_never_hang);
     RUN(watchdog_names_the_wait);
+    RUN(time_limit_stops_an_unwatched_hang);
+    RUN(aborted_gather_is_left_by_all);
     RUN(payloads_reach_their_consumer);
     RUN(report_numbers_are_exact);
     RUN(tags_stay_below_2_28);

@@ -183,8 +183,11 @@ static int t_poll(op_xport *x) {
     return a;
 }
 
-/* A polite barrier that gives up when the job is aborting (a failed rank never arrives). */
-static int t_barrier(op_xport *x) {
+/* A polite barrier that gives up when the job is aborting (a failed rank never arrives),
+ * unless `hold`: the second barrier of a gather or bcast, which every rank reaches (all passed
+ * the first), must not let one leave and free its buffer while another still copies from it
+ * (an abort raised meanwhile: run --threads' time limit). */
+static int barrier(op_xport *x, int hold) {
     world *w = W(x);
     pthread_mutex_lock(&w->mu);
     unsigned gen = w->gen;
@@ -199,19 +202,25 @@ static int t_barrier(op_xport *x) {
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&w->mu);
-        int passed = w->gen != gen, ab = w->abort;
+        int passed = w->gen != gen, ab = w->abort && !hold;
+        /* leaving, a rank takes its arrival back: else the last to arrive would pass and read
+         * the buffers of ranks that already left and freed them */
+        if (!passed && ab) w->count--;
         pthread_mutex_unlock(&w->mu);
         if (passed) return 0;
         if (ab) return -1;
     }
 }
 
+static int t_barrier(op_xport *x) { return barrier(x, 0); }
+
 static int t_bcast(op_xport *x, void *buf, int64_t n) {
     world *w = W(x);
     if (x->rank == 0) w->gbuf[0] = buf;
     if (t_barrier(x)) return -1;
     if (x->rank != 0) memcpy(buf, w->gbuf[0], (size_t)n);
-    return t_barrier(x);
+    barrier(x, 1);
+    return 0;
 }
 
 static int t_gather(op_xport *x, const void *buf, int64_t n, void **out, int64_t *lens) {
@@ -225,7 +234,8 @@ static int t_gather(op_xport *x, const void *buf, int64_t n, void **out, int64_t
             out[r] = op_xmalloc((size_t)w->glen[r] + 1);
             memcpy(out[r], w->gbuf[r], (size_t)w->glen[r]);
         }
-    return t_barrier(x);
+    barrier(x, 1);
+    return 0;
 }
 
 static double t_offset(op_xport *x) { return 0; }
