@@ -167,7 +167,11 @@ static void describe(op_exec_rank *rt, char *line, size_t cap) {
                  dt, x->kind == OP_F ? "activation" : "gradient", op_kind_name((op_kind)x->kind),
                  x->stage, x->mb, x->peer, x->tag);
     } else {
-        snprintf(line, cap, "rank %d: stuck in compute %s(s%d,mb%d) for %.1f s", r,
+        /* the watchdog fires because a rank waited on this one: stuck.  The time limit also
+         * stops a run that was merely slow, whose ops ran for a moment each: only an op past
+         * a second is called stuck there */
+        int stuck = rt->abort_reason != rt->p->P + 1 || dt >= 1.0;
+        snprintf(line, cap, "rank %d: %sin compute %s(s%d,mb%d) for %.1f s", r, stuck ? "stuck " : "",
                  op_kind_name((op_kind)x->kind), x->stage, x->mb, dt);
     }
 }
