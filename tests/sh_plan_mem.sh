@@ -33,6 +33,12 @@ else bad "advised --mem-limit $lim does not fit: $(tail -n 2 "$tmp/y.out")"; fi
 if jq -e '.activation | length > 0' "$tmp/f.json" > /dev/null 2>&1 || ! jq -e 'has("activation")' "$tmp/n.json" > /dev/null 2>&1; then ok
 else bad "activation key: $(jq -c .activation "$tmp/f.json" 2>&1)"; fi
 grep -q "^activations: keep" "$tmp/n.out" && ok || bad "none: $(grep activations "$tmp/n.out")"
+# forced under the default limit, where memory does not need it: still every stage (the plan
+# said "activations: keep" and recorded no policy for a job the user runs with recomputation)
+"$OP" plan "${base[@]}" --recompute full --out "$tmp/f2.json" > "$tmp/f2.out" 2>&1 || bad "forced full run failed"
+if jq -e '.activation | length > 0 and all(. == "full")' "$tmp/f2.json" > /dev/null 2>&1 &&
+   grep -q "^activations: full on \([0-9]*\) of \1 stages" "$tmp/f2.out"; then ok
+else bad "forced full under a limit: $(grep activations "$tmp/f2.out") $(jq -c .activation "$tmp/f2.json" 2>&1)"; fi
 
 # --mem-sweep: one row per limit, makespans never rise as the limit grows (a Pareto front); the
 # set limit is a marked row, and with --out the plan written is that row's, recorded at that

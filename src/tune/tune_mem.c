@@ -362,9 +362,10 @@ int tn_tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_
         for (int i = 0; i < nseeds; i++)
             if (seeds[i] != out) op_plan_free(&views[i]);
         if (!o.no_baselines) tn_baseline_bar(pr, &o, out, &have, &st);
-    } else if (have && modelled && lim && o.recompute != OP_TUNE_RC_NONE && first != OP_ACT_KEEP) {
-        relax(pr, out, &o); /* a forced policy still leaves stages that need nothing */
     }
+    /* a forced policy (--recompute selective|full) stays on every stage, as the user's
+     * framework will run it: relaxed where memory did not need it, `plan --recompute full`
+     * wrote a plan of keep stages for a job that recomputes */
     if (!have && tn_late(&o)) return tn_err_late(pr, &o, err);
     if (!have) {
         char lim_text[96];
