@@ -276,6 +276,21 @@ TEST(advice_when_nothing_fits) {
     free(l);
 }
 
+TEST(advice_limit_without_static_memory) {
+    /* activations only (a profile without weights): the limit ladder starts above 0, so the
+     * advice names a limit the flag takes, never "--mem-limit 0.00" (0 is no limit) */
+    char buf[2048] = "";
+    op_layer_cost *l = tf_layers(8, 64, 0);
+    op_problem pr = problem(l, 8, 2, 8, 1);
+    op_plan p;
+    op_err e = {0};
+    CHECK(tune(&pr, OP_TUNE_RC_AUTO, &p, NULL, &e) == OP_ENOMEM);
+    op_tune_advise(NULL, NULL, NULL, &pr, buf, sizeof buf);
+    CHECK_STR_CONTAINS(buf, "--mem-limit ");
+    CHECK_MSG(!strstr(buf, "--mem-limit 0.00:"), "%s", buf);
+    free(l);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(layer_view_follows_each_policy_rule);
@@ -286,5 +301,6 @@ int main(int argc, char **argv) {
     RUN(cancel_returns_a_fitting_plan_early);
     RUN(baselines_get_the_cheapest_recompute_that_fits);
     RUN(advice_when_nothing_fits);
+    RUN(advice_limit_without_static_memory);
     return check_report("tune_mem");
 }

@@ -288,7 +288,10 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
      * so on a mixed cluster the caller's d carries the smallest device's memory (12 GiB
      * A100s next to 40 GiB H100s were told "--mem-limit 32.63") */
     const double cap = d && d->mem_GiB > 0 ? d->mem_GiB : INFINITY;
-    const double g0 = ceil(sf * 1.05 / GIB * 100) / 100;
+    /* at least 0.01 GiB: without static memory (a profile that lists only activations) the
+     * ladder started at 0, whose rungs never grew, and 0 (no limit) was suggested as
+     * "--mem-limit 0.00", a value the flag refuses */
+    const double g0 = fmax(ceil(sf * 1.05 / GIB * 100) / 100, 0.01);
     double peak = 0, mk = g0 <= cap ? quick(&q, &peak, pg, "no memory limit") : 0;
     enum { RUNGS = 512 };
     double rung[RUNGS];
