@@ -50,6 +50,15 @@ kill -INT $pid; wait $pid; rc=$?
 if [ $rc -eq 130 ] && grep -qE "^ +[0-9]+\*? +interrupted$" "$tmp/sw.out" && [ ! -e "$tmp/sw.json" ] \
    && grep -q "interrupted: the sweep stopped after the row it was in; no plan written" "$tmp/sw.err"; then ok
 else bad "Ctrl-C during --device-sweep: rc=$rc, $(tail -n 3 "$tmp/sw.out") $(tail -n 2 "$tmp/sw.err")"; fi
+# Ctrl-C before any plan fits: exit 130 at the end of that search, without the advice's searches
+# after it (they used to run on for half a minute here, then exit 1)
+"$OP" plan --model nemotron-h-8b --devices 16 --microbatches 256 --mem-limit 10 --recompute none --offload none \
+  --progress --out "$tmp/nf.json" > "$tmp/nf.out" 2> "$tmp/nf.err" & pid=$!
+for _ in $(seq 1 300); do grep -q "sims" "$tmp/nf.err" 2> /dev/null && break; sleep 0.1; done
+kill -INT $pid; wait $pid; rc=$?
+if [ $rc -eq 130 ] && grep -q "interrupted: no plan that fits was found; no plan written" "$tmp/nf.err" \
+   && ! grep -q "what would fit" "$tmp/nf.err" && [ ! -e "$tmp/nf.json" ]; then ok
+else bad "Ctrl-C before a plan fits: rc=$rc, $(tail -n 2 "$tmp/nf.err")"; fi
 "$OP" plan --model nemotron-h-8b --devices 8 --microbatches 64 --out "$tmp/q.json" > /dev/null 2> "$tmp/err"; rc=$?
 [ $rc -eq 0 ] && ! grep -q "sims" "$tmp/err" && ok || bad "progress lines without --progress on a non-terminal: $(head -n 2 "$tmp/err")"
 "$OP" compare --model jamba-v0.1 --devices 16 --microbatches 64 --progress > /dev/null 2> "$tmp/err"; rc=$?

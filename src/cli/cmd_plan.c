@@ -233,6 +233,15 @@ int cmd_plan(int argc, char **argv) {
     sigaction(SIGINT, &old_sa, NULL);
     if (rc != OP_OK) {
         fprintf(stderr, "octopipe plan: %s\n", e.msg);
+        /* Ctrl-C before any plan fitted: the search ran on to its end for one, and the advice
+         * after it (a search per change, minutes on a large model) ran too, ending in exit 1;
+         * the user asked to stop */
+        if (interrupted && rc != OP_EINVAL) {
+            fprintf(stderr, "octopipe plan: interrupted: no plan that fits was found; no plan "
+                            "written\n");
+            op_cli_setup_free(&s);
+            return 130;
+        }
         if (rc == OP_ENOMEM) {
             char adv[2048];
             /* each suggestion is a short search of its own: on a large model that takes a
