@@ -75,5 +75,24 @@ sug=$(sed -n 's/^--mem-limit \([0-9.]*\): a plan fits.*/\1/p' "$tmp/sel.out")
 if [ $rc -eq 1 ] && [ -n "$need" ] && [ -n "$sug" ] && awk -v a="$sug" -v b="$need" 'BEGIN { exit !(a + 0.01 >= b) }'; then ok
 else bad "advice under --recompute selective: needs '$need', suggests '$sug': $(cat "$tmp/sel.out")"; fi
 
+# the limits swept end at the devices' own memory: a cluster file's 40 GiB H100s are not swept to
+# the preset's 80 GiB, and one limit for a mixed cluster ends at its smallest device, whichever
+# type is listed first (h200:2,h100:2 went to 141 GiB, h100:2,h200:2 to 80)
+cat > "$tmp/c40.json" <<EOF
+{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 360,
+ "inter_lat_ms": 0.025, "inter_bw_GBps": 40,
+ "devices": [{"gpu": "h100", "mem_GiB": 40}, {"gpu": "h100", "mem_GiB": 40}]}
+EOF
+"$OP" plan --model tests/data/profiles/tiny.json --cluster "$tmp/c40.json" --microbatches 4 --mem-sweep \
+    --quiet > "$tmp/c40.out" 2>&1; rc=$?
+top=$(awk '$1 ~ /^[0-9.]+\*?$/ { t = $1 } END { print t }' "$tmp/c40.out")
+[ $rc -eq 0 ] && [ "$top" = "40.00" ] && ok || bad "mem-sweep on 40 GiB devices: rc=$rc, top limit '$top'"
+"$OP" plan --model tests/data/profiles/tiny.json --gpus h200:2,h100:2 --microbatches 4 --mem-sweep --quiet \
+    2>&1 | awk 'NR > 1 { print $1 }' > "$tmp/l1"
+"$OP" plan --model tests/data/profiles/tiny.json --gpus h100:2,h200:2 --microbatches 4 --mem-sweep --quiet \
+    2>&1 | awk 'NR > 1 { print $1 }' > "$tmp/l2"
+if cmp -s "$tmp/l1" "$tmp/l2" && grep -qx "80.00" "$tmp/l1" && ! grep -q "141" "$tmp/l1"; then ok
+else bad "mem-sweep limits depend on the device order: $(tr '\n' ' ' < "$tmp/l1") / $(tr '\n' ' ' < "$tmp/l2")"; fi
+
 echo "plan_mem: $pass passed, $fail failed"
 [ $fail -eq 0 ]
