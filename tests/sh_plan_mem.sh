@@ -94,5 +94,14 @@ top=$(awk '$1 ~ /^[0-9.]+\*?$/ { t = $1 } END { print t }' "$tmp/c40.out")
 if cmp -s "$tmp/l1" "$tmp/l2" && grep -qx "80.00" "$tmp/l1" && ! grep -q "141" "$tmp/l1"; then ok
 else bad "mem-sweep limits depend on the device order: $(tr '\n' ' ' < "$tmp/l1") / $(tr '\n' ' ' < "$tmp/l2")"; fi
 
+# what a plain plan refuses at once, a sweep refuses before its first row: --placement v with
+# fewer than 2 layers per device once filled --mem-sweep's table with "no plan fits" (the row
+# without a limit too) and exited 0, or 2 after the table with --out
+for sw in --mem-sweep --device-sweep; do
+  expect_err "--placement v needs >= 2 layers per device (6 < 8)" plan --model tests/data/hf/llama.json \
+      --devices 4 --microbatches 8 --placement v --quiet $sw
+  [ ! -s "$tmp/out" ] && ok || bad "$sw --placement v refused after a table: $(head -n 3 "$tmp/out")"
+done
+
 echo "plan_mem: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -87,6 +87,10 @@ void op_tune_opts_default(op_tune_opts *o);
  * OP_ETIMEOUT when time_budget_s ran out before a plan that fits was found; OP_EINVAL for a
  * bad problem. */
 int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
+/* What op_tune refuses as OP_EINVAL whatever the memory limit or time: a bad problem, fewer
+ * layers than devices, --placement v with fewer than 2 layers per device (o may be NULL).
+ * OP_OK, or OP_EINVAL with err set.  op_tune checks it first; sweeps check it before any row. */
+int op_tune_check(const op_problem *pr, const op_tune_opts *o, op_err *err);
 
 /* A tighter lower bound than op_plan_lower_bound, valid for every plan: also, for each layer l
  * (a layer is never split, so all its ops share one device):

@@ -200,6 +200,14 @@ int cmd_plan(int argc, char **argv) {
     op_tune_stats st;
     op_plan p;
     op_err e = {0};
+    /* a sweep tunes at every row what a plain plan would refuse at once (--placement v with
+     * fewer than 2 layers per device): every row of --mem-sweep said "no plan fits", even
+     * without a limit, and with --out the exit was 2 after the table */
+    if ((sweep || dsweep) && op_tune_check(&s.pr, &o, &e) != OP_OK) {
+        fprintf(stderr, "octopipe plan: %s\n", e.msg);
+        op_cli_setup_free(&s);
+        return 2;
+    }
     int swept = 0; /* 1: p is the sweep's plan at the set limit (its row), not tuned again */
     /* Ctrl-C: the tuner stops at its next check and returns its best plan (a sweep stops after
      * the row it is in); a second Ctrl-C (the handler resets itself) stops the process the usual

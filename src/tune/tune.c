@@ -332,20 +332,25 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0,
     return tn_tune_core_refine(pr, oin, pol0, seeds, cuts, nseeds, 1, out, err);
 }
 
+int op_tune_check(const op_problem *pr, const op_tune_opts *o, op_err *err) {
+    if (op_problem_validate(pr, err) != OP_OK) return OP_EINVAL;
+    if (pr->P < 1 || pr->M < 1 || pr->n_layers < 1)
+        return op_errf(err, OP_EINVAL, "tune: need devices, microbatches and layers >= 1");
+    if (pr->n_layers < pr->P)
+        return op_errf(err, OP_EINVAL, "tune: %d layers cannot fill %d devices", pr->n_layers, pr->P);
+    if (o && o->placement == OP_TUNE_PLACE_V && pr->n_layers < 2 * pr->P)
+        return op_errf(err, OP_EINVAL, "tune: --placement v needs >= 2 layers per device (%d < %d)",
+                       pr->n_layers, 2 * pr->P);
+    return OP_OK;
+}
+
 static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const op_plan *const *seeds,
                 const int *cuts, int nseeds, int level, int heavy_pol, int shift, op_plan *out,
                 op_err *err) {
     op_tune_opts o;
     if (oin) o = *oin;
     else op_tune_opts_default(&o);
-    if (op_problem_validate(pr, err) != OP_OK) return OP_EINVAL;
-    if (pr->P < 1 || pr->M < 1 || pr->n_layers < 1)
-        return op_errf(err, OP_EINVAL, "tune: need devices, microbatches and layers >= 1");
-    if (pr->n_layers < pr->P)
-        return op_errf(err, OP_EINVAL, "tune: %d layers cannot fill %d devices", pr->n_layers, pr->P);
-    if (o.placement == OP_TUNE_PLACE_V && pr->n_layers < 2 * pr->P)
-        return op_errf(err, OP_EINVAL, "tune: --placement v needs >= 2 layers per device (%d < %d)",
-                       pr->n_layers, 2 * pr->P);
+    if (op_tune_check(pr, &o, err) != OP_OK) return OP_EINVAL;
     tn_prob pb;
     tn_prob_init(&pb, pr);
     tn_search st;
