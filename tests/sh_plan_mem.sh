@@ -103,5 +103,13 @@ for sw in --mem-sweep --device-sweep; do
   [ ! -s "$tmp/out" ] && ok || bad "$sw --placement v refused after a table: $(head -n 3 "$tmp/out")"
 done
 
+# a set limit at an end of the sweep is its marked row too (--mem-limit 80 on 80 GiB devices was
+# an unmarked row, and the plan for --out was searched again after the table)
+"$OP" plan --model tests/data/profiles/tiny.json --devices 2 --microbatches 4 --mem-sweep --mem-limit 80 \
+    --quiet --out "$tmp/m80.json" > "$tmp/m80.out" 2>&1; rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -cE '^ +80\.00\* ' "$tmp/m80.out")" -eq 1 ] && grep -q "^\* the limit" "$tmp/m80.out" \
+   && [ "$(jq .mem_limit_bytes "$tmp/m80.json")" = 85899345920 ]; then ok
+else bad "--mem-sweep --mem-limit 80: rc=$rc $(grep -E '80\.00|^\*' "$tmp/m80.out")"; fi
+
 echo "plan_mem: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -57,7 +57,9 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
      * the row a user compares with the plan written is that plan's; mixed clusters sweep one
      * limit for all devices, which is not theirs */
     double set = op_cli_mixed(s) ? 0 : pr->mem_limit_bytes / GIB;
-    int in_range = set > lo && set < hi;
+    /* the ends too: --mem-limit 80 on 80 GiB devices (or at the floor) was a row unmarked, and
+     * the plan for --out was tuned again after the sweep */
+    int in_range = set >= lo && set <= hi;
     /* the limits: ten from lo to hi with the set one among them (it replaces a rung within
      * 0.005 GiB of it), then none (0) */
     double rung[12];
