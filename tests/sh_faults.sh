@@ -75,6 +75,12 @@ refused cluster-profile "missing field \"format\": not an octopipe.cluster/1 fil
 printf '{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 0, "inter_lat_ms": 0.02, "inter_bw_GBps": 10}\n' > "$T/bw0.json"
 refused cluster-bw0 "intra_bw_GBps: 0 must be a bandwidth of at least 1e-06 GB/s" -- \
   "$OP" compare --model llama2-7b --devices 4 --microbatches 8 --cluster "$T/bw0.json"
+printf '{"format": "octopipe.cluster/1", "nodes_of": 4, "intra_lat_ms": 0.01, "intra_bw_GBps": 300, "inter_lat_ms": 0.02, "inter_bw_GBps": 25}\n' > "$T/n4.json"
+# the file's node size wins; a different --nodes-of beside it was silently ignored
+refused cluster-nodes-of "--nodes-of 8 disagrees with $T/n4.json, whose nodes_of is 4" -- \
+  "$OP" compare --model llama2-7b --devices 8 --microbatches 16 --no-tune --cluster "$T/n4.json" --nodes-of 8
+if "$OP" compare --model llama2-7b --devices 8 --microbatches 16 --no-tune --cluster "$T/n4.json" --nodes-of 4 \
+     --quiet > "$T/out" 2>&1 && grep -q "nodes of 4" "$T/out"; then ok; else bad "cluster-nodes-of same: $(head -3 "$T/out")"; fi
 
 # ---- stopping the launcher stops the job
 "$OP" compare --model llama2-7b --devices 2 --microbatches 4 --no-tune --plans-dir "$T/plans" >/dev/null 2>&1

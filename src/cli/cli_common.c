@@ -76,7 +76,8 @@ const char *op_cli_setup_help(void) {
            "  --gpus NAME:N,...     mixed cluster: each device's GPU in rank order, e.g.\n"
            "                        h100-80gb:4,a100-80gb:4 (counts add up to --devices, which\n"
            "                        may then be left out); docs/cluster.md\n"
-           "  --nodes-of N          devices per node; links between nodes are slower (default 8)\n"
+           "  --nodes-of N          devices per node; links between nodes are slower (default 8;\n"
+           "                        a --cluster file gives its own)\n"
            "  --cluster FILE        cluster file: measured links (`octopipe profile comm`),\n"
            "                        and optionally devices and per-pair links (docs/cluster.md)\n"
            "  --comm none           free communication (for analytic comparisons); a --cluster\n"
@@ -125,6 +126,7 @@ int op_cli_setup_flag(op_cli_setup *s, int argc, char **argv, int *i, const char
     } else if (!strcmp(f, "--nodes-of")) {
         VALUE();
         if (op_cli_int(cmd, f, v, 1, 1 << 20, &s->nodes_of)) return -1;
+        s->nodes_of_given = 1;
     } else if (!strcmp(f, "--cluster")) {
         VALUE();
         s->cluster_file = v;
@@ -206,6 +208,14 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
                         "and --gpu only names the GPU a profile was measured on (%s is not a "
                         "profile); drop --gpu\n",
                 cmd, s->gpu, s->gpus ? "--gpus" : s->cluster_file, s->model_arg);
+        return -1;
+    }
+    /* a cluster file's measured links come with its own node size, which wins: a different
+     * --nodes-of beside it was silently ignored */
+    if (s->nodes_of_given && s->cluster_file && !s->comm_none && s->pr.comm.nodes_of != s->nodes_of) {
+        fprintf(stderr, "octopipe %s: --nodes-of %d disagrees with %s, whose nodes_of is %d (its "
+                        "links were measured on that layout); drop --nodes-of or edit the file\n",
+                cmd, s->nodes_of, s->cluster_file, s->pr.comm.nodes_of);
         return -1;
     }
     if (s->cluster.P > 0) s->dev = s->cluster.type_dev[0];
