@@ -189,6 +189,11 @@ if [ $rc -eq 1 ] && grep -q "^octopipe plan: no plan fits 0.001 GiB per device" 
 else bad "--mem-limit 0.001: rc=$rc $(head -n 3 "$tmp/err")"; fi
 # an input without end (a device, a pipe) is refused after 1 GiB, not read until memory runs out
 expect_err "/dev/zero: more than 1024 MiB from a pipe or device" sim /dev/zero
+# one device: the bound is the work itself, summed in another order; the gap is 0.00, not -0.00
+"$OP" compare --model llama2-7b --devices 1 --microbatches 4 --mem-limit none --quiet > "$tmp/out" 2>&1
+if grep -q "^octopipe .* 0.00$" "$tmp/out" && ! grep -q -- "-0.00" "$tmp/out"; then ok
+else bad "compare --devices 1 gap: $(grep "^octopipe" "$tmp/out")"; fi
+
 # devices the bound cannot use: gemma2-9b's 256k-vocabulary head runs whole on one device, so
 # 16 H100s at M = 32 have the bound of fewer; plan says how many, names the layer and the flag
 # (and the count it names has that bound: rerun there, the same bound is printed)

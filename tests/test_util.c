@@ -89,6 +89,14 @@ TEST(parse_numbers) {
 }
 
 /* GiB in messages: two decimals, and three significant digits where those would read 0.00 */
+/* a gap of rounding alone is 0; a real one (either sign) stays as it is */
+TEST(gap) {
+    CHECK(op_gap(1408.4, 1408.4 * (1 + 2.2e-16)) == 0);
+    CHECK_NEAR(op_gap(110, 100), 0.1, 1e-15);
+    CHECK_NEAR(op_gap(99, 100), -0.01, 1e-15); /* a bound above a plan must show */
+    CHECK(op_gap(5, 0) == 0);
+}
+
 TEST(gib_text) {
     char b[32];
     CHECK(!strcmp(op_gib_text(72.0 * 1073741824.0, b, sizeof b), "72.00"));
@@ -105,6 +113,7 @@ int main(int argc, char **argv) {
     RUN(atomic_write_and_read);
     RUN(rng_deterministic);
     RUN(parse_numbers);
+    RUN(gap);
     RUN(gib_text);
     return check_report("util");
 }

@@ -91,6 +91,10 @@ int op_parse_long(const char *s, long *out);
 /* bytes as GiB for messages: two decimals ("72.00"), or three significant digits below an
  * eighth of a GiB, where two decimals would print a limit of 1 MiB as "0.00".  Returns buf. */
 const char *op_gib_text(double bytes, char *buf, size_t n);
+/* makespan / bound - 1 (0 where bound <= 0), and 0 where the two differ by rounding alone: a
+ * bound summed in another order than the makespan came out 1 ulp above it (one device: the
+ * bound is the work itself), and the gap read "-0.00%". */
+double op_gap(double makespan_ms, double bound_ms);
 
 /* Most an input that is not a regular file (a pipe, /dev/stdin, a device) may hold: a regular
  * file has a size and ends, /dev/zero does not (it grew memory until the machine ran out). */

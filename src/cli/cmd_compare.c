@@ -249,7 +249,7 @@ int cmd_compare(int argc, char **argv) {
                                   "bubble_ratio", p->bubble_ratio, "peak_bytes_max",
                                   (json_int_t)p->peak_bytes_max, "fits",
                                   op_plan_fits(&r->plan), "gap_to_lower_bound",
-                                  p->makespan_ms / lb - 1.0);
+                                  op_gap(p->makespan_ms, lb));
             if (ref > 0) json_object_set_new(o, "speedup_vs_i1f1b", json_real(ref / p->makespan_ms));
             else json_object_set_new(o, "speedup_vs_i1f1b", json_null());
             if (best > 0) json_object_set_new(o, "speedup_vs_best_baseline", json_real(best / p->makespan_ms));
@@ -302,7 +302,7 @@ int cmd_compare(int argc, char **argv) {
             printf("%-14s %6d %12.2f %11.0f %8.2f %10s %5s %9s %8s %7.2f\n", r->name, r->plan.S,
                    p->makespan_ms, p->tokens_per_s, 100 * p->bubble_ratio, pk,
                    !mem ? "-" : op_plan_fits(&r->plan) ? "yes" : "NO", sp, sb,
-                   100 * (p->makespan_ms / lb - 1.0));
+                   100 * op_gap(p->makespan_ms, lb));
         }
     }
     if (!json) {

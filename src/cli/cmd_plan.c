@@ -305,7 +305,7 @@ int cmd_plan(int argc, char **argv) {
     fprintf(info, "makespan %.2f ms, %.0f tokens/s, bubble %.2f%%\n", q->makespan_ms, q->tokens_per_s,
            100 * q->bubble_ratio);
     fprintf(info, "lower bound %.2f ms, gap %.2f%%\n", q->lower_bound_ms,
-           100 * (q->makespan_ms / q->lower_bound_ms - 1));
+           100 * op_gap(q->makespan_ms, q->lower_bound_ms));
     /* after Ctrl-C the user wants out: this bound can take seconds on large mixed problems */
     double lbm = interrupted ? 0 : op_plan_lower_bound_mem(&p);
     if (interrupted && limit > 0 && mem)

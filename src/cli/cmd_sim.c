@@ -52,7 +52,7 @@ static const char *over_list(const op_plan *p) {
 static void print_text(const char *path, const op_plan *p, const op_plan_file_info *in) {
     const op_pred *r = &p->pred;
     const double GiB = 1024.0 * 1024 * 1024;
-    double gap = r->lower_bound_ms > 0 ? r->makespan_ms / r->lower_bound_ms - 1 : 0;
+    double gap = op_gap(r->makespan_ms, r->lower_bound_ms);
     printf("plan %s: \"%s\" for %s: %d devices, %d microbatches, %d stages over %d layers\n",
            path, p->name, p->model[0] ? p->model : "(no model name)", p->P, p->M, p->S,
            p->n_layers);
@@ -114,7 +114,7 @@ static void print_json(const char *path, const op_plan *p, const op_plan_file_in
                   p->S);
     const char *k[] = {"makespan_ms", "lower_bound_ms", "gap", "tokens_per_s", "bubble_ratio"};
     double v[] = {r->makespan_ms, r->lower_bound_ms,
-                  r->lower_bound_ms > 0 ? r->makespan_ms / r->lower_bound_ms - 1 : 0,
+                  op_gap(r->makespan_ms, r->lower_bound_ms),
                   r->tokens_per_s, r->bubble_ratio};
     for (int i = 0; i < 5; i++) {
         op_buf_printf(&b, ", \"%s\": ", k[i]);

@@ -148,7 +148,7 @@ int op_cli_device_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, o
             snprintf(pk, sizeof pk, "%.2f", (double)pd->peak_bytes_max / GIB);
         fprintf(f, "%*s %12.2f %11.0f %10.0f %8.2f %7.2f %9s  %s\n", w, r->label, pd->makespan_ms,
                 pd->tokens_per_s, pd->tokens_per_s / r->k, 100 * pd->bubble_ratio,
-                100 * (pd->makespan_ms / pd->lower_bound_ms - 1), pk, st.policies);
+                100 * op_gap(pd->makespan_ms, pd->lower_bound_ms), pk, st.policies);
         fflush(f);
         if (r->k == P && at_p) {
             *at_p = p;

@@ -101,7 +101,7 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
         if (tuned) {
             if (best_mk == 0 || p.pred.makespan_ms < best_mk) {
                 best_mk = p.pred.makespan_ms;
-                best_gap = 100 * (p.pred.makespan_ms / p.pred.lower_bound_ms - 1);
+                best_gap = 100 * op_gap(p.pred.makespan_ms, p.pred.lower_bound_ms);
                 best_peak = (double)p.pred.peak_bytes_max / GIB;
                 snprintf(best_pol, sizeof best_pol, "%s", st.policies);
                 if (at_set && !handed) {

@@ -186,6 +186,12 @@ int op_parse_long(const char *s, long *out) {
     return 0;
 }
 
+double op_gap(double makespan_ms, double bound_ms) {
+    if (!(bound_ms > 0)) return 0;
+    double g = makespan_ms / bound_ms - 1;
+    return g < 0 && g > -1e-12 ? 0 : g;
+}
+
 const char *op_gib_text(double bytes, char *buf, size_t n) {
     const double g = bytes / 1073741824.0;
     snprintf(buf, n, fabs(g) >= 0.125 || g == 0 ? "%.2f" : "%.3g", g);
