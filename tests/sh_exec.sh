@@ -84,6 +84,12 @@ has "$T/err" "rank 3: waiting" hang
 has "$T/err" "watchdog stopped the job" hang
 e=$(date +%s)
 [ $((e - s)) -lt 20 ] && ok || bad "crash + hang took $((e - s)) s"
+# a rank stuck where nobody waits on it (rank 0's last op): the ranks keep the time limit
+# themselves and say what they were doing; mpirun's own limit (which named no rank) is the
+# backstop 5 s later
+expect 3 timeout-mpi -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --time-scale 0.05 --bytes-scale 0.01 --inject-hang 0:15 --timeout 3
+has "$T/err" "time limit: rank 0: stuck in compute B(s0,mb7)" timeout-mpi
+has "$T/err" "the job passed its --timeout and stopped" timeout-mpi
 
 # --threads: a stuck thread is named by the watchdog as under mpirun; a crash needs MPI ranks,
 # so it is refused up front (one thread's SIGKILL ended the whole process with no report)

@@ -16,8 +16,10 @@ static void help(void) {
            "mpirun started as many ranks as the plan has devices, refuses a deadlocking plan, runs\n"
            "this rank's instruction list (see `octopipe lower`) and, on rank 0, prints measured vs\n"
            "predicted.  On this machine prefer `octopipe run`, which adds the mpirun flags.\n\n"
-           "options:\n%s\n"
-           "exit status: 0 ok, 1 failure, 2 bad input or refused plan, 3 watchdog\n\n"
+           "options:\n%s"
+           "  --timeout SEC       each rank stops the job SEC s after it started, saying what it was\n"
+           "                      doing (exit 3); keep your mpirun's own --timeout a little later\n\n"
+           "exit status: 0 ok, 1 failure, 2 bad input or refused plan, 3 watchdog or --timeout\n\n"
            "example:\n"
            "  octopipe plan --model nemotron-h-8b --devices 8 --microbatches 32 --out plan.json\n"
            "  octopipe profile comm --out cluster.json\n"
@@ -36,6 +38,7 @@ int cmd_exec(int argc, char **argv) {
         return 0;
     }
     if (rc) return rc;
+    c.eo.timeout_s = c.timeout_s;
     { /* every rank checks (same file system), rank 0 alone says why: before MPI starts */
         const char *r = getenv("OMPI_COMM_WORLD_RANK");
         op_err oe = {0};

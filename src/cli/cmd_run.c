@@ -64,18 +64,24 @@ int cmd_run(int argc, char **argv) {
         }
         op_exec_result_free(&res);
     } else {
-        /* forward the flags: exec accepts everything but --threads/--timeout */
-        char **args = calloc((size_t)argc + 1, sizeof(char *));
+        /* forward the flags: exec accepts everything but --threads; the ranks keep the time
+         * limit themselves (each then says what it was doing), mpirun's 5 s later is the
+         * backstop for a rank that never looks */
+        char **args = calloc((size_t)argc + 3, sizeof(char *));
+        char tmo[32];
+        snprintf(tmo, sizeof tmo, "%.17g", t);
         int n = 0;
         args[n++] = "exec";
         for (int i = 1; i < argc; i++) {
-            if (!strcmp(argv[i], "--timeout")) {
-                i++;
+            if (!strcmp(argv[i], "--timeout") || !strncmp(argv[i], "--timeout=", 10)) {
+                i += argv[i][9] == 0;
                 continue;
             }
             args[n++] = argv[i];
         }
-        int code = op_exec_launch(emu.P, args, n, t, NULL, &e);
+        args[n++] = "--timeout";
+        args[n++] = tmo;
+        int code = op_exec_launch(emu.P, args, n, t + 5, NULL, &e);
         free(args);
         if (code) {
             fprintf(stderr, "octopipe run: %s\n", e.msg[0] ? e.msg : "the job failed");

@@ -24,8 +24,7 @@ const char *op_exec_cli_help(void) {
            "  --trace FILE        write the merged Chrome trace (measured ranks + predicted devices)\n"
            "  --watchdog SEC      a rank waiting this long on one message stops the job (default 30);\n"
            "                      a rank stuck where no other rank waits on it (its last ops, or\n"
-           "                      a one-rank job) is stopped by run's --timeout (under your own\n"
-           "                      mpirun: its --timeout)\n"
+           "                      a one-rank job) is stopped by --timeout\n"
            "  --slice-ms X        emulated compute progresses messages every X ms (default 0.5)\n"
            "  --poll-us X         first sleep between tests while waiting (default 20)\n"
            "  --poll-growth F     later sleeps: F x the time waited so far (default 0.003)\n"
@@ -93,7 +92,7 @@ int op_exec_cli_parse(op_exec_cli *c, int argc, char **argv, const char *cmd, in
         else if (!strcmp(a, "--poll-us")) rc = num(cmd, a, v, 0.1, 1e6, &c->eo.poll_us);
         else if (!strcmp(a, "--poll-growth")) rc = num(cmd, a, v, 1e-6, 1, &c->eo.poll_growth);
         else if (!strcmp(a, "--poll-max-us")) rc = num(cmd, a, v, 0.1, 1e6, &c->eo.poll_max_us);
-        else if (allow_run_flags && !strcmp(a, "--timeout")) rc = num(cmd, a, v, 1, 86400, &c->timeout_s);
+        else if (!strcmp(a, "--timeout")) rc = num(cmd, a, v, 1, 86400, &c->timeout_s);
         else if (!strcmp(a, "--recv-window")) {
             rc = num_of(cmd, a, v, 1, 1e6, 1, &x);
             c->eo.lower.recv_window = (int)x;

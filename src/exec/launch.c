@@ -214,8 +214,10 @@ int op_exec_launch(int P, char *const *args, int nargs, double timeout_s, op_buf
     int dead = log ? dead_rank(log, how, sizeof how) : -1;
     if (timed_out || (log && strstr(log, "time limit for job execution")))
         op_errf(err, OP_ETIMEOUT, "the job ran past its %.0f s limit and was stopped", timeout_s);
-    else if (dead >= 0 && !(log && strstr(log, "octopipe exec: watchdog")))
+    else if (dead >= 0 && !(log && (strstr(log, "octopipe exec: watchdog") || strstr(log, "octopipe exec: time limit"))))
         op_errf(err, OP_EPEER, "rank %d %s; the job was brought down", dead, how);
+    else if (code == 3 && log && strstr(log, "octopipe exec: time limit"))
+        op_errf(err, OP_ETIMEOUT, "the job passed its --timeout and stopped (what each rank was doing is above)");
     else if (code == 3)
         op_errf(err, OP_ETIMEOUT, "the watchdog stopped the job (a rank made no progress; see above)");
     else if (code && !rank_line(&clean, err))

@@ -36,6 +36,7 @@ struct op_exec_rank {
     int n_pool;
     int64_t pool_bytes;
     double last_abort_poll;
+    double deadline;      /* op_now_s() past which the rank raises the time limit (0: none) */
     int n_act;
     int xerr;       /* transport error seen by progress */
     int abort_reason;
@@ -116,6 +117,13 @@ static void progress_locked(op_exec_rank *rt) {
     if (!rt->abort_reason && now - rt->last_abort_poll > 2e-3) {
         rt->last_abort_poll = now;
         rt->abort_reason = rt->x->poll_abort(rt->x);
+        /* the time limit, kept by every rank itself: a rank stuck where nobody waits on it
+         * still reaches here (an injected hang naps in op_exec_sleep_until), and under MPI
+         * each rank then says what it was doing, which mpirun's own limit does not */
+        if (!rt->abort_reason && rt->deadline > 0 && now > rt->deadline) {
+            rt->abort_reason = rt->p->P + 1;
+            rt->x->raise_abort(rt->x, rt->abort_reason); /* the rank's lock is held */
+        }
     }
 }
 
@@ -181,7 +189,8 @@ static int watchdog_out(op_exec_rank *rt, char *line, size_t cap, op_err *err) {
     char tmp[512];
     describe(rt, tmp, sizeof tmp);
     if (line) snprintf(line, cap, "%s", tmp);
-    else if (!rt->o.quiet) fprintf(stderr, "octopipe exec: watchdog: %s\n", tmp);
+    else if (!rt->o.quiet)
+        fprintf(stderr, "octopipe exec: %s: %s\n", rt->abort_reason == rt->p->P + 1 ? "time limit" : "watchdog", tmp);
     if (rt->abort_reason == rt->p->P + 1) /* op_exec_run_threads' time limit */
         return op_errf(err, OP_ETIMEOUT, "the run passed its --timeout of %g s: %s", rt->o.timeout_s, tmp);
     return op_errf(err, OP_ETIMEOUT, "watchdog (raised by rank %d): %s", rt->abort_reason - 1, tmp);
@@ -302,6 +311,7 @@ int op_exec_rank_run_line(const op_plan *p, const op_lowered *l, op_xport *x, co
     rt.x = x;
     rt.c = c;
     rt.o = o ? *o : def;
+    rt.deadline = rt.o.timeout_s > 0 ? op_now_s() + rt.o.timeout_s : 0;
     int nb = rt.prog->n_bufs + 1;
     rt.buf = op_xcalloc((size_t)nb, sizeof(void *));
     rt.state = op_xcalloc((size_t)nb, 1);
