@@ -22,7 +22,7 @@ static void help(void) {
            "                      also where no rank waits on the stuck one (the watchdog's\n"
            "                      blind spot: a rank's last ops, a one-rank plan)\n\n"
            "exit status: 0 ok, 1 failure (a rank crashed: named), 2 bad input or refused plan,\n"
-           "             3 watchdog (every rank reports what it waits for)\n\n"
+           "             3 watchdog or --timeout (every rank reports what it was doing)\n\n"
            "On one machine every message is a memory copy by the ranks' CPUs, which the link model\n"
            "does not see: shrink messages (--bytes-scale 0.002: tens of KiB) and predict with this\n"
            "machine's links (--cluster), or measured times run far above the prediction.\n\n"
