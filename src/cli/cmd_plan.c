@@ -238,6 +238,10 @@ int cmd_plan(int argc, char **argv) {
     o.stats = &st;
     const double t_tune = o.started_s > 0 ? o.started_s : op_now_s(); /* what --time-budget counts from */
     int rc = swept ? OP_OK : op_tune(&s.pr, &o, &p, &e);
+    /* a sweep's Ctrl-C writes no plan, also where it came in the tune for --out after the
+     * table (the set limit not among the rows): that plan was the search's best so far */
+    if ((sweep || dsweep) && interrupted)
+        return sweep_interrupted(&s, rc == OP_OK ? &p : NULL, &old_sa);
     sigaction(SIGINT, &old_sa, NULL);
     if (rc != OP_OK) {
         fprintf(stderr, "octopipe plan: %s\n", e.msg);
