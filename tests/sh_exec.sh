@@ -72,6 +72,10 @@ has "$T/out" "predicted makespan" run-threads
 # exec under the user's own mpirun with the wrong rank count
 expect 2 exec-np -- env ASAN_OPTIONS="$RANK_ASAN" mpirun --oversubscribe --bind-to none --timeout 20 -np 3 "$OCTOPIPE" exec "$T/1f1b.json" --emulate
 has "$T/err" "has 4 devices but mpirun started 3 ranks" exec-np
+# a bad flag: every rank parses it, rank 0 alone says so (it was one line per rank)
+expect 2 exec-flag -- env ASAN_OPTIONS="$RANK_ASAN" mpirun --oversubscribe --bind-to none --timeout 20 -np 4 "$OCTOPIPE" exec "$T/1f1b.json" --emulate --frobnicate
+n=$(grep -c "unknown flag '--frobnicate'" "$T/err")
+[ "$n" -eq 1 ] && ok || bad "exec-flag: the flag error $n times, want once"
 
 # a killed rank and a stuck rank end the job within seconds, named
 s=$(date +%s)

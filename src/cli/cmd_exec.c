@@ -30,9 +30,32 @@ static void help(void) {
            op_exec_cli_help());
 }
 
+/* stderr to /dev/null where `on` (ranks other than 0 repeating rank 0's message); returns the
+ * descriptor unhush restores, or -1 */
+static int hush(int on) {
+    if (!on) return -1;
+    fflush(stderr);
+    int saved = dup(2), nul = open("/dev/null", O_WRONLY);
+    if (saved >= 0 && nul >= 0) dup2(nul, 2);
+    if (nul >= 0) close(nul);
+    return saved;
+}
+
+static void unhush(int saved) {
+    if (saved < 0) return;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+}
+
 int cmd_exec(int argc, char **argv) {
     op_exec_cli c;
+    /* every rank parses the same flags: rank 0 alone says what is wrong with them (one line,
+     * not one per rank) */
+    const char *wr = getenv("OMPI_COMM_WORLD_RANK");
+    int saved = hush(wr && strcmp(wr, "0") != 0);
     int rc = op_exec_cli_parse(&c, argc, argv, "exec", 0);
+    unhush(saved);
     if (rc == 1) {
         help();
         return 0;
@@ -71,19 +94,9 @@ int cmd_exec(int argc, char **argv) {
     op_plan emu, pred;
     int have_pred = 0;
     /* every rank checks the same bytes; only rank 0 prints what is wrong */
-    int saved = -1;
-    if (x.rank != 0) {
-        fflush(stderr);
-        saved = dup(2);
-        int nul = open("/dev/null", O_WRONLY);
-        if (nul >= 0) dup2(nul, 2), close(nul);
-    }
+    saved = hush(x.rank != 0);
     rc = op_exec_cli_plans(&c, "exec", text, &emu, &pred, &have_pred);
-    if (saved >= 0) {
-        fflush(stderr);
-        dup2(saved, 2);
-        close(saved);
-    }
+    unhush(saved);
     free(text);
     if (rc) {
         op_xport_mpi_finalize(&x);
