@@ -75,7 +75,7 @@ static int rows_mixed(const op_cli_setup *s, row *rows) {
             if ((pr->dev_type ? pr->dev_type[e] : 0) == t && op_problem_dev_mem_limit(pr, e) == lim)
                 seen[e] = 1, r->idx[r->k++] = e;
         char gib[32] = "";
-        if (pr->dev_mem_limit) snprintf(gib, sizeof gib, " (%.0f GiB)", lim / GIB);
+        if (pr->dev_mem_limit) snprintf(gib, sizeof gib, " (limit %.3g GiB)", lim / GIB); /* not its memory */
         snprintf(r->label, sizeof r->label, "%d x %s%s", r->k, op_cli_dev_type(s, d) ? op_cli_dev_type(s, d) : s->dev.name, gib);
     }
     free(seen);

@@ -43,8 +43,8 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
         fprintf(f, "model %s on %d mixed devices, %d microbatches: makespan against one memory limit for all\n",
                s->model.name, pr->P, pr->M);
     else
-        fprintf(f, "model %s on %d x %s, %d microbatches: makespan against the memory limit\n",
-               s->model.name, pr->P, s->dev.name, pr->M);
+        fprintf(f, "model %s on %d x %s (%.3g GiB), %d microbatches: makespan against the memory limit\n",
+               s->model.name, pr->P, s->dev.name, hi, pr->M); /* a cluster file's memory, not the preset's */
     fprintf(f, "%10s %12s %8s %10s  %s\n", "limit_GiB", "makespan_ms", "gap%", "peak_GiB", "activations");
     /* a plan that fits a limit fits every higher one: each row is the best plan found at or
      * below its limit, so the table is a Pareto front even where the search is not monotone */
