@@ -229,20 +229,31 @@ TEST(random_plans_never_hang) {
     CHECK_EQ_INT(ok, 200);
 }
 
-TEST(watchdog_names_the_wait) {
-    op_plan p;
-    xp_1f1b(&p, 3, 3, 0.05, 128);
+/* 1F1B on 3 devices, 3 microbatches, with rank `rank` hung in its compute op `op` (-1: its
+ * last); returns op_exec_run_threads' code and *secs its wall time. */
+static int hang_run(op_plan *p, int rank, int op, double watchdog_s, double timeout_s,
+                    op_exec_result *r, op_err *e, double *secs) {
+    xp_1f1b(p, 3, 3, 0.05, 128);
     op_compute c = op_compute_emulate();
     op_exec_opts eo = {0};
-    eo.watchdog_s = 0.3;
+    eo.watchdog_s = watchdog_s;
+    eo.timeout_s = timeout_s;
     eo.fault.kind = OP_FAULT_HANG;
-    eo.fault.rank = 1;
-    eo.fault.op_index = 1;
+    eo.fault.rank = rank;
+    eo.fault.op_index = op >= 0 ? op : p->n_ops[rank] - 1;
+    double t = op_now_s();
+    int rc = op_exec_run_threads(p, &c, &eo, r, e);
+    *secs = op_now_s() - t;
+    return rc;
+}
+
+TEST(watchdog_names_the_wait) {
+    op_plan p;
     op_exec_result r;
     op_err e = {0};
-    double t = op_now_s();
-    CHECK(op_exec_run_threads(&p, &c, &eo, &r, &e) == OP_ETIMEOUT);
-    CHECK(op_now_s() - t < 3);
+    double secs;
+    CHECK(hang_run(&p, 1, 1, 0.3, 0, &r, &e, &secs) == OP_ETIMEOUT);
+    CHECK(secs < 3);
     CHECK_STR_CONTAINS(r.wait_report, "rank 1: stuck in compute F(s1,mb1)");
     CHECK_STR_CONTAINS(r.wait_report, "rank 0: waiting");
     CHECK_STR_CONTAINS(r.wait_report, "rank 2: waiting");
@@ -256,18 +267,11 @@ TEST(watchdog_names_the_wait) {
  * watchdog cannot see, and the error names the stuck rank and the limit. */
 TEST(time_limit_stops_an_unwatched_hang) {
     op_plan p;
-    xp_1f1b(&p, 3, 3, 0.05, 128);
-    op_compute c = op_compute_emulate();
-    op_exec_opts eo = {0};
-    eo.timeout_s = 1.5;
-    eo.fault.kind = OP_FAULT_HANG;
-    eo.fault.rank = 0;
-    eo.fault.op_index = p.n_ops[0] - 1;
     op_exec_result r;
     op_err e = {0};
-    double t = op_now_s();
-    CHECK(op_exec_run_threads(&p, &c, &eo, &r, &e) == OP_ETIMEOUT);
-    CHECK(op_now_s() - t < 4);
+    double secs;
+    CHECK(hang_run(&p, 0, -1, 0, 1.5, &r, &e, &secs) == OP_ETIMEOUT);
+    CHECK(secs < 4);
     CHECK_STR_CONTAINS(e.msg, "passed its --timeout of 1.5 s: rank 0: stuck in compute");
     CHECK(r.watchdog_rank == -1); /* the limit, not a rank, raised it */
     op_exec_result_free(&r);
