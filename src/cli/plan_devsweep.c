@@ -20,7 +20,7 @@
 #define MAX_ROWS 40
 
 typedef struct {
-    char label[48];
+    char label[96]; /* "8 x a100-80gb (limit 72 GiB)": room for any type name and limit */
     int k;
     int *idx; /* [k] devices of the row, in rank order */
 } row;
