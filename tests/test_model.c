@@ -673,6 +673,60 @@ TEST(falcon_mamba_d_head) {
     if (rc == OP_OK) op_model_free(&m);
 }
 
+/* Widths a config leaves derived (width / count) that come out 0 name the count: they loaded
+ * as head widths of 0 (vision towers, zamba2's shared attention), Mamba heads of width 0
+ * (falcon_h1) or no Mamba heads at all (zamba2). */
+TEST(bad_derived_zero_widths) {
+    static const struct { const char *json, *want; } cases[] = {
+        {"{\"model_type\": \"qwen2_vl\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"vision_config\": {\"depth\": 1,"
+         " \"embed_dim\": 128, \"num_heads\": 10000}}",
+         "dz.json: vision_config.num_heads: 10000 is more than embed_dim 128 (head_dim = embed_dim / "
+         "num_heads would be 0)"},
+        {"{\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1,"
+         " \"num_attention_heads\": 8, \"intermediate_size\": 8}, \"vision_config\": {\"num_hidden_layers\": 1,"
+         " \"hidden_size\": 2, \"num_attention_heads\": 16}}",
+         "dz.json: vision_config.num_attention_heads: 16 is more than hidden_size 2"},
+        {"{\"model_type\": \"llama4\", \"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1,"
+         " \"num_attention_heads\": 8, \"num_key_value_heads\": 8}, \"vision_config\": {\"num_hidden_layers\": 1,"
+         " \"hidden_size\": 8, \"num_attention_heads\": 16}}",
+         "dz.json: vision_config.num_attention_heads: 16 is more than hidden_size 8"},
+        {"{\"model_type\": \"zamba2\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 256, \"hybrid_layer_ids\": [0]}",
+         "dz.json: num_attention_heads: 256 is more than attention_hidden_size 128 (attention_head_dim ="},
+        {"{\"model_type\": \"zamba2\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 8, \"hybrid_layer_ids\": [0], \"mamba_headdim\": 1024}",
+         "dz.json: mamba_headdim: 1024 is more than mamba_expand x hidden_size 128 (n_mamba_heads ="},
+        {"{\"model_type\": \"falcon_h1\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"mamba_d_ssm\": 4, \"mamba_n_heads\": 8}",
+         "dz.json: mamba_n_heads: 8 is more than mamba_d_ssm 4 (mamba_d_head = mamba_d_ssm / mamba_n_heads"},
+        {"{\"model_type\": \"falcon_h1\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"mamba_d_ssm\": 4, \"mamba_n_heads\": 8,"
+         " \"mamba_d_head\": \"auto\"}",
+         "dz.json: mamba_n_heads: 8 is more than mamba_d_ssm 4"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) refused(cases[k].json, "dz.json", cases[k].want);
+    /* given explicitly, the widths stand as given */
+    static const char *const ok[] = {
+        "{\"model_type\": \"falcon_h1\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+        " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"mamba_d_ssm\": 4, \"mamba_n_heads\": 8,"
+        " \"mamba_d_head\": 2}",
+        "{\"model_type\": \"falcon_h1\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+        " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"mamba_n_heads\": 8, \"mamba_d_head\": null}",
+        "{\"model_type\": \"zamba2\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+        " \"num_attention_heads\": 256, \"hybrid_layer_ids\": [0], \"attention_head_dim\": 4,"
+        " \"mamba_headdim\": 1024, \"n_mamba_heads\": 1}",
+    };
+    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) {
+        int rc = op_model_from_hf_json(ok[k], "dz.json", &m, &e);
+        CHECK_MSG(rc == OP_OK, "%s", e.msg);
+        if (rc != OP_OK) continue;
+        for (int i = 0; i < m.n_layers; i++)
+            if (m.layers[i].ssm_version) CHECK(m.layers[i].ssm_heads > 0 && m.layers[i].ssm_head_dim > 0);
+        op_model_free(&m);
+    }
+}
+
 /* Booleans are JSON true / false; 0 and 1 (written by some converters) read as Python reads
  * them.  Any other number or a string is no answer to a yes-or-no field. */
 TEST(bad_bool_fields) {
@@ -855,6 +909,7 @@ int main(int argc, char **argv) {
     RUN(bad_layer_lists);
     RUN(bad_bool_fields);
     RUN(falcon_mamba_d_head);
+    RUN(bad_derived_zero_widths);
     RUN(profile_octopipe_with_memory);
     RUN(profile_megatron_style);
     RUN(profile_bad_inputs);

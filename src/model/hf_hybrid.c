@@ -148,12 +148,15 @@ int op_hf_build_falcon_h1(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     op_hf_need_pos(h, "mamba_n_heads", m_heads);
     op_hf_need_pos(h, "mamba_d_ssm", inner);
     if (h->bad) return OP_EINVAL;
-    int m_hd = inner / m_heads; /* mamba_d_head "auto" */
     json_t *dh = json_object_get(h->obj, "mamba_d_head");
-    if (dh && (!json_is_string(dh) || op_hf_is_nan(dh))) m_hd = op_hf_int(h, "mamba_d_head", m_hd);
+    if (dh && json_is_null(dh)) dh = NULL; /* null: "auto" */
+    int m_hd = 0;
+    if (dh && (!json_is_string(dh) || op_hf_is_nan(dh))) m_hd = op_hf_int(h, "mamba_d_head", 0);
     else if (dh && strcmp(json_string_value(dh), "auto")) /* transformers knows "auto" alone */
         op_hf_fail(h, "mamba_d_head", "expected a whole number or \"auto\", got \"%s\"",
                    json_string_value(dh));
+    else /* "auto": mamba_d_ssm / heads, which more heads than that width make 0 */
+        m_hd = op_hf_split(h, "mamba_n_heads", m_heads, "mamba_d_ssm", inner, "mamba_d_head");
     int groups = op_hf_int(h, "mamba_n_groups", 1), state = op_hf_int(h, "mamba_d_state", 256);
     int conv = op_hf_int(h, "mamba_d_conv", 4);
     int tie = op_hf_bool(h, "tie_word_embeddings", 0);
@@ -201,7 +204,11 @@ int op_hf_build_zamba2(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int kv = op_hf_int(h, "num_key_value_heads", heads);
     op_hf_need_pos(h, "num_key_value_heads", kv);
     op_hf_need_kv_groups(h, heads, kv);
-    int hd = op_hf_int(h, "attention_head_dim", attn_hidden / heads);
+    /* absent: attention_hidden_size / heads, which more heads than that width make 0 */
+    int hd = op_hf_has(h, "attention_head_dim")
+                 ? op_hf_int(h, "attention_head_dim", 0)
+                 : op_hf_split(h, "num_attention_heads", heads, "attention_hidden_size", attn_hidden,
+                               "attention_head_dim");
     int inter = op_hf_int(h, "intermediate_size", 4 * hidden);
     int mem_blocks = op_hf_int(h, "num_mem_blocks", 1);
     int expand = op_hf_int(h, "mamba_expand", 2), m_hd = op_hf_int(h, "mamba_headdim", 64);
@@ -211,7 +218,11 @@ int op_hf_build_zamba2(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     op_hf_need_pos(h, "num_mem_blocks", mem_blocks);
     if (h->bad) return OP_EINVAL;
     int inner = op_hf_derived(h, "mamba_expand", (double)expand * hidden);
-    int m_heads = op_hf_int(h, "n_mamba_heads", inner / m_hd);
+    /* absent: the SSM width / mamba_headdim, which a head wider than the SSM makes 0 */
+    int m_heads = op_hf_has(h, "n_mamba_heads")
+                      ? op_hf_int(h, "n_mamba_heads", 0)
+                      : op_hf_split(h, "mamba_headdim", m_hd, "mamba_expand x hidden_size", inner,
+                                    "n_mamba_heads");
     int tie = op_hf_bool(h, "tie_word_embeddings", 1);
     unsigned char hybrid[OP_HF_MAX_BLOCKS] = {0};
     zamba2_hybrids(h, n, hybrid);

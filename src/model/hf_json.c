@@ -315,3 +315,12 @@ int op_hf_derived(op_hf *h, const char *key, double v) {
     }
     return (int)v;
 }
+
+int op_hf_split(op_hf *h, const char *parts_key, int parts, const char *whole_key, int whole,
+                const char *derived) {
+    if (h->bad || parts <= 0 || whole <= 0) return 0;
+    if (whole / parts > 0) return whole / parts;
+    op_hf_fail(h, parts_key, "%d is more than %s %d (%s = %s / %s would be 0)", parts, whole_key, whole,
+               derived, whole_key, parts_key);
+    return 0;
+}

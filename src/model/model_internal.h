@@ -146,6 +146,13 @@ op_layer *op_hf_moe_layer(op_hf *h, op_mbuild *b, int i, const char *experts_key
 void op_hf_need_layers(op_hf *h, const char *key, int n);
 /* A size derived from config values (products, ratios), checked to fit 1 << 30; 0 on failure. */
 int op_hf_derived(op_hf *h, const char *key, double v);
+/* A size a config leaves to be derived as whole / parts (a head width from a width and a head
+ * count): more parts than the whole would make it 0, a layer that computes nothing, so that is
+ * refused on parts_key, the count at fault: "<parts> is more than <whole_key> <whole> (<derived>
+ * = ... would be 0)".  Returns whole / parts, or 0 (nothing recorded when h is bad already or a
+ * value is not positive, which its own check reports). */
+int op_hf_split(op_hf *h, const char *parts_key, int parts, const char *whole_key, int whole,
+                const char *derived);
 /* Integers read from configs are 0 .. OP_HF_MAX_INT: larger values are no real dimension and
  * would overflow the products the cost model forms. */
 #define OP_HF_MAX_INT (1 << 24)
