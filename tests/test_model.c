@@ -727,6 +727,33 @@ TEST(bad_derived_zero_widths) {
     }
 }
 
+/* text_config and vision_config are objects (or null / absent): anything else was read past,
+ * dropping gemma3's encoder or reading the text model's fields from the top level; a
+ * vision_config beside a text_config is named as the top-level key it is. */
+TEST(bad_nested_configs) {
+    static const struct { const char *json, *want; } cases[] = {
+        {"{\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1,"
+         " \"intermediate_size\": 8}, \"vision_config\": [1]}", "nc.json: vision_config: expected an object"},
+        {"{\"model_type\": \"llama4\", \"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1,"
+         " \"num_attention_heads\": 8, \"num_key_value_heads\": 8}, \"vision_config\": 5}",
+         "nc.json: vision_config: expected an object"},
+        {"{\"model_type\": \"gemma3\", \"text_config\": \"x\"}", "nc.json: text_config: expected an object"},
+        {"{\"model_type\": \"qwen2_vl\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"text_config\": 5}",
+         "nc.json: text_config: expected an object"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        refused(cases[k].json, "nc.json", cases[k].want);
+        CHECK_MSG(!strstr(e.msg, "text_config.vision_config"), "%s", e.msg);
+    }
+    /* null stands for absent */
+    int rc = op_model_from_hf_json("{\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 64,"
+                                   " \"num_hidden_layers\": 1, \"intermediate_size\": 8}, \"vision_config\": null}",
+                                   "nc.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc == OP_OK) op_model_free(&m);
+}
+
 /* Booleans are JSON true / false; 0 and 1 (written by some converters) read as Python reads
  * them.  Any other number or a string is no answer to a yes-or-no field. */
 TEST(bad_bool_fields) {
@@ -910,6 +937,7 @@ int main(int argc, char **argv) {
     RUN(bad_bool_fields);
     RUN(falcon_mamba_d_head);
     RUN(bad_derived_zero_widths);
+    RUN(bad_nested_configs);
     RUN(profile_octopipe_with_memory);
     RUN(profile_megatron_style);
     RUN(profile_bad_inputs);

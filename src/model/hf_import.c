@@ -84,6 +84,12 @@ int op_model_from_hf_json(const char *json_text, const char *name, op_model *m, 
     snprintf(m->model_type, sizeof m->model_type, "%s", type);
     op_hf h = {.defs = &a->defs, .obj = root, .file = file, .prefix = "", .err = err};
     json_t *tc = json_object_get(root, "text_config");
+    /* anything but an object there was read past, and the fields were then looked for (or
+     * found) at the top level */
+    if (a->nested && tc && !json_is_null(tc) && !json_is_object(tc)) {
+        op_errf(err, OP_EINVAL, "%s: text_config: expected an object", file);
+        goto out;
+    }
     if (a->nested && tc && json_is_object(tc)) {
         h.obj = tc;
         h.prefix = "text_config.";

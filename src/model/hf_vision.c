@@ -12,7 +12,13 @@ op_hf op_hf_sub(op_hf *parent, json_t *root, const char *key, const char *prefix
     op_hf s = {.obj = NULL, .file = parent->file, .prefix = prefix, .err = parent->err, .bad = parent->bad};
     json_t *v = json_object_get(root, key);
     if (v && json_is_object(v)) s.obj = v;
-    else if (v && !json_is_null(v)) op_hf_fail(parent, key, "expected an object");
+    else if (v && !json_is_null(v)) {
+        /* key sits at the top level: the message leaves out parent's prefix (text_config.) */
+        op_hf top = *parent;
+        top.prefix = "";
+        op_hf_fail(&top, key, "expected an object");
+        parent->bad = top.bad;
+    }
     return s;
 }
 
@@ -90,7 +96,9 @@ int op_hf_build_qwen2_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
 /* gemma3: SigLIP encoder (when vision_config is present) + avg-pool projector, then the
  * gemma3 text model.  gemma3_text has no encoder. */
 int op_hf_build_gemma3(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
-    if (!strcmp(m->model_type, "gemma3") && json_is_object(json_object_get(root, "vision_config"))) {
+    json_t *vcv = json_object_get(root, "vision_config");
+    /* present and not null: an object, as op_hf_sub checks (anything else dropped the encoder) */
+    if (!strcmp(m->model_type, "gemma3") && vcv && !json_is_null(vcv)) {
         op_hf vc = op_hf_sub(h, root, "vision_config", "vision_config.");
         op_hf top = {.obj = root, .file = h->file, .prefix = "", .err = h->err};
         op_vis_tower v = {.prefix = "vision_tower"};
