@@ -21,6 +21,9 @@ extern "C" {
  * the bounds keep every sum the simulator forms finite and every byte count exact in a double
  * and in an int64 (a wider value would be undefined behaviour to convert). */
 #define OP_MAX_MS 1e9
+/* Shortest measured time a profile may give, other than 0 (1 ns): below it is no measurement,
+ * and a model whose every time is a denormal made makespans of 1e-323 ms, tokens/s infinite. */
+#define OP_MIN_MS 1e-6
 #define OP_MAX_BYTES 9007199254740992.0 /* 2^53 */
 /* Slowest link any input may name (1 kB/s; every bandwidth in GB/s): slower is no link, and a
  * bandwidth of 1e-300 GB/s (or a denormal) would make a transfer's time overflow to infinity. */

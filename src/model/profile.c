@@ -70,6 +70,10 @@ static int sym_number(pctx *c, json_t *dict, const char *field, char sym, double
     if (!(json_number_value(v) <= max))
         return op_errf(c->err, OP_EINVAL, "%s: %s['%c']: %.6g is beyond any device (at most %.6g)",
                        c->file, field, sym, json_number_value(v), max);
+    /* times: 0 (nothing to do) or a measurable time; 1e-300 ms once gave infinite tokens/s */
+    if (max == OP_MAX_MS && json_number_value(v) > 0 && json_number_value(v) < OP_MIN_MS)
+        return op_errf(c->err, OP_EINVAL, "%s: %s['%c']: %.6g ms is below any measurement (give 0, or "
+                       "at least %g ms)", c->file, field, sym, json_number_value(v), OP_MIN_MS);
     *out = json_number_value(v);
     return OP_OK;
 }
