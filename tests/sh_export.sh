@@ -82,6 +82,16 @@ expect 2 "layout file before plan" "$OCTOPIPE" export --megatron-layout "$d/firs
 has "$tmp/err" "put PLAN first (export $tmp/tf/1f1b.json --megatron-layout $d/first.txt)" "layout file before plan"
 absent "$d/first.txt" "layout file before plan"
 
+# one output that cannot be written (a full device) leaves none of the others behind: the
+# files before it in the write order were kept
+if [ -w /dev/full ]; then
+  expect 1 "full device" "$OCTOPIPE" export "$tmp/tf/1f1b.json" --torch-csv "$d/full.csv" \
+    --svg "$d/full.svg" --chrome-trace "$d/full.json" --torch-stage-map /dev/full
+  has "$tmp/err" "/dev/full: write failed" "full device"
+  for f in full.csv full.svg full.json; do absent "$d/$f" "full device"; done
+  [ -z "$(ls "$d" | grep '\.tmp\.')" ] && ok || bad "full device: temporary files stayed: $(ls "$d")"
+fi
+
 # interleaved (loop, 2 stages per device): layout with VPP 2 and a loop CSV
 if [ -s "$tmp/tf/i1f1b.json" ]; then
   expect 0 "i1f1b" "$OCTOPIPE" export "$tmp/tf/i1f1b.json" --torch-csv "$d/i.csv" --megatron-layout "$d/i.txt"

@@ -46,6 +46,13 @@ int op_out_same(const char *a, const char *b);
 /* Writes len bytes to path under the rules above.  OP_OK or OP_EIO with one line. */
 int op_out_write(const char *path, const void *data, size_t len, op_err *err);
 
+/* Writes n outputs (a NULL path is skipped) so that a failure in any leaves no regular file
+ * of the set written: all regular files go to temporary files first, then devices, FIFOs and
+ * stdout are written, and only then are the temporary files renamed into place.  OP_OK or
+ * OP_EIO with one line. */
+int op_out_write_n(int n, const char *const *paths, const void *const *data, const size_t *lens,
+                   op_err *err);
+
 #ifdef __cplusplus
 }
 #endif

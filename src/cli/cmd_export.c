@@ -221,14 +221,18 @@ int cmd_export(int argc, char **argv) {
                  s.makespan_ms, 100 * s.bubble_ratio);
         memcpy(done[O_SVG], done[O_TRACE], sizeof done[O_SVG]);
     }
-    /* all outputs made: write them */
-    for (int o = 0; o < O_N && rc == OP_OK; o++) {
-        if (!path[o]) continue;
-        rc = op_out_write(path[o], buf[o].data, buf[o].len, &e);
-        if (rc == OP_OK && !op_out_is_stdout(path[o]))
+    /* all outputs made: write them together, so that one that cannot be written (a full
+     * disk, /dev/full) leaves none of the others behind either */
+    if (rc == OP_OK) {
+        const void *data[O_N];
+        size_t len[O_N];
+        for (int o = 0; o < O_N; o++) data[o] = buf[o].data ? buf[o].data : "", len[o] = buf[o].len;
+        rc = op_out_write_n(O_N, path, data, len, &e);
+    }
+    for (int o = 0; o < O_N && rc == OP_OK; o++)
+        if (path[o] && !op_out_is_stdout(path[o]))
             fprintf(info, "wrote %s (%s%s%s)\n", path[o], out_desc[o], done[o][0] ? ": " : "",
                     done[o]);
-    }
     if (rc == OP_OK && notes.len) fputs(notes.data, stderr);
     if (rc != OP_OK) fprintf(stderr, "octopipe export: %s\n", e.msg);
     for (int o = 0; o < O_N; o++) op_buf_free(&buf[o]);

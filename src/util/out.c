@@ -244,10 +244,12 @@ int op_out_check(const char *path, op_err *err) {
     return rc;
 }
 
-/* Temp file beside final, fsync, rename: the old file (if any) keeps its mode. */
-static int write_atomic(const char *path, const char *final, const struct stat *old,
-                        const void *data, size_t len, op_err *err) {
+/* Temp file beside final, written and fsync'd, not yet renamed: *tmp_out (malloc'd) is its
+ * name.  The old file (if any) keeps its mode.  On failure nothing stays behind. */
+static int stage_atomic(const char *path, const char *final, const struct stat *old,
+                        const void *data, size_t len, char **tmp_out, op_err *err) {
     char *tmp = tmp_name(final, "tmp");
+    *tmp_out = NULL;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         int e = errno;
@@ -260,10 +262,28 @@ static int write_atomic(const char *path, const char *final, const struct stat *
     else if (fsync(fd) != 0) what = "fsync failed";
     int e = errno;
     if (close(fd) != 0 && !what) what = "close failed", e = errno;
-    if (!what && rename(tmp, final) != 0) what = "rename failed", e = errno;
-    if (what) unlink(tmp);
+    if (what) {
+        unlink(tmp);
+        free(tmp);
+        return op_errf(err, OP_EIO, "%s: %s: %s", path, what, strerror(e));
+    }
+    *tmp_out = tmp;
+    return OP_OK;
+}
+
+/* Temp file beside final, fsync, rename. */
+static int write_atomic(const char *path, const char *final, const struct stat *old,
+                        const void *data, size_t len, op_err *err) {
+    char *tmp = NULL;
+    int rc = stage_atomic(path, final, old, data, len, &tmp, err);
+    if (rc != OP_OK) return rc;
+    if (rename(tmp, final) != 0) {
+        int e = errno;
+        unlink(tmp);
+        rc = op_errf(err, OP_EIO, "%s: rename failed: %s", path, strerror(e));
+    }
     free(tmp);
-    return what ? op_errf(err, OP_EIO, "%s: %s: %s", path, what, strerror(e)) : OP_OK;
+    return rc;
 }
 
 /* Devices, FIFOs, terminals, open files named by /dev/fd/N: written in place, never
@@ -301,5 +321,65 @@ int op_out_write(const char *path, const void *data, size_t len, op_err *err) {
     else
         rc = write_direct(path, final, &st, data, len, err);
     free(final);
+    return rc;
+}
+
+/* Several outputs of one command, all or nothing as far as a file system allows: every
+ * regular (or new) file is first written to its temporary file; only when all of those and
+ * every in-place output (devices, FIFOs, and last stdout) were written are the temporary files
+ * renamed into place.  One failing output (a full disk, /dev/full) thus leaves none of the
+ * regular files behind; written one by one, the ones before it stayed. */
+int op_out_write_n(int n, const char *const *paths, const void *const *data, const size_t *lens,
+                   op_err *err) {
+    char **final = op_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *final);
+    char **tmp = op_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *tmp);
+    struct stat *st = op_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *st);
+    int *direct = op_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *direct);
+    int rc = OP_OK;
+    for (int i = 0; i < n; i++) final[i] = tmp[i] = NULL, direct[i] = 0;
+    /* 1: resolve and stage the regular files */
+    for (int i = 0; i < n && rc == OP_OK; i++) {
+        const char *path = paths[i];
+        if (!path) continue;
+        if (!path[0]) {
+            rc = op_errf(err, OP_EIO, "an output path is empty");
+            break;
+        }
+        if (op_out_is_stdout(path) || link_to_fd(path, STDERR_FILENO)) {
+            direct[i] = 2; /* a descriptor: written after the devices */
+            continue;
+        }
+        int exists = 0, kernel = 0, eno = 0;
+        final[i] = resolve(path, &st[i], &exists, &kernel, &eno);
+        if (!final[i]) rc = op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(eno));
+        else if (exists && S_ISDIR(st[i].st_mode))
+            rc = op_errf(err, OP_EIO, "%s: cannot write: is a directory", path);
+        else if (exists && (rc = check_protected(path, &st[i], err)) != OP_OK)
+            ;
+        else if (!kernel && (!exists || S_ISREG(st[i].st_mode)))
+            rc = stage_atomic(path, final[i], exists ? &st[i] : NULL, data[i], lens[i], &tmp[i], err);
+        else
+            direct[i] = 1;
+    }
+    /* 2: devices and FIFOs, then the descriptors */
+    for (int pass = 1; pass <= 2; pass++)
+        for (int i = 0; i < n && rc == OP_OK; i++) {
+            if (direct[i] != pass) continue;
+            if (pass == 1) rc = write_direct(paths[i], final[i], &st[i], data[i], lens[i], err);
+            else rc = op_out_write(paths[i], data[i], lens[i], err);
+        }
+    /* 3: rename, or drop every temporary file */
+    for (int i = 0; i < n; i++) {
+        if (!tmp[i]) continue;
+        if (rc == OP_OK && rename(tmp[i], final[i]) != 0)
+            rc = op_errf(err, OP_EIO, "%s: rename failed: %s", paths[i], strerror(errno));
+        if (rc != OP_OK) unlink(tmp[i]);
+        free(tmp[i]);
+    }
+    for (int i = 0; i < n; i++) free(final[i]);
+    free(final);
+    free(tmp);
+    free(st);
+    free(direct);
     return rc;
 }
