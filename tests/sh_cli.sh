@@ -116,6 +116,14 @@ done
 [ ! -e "$tmp/x.svg" ] && ok || bad "export - wrote its output"
 if "$OP" sim /dev/stdin < tests/data/plans/1f1b-p4-m8.json | grep -q "reproduces the file's prediction exactly"; then ok
 else bad "sim /dev/stdin"; fi
+# tokens/s past the largest double (tokens_per_mb near DBL_MAX): sim --json still parses, the
+# figure is null (it was left out: '"tokens_per_s": ,')
+sed 's/"tokens_per_mb": 4096/"tokens_per_mb": 1e308/; /"predicted"/,$d' tests/data/plans/1f1b-p4-m8.json |
+  sed '$s/,$//' > "$tmp/huge-tokens.json"
+echo '}' >> "$tmp/huge-tokens.json"
+if "$OP" sim "$tmp/huge-tokens.json" --json > "$tmp/out" 2> "$tmp/err" \
+   && jq -e '.tokens_per_s == null and .makespan_ms > 0' "$tmp/out" > /dev/null; then ok
+else bad "sim --json, tokens/s overflowing: $(head -c 300 "$tmp/out" "$tmp/err")"; fi
 # a directory where a file is expected: named as such, not "read error"
 mkdir -p "$tmp/adir"
 expect_err "$tmp/adir: is a directory" sim "$tmp/adir"

@@ -93,11 +93,18 @@ static void print_text(const char *path, const op_plan *p, const op_plan_file_in
     printf("\n%s\n", verdict(in));
 }
 
+/* JSON has no inf: a figure that overflowed (tokens/s of a plan whose tokens_per_mb is near
+ * DBL_MAX, or whose makespan is a few denormals) is null, where op_json_num alone left the
+ * value out and the line did not parse. */
+static void num(op_buf *b, double x) {
+    if (!op_json_num(b, x)) op_buf_put(b, "null", 4);
+}
+
 static void darr(op_buf *b, const char *key, const double *v, int n) {
     op_buf_printf(b, ", \"%s\": [", key);
     for (int i = 0; i < n; i++) {
         if (i) op_buf_put(b, ", ", 2);
-        op_json_num(b, v[i]);
+        num(b, v[i]);
     }
     op_buf_put(b, "]", 1);
 }
@@ -118,7 +125,7 @@ static void print_json(const char *path, const op_plan *p, const op_plan_file_in
                   r->tokens_per_s, r->bubble_ratio};
     for (int i = 0; i < 5; i++) {
         op_buf_printf(&b, ", \"%s\": ", k[i]);
-        op_json_num(&b, v[i]);
+        num(&b, v[i]);
     }
     op_buf_printf(&b, ", \"peak_bytes_max\": %lld, \"peak_bytes\": [", (long long)r->peak_bytes_max);
     for (int d = 0; d < p->P; d++)
@@ -135,7 +142,7 @@ static void print_json(const char *path, const op_plan *p, const op_plan_file_in
                       "\"max_time_diff_ms\": ",
                   in->has_pred || in->has_times ? "true" : "false",
                   (in->has_pred || in->has_times) && in->exact ? "true" : "false");
-    op_json_num(&b, in->max_time_diff_ms);
+    num(&b, in->max_time_diff_ms);
     op_buf_printf(&b, "}\n");
     fwrite(b.data, 1, b.len, stdout);
     op_buf_free(&b);
