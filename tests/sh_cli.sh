@@ -124,6 +124,10 @@ echo '}' >> "$tmp/huge-tokens.json"
 if "$OP" sim "$tmp/huge-tokens.json" --json > "$tmp/out" 2> "$tmp/err" \
    && jq -e '.tokens_per_s == null and .makespan_ms > 0' "$tmp/out" > /dev/null; then ok
 else bad "sim --json, tokens/s overflowing: $(head -c 300 "$tmp/out" "$tmp/err")"; fi
+# ... and with the file's finite prediction kept, inf against it is a difference (inf/inf
+# was NaN, no difference, and sim said "reproduces the file's prediction exactly")
+sed 's/"tokens_per_mb": 4096/"tokens_per_mb": 1e308/' tests/data/plans/1f1b-p4-m8.json > "$tmp/huge-pred.json"
+expect_err "predicted.tokens_per_s: the file says 992969.6969696969 but a re-simulation gives inf" sim "$tmp/huge-pred.json"
 # a directory where a file is expected: named as such, not "read error"
 mkdir -p "$tmp/adir"
 expect_err "$tmp/adir: is a directory" sim "$tmp/adir"

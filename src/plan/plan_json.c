@@ -668,6 +668,9 @@ static int check_times(rd *r, const op_plan *p) {
 
 static double rel_diff(double a, double b) {
     double m = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+    /* a re-simulation that overflows (tokens/s of a tokens_per_mb near DBL_MAX) differs from
+     * any finite figure: inf/inf is NaN, which compares as no difference at all */
+    if (a != b && !(isfinite(a) && isfinite(b))) return INFINITY;
     return a == b ? 0 : fabs(a - b) / (m > 1 ? m : 1);
 }
 
