@@ -35,6 +35,10 @@ has "$tmp/err" "unknown option '--svgg'" "unknown flag"
 expect 2 "nothing to export" "$OCTOPIPE" export p.json
 expect 2 "missing value" "$OCTOPIPE" export p.json --svg
 expect 2 "two outputs one file" "$OCTOPIPE" export p.json --svg "$tmp/a" --chrome-trace "$tmp/a"
+# '-' and another name of stdout: one output to stdout all the same (both were written there)
+expect 2 "stdout twice" "$OCTOPIPE" export p.json --svg - --chrome-trace /dev/stdout
+has "$tmp/err" "only one output can go to stdout" "stdout twice"
+expect 2 "stdout twice, layout" "$OCTOPIPE" export p.json --torch-csv /dev/stdout --megatron-layout
 expect 2 "missing plan file" "$OCTOPIPE" export "$tmp/nope.json" --svg "$tmp/x.svg"
 absent "$tmp/x.svg" "missing plan file"
 echo '{"format": "octopipe.plan/1", "devices": ' >"$tmp/broken.json"

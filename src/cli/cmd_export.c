@@ -140,7 +140,9 @@ int cmd_export(int argc, char **argv) {
     int n_out = 0, n_stdout = 0;
     for (int o = 0; o < O_N; o++) {
         n_out += path[o] != NULL;
-        n_stdout += path[o] && !strcmp(path[o], "-");
+        /* /dev/stdout and /proc/self/fd/1 are stdout too: counted by name alone, "-" beside
+         * them passed and both outputs ran together on stdout */
+        n_stdout += path[o] && op_out_is_stdout(path[o]);
         for (int q = 0; q < o; q++)
             if (path[o] && path[q] && strcmp(path[o], "-") && op_out_same(path[o], path[q])) {
                 fprintf(stderr, "octopipe export: %s '%s' and %s '%s' are the same file\n",
