@@ -78,6 +78,10 @@ has "$tmp/out" "passes torch's checks" "check-csv"
 sed '1s/^0F0,//' "$d/1f1b.csv" >"$d/bad.csv"
 expect 1 "check-csv damaged" "$OCTOPIPE" export "$tmp/tf/1f1b.json" --check-csv "$d/bad.csv"
 has "$tmp/err" "stage 0, microbatch 0 without first running forward" "check-csv damaged"
+# a --check-csv file that cannot be read is a bad input (exit 2), one that fails the checks a refusal (1)
+expect 2 "check-csv missing" "$OCTOPIPE" export "$tmp/tf/1f1b.json" --check-csv "$d/nope.csv"
+has "$tmp/err" "nope.csv" "check-csv missing"
+expect 2 "check-csv directory" "$OCTOPIPE" export "$tmp/tf/1f1b.json" --check-csv "$d"
 # layout to stdout
 expect 0 "layout stdout" "$OCTOPIPE" export "$tmp/tf/1f1b.json" --megatron-layout
 has "$tmp/out" "pipeline-model-parallel-layout" "layout stdout"

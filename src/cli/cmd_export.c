@@ -60,7 +60,7 @@ static void usage(FILE *f) {
             "  -h, --help              this help\n"
             "\n"
             "exit status: 0 ok, 1 an export was refused or a file could not be written,\n"
-            "2 bad flags or an unreadable plan\n"
+            "2 bad flags, or a plan or --check-csv file that cannot be read\n"
             "\n"
             "examples:\n"
             "  octopipe plan --model nemotron-h-8b --devices 8 --microbatches 32 --placement loop \\\n"
@@ -174,8 +174,14 @@ int cmd_export(int argc, char **argv) {
     if (rc == OP_OK && check_csv) {
         char *text = NULL;
         op_torch_check_info ci;
-        rc = op_read_file(check_csv, &text, NULL, &e);
-        if (rc == OP_OK && op_export_torch_csv_check(text, p.P, p.S, p.M, &ci, &e) != OP_OK)
+        if (op_read_file(check_csv, &text, NULL, &e) != OP_OK) {
+            /* an input that cannot be read is bad usage (exit 2), as an unreadable PLAN is;
+             * exit 1 is for a CSV that was read and fails torch's checks */
+            fprintf(stderr, "octopipe export: %s\n", e.msg);
+            op_plan_free(&p);
+            return 2;
+        }
+        if (op_export_torch_csv_check(text, p.P, p.S, p.M, &ci, &e) != OP_OK)
             rc = op_err_prefix(&e, "%s", check_csv);
         if (rc == OP_OK)
             fprintf(info, "%s: passes torch's checks (%d ranks, %d stages, %d microbatches, %d "
