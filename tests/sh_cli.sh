@@ -91,7 +91,7 @@ if [ $rc -eq 0 ] && jq -e '.plans | length > 0' "$tmp/out" > /dev/null && grep -
 then ok; else bad "compare --json --progress: rc=$rc, stderr: $(head -n 2 "$tmp/err"), skipped: $(jq -c .skipped "$tmp/out")"; fi
 # numbers are decimal: strtod alone reads "0x40" as 64 and "" as 0
 expect_err "--mem-limit expects a number, got '0x40'" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit 0x40
-expect_err "--rank needs a non-negative integer (got '')" lower tests/data/plans/1f1b-p4-m8.json --rank ""
+expect_err "--rank needs an integer in \\[0, 1000000\\] (got '')" lower tests/data/plans/1f1b-p4-m8.json --rank ""
 expect_err "--bytes-scale needs a number" lower tests/data/plans/1f1b-p4-m8.json --bytes-scale 0x1
 expect_err "--lr needs a number in (0, 1e6] (got '0x1p-8')" train --lr 0x1p-8
 expect_err "--time-scale needs a decimal number in" run tests/data/plans/1f1b-p4-m8.json --emulate --threads --time-scale 0x1p-4
@@ -100,8 +100,12 @@ expect_err "--recv-window needs a whole number in" run tests/data/plans/1f1b-p4-
 expect_err "--devices expects a whole number, got ' 4'" compare --model llama2-7b --devices " 4" --microbatches 8
 expect_err "--mem-limit expects a number, got ' 40'" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit " 40"
 expect_err "count ' 2' of h100 must be a whole number" compare --model llama2-7b --gpus "h100: 2,a100:2" --microbatches 8
-expect_err "--rank needs a non-negative integer (got ' 1')" lower tests/data/plans/1f1b-p4-m8.json --rank " 1"
+expect_err "--rank needs an integer in \\[0, 1000000\\] (got ' 1')" lower tests/data/plans/1f1b-p4-m8.json --rank " 1"
 expect_err "--seed needs a non-negative integer (got ' 3')" train --seed " 3"
+# past the limit: the line gives the range (it read "needs a non-negative integer" for 2000000)
+expect_err "--rank needs an integer in \\[0, 1000000\\] (got '2000000')" lower tests/data/plans/1f1b-p4-m8.json --rank 2000000
+expect_err "--recv-window needs an integer in \\[1, 1000000\\] (got '0')" lower tests/data/plans/1f1b-p4-m8.json --recv-window 0
+
 expect_err "--repeats needs an integer in .* (got ' 2')" profile --model tests/data/plans/1f1b-p4-m8.json --repeats " 2"
 # RANK:OPINDEX was read by sscanf: spaces taken, a rank past INT_MAX undefined
 expect_err "--inject-hang needs RANK:OPINDEX (got '1: 3')" run tests/data/plans/1f1b-p4-m8.json --emulate --inject-hang "1: 3"

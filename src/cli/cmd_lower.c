@@ -34,8 +34,9 @@ int cmd_lower(int argc, char **argv) {
         } else if (!strcmp(a, "--rank") || !strcmp(a, "--recv-window")) {
             long x = -1;
             if (op_parse_long(v, &x) || x < (a[2] == 'r' && a[3] == 'a' ? 0 : 1) || x > 1000000) {
-                fprintf(stderr, "octopipe lower: %s needs a %s integer (got '%s')\n", a,
-                        a[3] == 'a' ? "non-negative" : "positive", v ? v : "");
+                /* the range is said: "needs a non-negative integer (got '2000000')" read wrong */
+                fprintf(stderr, "octopipe lower: %s needs an integer in [%d, 1000000] (got '%s')\n", a,
+                        a[3] == 'a' ? 0 : 1, v ? v : "");
                 return 2;
             }
             if (a[3] == 'a') rank = (int)x;
