@@ -45,6 +45,15 @@ echo '{"format": "octopipe.plan/1", "devices": ' >"$tmp/broken.json"
 expect 2 "broken plan" "$OCTOPIPE" export "$tmp/broken.json" --svg "$tmp/x.svg"
 absent "$tmp/x.svg" "broken plan"
 
+# a plan whose every op takes 0 ms (all layer times 0): refused on reading, exit 2, as the
+# planner refuses such a model; it was read, and the exports said "simulate it first"
+sed -e 's/"F": 1, "I": 1, "W": 1/"F": 0, "I": 0, "W": 0/' -e 's/, "start": [0-9.e+-]*, "end": [0-9.e+-]*//' \
+    -e '/"predicted"/,$d' tests/data/plans/1f1b-p4-m8.json | sed '$s/,$//' >"$tmp/zero.json"
+echo '}' >>"$tmp/zero.json"
+expect 2 "zero-time plan" "$OCTOPIPE" export "$tmp/zero.json" --svg "$tmp/x.svg"
+has "$tmp/err" "zero.json: layers: every op takes 0 ms" "zero-time plan"
+absent "$tmp/x.svg" "zero-time plan"
+
 # --- real plans --------------------------------------------------------------------------
 mkplans() { # model dir
   "$OCTOPIPE" compare --model "$1" --devices 4 --microbatches 8 --seq 1024 --plans-dir "$2" \

@@ -826,6 +826,14 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
         op_err_prefix(err, "%s: schedule", r.src);
         goto out;
     }
+    /* all layer times 0 and no per-op overhead: the planner refuses such a model ("nothing to
+     * schedule"); read, it simulated to makespan 0, sim printed a 0 ms plan and every timeline
+     * export said "simulate it first" */
+    if (!(p->pred.makespan_ms > 0)) {
+        rc = fail(&r, "layers", "every op takes 0 ms (all forward, backward and weight times are 0 "
+                  "and op_overhead_ms is 0): nothing to schedule");
+        goto out;
+    }
     info.exact = 1;
     if (info.has_times) {
         char path[64], nm[64];
