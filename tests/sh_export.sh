@@ -109,6 +109,24 @@ if [ -w /dev/full ]; then
   [ -z "$(ls "$d" | grep '\.tmp\.')" ] && ok || bad "full device: temporary files stayed: $(ls "$d")"
 fi
 
+# a model file whose name is cut mid-character (64 bytes for the model name) or is not UTF-8:
+# the plan file written stays UTF-8 (it held half a character, and no reader took it) and the
+# name reaches the trace and the SVG whole
+long=$(printf 'a%.0s' $(seq 61))
+mkdir -p "$tmp/utf8"
+cp data/hf-configs/llama2-7b.json "$tmp/utf8/${long}模型.json"
+cp data/hf-configs/llama2-7b.json "$tmp/utf8/lat$(printf '\351')in.json"
+for m in "$tmp/utf8/${long}模型.json" "$tmp/utf8/lat$(printf '\351')in.json"; do
+  rm -rf "$tmp/utf8/p"
+  if "$OCTOPIPE" compare --model "$m" --devices 4 --microbatches 8 --no-tune --plans-dir "$tmp/utf8/p" \
+       >/dev/null 2>"$tmp/err"; then ok; else bad "utf8 name compare: $(head -c 300 "$tmp/err")"; fi
+  expect 0 "utf8 name export" "$OCTOPIPE" export "$tmp/utf8/p/1f1b.json" --svg "$d/u.svg" --chrome-trace "$d/u.json"
+  if command -v python3 >/dev/null; then
+    python3 -c 'import json, sys, xml.dom.minidom as m; json.loads(open(sys.argv[1], "rb").read().decode("utf-8")); m.parse(sys.argv[2])' \
+      "$d/u.json" "$d/u.svg" && ok || bad "utf8 name: trace or SVG is not valid UTF-8 JSON / XML"
+  fi
+done
+
 # interleaved (loop, 2 stages per device): layout with VPP 2 and a loop CSV
 if [ -s "$tmp/tf/i1f1b.json" ]; then
   expect 0 "i1f1b" "$OCTOPIPE" export "$tmp/tf/i1f1b.json" --torch-csv "$d/i.csv" --megatron-layout "$d/i.txt"

@@ -80,7 +80,7 @@ void op_model_free(op_model *m) {
 static void stem_of(const char *path, char *out, size_t n) {
     const char *s = strrchr(path, '/');
     s = s ? s + 1 : path;
-    snprintf(out, n, "%s", s);
+    op_copy_name(out, n, s); /* UTF-8 kept whole: the name reaches plan files */
     char *dot = strrchr(out, '.');
     if (dot && dot != out && !strcmp(dot, ".json")) *dot = 0;
 }

@@ -11,7 +11,7 @@ void op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int
     OP_ASSERT(P > 0 && M > 0 && S > 0 && n_layers > 0, "bad plan shape P=%d M=%d S=%d L=%d", P,
               M, S, n_layers);
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s", name ? name : "plan");
+    op_copy_name(p->name, sizeof p->name, name ? name : "plan"); /* UTF-8: JSON, SVG */
     p->n_layers = n_layers;
     p->P = P;
     p->M = M;
@@ -60,7 +60,8 @@ void op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int
 
 void op_plan_init_problem(op_plan *p, const char *name, const op_problem *pr, int S) {
     op_plan_init(p, name, pr->layers, pr->n_layers, pr->P, pr->M, S, &pr->comm);
-    snprintf(p->model, sizeof p->model, "%s", pr->model ? pr->model : "");
+    /* a long model name cut mid-character made a plan file no reader takes */
+    op_copy_name(p->model, sizeof p->model, pr->model ? pr->model : "");
     p->tokens_per_mb = pr->tokens_per_mb;
     p->op_overhead_ms = pr->op_overhead_ms;
     p->mem_limit_bytes = pr->mem_limit_bytes;

@@ -114,7 +114,7 @@ static int read_layers(rd *r, json_t *arr, const char *what, op_layer_cost **out
         json_t *v = json_object_get(o, "name");
         if (v) {
             if (!json_is_string(v)) return fail(r, path, "name: expected a string");
-            snprintf(c->name, sizeof c->name, "%s", json_string_value(v));
+            op_copy_name(c->name, sizeof c->name, json_string_value(v));
         }
         v = json_object_get(o, "kind");
         const char *k = json_is_string(v) ? json_string_value(v) : NULL;
@@ -795,7 +795,7 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
     inited = 1;
     if ((v = json_object_get(root, "model"))) {
         if (!json_is_string(v)) { rc = fail(&r, "model", "expected a string"); goto out; }
-        snprintf(p->model, sizeof p->model, "%s", json_string_value(v));
+        op_copy_name(p->model, sizeof p->model, json_string_value(v));
     }
     if ((rc = opt_num(&r, root, "tokens_per_mb", "", &p->tokens_per_mb)) ||
         (rc = opt_num(&r, root, "op_overhead_ms", "", &p->op_overhead_ms)) ||

@@ -66,6 +66,39 @@ char *op_xstrdup(const char *s) {
     return memcpy(op_xmalloc(n), s, n);
 }
 
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when none starts there. */
+static int utf8_len(const unsigned char *s) {
+    if (s[0] < 0x80) return 1;
+    int n = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
+          : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if (n == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0))) return 0;
+    if (n == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90))) return 0;
+    return n;
+}
+
+void op_copy_name(char *out, size_t n, const char *s) {
+    snprintf(out, n, "%s", s ? s : "");
+    unsigned char *u = (unsigned char *)out;
+    size_t len = strlen(out);
+    for (size_t i = 0; i < len;) {
+        int k = utf8_len(u + i); /* stops at the terminating 0: a cut sequence gives 0 */
+        if (k) {
+            i += (size_t)k;
+            continue;
+        }
+        /* a sequence cut at the end of the buffer: drop it; any other bad byte: '?' */
+        size_t j = i + 1;
+        while (j < len && (u[j] & 0xC0) == 0x80 && j - i < 4) j++;
+        if (j == len && strlen(s ? s : "") > len) {
+            u[i] = 0;
+            break;
+        }
+        u[i++] = '?';
+    }
+}
+
 struct op_arena_chunk {
     op_arena_chunk *next;
     size_t cap, used;
