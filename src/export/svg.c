@@ -25,6 +25,12 @@ static const char *const kind_desc[4] = {"F forward", "I backward (input grad)",
 
 static void xml_str(op_buf *b, const char *s) {
     for (; *s; s++) {
+        /* U+FFFE and U+FFFF are valid UTF-8 (a plan's JSON may hold them) but no XML 1.0
+         * character, escaped or not: the SVG would not parse */
+        if (!strncmp(s, "\xEF\xBF\xBE", 3) || !strncmp(s, "\xEF\xBF\xBF", 3)) {
+            s += 2;
+            continue;
+        }
         switch (*s) {
         case '&': op_buf_printf(b, "&amp;"); break;
         case '<': op_buf_printf(b, "&lt;"); break;
