@@ -128,6 +128,12 @@ echo '}' >> "$tmp/huge-tokens.json"
 if "$OP" sim "$tmp/huge-tokens.json" --json > "$tmp/out" 2> "$tmp/err" \
    && jq -e '.tokens_per_s == null and .makespan_ms > 0' "$tmp/out" > /dev/null; then ok
 else bad "sim --json, tokens/s overflowing: $(head -c 300 "$tmp/out" "$tmp/err")"; fi
+# a plan file name with a control character or a byte that is not UTF-8: sim --json is still
+# JSON (the name was copied raw, the control character dropped)
+cp tests/data/plans/1f1b-p4-m8.json "$tmp/lat$(printf '\351\001')in.json"
+if "$OP" sim "$tmp/lat$(printf '\351\001')in.json" --json > "$tmp/out" 2> "$tmp/err" \
+   && jq -e '.file | endswith("lat\ufffd\u0001in.json")' "$tmp/out" > /dev/null; then ok
+else bad "sim --json, file name not UTF-8: $(head -c 300 "$tmp/out" "$tmp/err")"; fi
 # ... and with the file's finite prediction kept, inf against it is a difference (inf/inf
 # was NaN, no difference, and sim said "reproduces the file's prediction exactly")
 sed 's/"tokens_per_mb": 4096/"tokens_per_mb": 1e308/' tests/data/plans/1f1b-p4-m8.json > "$tmp/huge-pred.json"

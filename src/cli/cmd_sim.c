@@ -112,12 +112,11 @@ static void darr(op_buf *b, const char *key, const double *v, int n) {
 static void print_json(const char *path, const op_plan *p, const op_plan_file_info *in) {
     const op_pred *r = &p->pred;
     op_buf b = {0};
-    op_buf_printf(&b, "{\"file\": \"");
-    for (const char *c = path; *c; c++) {
-        if (*c == '"' || *c == '\\') op_buf_put(&b, "\\", 1);
-        if ((unsigned char)*c >= 0x20) op_buf_put(&b, c, 1);
-    }
-    op_buf_printf(&b, "\", \"devices\": %d, \"microbatches\": %d, \"stages\": %d", p->P, p->M,
+    /* escaped as JSON: control characters were dropped and a file name that is not UTF-8
+     * made a line no JSON parser takes */
+    op_buf_printf(&b, "{\"file\": ");
+    op_buf_json_str(&b, path);
+    op_buf_printf(&b, ", \"devices\": %d, \"microbatches\": %d, \"stages\": %d", p->P, p->M,
                   p->S);
     const char *k[] = {"makespan_ms", "lower_bound_ms", "gap", "tokens_per_s", "bubble_ratio"};
     double v[] = {r->makespan_ms, r->lower_bound_ms,

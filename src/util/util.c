@@ -181,9 +181,14 @@ void op_buf_json_str(op_buf *b, const char *s) {
     op_buf_put(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
+        int k = c >= 0x80 ? utf8_len((const unsigned char *)s) : 1;
         if (c == '"' || c == '\\') op_buf_printf(b, "\\%c", c);
         else if (c < 0x20) op_buf_printf(b, "\\u%04x", c);
-        else op_buf_put(b, s, 1);
+        else if (!k) op_buf_printf(b, "\\ufffd"); /* not UTF-8 (a Latin-1 file name): JSON must be */
+        else {
+            op_buf_put(b, s, (size_t)k);
+            s += k - 1;
+        }
     }
     op_buf_put(b, "\"", 1);
 }
