@@ -930,6 +930,8 @@ TEST(plan_file_round_trip) {
         {"{\"name\": \"slow\", \"layers\": [", "{\"name\": \"slow\", \"layer\": [", "device_types[1]: unknown key \"layer\""},
         {"\"pair_bw_GBps\": [[1, 50], [50, 1]]", "\"pair_bw_GBps\": [[1, 50]]", "comm.pair_bw_GBps: expected 2 rows"},
         {"\"pair_bw_GBps\": [[1, 50], [50, 1]]", "\"pair_bw_GBps\": [[1, 0], [50, 1]]", "comm.pair_bw_GBps[0][1]: bandwidth must be at least 1e-06 GB/s"},
+        /* a type's layer out of range: the line names the type's array, not just "layer 0" */
+        {"\"F\": 2,", "\"F\": 2e9,", "m.json: device_types[1].layers: layer 0 'a': F time 2e+09 ms is not in"},
     };
     CHECK(strstr(b.data, "\"device_type\": [0, 1]") && strstr(b.data, "\"pair_bw_GBps\": [[1, 50], [50, 1]]"));
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -363,8 +363,14 @@ static int read_types(rd *r, json_t *root, op_plan *p) {
             if (!lv) rc = fail(r, path, "missing: each type after the first gives its layer costs");
             else if (!(rc = read_layers(r, lv, path, &Lt, &nt)) && nt != L)
                 rc = fail(r, path, "%d layers but the plan has %d", nt, L);
-            else if (!rc && !(rc = op_layer_costs_validate(Lt, nt, p->M, r->src, r->err)))
-                memcpy(rows + (size_t)t * L, Lt, sizeof *rows * (size_t)L);
+            else if (!rc) {
+                /* the line names the type's array: "layer 1" alone sent the reader to the
+                 * top-level layers, which were fine */
+                char what[512];
+                snprintf(what, sizeof what, "%s: %s", r->src, path);
+                if (!(rc = op_layer_costs_validate(Lt, nt, p->M, what, r->err)))
+                    memcpy(rows + (size_t)t * L, Lt, sizeof *rows * (size_t)L);
+            }
             free(Lt);
         }
     }
