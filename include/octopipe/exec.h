@@ -210,9 +210,8 @@ typedef struct op_exec_opts {
                         * poll_max_us): a late reaction costs that fraction of a wait; 0 = 0.003 */
     double poll_max_us;/* 0 = 300 */
     double watchdog_s; /* 0 = 30 */
-    double timeout_s;  /* op_exec_run_threads: stop the whole run after this many s, even where
-                        * no rank waits on the stuck one (the watchdog's blind spot); 0 = none.
-                        * MPI runs get theirs from mpirun */
+    double timeout_s;  /* each rank stops the job this many s after it started, even where no
+                        * rank waits on the stuck one (the watchdog's blind spot); 0 = none */
     op_exec_fault fault;
     int quiet;         /* no watchdog report on stderr (tests) */
     /* emulated offload (stages whose stage_act is offload): the host link of each device's

@@ -68,6 +68,9 @@ void op_ptrain_default_comm(op_comm *c);
 int op_ptrain_make_plan(const op_nn_model *m, const op_layer_cost *layers, int P, int M,
                         const op_comm *comm, double overhead_ms, const char *spec, op_plan *out,
                         op_err *err);
+/* Whether spec names something op_ptrain_make_plan knows (the tuner, a plan file, a schedule
+ * of sched.h), checked before any work: OP_OK, or OP_EINVAL listing the schedules. */
+int op_ptrain_plan_spec_check(const char *spec, op_err *err);
 
 /* ---- the compute ---- */
 

@@ -239,6 +239,13 @@ void op_cli_setup_free(op_cli_setup *s) {
 
 int op_cli_mem_bound_shows(double lb, double lbm) { return lbm - lb >= 0.005; }
 
+double op_cli_min_mem_GiB(const op_cli_setup *s) {
+    double m = s->dev.mem_GiB;
+    for (int d = 0; d < s->cluster.P; d++)
+        if (d == 0 || s->cluster.dev_mem_GiB[d] < m) m = s->cluster.dev_mem_GiB[d];
+    return m;
+}
+
 int op_cli_mixed(const op_cli_setup *s) { return s->pr.n_types > 1 || s->pr.dev_mem_limit != NULL; }
 
 const char *op_cli_dev_type(const op_cli_setup *s, int d) {

@@ -45,6 +45,9 @@ void op_cli_setup_free(op_cli_setup *s);
  * then one line per device type to f ("  4 x h100-80gb (devices 0-3): 80 GiB, limit 72.00 GiB"),
  * and the label of device d's type for stage tables (NULL on a uniform cluster). */
 int op_cli_mixed(const op_cli_setup *s);
+/* The smallest memory among the listed devices (a cluster file's or --gpus'), else the GPU's:
+ * the most one limit for every device can be. */
+double op_cli_min_mem_GiB(const op_cli_setup *s);
 /* Whether the memory-aware bound lbm is worth a line beside the memory-free bound lb: above it
  * by at least what the 2 printed decimals show (a bound above by 1e-6 ms read as two equal
  * figures side by side). */

@@ -53,7 +53,8 @@ int cmd_exec(int argc, char **argv) {
     /* every rank parses the same flags: rank 0 alone says what is wrong with them (one line,
      * not one per rank) */
     const char *wr = getenv("OMPI_COMM_WORLD_RANK");
-    int saved = hush(wr && strcmp(wr, "0") != 0);
+    const int not_rank0 = wr && strcmp(wr, "0") != 0;
+    int saved = hush(not_rank0);
     int rc = op_exec_cli_parse(&c, argc, argv, "exec", 0);
     unhush(saved);
     if (rc == 1) {
@@ -63,10 +64,9 @@ int cmd_exec(int argc, char **argv) {
     if (rc) return rc;
     c.eo.timeout_s = c.timeout_s;
     { /* every rank checks (same file system), rank 0 alone says why: before MPI starts */
-        const char *r = getenv("OMPI_COMM_WORLD_RANK");
         op_err oe = {0};
         if (c.trace_path && op_out_check(c.trace_path, &oe)) {
-            if (!r || !strcmp(r, "0")) fprintf(stderr, "octopipe exec: %s\n", oe.msg);
+            if (!not_rank0) fprintf(stderr, "octopipe exec: %s\n", oe.msg);
             return 2;
         }
     }

@@ -266,8 +266,7 @@ int cmd_plan(int argc, char **argv) {
             op_tune_advise_progress pg = {o.verbose ? advice_trying : NULL, &t_adv,
                                           o.time_budget_s > 0 ? t_tune + o.time_budget_s : 0, &o};
             op_device ad = s.dev; /* a --mem-limit to suggest is one for every device */
-            for (int d = 0; d < s.cluster.P; d++)
-                if (d == 0 || s.cluster.dev_mem_GiB[d] < ad.mem_GiB) ad.mem_GiB = s.cluster.dev_mem_GiB[d];
+            ad.mem_GiB = op_cli_min_mem_GiB(&s);
             if (op_tune_advise_with(&s.model, &s.train, &ad, &s.pr, adv, sizeof adv, &pg) > 0)
                 fprintf(stderr, "what would fit:\n%s", adv);
             if (pg.deadline > 0 && op_now_s() >= pg.deadline)

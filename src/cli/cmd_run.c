@@ -74,7 +74,7 @@ int cmd_run(int argc, char **argv) {
         args[n++] = "exec";
         for (int i = 1; i < argc; i++) {
             if (!strcmp(argv[i], "--timeout") || !strncmp(argv[i], "--timeout=", 10)) {
-                i += argv[i][9] == 0;
+                i += argv[i][9] == 0; /* "--timeout SEC" skips its value, "--timeout=SEC" not */
                 continue;
             }
             args[n++] = argv[i];

@@ -18,7 +18,6 @@
 #include "octopipe/export.h"
 #include "octopipe/out.h"
 #include "octopipe/ptrain.h"
-#include "octopipe/sched.h"
 #include "octopipe/sim.h"
 
 /* Per-op executor cost added to the prediction unless --overhead-ms says otherwise.  From an
@@ -205,20 +204,12 @@ static int parse(targs *a, int argc, char **argv) {
         return 2;
     }
     /* a misspelt schedule name was refused only after the profile (and --calibrate's steps,
-     * seconds to minutes); the same test as op_ptrain_make_plan's for a file */
-    if (strcmp(a->plan, "auto") && strcmp(a->plan, "tuned") && strcmp(a->plan, "octopipe") &&
-        !strchr(a->plan, '/') && !strstr(a->plan, ".json") && access(a->plan, R_OK) != 0) {
-        const char *const *nm = op_sched_names();
-        int known = 0;
-        for (int i = 0; nm[i] && !known; i++) known = !strcmp(nm[i], a->plan);
-        if (!known) {
-            fprintf(stderr, "%s: --plan '%s': not auto, a plan file or a schedule (known:", C, a->plan);
-            for (int i = 0; nm[i]; i++) fprintf(stderr, "%s %s", i ? "," : "", nm[i]);
-            fprintf(stderr, ")\n");
-            return 2;
-        }
-    }
+     * seconds to minutes) */
     op_err se = {0};
+    if (op_ptrain_plan_spec_check(a->plan, &se)) {
+        fprintf(stderr, "%s: %s\n", C, se.msg);
+        return 2;
+    }
     double k[64];
     if (a->slowdown && op_ptrain_slowdown_parse(a->slowdown, a->P, k, &se)) {
         fprintf(stderr, "%s: %s\n", C, se.msg);

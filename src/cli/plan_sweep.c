@@ -32,12 +32,10 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
     const op_problem *pr = &s->pr;
     double stat = 0;
     for (int l = 0; l < pr->n_layers; l++) stat += (double)pr->layers[l].static_bytes;
-    double lo = floor(stat / pr->P / GIB) + 1, hi = s->dev.mem_GiB;
     /* listed devices have their own memory (a cluster file's mem_GiB), and the one limit swept
      * holds for every device: up to the smallest.  s->dev is device 0's preset: 40 GiB H100s
      * were swept to 80 GiB, and h200:4,h100:4 to 141 where h100:4,h200:4 stopped at 80 */
-    for (int d = 0; d < s->cluster.P; d++)
-        if (d == 0 || s->cluster.dev_mem_GiB[d] < hi) hi = s->cluster.dev_mem_GiB[d];
+    double lo = floor(stat / pr->P / GIB) + 1, hi = op_cli_min_mem_GiB(s);
     if (lo > hi) lo = hi;
     if (op_cli_mixed(s)) /* the swept limit holds for every device, whatever its memory */
         fprintf(f, "model %s on %d mixed devices, %d microbatches: makespan against one memory limit for all\n",

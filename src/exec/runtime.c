@@ -121,7 +121,7 @@ static void progress_locked(op_exec_rank *rt) {
          * still reaches here (an injected hang naps in op_exec_sleep_until), and under MPI
          * each rank then says what it was doing, which mpirun's own limit does not */
         if (!rt->abort_reason && rt->deadline > 0 && now > rt->deadline) {
-            rt->abort_reason = rt->p->P + 1;
+            rt->abort_reason = op_exec_limit_reason(rt->p);
             rt->x->raise_abort(rt->x, rt->abort_reason); /* the rank's lock is held */
         }
     }
@@ -178,7 +178,7 @@ static void describe(op_exec_rank *rt, char *line, size_t cap) {
         /* the watchdog fires because a rank waited on this one: stuck.  The time limit also
          * stops a run that was merely slow, whose ops ran for a moment each: only an op past
          * a second is called stuck there */
-        int stuck = rt->abort_reason != rt->p->P + 1 || dt >= 1.0;
+        int stuck = rt->abort_reason != op_exec_limit_reason(rt->p) || dt >= 1.0;
         snprintf(line, cap, "rank %d: %sin compute %s(s%d,mb%d) for %.1f s", r, stuck ? "stuck " : "",
                  op_kind_name((op_kind)x->kind), x->stage, x->mb, dt);
     }
@@ -189,9 +189,9 @@ static int watchdog_out(op_exec_rank *rt, char *line, size_t cap, op_err *err) {
     char tmp[512];
     describe(rt, tmp, sizeof tmp);
     if (line) snprintf(line, cap, "%s", tmp);
-    else if (!rt->o.quiet)
-        fprintf(stderr, "octopipe exec: %s: %s\n", rt->abort_reason == rt->p->P + 1 ? "time limit" : "watchdog", tmp);
-    if (rt->abort_reason == rt->p->P + 1) /* op_exec_run_threads' time limit */
+    int limit = rt->abort_reason == op_exec_limit_reason(rt->p);
+    if (!line && !rt->o.quiet) fprintf(stderr, "octopipe exec: %s: %s\n", limit ? "time limit" : "watchdog", tmp);
+    if (limit)
         return op_errf(err, OP_ETIMEOUT, "the run passed its --timeout of %g s: %s", rt->o.timeout_s, tmp);
     return op_errf(err, OP_ETIMEOUT, "watchdog (raised by rank %d): %s", rt->abort_reason - 1, tmp);
 }
@@ -362,7 +362,7 @@ int op_exec_rank_run_line(const op_plan *p, const op_lowered *l, op_xport *x, co
         free(lens);
         if (rc) rc = op_errf(err, OP_EPEER, "rank %d: gathering the records failed", x->rank);
     } else if (res) {
-        res->watchdog_rank = rt.abort_reason && rt.abort_reason <= p->P ? rt.abort_reason - 1 : -1;
+        res->watchdog_rank = rt.abort_reason && rt.abort_reason != op_exec_limit_reason(p) ? rt.abort_reason - 1 : -1;
     }
     for (int i = 0; i < rt.n_act; i++) /* failure path: nobody may still write into these */
         if (x->cancel) x->cancel(x, &rt.req[rt.act[i]]);

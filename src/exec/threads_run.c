@@ -50,11 +50,11 @@ int op_exec_run_threads(const op_plan *p, const op_compute *c, const op_exec_opt
         }
     }
     if (!terr && o && o->timeout_s > 0) {
-        /* the watchdog needs a rank waiting on the stuck one; the time limit does not: reason
-         * P + 1 tells the ranks it is the limit, not a rank, that stopped them */
+        /* a backstop for a rank that never looks at the limit itself (runtime.c checks it
+         * where a rank polls: compute that never returns does not) */
         while (__atomic_load_n(&done, __ATOMIC_ACQUIRE) < P) {
             if (op_now_s() - t0 > o->timeout_s) {
-                xs[0].raise_abort(&xs[0], P + 1);
+                xs[0].raise_abort(&xs[0], op_exec_limit_reason(p));
                 break;
             }
             op_exec_nap_us(10e3);
@@ -91,7 +91,7 @@ int op_exec_run_threads(const op_plan *p, const op_compute *c, const op_exec_opt
     if (rep.len) snprintf(res->wait_report, sizeof res->wait_report, "%s", rep.data);
     if (rc && res->watchdog_rank < 0) {
         int a = xs[0].poll_abort(&xs[0]);
-        res->watchdog_rank = a && a <= P ? a - 1 : -1;
+        res->watchdog_rank = a && a != op_exec_limit_reason(p) ? a - 1 : -1;
     }
     op_buf_free(&rep);
     op_xport_threads_free(xs, P);

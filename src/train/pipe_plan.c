@@ -204,6 +204,29 @@ static int check_file_plan(const op_nn_model *m, const op_plan *p, int P, int M,
     return OP_OK;
 }
 
+/* What a --plan spec names: the tuner, a plan file, or (anything else) a schedule. */
+typedef enum { SPEC_TUNE, SPEC_FILE, SPEC_SCHED } spec_kind;
+
+static spec_kind kind_of(const char *spec) {
+    if (!spec || !strcmp(spec, "auto") || !strcmp(spec, "tuned") || !strcmp(spec, "octopipe"))
+        return SPEC_TUNE;
+    if (strchr(spec, '/') || strstr(spec, ".json") || access(spec, R_OK) == 0) return SPEC_FILE;
+    return SPEC_SCHED;
+}
+
+int op_ptrain_plan_spec_check(const char *spec, op_err *err) {
+    if (kind_of(spec) != SPEC_SCHED) return OP_OK;
+    const char *const *nm = op_sched_names();
+    for (int i = 0; nm[i]; i++)
+        if (!strcmp(nm[i], spec)) return OP_OK;
+    op_buf b = {0};
+    for (int i = 0; nm[i]; i++) op_buf_printf(&b, "%s %s", i ? "," : "", nm[i]);
+    op_errf(err, OP_EINVAL, "--plan '%s': not auto, a plan file or a schedule (known:%s)", spec,
+            b.data ? b.data : "");
+    op_buf_free(&b);
+    return OP_EINVAL;
+}
+
 int op_ptrain_make_plan(const op_nn_model *m, const op_layer_cost *layers, int P, int M,
                         const op_comm *comm, double overhead_ms, const char *spec, op_plan *out,
                         op_err *err) {
@@ -218,11 +241,12 @@ int op_ptrain_make_plan(const op_nn_model *m, const op_layer_cost *layers, int P
     pr.tokens_per_mb = (double)m->cfg.batch * m->cfg.seq;
     pr.op_overhead_ms = overhead_ms;
     int rc;
-    if (!spec || !strcmp(spec, "auto") || !strcmp(spec, "tuned") || !strcmp(spec, "octopipe")) {
+    spec_kind kind = kind_of(spec);
+    if (kind == SPEC_TUNE) {
         op_tune_opts to;
         op_tune_opts_default(&to);
         rc = op_tune(&pr, &to, out, err);
-    } else if (strchr(spec, '/') || strstr(spec, ".json") || access(spec, R_OK) == 0) {
+    } else if (kind == SPEC_FILE) {
         rc = op_plan_read(spec, out, err);
         if (rc == OP_OK) rc = check_file_plan(m, out, P, M, spec, err);
         if (rc == OP_OK) {

@@ -333,7 +333,8 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0,
 }
 
 int op_tune_check(const op_problem *pr, const op_tune_opts *o, op_err *err) {
-    if (op_problem_validate(pr, err) != OP_OK) return OP_EINVAL;
+    int rc = op_problem_validate(pr, err);
+    if (rc != OP_OK) return rc;
     if (pr->P < 1 || pr->M < 1 || pr->n_layers < 1)
         return op_errf(err, OP_EINVAL, "tune: need devices, microbatches and layers >= 1");
     if (pr->n_layers < pr->P)

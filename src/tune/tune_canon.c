@@ -166,11 +166,10 @@ static int relabel(const op_problem *pr, const int *perm, const op_plan *c, op_p
 }
 
 int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err) {
-    int rc = op_problem_validate(pr, err);
+    /* the problem and the options, before the static check: a bad input is exit 2 at once, not
+     * "no plan fits" and a search for what would (whose every search it refuses) */
+    int rc = op_tune_check(pr, o, err);
     if (rc != OP_OK) return rc;
-    /* before the static check: a bad input is exit 2 at once, not "no plan fits" and a search
-     * for what would (whose every search it refuses) */
-    if ((rc = op_tune_check(pr, o, err)) != OP_OK) return rc;
     /* Static memory that no plan can fit (problem_static.c's bound) ends here: the search would
      * only confirm it, and on a large model it took minutes (DeepSeek-V3 at tp 1 on 32
      * devices: 9.6 min of "no plan fits yet" before the same answer). */

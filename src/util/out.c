@@ -244,8 +244,9 @@ int op_out_check(const char *path, op_err *err) {
     return rc;
 }
 
-/* Temp file beside final, written and fsync'd, not yet renamed: *tmp_out (malloc'd) is its
- * name.  The old file (if any) keeps its mode.  On failure nothing stays behind. */
+/* Temp file beside final, written and fsync'd, not yet renamed (op_out_write_n renames it):
+ * *tmp_out (malloc'd) is its name.  The old file (if any) keeps its mode.  On failure nothing
+ * stays behind. */
 static int stage_atomic(const char *path, const char *final, const struct stat *old,
                         const void *data, size_t len, char **tmp_out, op_err *err) {
     char *tmp = tmp_name(final, "tmp");
@@ -271,21 +272,6 @@ static int stage_atomic(const char *path, const char *final, const struct stat *
     return OP_OK;
 }
 
-/* Temp file beside final, fsync, rename. */
-static int write_atomic(const char *path, const char *final, const struct stat *old,
-                        const void *data, size_t len, op_err *err) {
-    char *tmp = NULL;
-    int rc = stage_atomic(path, final, old, data, len, &tmp, err);
-    if (rc != OP_OK) return rc;
-    if (rename(tmp, final) != 0) {
-        int e = errno;
-        unlink(tmp);
-        rc = op_errf(err, OP_EIO, "%s: rename failed: %s", path, strerror(e));
-    }
-    free(tmp);
-    return rc;
-}
-
 /* Devices, FIFOs, terminals, open files named by /dev/fd/N: written in place, never
  * replaced (a regular file reached that way is truncated first, as a shell's '>' does). */
 static int write_direct(const char *path, const char *final, const struct stat *st,
@@ -298,30 +284,22 @@ static int write_direct(const char *path, const char *final, const struct stat *
     return bad ? op_errf(err, OP_EIO, "%s: write failed: %s", path, strerror(e)) : OP_OK;
 }
 
+/* The descriptor path names (stdout for '-' and its aliases, stderr), or -1. */
+static int out_fd(const char *path) {
+    return op_out_is_stdout(path) ? STDOUT_FILENO : link_to_fd(path, STDERR_FILENO) ? STDERR_FILENO : -1;
+}
+
+/* The descriptor itself: what was printed before stays, in order. */
+static int write_fd(const char *path, int fd, const void *data, size_t len, op_err *err) {
+    fflush(fd == STDOUT_FILENO ? stdout : stderr);
+    if (write_all(fd, data, len) != 0)
+        return op_errf(err, OP_EIO, "%s: write failed: %s", path, strerror(errno));
+    return OP_OK;
+}
+
 int op_out_write(const char *path, const void *data, size_t len, op_err *err) {
-    if (!path || !path[0]) return op_errf(err, OP_EIO, "an output path is empty");
-    int fd = op_out_is_stdout(path) ? STDOUT_FILENO : link_to_fd(path, STDERR_FILENO) ? STDERR_FILENO : -1;
-    if (fd >= 0) { /* the descriptor itself: what was printed before stays, in order */
-        fflush(fd == STDOUT_FILENO ? stdout : stderr);
-        if (write_all(fd, data, len) != 0)
-            return op_errf(err, OP_EIO, "%s: write failed: %s", path, strerror(errno));
-        return OP_OK;
-    }
-    struct stat st;
-    int exists = 0, kernel = 0, eno = 0;
-    char *final = resolve(path, &st, &exists, &kernel, &eno);
-    if (!final) return op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(eno));
-    int rc;
-    if (exists && S_ISDIR(st.st_mode))
-        rc = op_errf(err, OP_EIO, "%s: cannot write: is a directory", path);
-    else if (exists && (rc = check_protected(path, &st, err)) != OP_OK)
-        ;
-    else if (!kernel && (!exists || S_ISREG(st.st_mode)))
-        rc = write_atomic(path, final, exists ? &st : NULL, data, len, err);
-    else
-        rc = write_direct(path, final, &st, data, len, err);
-    free(final);
-    return rc;
+    if (!path) return op_errf(err, OP_EIO, "an output path is empty");
+    return op_out_write_n(1, &path, &data, &len, err);
 }
 
 /* Several outputs of one command, all or nothing as far as a file system allows: every
@@ -345,7 +323,7 @@ int op_out_write_n(int n, const char *const *paths, const void *const *data, con
             rc = op_errf(err, OP_EIO, "an output path is empty");
             break;
         }
-        if (op_out_is_stdout(path) || link_to_fd(path, STDERR_FILENO)) {
+        if (out_fd(path) >= 0) {
             direct[i] = 2; /* a descriptor: written after the devices */
             continue;
         }
@@ -366,7 +344,7 @@ int op_out_write_n(int n, const char *const *paths, const void *const *data, con
         for (int i = 0; i < n && rc == OP_OK; i++) {
             if (direct[i] != pass) continue;
             if (pass == 1) rc = write_direct(paths[i], final[i], &st[i], data[i], lens[i], err);
-            else rc = op_out_write(paths[i], data[i], lens[i], err);
+            else rc = write_fd(paths[i], out_fd(paths[i]), data[i], lens[i], err);
         }
     /* 3: rename, or drop every temporary file */
     for (int i = 0; i < n; i++) {
