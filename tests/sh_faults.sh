@@ -50,6 +50,8 @@ refused act-1e19 "act_bytes['M']: 1e+19 is beyond any device" -- "$OP" compare -
 profile "$T/zero.json" 0 0 zero
 refused zero-compare "nothing to schedule" -- "$OP" compare --model "$T/zero.json" $C
 refused zero-plan "nothing to schedule" -- "$OP" plan --model "$T/zero.json" $C --out "$T/p.json"
+# a denormal per-op overhead on it printed 0.00 ms makespans at 800 M tokens/s
+refused zero-overhead "per-op overhead 1e-300 ms is neither 0 nor at least 1e-06 ms" -- "$OP" compare --model "$T/zero.json" $C --op-overhead 1e-300
 [ -e "$T/p.json" ] && bad "a refused plan left $T/p.json" || ok
 
 # devices x microbatches beyond what a plan may hold: refused before the schedulers fill GBs

@@ -813,6 +813,11 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
         rc = fail(&r, "op_overhead_ms", "%g ms is not in [0, %g]", p->op_overhead_ms, OP_MAX_MS);
         goto out;
     }
+    if (p->op_overhead_ms > 0 && p->op_overhead_ms < OP_MIN_MS) { /* as the planner refuses it */
+        rc = fail(&r, "op_overhead_ms", "%g ms is neither 0 nor at least %g ms", p->op_overhead_ms,
+                  OP_MIN_MS);
+        goto out;
+    }
     if ((rc = read_types(&r, root, p))) goto out;
     if ((rc = read_stages(&r, st, nL, p->stage_first, S))) goto out;
     if ((rc = read_placement(&r, json_object_get(root, "placement"), (int)P, S, p->stage_dev)))

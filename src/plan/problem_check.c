@@ -142,6 +142,11 @@ int op_problem_validate(const op_problem *pr, op_err *err) {
     if (!(pr->op_overhead_ms >= 0 && pr->op_overhead_ms <= OP_MAX_MS))
         return op_errf(err, OP_EINVAL, "per-op overhead %.6g ms is not in [0, %g]", pr->op_overhead_ms,
                        OP_MAX_MS);
+    /* as for profile times: a denormal overhead on a profile of zeros passed "nothing to
+     * schedule" and printed makespans of 0.00 ms at hundreds of millions of tokens/s */
+    if (pr->op_overhead_ms > 0 && pr->op_overhead_ms < OP_MIN_MS)
+        return op_errf(err, OP_EINVAL, "per-op overhead %.6g ms is neither 0 nor at least %g ms",
+                       pr->op_overhead_ms, OP_MIN_MS);
     double work = 0;
     for (int l = 0; l < pr->n_layers; l++)
         work += pr->layers[l].f_ms + pr->layers[l].i_ms + pr->layers[l].w_ms;
