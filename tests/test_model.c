@@ -706,6 +706,16 @@ TEST(bad_derived_zero_widths) {
          "dz.json: mamba_n_heads: 8 is more than mamba_d_ssm 4"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) refused(cases[k].json, "dz.json", cases[k].want);
+    /* a vision encoder's heads must divide its width (its loaders refuse the config): 3 heads on
+     * 128 loaded as heads of width 42 */
+    refused("{\"model_type\": \"qwen2_vl\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+            " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"vision_config\": {\"depth\": 1,"
+            " \"embed_dim\": 128, \"num_heads\": 3}}",
+            "dz.json", "dz.json: vision_config.num_heads: 3 does not divide embed_dim 128");
+    refused("{\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1,"
+            " \"num_attention_heads\": 8, \"intermediate_size\": 8}, \"vision_config\": {\"num_hidden_layers\": 1,"
+            " \"hidden_size\": 1152, \"num_attention_heads\": 5}}",
+            "dz.json", "dz.json: vision_config.num_attention_heads: 5 does not divide hidden_size 1152");
     /* given explicitly, the widths stand as given */
     static const char *const ok[] = {
         "{\"model_type\": \"falcon_h1\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"

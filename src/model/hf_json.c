@@ -324,3 +324,14 @@ int op_hf_split(op_hf *h, const char *parts_key, int parts, const char *whole_ke
                derived, whole_key, parts_key);
     return 0;
 }
+
+int op_hf_split_even(op_hf *h, const char *parts_key, int parts, const char *whole_key, int whole,
+                     const char *derived) {
+    int q = op_hf_split(h, parts_key, parts, whole_key, whole, derived);
+    if (q > 0 && whole % parts) {
+        op_hf_fail(h, parts_key, "%d does not divide %s %d (%s = %s / %s must be whole)", parts,
+                   whole_key, whole, derived, whole_key, parts_key);
+        return 0;
+    }
+    return q;
+}

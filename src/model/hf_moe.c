@@ -106,7 +106,7 @@ static int llama4_vision(op_hf *h, json_t *root, op_mbuild *b, int text_hidden) 
     op_hf_need_pos(&vc, "hidden_size", v.width);
     op_hf_need_pos(&vc, "num_attention_heads", v.heads);
     op_hf_need_pos(&vc, "patch_size", patch);
-    op_hf_split(&vc, "num_attention_heads", v.heads, "hidden_size", v.width, "head_dim");
+    op_hf_split_even(&vc, "num_attention_heads", v.heads, "hidden_size", v.width, "head_dim");
     if (!vc.bad && !(shuffle > 0.01 && shuffle <= 1))
         op_hf_fail(&vc, "pixel_shuffle_ratio", "must be in (0.01, 1], got %g", shuffle);
     if (vc.bad) return h->bad = 1, OP_EINVAL;

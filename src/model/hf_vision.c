@@ -71,7 +71,7 @@ int op_hf_build_qwen2_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     op_hf_need_pos(&vc, "patch_size", patch);
     op_hf_need_pos(&vc, "spatial_merge_size", merge);
     op_hf_need_pos(&vc, "temporal_patch_size", tpatch);
-    op_hf_split(&vc, "num_heads", v.heads, "embed_dim", v.width, "head_dim"); /* a 0 head width */
+    op_hf_split_even(&vc, "num_heads", v.heads, "embed_dim", v.width, "head_dim");
     if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
     /* grid side rounded down to a multiple of the merge size, as the image processor resizes */
     int side = OP_HF_IMAGE_SIZE / patch / merge * merge;
@@ -114,7 +114,7 @@ int op_hf_build_gemma3(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         op_hf_need_pos(&vc, "hidden_size", v.width);
         op_hf_need_pos(&vc, "num_attention_heads", v.heads);
         op_hf_need_pos(&vc, "patch_size", patch);
-        op_hf_split(&vc, "num_attention_heads", v.heads, "hidden_size", v.width, "head_dim");
+        op_hf_split_even(&vc, "num_attention_heads", v.heads, "hidden_size", v.width, "head_dim");
         if (fold_hf(&top, h) != OP_OK || fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
         double side = (double)(image / patch);
         v.patches = op_hf_derived(&vc, "image_size", side * side);

@@ -153,6 +153,10 @@ int op_hf_derived(op_hf *h, const char *key, double v);
  * value is not positive, which its own check reports). */
 int op_hf_split(op_hf *h, const char *parts_key, int parts, const char *whole_key, int whole,
                 const char *derived);
+/* op_hf_split where the parts must be equal: a vision encoder's attention (SigLIP, Qwen2-VL's
+ * ViT) has no head_dim of its own, and its loaders refuse a width the heads do not divide. */
+int op_hf_split_even(op_hf *h, const char *parts_key, int parts, const char *whole_key, int whole,
+                     const char *derived);
 /* Integers read from configs are 0 .. OP_HF_MAX_INT: larger values are no real dimension and
  * would overflow the products the cost model forms. */
 #define OP_HF_MAX_INT (1 << 24)
