@@ -2,6 +2,7 @@
  * into an op_problem (per-layer costs on a device, devices, microbatches, links, memory). */
 #ifndef OCTOPIPE_CLI_COMMON_H
 #define OCTOPIPE_CLI_COMMON_H
+#include <pthread.h>
 #include <stdio.h>
 
 #include "octopipe/cost.h"
@@ -33,6 +34,17 @@ typedef struct op_cli_setup {
     op_layer_cost *costs;
     op_problem pr;
 } op_cli_setup;
+
+/* The problem's memory-aware lower bound (op_problem_lower_bound_mem) on a thread of its own
+ * beside the tuner (bound_bg.c); pr must stay unchanged until the join. */
+typedef struct op_cli_bound_bg {
+    const op_problem *pr;
+    pthread_t thread;
+    int running; /* the thread was started and not joined */
+    double value;
+} op_cli_bound_bg;
+void op_cli_bound_bg_start(op_cli_bound_bg *b, const op_problem *pr);
+double op_cli_bound_bg_join(op_cli_bound_bg *b); /* waits; computes it here if no thread ran */
 
 void op_cli_setup_init(op_cli_setup *s);
 /* Consumes argv[*i] (and its value, advancing *i) if it is one of the shared flags.

@@ -155,6 +155,10 @@ int cmd_compare(int argc, char **argv) {
     op_sim_ws *ws = op_sim_ws_new();
     int nrows = 0, i1 = -1, prog = op_cli_progress_wanted(progress, quiet);
     double t0 = op_now_s();
+    /* the problem's memory-aware bound, beside the schedules and the tune (a second or so on
+     * large mixed problems) */
+    op_cli_bound_bg lbm_bg;
+    op_cli_bound_bg_start(&lbm_bg, &s.pr);
     for (int k = 0; k < n; k++) {
         double el = op_now_s() - t0; /* only long runs (many layers or devices) say anything */
         if (prog && k > 0 && el > 1.0)
@@ -221,7 +225,7 @@ int cmd_compare(int argc, char **argv) {
         if (best == 0 || pl->pred.makespan_ms < best) best = pl->pred.makespan_ms;
     }
     /* the problem's memory-aware bound: each device against its own limit (plan.h) */
-    double lbm = fmax(lb, op_problem_lower_bound_mem(&s.pr));
+    double lbm = fmax(lb, op_cli_bound_bg_join(&lbm_bg));
     /* where a layer that runs whole sets the bound, fewer devices have it too (plan.h) */
     double lb_few = lb;
     const int few = op_problem_bound_devices(&s.pr, 1e-3, NULL, &lb_few);

@@ -237,7 +237,12 @@ int cmd_plan(int argc, char **argv) {
     }
     o.stats = &st;
     const double t_tune = o.started_s > 0 ? o.started_s : op_now_s(); /* what --time-budget counts from */
+    /* the memory-aware bound printed below is the problem's: computed beside the tune, so the
+     * --time-budget holds for it too (a sweep's plan needs it only after its table) */
+    op_cli_bound_bg lbm_bg;
+    op_cli_bound_bg_start(&lbm_bg, &s.pr);
     int rc = swept ? OP_OK : op_tune(&s.pr, &o, &p, &e);
+    double lbm = op_cli_bound_bg_join(&lbm_bg);
     /* a sweep's Ctrl-C writes no plan, also where it came in the tune for --out after the
      * table (the set limit not among the rows): that plan was the search's best so far */
     if ((sweep || dsweep) && interrupted)
@@ -309,10 +314,6 @@ int cmd_plan(int argc, char **argv) {
            100 * q->bubble_ratio);
     fprintf(info, "lower bound %.2f ms, gap %.2f%%\n", q->lower_bound_ms,
            100 * op_gap(q->makespan_ms, q->lower_bound_ms));
-    /* after Ctrl-C the user wants out: this bound can take seconds on large mixed problems */
-    double lbm = interrupted ? 0 : op_plan_lower_bound_mem(&p);
-    if (interrupted && limit > 0 && mem)
-        fprintf(info, "memory-aware lower bound not computed (interrupted)\n");
     if (limit > 0 && op_cli_mem_bound_shows(q->lower_bound_ms, lbm)) /* memory binds every plan */
         fprintf(info, "memory-aware lower bound %.2f ms (least recomputation any fitting plan needs), "
                "gap %.2f%%\n", lbm, 100 * (q->makespan_ms / lbm - 1));
