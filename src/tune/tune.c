@@ -58,6 +58,7 @@ int tn_err_late(const op_problem *pr, const op_tune_opts *o, op_err *err) {
 }
 
 static void progress(tn_search *st) {
+    if (tn_run_tick(st->phase, st->evals, st->max_evals)) return; /* within op_tune: the run's line */
     double now = op_now_s();
     if (now - st->run0 < 1.0 || now - st->last_progress < 1.0) return;
     st->last_progress = now;
@@ -81,6 +82,7 @@ double tn_score(tn_search *st, const tn_cand *c) { return tn_score_cut(st, c, 0)
 double tn_score_cut(tn_search *st, const tn_cand *c, double cutoff) {
     double mk = tn_eval(st->e, st->pb, c, &st->r, NULL, NULL, cutoff < TN_NOFIT ? cutoff : 0);
     st->sims++;
+    tn_run_sim();
     /* a simulation costs its op count: S stages over s_ref count S / s_ref times, so plans
      * with many stages do not stretch the tune time the budget was sized for */
     st->evals += c->S > st->s_ref ? (c->S + st->s_ref - 1) / st->s_ref : 1;
@@ -91,6 +93,7 @@ double tn_score_cut(tn_search *st, const tn_cand *c, double cutoff) {
     if (sc < st->best_score * (1 - 1e-12)) {
         st->best_score = sc;
         tn_cand_copy(&st->best, c, st->pb);
+        if (st->r.fits) tn_run_fit(mk);
     }
     if ((st->sims & 63) == 0 && (st->o->verbose || st->o->progress)) progress(st);
     return sc;
@@ -375,6 +378,7 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
     st.deadline = tn_deadline(&o);
     st.s_ref = pb.L; /* an explicit max_evals counts simulations */
     st.max_evals = o.max_evals > 0 ? o.max_evals : auto_evals(&pb, &st.s_ref);
+    tn_run_search();
     st.best_score = 1e300;
     st.min_peak = INT64_MAX;
     st.phase = "seeds";

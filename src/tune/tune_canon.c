@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "octopipe/sim.h"
+#include "tune/tune_int.h"
 #include "tune/tune_mem.h"
 
 /* The canonical order's sort key of one device. */
@@ -165,7 +166,17 @@ static int relabel(const op_problem *pr, const int *perm, const op_plan *c, op_p
     return rc;
 }
 
+static int tune_run(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
+
 int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err) {
+    tn_run run; /* one progress line a second over all the searches below */
+    tn_run_begin(&run, pr, o, op_now_s());
+    int rc = tune_run(pr, o, out, err);
+    tn_run_end(&run);
+    return rc;
+}
+
+static int tune_run(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err) {
     /* the problem and the options, before the static check: a bad input is exit 2 at once, not
      * "no plan fits" and a search for what would (whose every search it refuses) */
     int rc = op_tune_check(pr, o, err);

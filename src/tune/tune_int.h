@@ -159,6 +159,26 @@ typedef struct tn_search {
                                * with policies per device (tune_mixed_heavy.c) */
 } tn_search;
 
+/* Progress of a whole op_tune run over all its searches (tune_progress.c): op_tune begins and
+ * ends it; the searches report fitting makespans and simulations, and tick once per 64
+ * simulations (a line at most once a second when the options ask for progress). */
+typedef struct tn_run {
+    const op_tune_opts *o; /* verbose, label, progress hook, time budget */
+    double lb;             /* the problem's lower bound (0 when nobody reads the lines) */
+    double best;           /* fastest fitting makespan any search has seen; 0: none yet */
+    long sims;             /* simulations of every search */
+    int searches;          /* searches begun */
+    double t0, last;       /* the run's start; the last line */
+    struct tn_run *outer;  /* the run this one is nested in (advice inside a tune) */
+} tn_run;
+void tn_run_begin(tn_run *r, const op_problem *pr, const op_tune_opts *o, double t0);
+void tn_run_end(tn_run *r);
+void tn_run_fit(double makespan_ms);
+void tn_run_sim(void);
+void tn_run_search(void); /* a search begins */
+/* done / budget: the search's simulations; 0 when there is no run (a search on its own) */
+int tn_run_tick(const char *phase, long done, long budget);
+
 /* Fitting candidates score their makespan; others 1e15 + peak bytes, so that when nothing
  * fits the search drives peak memory down. */
 #define TN_NOFIT 1e15
