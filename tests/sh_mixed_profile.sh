@@ -39,6 +39,13 @@ jq 'del(.by_gpu["a100-80gb"].forward_ms)' $P/by_gpu.json > "$tmp/nofwd.json"
 expect_err "nofwd.json: by_gpu.a100-80gb.forward_ms: missing" "$tmp/nofwd.json"
 jq 'del(.by_gpu["a100-80gb"].forward_ms["*"])' $P/by_gpu.json > "$tmp/nosym.json"
 expect_err "nosym.json: by_gpu.a100-80gb.forward_ms has no time for symbol '*'" "$tmp/nosym.json"
+# a type whose times are all 0 was a lower bound of 0 ms and gaps of 0% (compare), and a
+# refusal naming no type (plan); either type, it is refused up front naming the type
+jq '.by_gpu["a100-80gb"] |= map_values(map_values(0))' $P/by_gpu.json > "$tmp/zero_a100.json"
+expect_err "on device type 1 (a100-80gb): every layer's forward, backward and weight time is 0" "$tmp/zero_a100.json"
+jq '.forward_ms |= map_values(0) | .backward_ms |= map_values(0) | .weight_ms |= map_values(0) | del(.recompute_ms)' \
+  $P/by_gpu.json > "$tmp/zero_h100.json"
+expect_err "on device type 0 (h100-80gb): every layer's forward, backward and weight time is 0" "$tmp/zero_h100.json"
 
 echo "sh_mixed_profile: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

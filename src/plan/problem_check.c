@@ -109,13 +109,21 @@ static int types_validate(const op_problem *pr, const char *what, op_err *err) {
             return op_errf(err, OP_EINVAL, "%s: layer %d: type 0's costs (type_layers row 0) differ "
                            "from layers", what, l);
     }
-    for (int t = 1; t < pr->n_types; t++) {
+    for (int t = 0; t < pr->n_types; t++) {
         char tw[160];
         snprintf(tw, sizeof tw, "%s on device type %d (%s)", what, t,
                  pr->type_name ? pr->type_name[t] : "unnamed");
-        int rc = op_layer_costs_validate(pr->type_layers + (size_t)t * pr->n_layers, pr->n_layers,
-                                         pr->M, tw, err);
+        const op_layer_cost *row = pr->type_layers + (size_t)t * pr->n_layers;
+        int rc = t > 0 ? op_layer_costs_validate(row, pr->n_layers, pr->M, tw, err) : OP_OK;
         if (rc) return rc;
+        /* a type that takes no time (a profile's by_gpu times all 0) makes the bound 0 and
+         * every gap 0%, and the tuner, which puts the fastest type first, refused the problem
+         * as having nothing to schedule: refuse it here, whichever type it is */
+        double work = 0;
+        for (int l = 0; l < pr->n_layers; l++) work += row[l].f_ms + row[l].i_ms + row[l].w_ms;
+        if (!(work > 0) && !(pr->op_overhead_ms > 0))
+            return op_errf(err, OP_EINVAL, "%s: every layer's forward, backward and weight time is 0: "
+                           "nothing to schedule on those devices", tw);
     }
     return OP_OK;
 }
@@ -150,8 +158,9 @@ int op_problem_validate(const op_problem *pr, op_err *err) {
     double work = 0;
     for (int l = 0; l < pr->n_layers; l++)
         work += pr->layers[l].f_ms + pr->layers[l].i_ms + pr->layers[l].w_ms;
-    /* with no time anywhere every schedule has makespan 0 and nothing can be compared */
-    if (!(work > 0) && !(pr->op_overhead_ms > 0))
+    /* with no time anywhere every schedule has makespan 0 and nothing can be compared (device
+     * types are checked one by one in types_validate, which names the type) */
+    if (pr->n_types <= 1 && !(work > 0) && !(pr->op_overhead_ms > 0))
         return op_errf(err, OP_EINVAL, "%s: every layer's forward, backward and weight time is 0: "
                        "nothing to schedule", what);
     if (!(pr->tokens_per_mb >= 0 && isfinite(pr->tokens_per_mb)))
