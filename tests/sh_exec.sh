@@ -68,6 +68,13 @@ has "$T/trace.json" '"name": "predicted"' run-mpi-trace
 has "$T/trace.json" '"name": "measured"' run-mpi-trace
 expect 0 run-threads -- "$OCTOPIPE" run "$T/dualpipev.json" --emulate --time-scale 0.05 --bytes-scale 0.01 --threads
 has "$T/out" "predicted makespan" run-threads
+# a cluster file carries the links between devices, not the host link: with --cluster, a plan
+# whose stages offload was refused ('no host link (comm.host_bw_GBps = 0)'); it keeps its own
+jq -c '.activation = [.stages[] | "offload"] | del(.predicted) | .schedule |= map(map(del(.start, .end)))' \
+  "$T/1f1b.json" > "$T/offload.json"
+printf '{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 5,\n "inter_lat_ms": 0.01, "inter_bw_GBps": 5}\n' > "$T/links.json"
+expect 0 run-offload-cluster -- "$OCTOPIPE" run "$T/offload.json" --emulate --time-scale 0.05 --bytes-scale 0.01 --threads --cluster "$T/links.json"
+has "$T/out" "predicted makespan" run-offload-cluster
 
 # exec under the user's own mpirun with the wrong rank count
 expect 2 exec-np -- env ASAN_OPTIONS="$RANK_ASAN" mpirun --oversubscribe --bind-to none --timeout 20 -np 3 "$OCTOPIPE" exec "$T/1f1b.json" --emulate

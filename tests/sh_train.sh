@@ -21,6 +21,12 @@ grep -q "predicted" "$tmp/mpi.out" && ok || bad "no measured vs predicted line: 
 if timeout -k 5 120 "$OP" train $T --devices 2 --plan 1f1b --recompute offload --steps 4 --checkpoint "$tmp/off" \
      --timeout 100 > "$tmp/off.out" 2>&1 && cmp -s "$tmp/ref/model.ckpt" "$tmp/off/model.ckpt"; then ok
 else bad "mpirun 1f1b P=2 with offload differs from one stage: $(tail -n 5 "$tmp/off.out")"; fi
+# a cluster file's links leave the host link alone: offloading with --cluster was refused
+# ('no host link (comm.host_bw_GBps = 0)'), and now trains bit for bit as without it
+printf '{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 5,\n "inter_lat_ms": 0.01, "inter_bw_GBps": 5}\n' > "$tmp/links.json"
+if timeout -k 5 120 "$OP" train $T --devices 2 --plan 1f1b --recompute offload --steps 4 --threads --cluster "$tmp/links.json" \
+     --checkpoint "$tmp/offc" > "$tmp/offc.out" 2>&1 && cmp -s "$tmp/ref/model.ckpt" "$tmp/offc/model.ckpt"; then ok
+else bad "train --recompute offload --cluster: $(tail -n 3 "$tmp/offc.out")"; fi
 
 # --timeout given under the user's own mpirun: each rank keeps it (it was ignored: the job ran
 # on); 10^6 steps stop after 2 s with one line per rank, exit 124 (mpirun's own limit, 60 s, and

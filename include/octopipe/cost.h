@@ -116,6 +116,10 @@ void op_comm_default(op_comm *c, int nodes_of); /* NVLink inside a node, IB betw
                                                   * host link PCIe Gen4 (25 GB/s, 10 us) */
 /* Host link of device d (its host_bw_GBps when > 0); leaves host_mem_bytes alone. */
 void op_comm_set_host(op_comm *c, const op_device *d);
+/* The links between devices of `links` (a cluster file's: none, nodes_of, intra/inter, per
+ * pair) replace c's; c's host link (latency, bandwidth, per device, host memory) stays, since
+ * a cluster file carries none. */
+void op_comm_set_links(op_comm *c, const op_comm *links);
 /* One host copy of n bytes (offload or reload); +inf when there is no host link. */
 double op_comm_host_ms(const op_comm *c, int64_t bytes);
 /* The same on device d's own host link (host_bw_dev_GBps when set), and that link's GB/s. */

@@ -349,7 +349,9 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
     int rc = op_ptrain_layer_costs(m, prof, np, costs, &e);
     op_comm comm;
     op_ptrain_default_comm(&comm);
-    if (rc == OP_OK && a->cluster) rc = op_cluster_read(a->cluster, &comm, &e);
+    op_comm links;
+    if (rc == OP_OK && a->cluster && (rc = op_cluster_read(a->cluster, &links, &e)) == OP_OK)
+        op_comm_set_links(&comm, &links); /* the file has no host link: offload keeps the default */
     double ovh = a->overhead_ms, *speed = NULL;
     int ns = 0;
     if (rc == OP_OK && a->calibrate > 0) {

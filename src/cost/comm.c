@@ -23,6 +23,14 @@ void op_comm_set_host(op_comm *c, const op_device *d) {
     if (d && d->host_bw_GBps > 0) c->host_bw_GBps = d->host_bw_GBps;
 }
 
+void op_comm_set_links(op_comm *c, const op_comm *links) {
+    op_comm t = *links;
+    t.host_lat_ms = c->host_lat_ms, t.host_bw_GBps = c->host_bw_GBps;
+    t.host_mem_bytes = c->host_mem_bytes;
+    t.host_n = c->host_n, t.host_bw_dev_GBps = c->host_bw_dev_GBps;
+    *c = t;
+}
+
 double op_comm_host_ms(const op_comm *c, int64_t bytes) {
     if (!(c->host_bw_GBps > 0)) return INFINITY;
     return c->host_lat_ms + (double)(bytes > 0 ? bytes : 0) / (c->host_bw_GBps * 1e9) * 1e3;

@@ -230,5 +230,7 @@ void op_exec_emulated_plan(op_plan *dst, const op_plan *src, double time_scale,
     if (dst->type_layers != dst->layers)
         memcpy(dst->layers, dst->type_layers, sizeof *dst->layers * (size_t)dst->n_layers);
     dst->op_overhead_ms = src->op_overhead_ms * time_scale + extra_overhead_ms;
-    if (measured) dst->comm = *measured;
+    /* the measured links between devices; the host link (offload) stays the plan's: a cluster
+     * file has none, and copying its zero made every offloading plan 'without a host link' */
+    if (measured) op_comm_set_links(&dst->comm, measured);
 }
