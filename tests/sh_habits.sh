@@ -93,6 +93,11 @@ grep -q "peak memory   not modelled" "$tmp/o" && ok || bad "sim of a plan withou
 grep -q "memory limit none" "$tmp/o" && ! grep -q "0.0 GiB" "$tmp/o" && ok || bad "compare --mem-limit none: $(sed -n 2p "$tmp/o")"
 "$OP" plan --model llama2-7b --devices 4 --microbatches 8 --mem-limit=none --quiet --out "$tmp/m.json" > "$tmp/o" 2>&1
 grep -q "(limit none)" "$tmp/o" && ok || bad "plan --mem-limit none: $(grep limit "$tmp/o")"
+# --mem-limit twice: the last one wins, as for every flag ("none" then 60 ran without a limit)
+"$OP" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --mem-limit none --mem-limit 60 > "$tmp/o" 2>&1
+grep -q "memory limit 60.0 GiB" "$tmp/o" && ok || bad "compare --mem-limit none --mem-limit 60: $(sed -n 2p "$tmp/o")"
+"$OP" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --mem-limit 60 --mem-limit none > "$tmp/o" 2>&1
+grep -q "memory limit none" "$tmp/o" && ok || bad "compare --mem-limit 60 --mem-limit none: $(sed -n 2p "$tmp/o")"
 
 # --help says what the commands do
 "$OP" --help | grep -E "^  run " | grep -qv "real" && ok || bad "octopipe --help: run offers real compute"

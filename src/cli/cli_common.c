@@ -140,8 +140,9 @@ int op_cli_setup_flag(op_cli_setup *s, int argc, char **argv, int *i, const char
         s->comm_none = !strcmp(v, "none");
     } else if (!strcmp(f, "--mem-limit")) {
         VALUE();
-        if (!strcmp(v, "none")) s->no_mem_limit = 1;
-        else if (op_cli_double(cmd, f, v, 1e-3, 1e6, &s->mem_limit_gib)) return -1;
+        /* the last --mem-limit wins, as for every flag: "none 60" ran without a limit */
+        s->no_mem_limit = !strcmp(v, "none");
+        if (!s->no_mem_limit && op_cli_double(cmd, f, v, 1e-3, 1e6, &s->mem_limit_gib)) return -1;
     } else if (!strcmp(f, "--op-overhead")) {
         VALUE();
         if (op_cli_double(cmd, f, v, 0, 1e6, &s->op_overhead_ms)) return -1;
