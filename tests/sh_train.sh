@@ -107,6 +107,8 @@ expect_err "--plan 'nosuch': not auto, a plan file or a schedule" train --model 
 expect_err "--lr needs a number in (0, 1e6\] (got '0')" train --model tiny --devices 2 --microbatches 4 --lr 0
 expect_err "--overhead-ms needs a number in \[0, 1e6\] (got '1e308')" train --model tiny --devices 2 --microbatches 4 --overhead-ms 1e308
 "$OP" train --help | grep -q "example" && ok || bad "train --help has no example"
+# --repeats has profile's range: 1e8 repeats profiled silently for hours before the first line
+expect_err "--repeats needs an integer in \[1, 1000\] (got '100000000')" train --model tiny --devices 2 --microbatches 2 --threads --repeats 100000000
 
 # a diverging run (a valid --lr far too large): NaN activations went through the fast exp's
 # float-to-int conversion (undefined; the sanitizer build of this suite stops there), and the

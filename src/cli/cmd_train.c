@@ -70,7 +70,7 @@ static void help(void) {
            "                      default: what the plan says (a plan file's \"activation\")\n"
            "  --threads           in-process ranks (no mpirun)\n"
            "  --log-every N       progress line every N steps (default 10)\n"
-           "  --repeats N         profile repeats per op, median (default 9)\n"
+           "  --repeats N         profile repeats per op, median (default 9, 1..1000)\n"
            "  --profile-clock C   cpu (thread CPU time, default: what a dedicated core would take,\n"
            "                      also on a busy machine) or wall (as `octopipe profile`)\n"
            "  --calibrate N       before planning, train 1f1b and zbv (zbh1 when zbv does not fit)\n"
@@ -128,8 +128,10 @@ static int parse(targs *a, int argc, char **argv) {
                   : !strcmp(f, "--checkpoint-every") ? &a->ckpt_every
                   : !strcmp(f, "--calibrate")        ? &a->calibrate
                                                      : NULL;
+        /* --repeats as `octopipe profile` takes it: 1e8 repeats profiled silently for hours */
         long hi = !strcmp(f, "--devices") ? 64 : !strcmp(f, "--microbatches") ? 4096
-                  : !strcmp(f, "--calibrate") ? OP_PTRAIN_MAX_STEPS - 1 : 100000000;
+                  : !strcmp(f, "--calibrate") ? OP_PTRAIN_MAX_STEPS - 1
+                  : !strcmp(f, "--repeats")   ? 1000 : 100000000;
         long lo = !strcmp(f, "--log-every") || !strcmp(f, "--checkpoint-every") || !strcmp(f, "--calibrate") ? 0 : 1;
         double *dv = !strcmp(f, "--overhead-ms") ? &a->overhead_ms
                      : !strcmp(f, "--lr")        ? &a->lr
