@@ -22,6 +22,14 @@ cp tests/data/profiles/tiny.json "$tmp/x=y.json"
 [ $rc -eq 2 ] && grep -q "expects a whole number, got 'x'" "$tmp/err" && ok || bad "--devices=x: rc=$rc $(cat "$tmp/err")"
 "$OP" plan --model llama2-7b --devices 4 --microbatches 8 --out= > /dev/null 2> "$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "needs a value" "$tmp/err" && ok || bad "--out= : rc=$rc $(cat "$tmp/err")"
+# a switch given a value is refused by name: "--json=1" passed "1" on as a positional argument
+# ("one plan file at a time (got 'plan.json' and '1')", "unknown option 'yes'")
+for args in "sim $tmp/p=q.json --json=1" "compare --model llama2-7b --devices 2 --microbatches 4 --zero1=yes" \
+            "models --json=" "run $tmp/p=q.json --emulate --threads=1"; do
+  sw=$(echo "$args" | grep -o -- '--[a-z0-9]*=[a-z0-9]*'); sw=${sw%%=*}
+  "$OP" $args > /dev/null 2> "$tmp/err"; rc=$?
+  [ $rc -eq 2 ] && grep -q -- "$sw takes no value" "$tmp/err" && ok || bad "$args: rc=$rc $(cat "$tmp/err")"
+done
 
 # octopipe help CMD == octopipe CMD --help
 for c in models compare plan sim export lower run exec profile train; do

@@ -75,6 +75,20 @@ static int value_optional(const char *a, const char *eq) {
     return 0;
 }
 
+/* Switches take no value: split, "--json=1" handed "1" on as a positional argument, and the
+ * error named that ("unknown option '1'", "one plan file at a time (got 'plan.json' and '1')",
+ * models looked for a model named '1'), never the switch. */
+static int value_none(const char *a, const char *eq) {
+    static const char *const names[] = {
+        "--help", "--json", "--quiet", "--progress", "--zero1", "--no-tune", "--mem-sweep",
+        "--device-sweep", "--emulate", "--threads", "--pairs", "--no-pairs", "--resume", "--pin",
+        "--progress-thread", "--no-progress-thread", NULL};
+    for (const char *const *f = names; *f; f++)
+        if ((size_t)(eq - a) == strlen(*f) && !strncmp(a, *f, (size_t)(eq - a))) return 1;
+    return 0;
+}
+
+/* *n is -1 after printing a usage error (the entries so far stay reachable from the result). */
 static char **split_flag_values(int argc, char **argv, int *n) {
     char **out = calloc((size_t)argc * 2 + 1, sizeof *out);
     if (!out) return NULL;
@@ -93,6 +107,11 @@ static char **split_flag_values(int argc, char **argv, int *n) {
         if (!eq) {
             out[k++] = a;
             continue;
+        }
+        if (i > 0 && value_none(a, eq)) { /* argv[0] is the command */
+            fprintf(stderr, "octopipe %s: %.*s takes no value (got '%s')\n", argv[0], (int)(eq - a), a, a);
+            *n = -1;
+            return out;
         }
         char *name = strdup(a);
         if (!name) return NULL;
@@ -150,6 +169,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "octopipe: out of memory reading the command line\n");
         return 1;
     }
+    if (n < 0) return 2;
     for (const subcmd *c = subcmds(); c->name; c++)
         if (!strcmp(args[0], c->name) && c->fn) return stdout_checked(c->fn(n, args));
     fprintf(stderr, "octopipe: unknown command '%s' (octopipe --help lists them)\n", args[0]);
