@@ -55,6 +55,12 @@ marked=$(awk '$1 ~ /\*$/ { print $1, $2 }' "$tmp/s.rows")
 written=$(jq -r '"\(.mem_limit_bytes / 1073741824 * 100 | round / 100) \(.predicted.makespan_ms * 100 | round / 100)"' "$tmp/s.json" 2>&1)
 if [ "$(echo "$marked" | wc -l)" -eq 1 ] && [ "$(echo "$marked" | awk '{ printf "%g %.2f", $1 + 0, $2 }')" = "$(echo "$written" | awk '{ printf "%g %.2f", $1, $2 }')" ]; then ok
 else bad "mem-sweep marked row '$marked' vs written plan (limit GiB, makespan) '$written'"; fi
+# --mem-limit none is the last row's: it was unmarked, and the plan for --out tuned once more
+"$OP" plan --model llama2-7b --devices 2 --microbatches 4 --quiet --mem-sweep --mem-limit none --time-budget 2 \
+    --out - > "$tmp/sn.json" 2> "$tmp/sn.err"; rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c '\*  *[0-9]' "$tmp/sn.err")" -eq 1 ] && grep -q "^ *none\*  *[0-9]" "$tmp/sn.err" \
+   && [ "$(jq .mem_limit_bytes "$tmp/sn.json" 2>&1)" = 0 ]; then ok
+else bad "mem-sweep --mem-limit none: rc=$rc $(grep -E '\*|none' "$tmp/sn.err")"; fi
 
 # --time-budget bounds the whole sweep and the plan written after it (each of the 12 rows once
 # had a budget of its own: 10 s for a budget of 5); rows whose share found nothing say so

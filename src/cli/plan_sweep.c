@@ -72,6 +72,9 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
         }
         rung[nr++] = g;
     }
+    /* --mem-limit none is the last row's: unmarked, the plan for --out was tuned again after
+     * the sweep, and the table did not say which row the plan written was */
+    if (!(pr->mem_limit_bytes > 0) && !pr->dev_mem_limit) at = nr;
     rung[nr++] = 0;
     /* --time-budget is the whole sweep's, not each row's: each row gets an equal share of
      * what is left (a row that finds nothing spends all of its share), and a row whose share
@@ -89,7 +92,7 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
         op_err e = {0};
         char lim[32];
         if (g > 0) snprintf(lim, sizeof lim, "%.2f%s", g, mark ? "*" : "");
-        else snprintf(lim, sizeof lim, "none");
+        else snprintf(lim, sizeof lim, "none%s", mark ? "*" : "");
         int rc = op_tune(&q, &oo, &p, &e), tuned = rc == OP_OK;
         if (o->cancel && *o->cancel) { /* Ctrl-C: this row's search was cut short */
             if (tuned) op_plan_free(&p);
@@ -130,7 +133,7 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
         else fprintf(f, "%10s %12.2f %8.2f %10.2f  %s\n", lim, best_mk, best_gap, best_peak, best_pol);
         fflush(f);
     }
-    if (in_range)
+    if (at >= 0)
         fprintf(f, "* the limit `octopipe plan` tunes at and writes its plan for (--mem-limit; default "
                "%.0f%% of the GPU's memory)\n",
                100 * OP_MEM_HEADROOM);
