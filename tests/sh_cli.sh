@@ -111,6 +111,9 @@ expect_err "--repeats needs an integer in .* (got ' 2')" profile --model tests/d
 expect_err "--inject-hang needs RANK:OPINDEX (got '1: 3')" run tests/data/plans/1f1b-p4-m8.json --emulate --inject-hang "1: 3"
 expect_err "--inject-crash needs RANK:OPINDEX (got '99999999999:1')" run tests/data/plans/1f1b-p4-m8.json --emulate --inject-crash 99999999999:1
 expect_err "--bytes-scale needs a decimal number in" exec tests/data/plans/1f1b-p4-m8.json --emulate --bytes-scale 0x1
+# "-0" is 0: the run's header said "message bytes x-0"
+"$OP" run tests/data/plans/1f1b-p4-m8.json --emulate --threads --time-scale 0.001 --bytes-scale -0 > "$tmp/out" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "message bytes x0," "$tmp/out" && ok || bad "run --bytes-scale -0: rc=$rc $(head -n 1 "$tmp/out")"
 # '-' for an input (it is stdout for output flags): one line that points to /dev/stdin, the same
 # for every command (lower and run took it for an unknown flag)
 for c in "sim -" "lower -" "export - --svg $tmp/x.svg" "run - --emulate --threads" "compare --model llama2-7b --devices 4 --microbatches 8 --cluster -"; do

@@ -210,7 +210,7 @@ int op_parse_decimal(const char *s, size_t n, double *out) {
     errno = 0;
     double x = strtod(buf, &end);
     if (errno || end != buf + n || !isfinite(x)) return -1;
-    *out = x;
+    *out = x == 0 ? 0 : x; /* "-0" is 0: run --bytes-scale -0 printed "message bytes x-0" */
     return 0;
 }
 
