@@ -19,7 +19,7 @@ cp tests/data/profiles/tiny.json "$tmp/x=y.json"
 [ $rc -eq 0 ] && jq -e '.makespan_ms > 0 or .measured.makespan_ms > 0' "$tmp/o" > /dev/null 2>&1 && ok || bad "run --time-scale=0.01: rc=$rc $(head -c 300 "$tmp/o")"
 "$OP" export "$tmp/p=q.json" --svg="$tmp/s.svg" > /dev/null 2>&1 && grep -q "<svg" "$tmp/s.svg" && ok || bad "export --svg=FILE"
 "$OP" compare --model llama2-7b --devices=x --microbatches 8 > /dev/null 2> "$tmp/err"; rc=$?
-[ $rc -eq 2 ] && grep -q "expects a whole number, got 'x'" "$tmp/err" && ok || bad "--devices=x: rc=$rc $(cat "$tmp/err")"
+[ $rc -eq 2 ] && grep -q "expects a whole number (1 to [0-9]*), got 'x'" "$tmp/err" && ok || bad "--devices=x: rc=$rc $(cat "$tmp/err")"
 "$OP" plan --model llama2-7b --devices 4 --microbatches 8 --out= > /dev/null 2> "$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "needs a value" "$tmp/err" && ok || bad "--out= : rc=$rc $(cat "$tmp/err")"
 # a switch given a value is refused by name: "--json=1" passed "1" on as a positional argument

@@ -28,7 +28,9 @@ const char *op_cli_value(const char *cmd, int argc, char **argv, int *i) {
 int op_cli_int(const char *cmd, const char *flag, const char *v, long lo, long hi, int *out) {
     long x;
     if (op_parse_long(v, &x)) {
-        fprintf(stderr, "octopipe %s: %s expects a whole number, got '%s'\n", cmd, flag, v);
+        /* the range too: a number too large to read (2^63) is refused here, not by the range */
+        fprintf(stderr, "octopipe %s: %s expects a whole number (%ld to %ld), got '%s'\n", cmd, flag,
+                lo, hi, v);
         return -1;
     }
     if (x < lo || x > hi) {
@@ -48,7 +50,7 @@ int op_cli_double(const char *cmd, const char *flag, const char *v, double lo, d
                   double *out) {
     double x;
     if (op_cli_decimal(v, &x)) {
-        fprintf(stderr, "octopipe %s: %s expects a number, got '%s'\n", cmd, flag, v);
+        fprintf(stderr, "octopipe %s: %s expects a number (%g to %g), got '%s'\n", cmd, flag, lo, hi, v);
         return -1;
     }
     if (x < lo || x > hi) {
