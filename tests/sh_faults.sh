@@ -52,6 +52,12 @@ refused zero-compare "nothing to schedule" -- "$OP" compare --model "$T/zero.jso
 refused zero-plan "nothing to schedule" -- "$OP" plan --model "$T/zero.json" $C --out "$T/p.json"
 # a denormal per-op overhead on it printed 0.00 ms makespans at 800 M tokens/s
 refused zero-overhead "per-op overhead 1e-300 ms is neither 0 nor at least 1e-06 ms" -- "$OP" compare --model "$T/zero.json" $C --op-overhead 1e-300
+# an escape sequence in a plan's device type name reached the terminal from sim's table
+"$OP" plan --model llama2-7b --gpus h100-80gb:2,a100-80gb:2 --microbatches 8 --quiet --out "$T/mx.json" > /dev/null 2>&1
+sed 's/"h100-80gb"/"h1\\u001b[2J00"/' "$T/mx.json" > "$T/esc.json"
+"$OP" sim "$T/esc.json" > "$T/esc.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q 'h1?\[2J00' "$T/esc.out" && ! grep -q "$(printf '\033')" "$T/esc.out" && ok \
+  || bad "control characters of a plan's type name: rc=$rc $(head -c 300 "$T/esc.out" | od -c | head -n 3)"
 [ -e "$T/p.json" ] && bad "a refused plan left $T/p.json" || ok
 
 # devices x microbatches beyond what a plan may hold: refused before the schedulers fill GBs

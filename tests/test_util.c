@@ -90,6 +90,24 @@ TEST(parse_numbers) {
 
 /* GiB in messages: two decimals, and three significant digits where those would read 0.00 */
 /* a gap of rounding alone is 0; a real one (either sign) stays as it is */
+/* Names and error lines: valid UTF-8 one line long; control characters from an input file (an
+ * escape sequence in a plan's device type name, a config's key) become '?' before they reach a
+ * terminal. */
+TEST(names_and_errors_scrubbed) {
+    char out[32];
+    op_copy_name(out, sizeof out, "h1\x1b[2J00\nx\x7f");
+    CHECK_MSG(!strcmp(out, "h1?[2J00?x?"), "got %s", out);
+    op_copy_name(out, sizeof out, "a\xc2\x9b" "31mb\xc2\xa0" "c"); /* C1 CSI as UTF-8; U+00A0 stays */
+    CHECK_MSG(!strcmp(out, "a??31mb\xc2\xa0" "c"), "got %s", out);
+    op_copy_name(out, sizeof out, "caf\xe9"); /* Latin-1 as before */
+    CHECK_MSG(!strcmp(out, "caf?"), "got %s", out);
+    op_err e = {0};
+    CHECK_EQ_INT(op_errf(&e, OP_EINVAL, "unknown key \"%s\"", "k\x1b]0;t\x07"), OP_EINVAL);
+    CHECK_MSG(!strcmp(e.msg, "unknown key \"k?]0;t?\""), "got %s", e.msg);
+    op_err_prefix(&e, "%s", "f\tile.json");
+    CHECK_MSG(!strcmp(e.msg, "f?ile.json: unknown key \"k?]0;t?\""), "got %s", e.msg);
+}
+
 TEST(gap) {
     CHECK(op_gap(1408.4, 1408.4 * (1 + 2.2e-16)) == 0);
     CHECK_NEAR(op_gap(110, 100), 0.1, 1e-15);
@@ -113,6 +131,7 @@ int main(int argc, char **argv) {
     RUN(atomic_write_and_read);
     RUN(rng_deterministic);
     RUN(parse_numbers);
+    RUN(names_and_errors_scrubbed);
     RUN(gap);
     RUN(gib_text);
     return check_report("util");

@@ -51,8 +51,9 @@ void *op_xrealloc(void *p, size_t n);
 char *op_xstrdup(const char *s);
 /* Copies s into out[n] (n > 0) as snprintf "%s" does, then makes the result valid UTF-8: a
  * multi-byte character cut by the size limit is dropped whole, and a byte that starts no valid
- * sequence (a file name in Latin-1) becomes '?'.  Names copied into fixed buffers reach JSON
- * and XML outputs (plan files, traces, SVG), which must be UTF-8. */
+ * sequence (a file name in Latin-1) becomes '?', as does each byte of a control character
+ * (C0, DEL, C1).  Names copied into fixed buffers reach JSON and XML outputs (plan files,
+ * traces, SVG), which must be UTF-8, and the terminal, where an escape sequence would act. */
 void op_copy_name(char *out, size_t n, const char *s);
 
 /* Arena: bump allocation in chunks; everything is freed at once by op_arena_free.

@@ -352,7 +352,7 @@ static int read_types(rd *r, json_t *root, op_plan *p) {
             rc = fail(r, path, "name: expected a string of at most 31 characters");
             break;
         }
-        snprintf(names[t], 32, "%s", json_string_value(nm));
+        op_copy_name(names[t], 32, json_string_value(nm)); /* printed in sim's table */
         json_t *lv = json_object_get(o, "layers");
         if (t == 0 && lv) {
             rc = fail(r, path, "layers: type 0's costs are the top-level \"layers\"");

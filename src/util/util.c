@@ -13,12 +13,23 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Control characters (C0, DEL, and C1 as UTF-8 U+0080..U+009F) to '?', byte by byte: names and
+ * error lines are one line each, and an escape sequence from an input file (a plan's device
+ * type name, a key of a config) reached the terminal as it was and acted there. */
+static void scrub_controls(char *s) {
+    unsigned char *u = (unsigned char *)s;
+    for (size_t i = 0; u[i]; i++)
+        if (u[i] < 0x20 || u[i] == 0x7F) u[i] = '?';
+        else if (u[i] == 0xC2 && u[i + 1] >= 0x80 && u[i + 1] < 0xA0) u[i] = u[i + 1] = '?', i++;
+}
+
 int op_errf(op_err *err, int code, const char *fmt, ...) {
     if (err) {
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        scrub_controls(err->msg);
         err->code = code;
     }
     return code;
@@ -33,6 +44,7 @@ int op_err_prefix(op_err *err, const char *fmt, ...) {
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
     snprintf(err->msg, sizeof err->msg, "%.400s: %.600s", pre, old);
+    scrub_controls(err->msg); /* the prefix is often a file name */
     return err->code ? err->code : OP_EINVAL;
 }
 
@@ -97,6 +109,7 @@ void op_copy_name(char *out, size_t n, const char *s) {
         }
         u[i++] = '?';
     }
+    scrub_controls(out);
 }
 
 struct op_arena_chunk {
