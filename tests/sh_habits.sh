@@ -111,6 +111,12 @@ grep -q "memory limit none" "$tmp/o" && ok || bad "compare --mem-limit 60 --mem-
 "$OP" --help | grep -E "^  run " | grep -qv "real" && ok || bad "octopipe --help: run offers real compute"
 "$OP" help run | grep -q "real compute" && bad "run --help mentions real compute" || ok
 "$OP" help train | grep -E "^  --checkpoint-every N +[a-z]" > /dev/null && ok || bad "train --checkpoint-every undescribed"
+# flags the parsers take that their --help left out
+"$OP" help | grep -q -- "octopipe --version" && ok || bad "octopipe --help does not show --version"
+"$OP" help compare | grep -qE -- "--comm none\|default " && ok || bad "compare --help lacks --comm default"
+"$OP" help train | grep -q -- "--no-progress-thread" && ok || bad "train --help lacks --no-progress-thread"
+"$OP" help train | grep -q "PRESET:PATTERN" && ok || bad "train --help lacks --model PRESET:PATTERN"
+"$OP" profile --model small --help | grep -q "PRESET:PATTERN" && ok || bad "profile --help lacks --model PRESET:PATTERN"
 for c in run exec; do # pasted examples shrink messages (without, errors of +2000% on one machine)
   ex=$("$OP" help $c | sed -n '/^examples\?:/,$p' | grep -E "octopipe (run|exec) ")
   [ -n "$ex" ] && ! echo "$ex" | grep -v -q -- "--bytes-scale" && ok || bad "$c --help example without --bytes-scale: $ex"

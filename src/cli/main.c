@@ -46,7 +46,8 @@ static const subcmd *subcmds(void) {
 static void usage(FILE *f) {
     fprintf(f,
             "octopipe: pipeline-parallel planner, simulator and executor for heterogeneous LLMs\n"
-            "\nusage: octopipe <command> [options]   (octopipe help <command> for details)\n\n"
+            "\nusage: octopipe <command> [options]   (octopipe help <command> for details)\n"
+            "       octopipe --version\n\n"
             "commands:\n");
     for (const subcmd *c = subcmds(); c->name; c++)
         if (c->fn) fprintf(f, "  %-9s %s\n", c->name, c->help);
