@@ -79,7 +79,8 @@ static void usage(FILE *f) {
             "  octopipe plan --model nemotron-h-8b --devices 8 --microbatches 32 --out plan.json\n"
             "  octopipe plan --model gemma2-9b --devices 4 --microbatches 16 --placement v \\\n"
             "                --mem-limit 60 --out gemma-v.json\n"
-            "  octopipe plan --model jamba-v0.1 --devices 8 --microbatches 16 --mem-sweep\n"
+            "  octopipe plan --model jamba-v0.1 --devices 8 --microbatches 16 --tp 2 \\\n"
+            "                --mem-sweep\n"
             "  octopipe plan --model gemma2-9b --devices 16 --microbatches 32 --device-sweep\n",
             op_cli_setup_help());
 }
