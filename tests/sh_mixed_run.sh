@@ -59,15 +59,15 @@ grep -q '"name":"device 1 (h100-80gb)"' "$tmp/ct.json" && ok || bad "chrome trac
 grep -q '>a100-80gb</tspan>' "$tmp/mx.svg" && grep -q '4 devices (2 h100-80gb + 2 a100-80gb)' "$tmp/mx.svg" && ok \
   || bad "SVG rows without types"
 
-# a type name is the plan file's string, whatever it holds: escaped, never dropped (a quote or
-# newline once lost its characters in the stage map and the run trace rows)
+# a type name is the plan file's string: escaped, never dropped (a quote or backslash once lost
+# its characters in the stage map and the run trace rows); a control character in it is '?'
 jq '.device_types[1].name = "a1\"0\\\n"' "$tmp/mx.json" > "$tmp/mxq.json"
 if "$OP" export "$tmp/mxq.json" --torch-stage-map "$tmp/mapq.json" > /dev/null 2>&1 \
-   && jq -e '.rank_types[2] == "a1\"0\\\n"' "$tmp/mapq.json" > /dev/null; then ok
+   && jq -e '.rank_types[2] == "a1\"0\\?"' "$tmp/mapq.json" > /dev/null; then ok
 else bad "stage map type name: $(cat "$tmp/mapq.json")"; fi
 if timeout -k 5 60 "$OP" run "$tmp/mxq.json" --emulate --threads --time-scale 0.05 --bytes-scale 0.001 \
      --trace "$tmp/rtq.json" > /dev/null 2>&1 \
-   && jq -e '[.traceEvents[] | select(.name == "thread_name") | .args.name] | index("rank 3 (a1\"0\\\n)") != null' \
+   && jq -e '[.traceEvents[] | select(.name == "thread_name") | .args.name] | index("rank 3 (a1\"0\\?)") != null' \
         "$tmp/rtq.json" > /dev/null; then ok
 else bad "run trace row with a quoted type name: $(head -c 600 "$tmp/rtq.json")"; fi
 

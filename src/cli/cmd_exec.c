@@ -58,10 +58,13 @@ int cmd_exec(int argc, char **argv) {
     int rc = op_exec_cli_parse(&c, argc, argv, "exec", 0);
     unhush(saved);
     if (rc == 1) {
-        help();
+        if (!not_rank0) help(); /* once, not once per rank */
         return 0;
     }
-    if (rc) return rc;
+    /* the other ranks leave quietly with 0 and rank 0's status is the job's: the first rank to
+     * exit non-zero makes mpirun abort the job, and one that beat rank 0 to it took rank 0's line
+     * down with the job (seen under load: the error printed 0 times, exit 2 all the same) */
+    if (rc) return not_rank0 ? 0 : rc;
     c.eo.timeout_s = c.timeout_s;
     { /* every rank checks (same file system), rank 0 alone says why: before MPI starts */
         op_err oe = {0};
