@@ -70,7 +70,7 @@ int cmd_exec(int argc, char **argv) {
         op_err oe = {0};
         if (c.trace_path && op_out_check(c.trace_path, &oe)) {
             if (!not_rank0) fprintf(stderr, "octopipe exec: %s\n", oe.msg);
-            return 2;
+            return not_rank0 ? 0 : 2; /* as for a flag error */
         }
     }
     op_xport x;
