@@ -254,6 +254,11 @@ if [ $rc -eq 0 ] && grep -qE '^2 x h100-80gb +[0-9.]+ ' "$tmp/out" && grep -qE '
    && [ -n "$mk" ] && grep -q "^makespan $mk ms" "$tmp/out" \
    && "$OP" plan --model llama2-7b --gpus h100-80gb:2,a100-80gb:2 --microbatches 8 --quiet --out "$tmp/dm2.json" | grep -q "^makespan $mk ms"; then ok
 else bad "--device-sweep on a mixed cluster: rc=$rc $(head -n 6 "$tmp/out") $(tail -n 2 "$tmp/err")"; fi
+# P's own row under a limit its static memory exceeds says so, as the rows below it do (it said
+# only "no plan fits")
+"$OP" plan --model nemotron-h-8b --devices 4 --microbatches 8 --mem-limit 20 --device-sweep > "$tmp/out" 2> "$tmp/err"
+grep -qE "^ +4\* .* static memory does not fit \(33.95 GiB on some device\)$" "$tmp/out" && ok \
+  || bad "--device-sweep, P's static over the limit: $(cat "$tmp/out")"
 expect_err "--mem-sweep and --device-sweep are separate runs" plan --model llama2-7b --devices 4 --microbatches 8 --device-sweep --mem-sweep
 # a measured 4-device cluster file: fewer devices are its first ones, their corner of the links
 python3 - "$tmp/c4.json" <<'PY'

@@ -124,8 +124,9 @@ int op_cli_device_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, o
         oo.verbose = o->verbose && f == stdout;
         op_plan p;
         op_err e = {0};
-        /* a kind of device alone may not hold the model at all: say so, without a search */
-        const int no_static = mixed && r->k < P && op_problem_static_need(&q, NULL) > 1;
+        /* a kind of device alone, or P devices under a low limit, may not hold the model at
+         * all: say so, without a search (P's row said only "no plan fits") */
+        const int no_static = op_problem_static_need(&q, NULL) > 1;
         int rc = no_static ? OP_ENOMEM : op_tune(&q, &oo, &p, &e);
         free(own); /* a plan copies what it keeps */
         if (o->cancel && *o->cancel) { /* Ctrl-C: this row's search was cut short */
@@ -134,9 +135,13 @@ int op_cli_device_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, o
             break;
         }
         if (rc != OP_OK) {
+            char why[64] = "static memory does not fit";
+            if (no_static && !mixed) /* as the row above the table says it */
+                snprintf(why, sizeof why, "static memory does not fit (%.2f GiB on some device)",
+                         op_problem_static_floor(pr->layers, pr->n_layers, r->k) / GIB);
             fprintf(f, "%*s %12s %11s %10s %8s %7s %9s  %s\n", w, r->label, "-", "-", "-", "-", "-", "-",
-                    rc == OP_ETIMEOUT ? "none found within --time-budget"
-                    : no_static       ? "static memory does not fit"
+                    no_static         ? why
+                    : rc == OP_ETIMEOUT ? "none found within --time-budget"
                     : rc == OP_ENOMEM ? "no plan fits"
                                       : e.msg);
             fflush(f);
