@@ -795,6 +795,25 @@ TEST(speed_samples_scale_devices) {
     op_plan_free(&p);
 }
 
+TEST(speed_samples_bad_factors) {
+    /* factors are input: zero, negative, NaN or one that makes an op last beyond OP_MAX_MS is
+     * OP_EINVAL naming the sample and device (it aborted, or returned an infinite makespan) */
+    op_plan p;
+    uniform_plan(&p, 2, 4, 0, NULL);
+    onef1b_orders(&p, 0);
+    CHECK_EQ_INT(op_sim_replay(&p, NULL, NULL), OP_OK);
+    const double bad[][2] = {{1, 0}, {-1, 1}, {1, NAN}, {INFINITY, 1}, {1e308, 1}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        const double speed[4] = {1, 1, bad[k][0], bad[k][1]};
+        double mk[2] = {0, 0};
+        op_err e = {0};
+        CHECK_EQ_INT(op_sim_speed_samples(&p, speed, 2, mk, &e), OP_EINVAL);
+        CHECK(strstr(e.msg, "speed sample 1: device") != NULL);
+        CHECK_NEAR(mk[0], 15.0, 1e-12);
+    }
+    op_plan_free(&p);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(gpipe_uniform);
@@ -816,5 +835,6 @@ int main(int argc, char **argv) {
     RUN(dynamic_holds_never_hang);
     RUN(warmup_cooldown_split_gpipe);
     RUN(speed_samples_scale_devices);
+    RUN(speed_samples_bad_factors);
     return check_report("sim");
 }

@@ -151,7 +151,8 @@ int op_plan_fits(const op_plan *p);
  * time (op overhead and communication unchanged); the plan is replayed once per sample and
  * makespans[k] receives the result.  Because the makespan is a max-plus function of the
  * durations, the mean (and median) over samples exceeds the makespan at the mean speed, more
- * so the more the devices' speeds vary independently.  Returns OP_OK or the replay's error. */
+ * so the more the devices' speeds vary independently.  Returns OP_OK, OP_EINVAL for a factor
+ * that is not finite and > 0 or makes an op last beyond OP_MAX_MS, or the replay's error. */
 int op_sim_speed_samples(const op_plan *p, const double *speed, int n, double *makespans,
                          op_err *err);
 
