@@ -96,6 +96,10 @@ TEST(speed_split_gives_the_fast_device_more_layers) {
     CHECK_EQ_INT(first[1], 2);
     CHECK_EQ_INT(first[2], 6);
     CHECK_EQ_INT(op_sched_speed_split(&x.pr, 7, (int[7]){0}, first, &e), OP_EINVAL);
+    /* a stage on a device outside 0..P-1 is refused (it aborted on an assertion) */
+    CHECK_EQ_INT(op_sched_speed_split(&x.pr, 2, (int[2]){0, 2}, first, &e), OP_EINVAL);
+    CHECK(strstr(e.msg, "stage 1 is placed on device 2") != NULL);
+    CHECK_EQ_INT(op_sched_speed_split(&x.pr, 2, (int[2]){-1, 1}, first, &e), OP_EINVAL);
 }
 
 TEST(baseline_1f1b_takes_the_speed_proportional_split) {

@@ -94,7 +94,8 @@ int op_sched_balanced_split(const op_layer_cost *layers, int n_layers, int S, in
 /* Mixed clusters: contiguous split into S non-empty stages, stage s on device stage_dev[s],
  * minimizing the busiest stage's F+I+W time as costed on its own device
  * (op_problem_dev_layers): a faster device gets more layers (what Metis-style planners give).
- * On a uniform cluster it is a plain cost-balanced split.  OP_EINVAL when L < S. */
+ * On a uniform cluster it is a plain cost-balanced split.  OP_EINVAL when L < S or a stage's
+ * device is not in 0..P-1. */
 int op_sched_speed_split(const op_problem *pr, int S, const int *stage_dev, int *first,
                          op_err *err);
 

@@ -85,6 +85,11 @@ int op_sched_speed_split(const op_problem *pr, int S, const int *stage_dev, int 
     if (S < 1 || pr->n_layers < S)
         return op_errf(err, OP_EINVAL, "cannot split %d layers into %d non-empty stages",
                        pr->n_layers, S);
+    /* the placement is the caller's: a device outside 0..P-1 indexes no device type */
+    for (int s = 0; s < S; s++)
+        if (stage_dev[s] < 0 || stage_dev[s] >= pr->P)
+            return op_errf(err, OP_EINVAL, "stage %d is placed on device %d, not in 0..%d", s,
+                           stage_dev[s], pr->P - 1);
     if (!speed_split(pr, S, stage_dev, NULL, first)) {
         /* the greedy's one-layer reserve can defeat it on odd costs: fall back to even */
         for (int s = 0; s <= S; s++) first[s] = (int)((long)s * pr->n_layers / S);
