@@ -185,6 +185,34 @@ TEST(problem_rules_in_one_place) {
     refused_everywhere(&pr, "host link 1e-300 GB/s must be at least 1e-06");
     pr.comm.host_bw_GBps = 0; /* none: no offload */
     CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_OK);
+    /* NaN and -inf passed as "none" and gave plans op_plan_write refused as non-finite; a host
+     * budget that is negative, NaN or beyond 2^53 bytes was taken as it came */
+    pr.comm.host_bw_GBps = NAN;
+    refused_everywhere(&pr, "host link nan GB/s");
+    pr.comm.host_bw_GBps = -INFINITY;
+    refused_everywhere(&pr, "host link -inf GB/s");
+    pr.comm.host_bw_GBps = 25;
+    const double budgets[] = {-1, NAN, INFINITY, 1e300};
+    for (int k = 0; k < 4; k++) {
+        pr.comm.host_mem_bytes = budgets[k];
+        refused_everywhere(&pr, "host memory");
+    }
+    pr.comm.host_mem_bytes = 0;
+    /* a negative host link is documented as none: its plan is written with 0 and reads back */
+    pr.comm.host_bw_GBps = -1;
+    {
+        op_plan p, q;
+        CHECK_EQ_INT(op_sched_build("1f1b", &pr, &p, &e), OP_OK);
+        op_buf b = {0};
+        CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
+        op_buf_put(&b, "", 1);
+        CHECK_EQ_INT(op_plan_from_json(b.data, "p.json", &q, &e), OP_OK);
+        CHECK(q.comm.host_bw_GBps == 0);
+        op_plan_free(&q);
+        op_buf_free(&b);
+        op_plan_free(&p);
+    }
+    pr.comm.host_bw_GBps = 0;
     pr.comm.intra_bw_GBps = 0;
     pr.comm.none = 1; /* free links need no bandwidth */
     CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_OK);

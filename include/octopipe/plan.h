@@ -107,8 +107,9 @@ int op_layer_costs_validate(const op_layer_cost *layers, int n_layers, int M, co
                             op_err *err);
 
 /* The link part of it: latencies in [0, OP_MAX_MS] and bandwidths >= OP_MIN_GBPS for the links
- * P devices use (intra-node when P > 1, inter-node when nodes_of > 0 and P > nodes_of), and the
- * host links (offload) where set. */
+ * P devices use (intra-node when P > 1, inter-node when nodes_of > 0 and P > nodes_of), the
+ * host links (offload) where set (a finite host_bw_GBps: > 0 a link, <= 0 none) and the host
+ * budget host_mem_bytes in [0, 2^53]. */
 int op_comm_validate(const op_comm *c, int P, op_err *err);
 
 /* op_plan_init from a problem: copies layers, comm, model name, tokens, overhead, limit. */

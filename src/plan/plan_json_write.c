@@ -147,7 +147,10 @@ int op_plan_to_json(const op_plan *p, op_buf *out) {
     const struct { const char *key; double v; } links[] = {
         {"intra_bw_GBps", c->intra_bw_GBps}, {"inter_lat_ms", c->inter_lat_ms},
         {"inter_bw_GBps", c->inter_bw_GBps}, {"host_lat_ms", c->host_lat_ms},
-        {"host_bw_GBps", c->host_bw_GBps},   {"host_mem_bytes", c->host_mem_bytes}};
+        /* no host link is any bandwidth <= 0 (cost.h); the file says 0, since it reads no
+         * negative number */
+        {"host_bw_GBps", c->host_bw_GBps > 0 ? c->host_bw_GBps : 0},
+        {"host_mem_bytes", c->host_mem_bytes}};
     for (size_t k = 0; k < sizeof links / sizeof links[0]; k++) {
         op_buf_printf(b, ", \"%s\": ", links[k].key);
         NUM(links[k].v);

@@ -57,10 +57,16 @@ int op_comm_validate(const op_comm *c, int P, op_err *err) {
         if (!(c->host_bw_dev_GBps[d] >= OP_MIN_GBPS && isfinite(c->host_bw_dev_GBps[d])))
             return op_errf(err, OP_EINVAL, "links: device %d's host link %.6g GB/s must be at least %g "
                            "(1 kB/s)", d, c->host_bw_dev_GBps[d], OP_MIN_GBPS);
-    /* the shared host link: <= 0 means no offload; a positive one is a link like the others */
-    if (c->host_bw_GBps > 0 && !(c->host_bw_GBps >= OP_MIN_GBPS && isfinite(c->host_bw_GBps)))
+    /* the shared host link: <= 0 means no offload; a positive one is a link like the others.
+     * NaN or -inf passed as "no link" and made plans that no file can hold */
+    if (!isfinite(c->host_bw_GBps) || (c->host_bw_GBps > 0 && c->host_bw_GBps < OP_MIN_GBPS))
         return op_errf(err, OP_EINVAL, "links: host link %.6g GB/s must be at least %g (1 kB/s), or 0 "
                        "for none", c->host_bw_GBps, OP_MIN_GBPS);
+    /* the host budget is a byte count like the layers' (and the executor converts it to an
+     * int64): a negative, NaN or infinite one was taken as it came */
+    if (!(c->host_mem_bytes >= 0 && c->host_mem_bytes <= OP_MAX_BYTES))
+        return op_errf(err, OP_EINVAL, "links: host memory %.6g bytes per device is not in [0, 2^53] "
+                       "(0 = no limit)", c->host_mem_bytes);
     if (!(c->host_lat_ms >= 0 && c->host_lat_ms <= OP_MAX_MS))
         return op_errf(err, OP_EINVAL, "links: host link latency %.6g ms is not in [0, %g]",
                        c->host_lat_ms, OP_MAX_MS);
