@@ -107,6 +107,27 @@ TEST(round_trip_exact) {
     }
 }
 
+/* A link no device pair uses may be anything op_comm_validate allows (0 on one device, or
+ * between nodes when all devices share one): such a plan was written, then refused on read. */
+TEST(unused_links_round_trip) {
+    for (int P = 1; P <= 2; P++) { /* nodes_of 2: one node either way */
+        op_plan p, q;
+        plan_1f1b(&p, P, 4, 0, 0.013);
+        p.comm.inter_bw_GBps = 0;
+        if (P == 1) p.comm.intra_bw_GBps = 0;
+        op_err e = {0};
+        CHECK_EQ_INT(op_comm_validate(&p.comm, P, &e), OP_OK);
+        op_buf b = {0};
+        CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
+        op_buf_put(&b, "", 1);
+        int rc = op_plan_from_json(b.data, "p.json", &q, &e);
+        CHECK_MSG(rc == OP_OK, "P=%d: %s", P, e.msg);
+        if (rc == OP_OK) op_plan_free(&q);
+        op_buf_free(&b);
+        op_plan_free(&p);
+    }
+}
+
 /* A file written by a version with a looser lower bound still loads: the bound is not a
  * prediction of the plan, and the one in memory is recomputed. */
 TEST(older_lower_bound_loads) {
@@ -452,6 +473,7 @@ int main(int argc, char **argv) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/octopipe-plan-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     RUN(round_trip_exact);
+    RUN(unused_links_round_trip);
     RUN(older_lower_bound_loads);
     RUN(act_i_bytes_round_trip_and_optional);
     RUN(activation_policy_round_trip);

@@ -205,7 +205,7 @@ static int read_pairs(rd *r, json_t *o, int P, op_comm *c, double **lat, double 
     return OP_OK;
 }
 
-static int read_comm(rd *r, json_t *o, op_comm *c) {
+static int read_comm(rd *r, json_t *o, int P, op_comm *c) {
     c->none = 1;
     /* host link: optional keys (files written before offload existed get the default link) */
     c->host_lat_ms = 0.010;
@@ -230,12 +230,14 @@ static int read_comm(rd *r, json_t *o, op_comm *c) {
         (rc = opt_num(r, o, "host_bw_GBps", "comm.", &c->host_bw_GBps)) ||
         (rc = opt_num(r, o, "host_mem_bytes", "comm.", &c->host_mem_bytes)))
         return rc;
-    if (!c->none && !(c->intra_bw_GBps >= OP_MIN_GBPS))
+    /* only the links P devices use, as op_comm_validate: a plan of one device (or of one node)
+     * with the unused link at 0 was written and then refused here */
+    if (!c->none && P > 1 && !(c->intra_bw_GBps >= OP_MIN_GBPS))
         return fail(r, "comm.intra_bw_GBps", "must be at least %g GB/s (1 kB/s) unless comm.none is true",
                     OP_MIN_GBPS);
-    if (!c->none && c->nodes_of > 0 && !(c->inter_bw_GBps >= OP_MIN_GBPS))
-        return fail(r, "comm.inter_bw_GBps", "must be at least %g GB/s (1 kB/s) when nodes_of > 0",
-                    OP_MIN_GBPS);
+    if (!c->none && c->nodes_of > 0 && P > c->nodes_of && !(c->inter_bw_GBps >= OP_MIN_GBPS))
+        return fail(r, "comm.inter_bw_GBps", "must be at least %g GB/s (1 kB/s) when devices span "
+                    "nodes (more than nodes_of)", OP_MIN_GBPS);
     if (c->host_bw_GBps > 0 && !(c->host_bw_GBps >= OP_MIN_GBPS))
         return fail(r, "comm.host_bw_GBps", "must be at least %g GB/s (1 kB/s), or 0 for no offload",
                     OP_MIN_GBPS);
@@ -773,7 +775,7 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
         (rc = get_int(&r, json_object_get(root, "microbatches"), "microbatches", 1, 1 << 20, &M)))
         goto out;
     op_comm comm = {0};
-    if ((rc = read_comm(&r, json_object_get(root, "comm"), &comm))) goto out;
+    if ((rc = read_comm(&r, json_object_get(root, "comm"), (int)P, &comm))) goto out;
     if ((rc = read_pairs(&r, json_object_get(root, "comm"), (int)P, &comm, &pair_lat, &pair_bw)) ||
         (rc = read_host_devs(&r, json_object_get(root, "comm"), (int)P, &comm, &host_devs)))
         goto out;
