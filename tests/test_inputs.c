@@ -231,6 +231,33 @@ TEST(problem_rules_in_one_place) {
     refused_everywhere(&pr, "W time nan");
     uniform(L, 8);
 
+    /* selective's figures: a NaN or negative core time made I's time NaN or negative */
+    L[1].f_sel_ms = NAN;
+    refused_everywhere(&pr, "layer 1 'l1': attention core time (f_sel_ms) nan ms");
+    L[1].f_sel_ms = -1;
+    refused_everywhere(&pr, "attention core time (f_sel_ms) -1 ms");
+    L[1].f_sel_ms = 0.5;
+    L[1].act_sel_bytes = INT64_MAX;
+    refused_everywhere(&pr, "act_sel_bytes 9223372036854775807 is beyond 2^53");
+    /* <= 0 is documented as act_bytes: accepted, and written as 0 so that it reads back */
+    L[1].act_sel_bytes = -5;
+    {
+        op_plan p, q;
+        CHECK_EQ_INT(op_sched_build("1f1b", &pr, &p, &e), OP_OK);
+        op_buf b = {0};
+        CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
+        op_buf_put(&b, "", 1);
+        int rc = op_plan_from_json(b.data, "p.json", &q, &e);
+        CHECK_MSG(rc == OP_OK, "%s", e.msg);
+        if (rc == OP_OK) {
+            CHECK(q.layers[1].act_sel_bytes == 0);
+            op_plan_free(&q);
+        }
+        op_buf_free(&b);
+        op_plan_free(&p);
+    }
+    uniform(L, 8);
+
     L[2].act_bytes = -1;
     refused_everywhere(&pr, "act_bytes -1");
     L[2].act_bytes = (int64_t)1 << 52; /* in range alone, but M of them overflow a sum */

@@ -82,7 +82,9 @@ static void put_layers(op_buf *b, const op_layer_cost *L, int n, const char *ind
         if (x->f_sel_ms > 0 || x->act_sel_bytes > 0) { /* selective's share, when known */
             op_buf_printf(b, ", \"F_sel\": ");
             NUM(x->f_sel_ms);
-            op_buf_printf(b, ", \"act_sel_bytes\": %lld", (long long)x->act_sel_bytes);
+            /* <= 0 means act_bytes (cost.h); the file holds no negative count */
+            op_buf_printf(b, ", \"act_sel_bytes\": %lld",
+                          (long long)(x->act_sel_bytes > 0 ? x->act_sel_bytes : 0));
         }
         op_buf_printf(b, "}%s\n", l + 1 < n ? "," : "");
     }

@@ -23,6 +23,15 @@ int op_layer_costs_validate(const op_layer_cost *L, int n, int M, const char *wh
             if (!(ms[k] >= 0 && ms[k] <= OP_MAX_MS))
                 return op_errf(err, OP_EINVAL, "%s: layer %d '%s': %s time %.6g ms is not in [0, %g]",
                                what, l, c->name, op_kind_name((op_kind)k), ms[k], OP_MAX_MS);
+        /* selective recomputation's figures (cost.h) reach I's time and the stash: a NaN or
+         * negative core time gave NaN or negative op times under selective, and a stash
+         * beyond 2^53 bytes was refused only when its plan was read back */
+        if (!(c->f_sel_ms >= 0 && c->f_sel_ms <= OP_MAX_MS))
+            return op_errf(err, OP_EINVAL, "%s: layer %d '%s': attention core time (f_sel_ms) %.6g ms "
+                           "is not in [0, %g]", what, l, c->name, c->f_sel_ms, OP_MAX_MS);
+        if ((double)c->act_sel_bytes > OP_MAX_BYTES)
+            return op_errf(err, OP_EINVAL, "%s: layer %d '%s': act_sel_bytes %lld is beyond 2^53", what,
+                           l, c->name, (long long)c->act_sel_bytes);
         const int64_t by[6] = {c->out_bytes,   c->act_bytes,   c->act_w_bytes,
                                c->act_i_bytes, c->param_bytes, c->static_bytes};
         static const char *const by_name[6] = {"out_bytes",   "act_bytes",   "act_w_bytes",
