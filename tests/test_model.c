@@ -47,6 +47,13 @@ TEST(kind_symbols_round_trip) {
         CHECK_EQ_INT(op_layer_kind_from_sym(op_layer_kind_sym((op_layer_kind)k)), k);
     CHECK_EQ_INT(op_layer_kind_from_sym('x'), -1);
     CHECK(!strcmp(op_layer_kind_name(OP_LAYER_MAMBA), "mamba"));
+    /* a kind outside the enum (a hand-built layer) is '?' / "?"; it aborted */
+    const int bad[] = {-1, OP_LAYER_KIND_COUNT, 1 << 30};
+    for (int i = 0; i < 3; i++) {
+        CHECK(op_layer_kind_sym((op_layer_kind)bad[i]) == '?');
+        CHECK(!strcmp(op_layer_kind_name((op_layer_kind)bad[i]), "?"));
+    }
+    CHECK_EQ_INT(op_layer_kind_from_sym('?'), -1);
     int n = 0;
     for (const char *const *t = op_model_supported_types(); *t; t++) n++;
     CHECK(n >= 19);

@@ -149,8 +149,8 @@ const char *op_model_preset_desc(const char *name);
 /* Supported HF model_type values, NULL-terminated. */
 const char *const *op_model_supported_types(void);
 
-char op_layer_kind_sym(op_layer_kind k);
-const char *op_layer_kind_name(op_layer_kind k);
+char op_layer_kind_sym(op_layer_kind k);        /* '?' for a value outside the enum */
+const char *op_layer_kind_name(op_layer_kind k); /* "?" likewise */
 int op_layer_kind_from_sym(char sym); /* -1 if unknown */
 
 #ifdef __cplusplus

@@ -16,14 +16,14 @@ static const struct {
     [OP_LAYER_VISION] = {'V', "vision"},   [OP_LAYER_MTP] = {'m', "mtp"},
 };
 
+/* A kind outside the enum is the caller's value (op_layer.kind of a model built by hand), not
+ * a state of ours: '?' and "?", as op_act_policy_name answers an unknown policy. */
 char op_layer_kind_sym(op_layer_kind k) {
-    OP_ASSERT((unsigned)k < OP_LAYER_KIND_COUNT, "bad layer kind %d", (int)k);
-    return kinds[k].sym;
+    return (unsigned)k < OP_LAYER_KIND_COUNT ? kinds[k].sym : '?';
 }
 
 const char *op_layer_kind_name(op_layer_kind k) {
-    OP_ASSERT((unsigned)k < OP_LAYER_KIND_COUNT, "bad layer kind %d", (int)k);
-    return kinds[k].name;
+    return (unsigned)k < OP_LAYER_KIND_COUNT ? kinds[k].name : "?";
 }
 
 int op_layer_kind_from_sym(char sym) {
