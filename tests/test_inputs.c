@@ -216,6 +216,38 @@ TEST(problem_rules_in_one_place) {
     pr.comm.intra_bw_GBps = 0;
     pr.comm.none = 1; /* free links need no bandwidth */
     CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_OK);
+    /* but a plan records the unused figures: NaN, inf or negative ones made plans that could
+     * not be written, and the same with a per-pair matrix of the wrong size or a NaN diagonal */
+    pr.comm.intra_lat_ms = NAN;
+    refused_everywhere(&pr, "intra-node latency nan must be finite and >= 0");
+    pr.comm.intra_lat_ms = 0.01;
+    pr.comm.inter_bw_GBps = -INFINITY;
+    refused_everywhere(&pr, "inter-node bandwidth -inf must be finite and >= 0");
+    pr.comm.inter_bw_GBps = 10;
+    double lat[16] = {0}, bw[16];
+    for (int k = 0; k < 16; k++) bw[k] = 10;
+    pr.comm.pair_n = 3, pr.comm.pair_lat_ms = lat, pr.comm.pair_bw_GBps = bw;
+    refused_everywhere(&pr, "per-pair matrix is 3 x 3 but there are 4 devices");
+    pr.comm.pair_n = 4;
+    lat[5] = NAN; /* device 1 -> 1 */
+    refused_everywhere(&pr, "pair 1 -> 1 (the device itself) latency nan");
+    lat[5] = 0;
+    CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_OK);
+    pr.comm.pair_n = 0, pr.comm.pair_lat_ms = pr.comm.pair_bw_GBps = NULL;
+    /* and a plan of free links, one node of more devices than the reader allowed, reads back */
+    pr.comm.nodes_of = 1 << 24;
+    {
+        op_plan p, q;
+        CHECK_EQ_INT(op_sched_build("1f1b", &pr, &p, &e), OP_OK);
+        op_buf b = {0};
+        CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
+        op_buf_put(&b, "", 1);
+        int rc = op_plan_from_json(b.data, "p.json", &q, &e);
+        CHECK_MSG(rc == OP_OK, "%s", e.msg);
+        if (rc == OP_OK) op_plan_free(&q);
+        op_buf_free(&b);
+        op_plan_free(&p);
+    }
     op_comm_default(&pr.comm, 2);
     pr.comm.inter_bw_GBps = 0; /* 4 devices, 2 a node: the inter-node link is used */
     refused_everywhere(&pr, "inter-node bandwidth");

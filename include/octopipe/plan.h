@@ -109,7 +109,8 @@ int op_layer_costs_validate(const op_layer_cost *layers, int n_layers, int M, co
 /* The link part of it: latencies in [0, OP_MAX_MS] and bandwidths >= OP_MIN_GBPS for the links
  * P devices use (intra-node when P > 1, inter-node when nodes_of > 0 and P > nodes_of), the
  * host links (offload) where set (a finite host_bw_GBps: > 0 a link, <= 0 none) and the host
- * budget host_mem_bytes in [0, 2^53]. */
+ * budget host_mem_bytes in [0, 2^53].  Every figure a plan records, used or not (comm.none),
+ * is finite and >= 0; a per-pair matrix is P x P. */
 int op_comm_validate(const op_comm *c, int P, op_err *err);
 
 /* op_plan_init from a problem: copies layers, comm, model name, tokens, overhead, limit. */

@@ -218,7 +218,7 @@ static int read_comm(rd *r, json_t *o, int P, op_comm *c) {
     c->none = v ? json_is_true(v) : 0;
     int64_t nodes = 0;
     if ((v = json_object_get(o, "nodes_of")) &&
-        (rc = get_int(r, v, "comm.nodes_of", 0, 1 << 20, &nodes)))
+        (rc = get_int(r, v, "comm.nodes_of", 0, INT32_MAX, &nodes)))
         return rc;
     c->nodes_of = (int)nodes;
     if ((rc = opt_num(r, o, "intra_lat_ms", "comm.", &c->intra_lat_ms)) ||

@@ -79,25 +79,41 @@ int op_comm_validate(const op_comm *c, int P, op_err *err) {
     if (!(c->host_lat_ms >= 0 && c->host_lat_ms <= OP_MAX_MS))
         return op_errf(err, OP_EINVAL, "links: host link latency %.6g ms is not in [0, %g]",
                        c->host_lat_ms, OP_MAX_MS);
-    if (c->none) return OP_OK;
     int rc;
     if (c->nodes_of < 0) return op_errf(err, OP_EINVAL, "links: nodes_of %d must be >= 0", c->nodes_of);
+    /* a plan records every link figure, used or not (free links, one device, one node): each
+     * must be a number its file can hold, or the plan could not be written */
+    const double fig[4] = {c->intra_lat_ms, c->intra_bw_GBps, c->inter_lat_ms, c->inter_bw_GBps};
+    static const char *const fig_name[4] = {"intra-node latency", "intra-node bandwidth",
+                                            "inter-node latency", "inter-node bandwidth"};
+    for (int k = 0; k < 4; k++)
+        if (!(fig[k] >= 0 && isfinite(fig[k])))
+            return op_errf(err, OP_EINVAL, "links: %s %.6g must be finite and >= 0, even where no "
+                           "device pair uses it", fig_name[k], fig[k]);
+    if (c->pair_n != 0) {
+        /* per-pair links: a P x P matrix, every pair a link op_comm_ms can use, the diagonal
+         * (no transfer) at least numbers */
+        if (c->pair_n != P || !c->pair_lat_ms || !c->pair_bw_GBps)
+            return op_errf(err, OP_EINVAL, "links: the per-pair matrix is %d x %d but there are %d devices",
+                           c->pair_n, c->pair_n, P);
+        for (int a = 0; a < P; a++)
+            for (int b = 0; b < P; b++) {
+                size_t k = (size_t)a * (size_t)P + (size_t)b;
+                char name[48];
+                snprintf(name, sizeof name, "pair %d -> %d", a, b);
+                if (a != b && (rc = check_link(name, c->pair_lat_ms[k], c->pair_bw_GBps[k], err))) return rc;
+                if (a == b && !(c->pair_lat_ms[k] >= 0 && c->pair_lat_ms[k] <= OP_MAX_MS &&
+                                c->pair_bw_GBps[k] >= 0 && isfinite(c->pair_bw_GBps[k])))
+                    return op_errf(err, OP_EINVAL, "links: %s (the device itself) latency %.6g ms and "
+                                   "bandwidth %.6g GB/s must be finite and >= 0", name,
+                                   c->pair_lat_ms[k], c->pair_bw_GBps[k]);
+            }
+    }
+    if (c->none) return OP_OK;
     if (P > 1 && (rc = check_link("intra-node", c->intra_lat_ms, c->intra_bw_GBps, err))) return rc;
     if (c->nodes_of > 0 && P > c->nodes_of &&
         (rc = check_link("inter-node", c->inter_lat_ms, c->inter_bw_GBps, err)))
         return rc;
-    if (c->pair_n == 0) return OP_OK;
-    /* per-pair links: a P x P matrix, every pair a link op_comm_ms can use */
-    if (c->pair_n != P || !c->pair_lat_ms || !c->pair_bw_GBps)
-        return op_errf(err, OP_EINVAL, "links: the per-pair matrix is %d x %d but there are %d devices",
-                       c->pair_n, c->pair_n, P);
-    for (int a = 0; a < P; a++)
-        for (int b = 0; b < P; b++) {
-            size_t k = (size_t)a * (size_t)P + (size_t)b;
-            char name[48];
-            snprintf(name, sizeof name, "pair %d -> %d", a, b);
-            if (a != b && (rc = check_link(name, c->pair_lat_ms[k], c->pair_bw_GBps[k], err))) return rc;
-        }
     return OP_OK;
 }
 
