@@ -290,6 +290,11 @@ TEST(problem_rules_in_one_place) {
     }
     uniform(L, 8);
 
+    /* a finite but huge token count made tokens/s infinite: a plan op_plan_write refused */
+    pr.tokens_per_mb = 1e308;
+    refused_everywhere(&pr, "tokens per microbatch 1e+308 is not in [0, 2^53]");
+    pr.tokens_per_mb = 4096;
+
     L[2].act_bytes = -1;
     refused_everywhere(&pr, "act_bytes -1");
     L[2].act_bytes = (int64_t)1 << 52; /* in range alone, but M of them overflow a sum */

@@ -98,8 +98,9 @@ typedef struct op_problem {
 
 /* Whether a problem is one every scheduler, the tuner and the simulator can take: P, M >= 1,
  * at least P layers, every time in [0, OP_MAX_MS] and every byte figure in [0, 2^53]
- * (model.h), memory sums that fit an int64, some time to schedule, links with bandwidth >=
- * OP_MIN_GBPS (1 kB/s) wherever they are used (unless comm.none).  OP_EINVAL with one line saying what is wrong.
+ * (model.h), tokens_per_mb in [0, 2^53], memory sums that fit an int64, some time to
+ * schedule, links with bandwidth >= OP_MIN_GBPS (1 kB/s) wherever they are used (unless
+ * comm.none).  OP_EINVAL with one line saying what is wrong.
  * op_sched_build and op_tune call it first. */
 int op_problem_validate(const op_problem *pr, op_err *err);
 /* The per-layer part of it (also for the layers of a plan file); `what` names them in messages. */

@@ -13,6 +13,10 @@
  * and far from overflow. */
 #define MEM_SUM_MAX 4611686018427387904.0 /* 2^62 */
 
+/* Tokens in one microbatch: a count, exact in a double up to 2^53; bounded, tokens/s (tokens x
+ * M / makespan) stays finite. */
+#define TOKENS_MAX 9007199254740992.0 /* 2^53 */
+
 int op_layer_costs_validate(const op_layer_cost *L, int n, int M, const char *what, op_err *err) {
     if (!L || n < 1) return op_errf(err, OP_EINVAL, "%s: no layers", what);
     double mem = 0;
@@ -194,8 +198,9 @@ int op_problem_validate(const op_problem *pr, op_err *err) {
     if (pr->n_types <= 1 && !(work > 0) && !(pr->op_overhead_ms > 0))
         return op_errf(err, OP_EINVAL, "%s: every layer's forward, backward and weight time is 0: "
                        "nothing to schedule", what);
-    if (!(pr->tokens_per_mb >= 0 && isfinite(pr->tokens_per_mb)))
-        return op_errf(err, OP_EINVAL, "tokens per microbatch %.6g must be finite and >= 0",
+    /* a finite 1e308 made tokens/s infinite, and the plan unwritable */
+    if (!(pr->tokens_per_mb >= 0 && pr->tokens_per_mb <= TOKENS_MAX))
+        return op_errf(err, OP_EINVAL, "tokens per microbatch %.6g is not in [0, 2^53]",
                        pr->tokens_per_mb);
     if (!(pr->mem_limit_bytes >= 0 && isfinite(pr->mem_limit_bytes)))
         return op_errf(err, OP_EINVAL, "memory limit %.6g bytes must be finite and >= 0 (0 = none)",
