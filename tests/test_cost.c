@@ -430,6 +430,17 @@ TEST(measured_layers_use_measurements) {
     layers_buf[0].out_bytes_measured = 777;
     CHECK(op_cost_layers(&m, &t, &d, &pc, &e) == OP_OK);
     CHECK_EQ_INT(pc.out_bytes, 777);
+    /* measured figures set by the caller are bounded as analytic ones are (they were returned
+     * with OP_OK: 1e12 ms, or NaN) */
+    layers_buf[0].f_ms = 1e12;
+    CHECK(op_cost_layers(&m, &t, &d, &pc, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "forward time 1e+12 ms");
+    layers_buf[0].f_ms = NAN;
+    CHECK(op_cost_layers(&m, &t, &d, &pc, &e) == OP_EINVAL);
+    layers_buf[0].f_ms = 2;
+    layers_buf[0].act_bytes_measured = INT64_MAX;
+    CHECK(op_cost_layers(&m, &t, &d, &pc, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "activation bytes");
 }
 
 TEST(bad_input_rejected) {

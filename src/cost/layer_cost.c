@@ -324,6 +324,12 @@ int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
                 c->param_bytes = l->param_bytes_measured;
                 c->static_bytes = to_i64((double)l->param_bytes_measured / dt * per_param);
             }
+            /* a profile's loader bounds its figures, a layer filled by the caller may not: the
+             * times and bytes the layer ends with, as for an analytic layer */
+            const double ms[3] = {c->f_ms, c->i_ms, c->w_ms};
+            const double by[4] = {(double)c->param_bytes, (double)c->static_bytes,
+                                  (double)c->act_bytes, (double)c->out_bytes};
+            if ((rc = check_figures(where, ms, by, err))) return rc;
         }
     }
     return OP_OK;
