@@ -795,6 +795,31 @@ TEST(speed_samples_scale_devices) {
     op_plan_free(&p);
 }
 
+TEST(hand_built_plan_numbers_checked) {
+    /* a plan filled by hand has been through no problem check: NaN link latency replayed to NaN
+     * op times with OP_OK, a zero bandwidth aborted in op_comm_ms, and a huge act_bytes
+     * overflowed the stage sums; op_plan_validate (so op_sim_replay) refuses them */
+    op_comm c;
+    op_comm_default(&c, 8);
+    for (int k = 0; k < 5; k++) {
+        op_plan p;
+        uniform_plan(&p, 2, 4, 0, &c);
+        onef1b_orders(&p, 0);
+        const char *want = "";
+        switch (k) {
+        case 0: p.comm.intra_lat_ms = NAN, want = "intra-node latency nan"; break;
+        case 1: p.comm.intra_bw_GBps = 0, want = "intra-node bandwidth 0 GB/s"; break;
+        case 2: p.layers[1].act_bytes = INT64_MAX, want = "act_bytes 9223372036854775807"; break;
+        case 3: p.op_overhead_ms = -1, want = "per-op overhead -1 ms"; break;
+        case 4: p.stage_act[0] = 7, want = "stage 0: unknown activation policy 7"; break;
+        }
+        op_err e = {0};
+        CHECK_EQ_INT(op_sim_replay(&p, NULL, &e), OP_EINVAL);
+        CHECK_MSG(strstr(e.msg, want) != NULL, "%s", e.msg);
+        op_plan_free(&p);
+    }
+}
+
 TEST(speed_samples_bad_factors) {
     /* factors are input: zero, negative, NaN or one that makes an op last beyond OP_MAX_MS is
      * OP_EINVAL naming the sample and device (it aborted, or returned an infinite makespan) */
@@ -836,5 +861,6 @@ int main(int argc, char **argv) {
     RUN(warmup_cooldown_split_gpipe);
     RUN(speed_samples_scale_devices);
     RUN(speed_samples_bad_factors);
+    RUN(hand_built_plan_numbers_checked);
     return check_report("sim");
 }

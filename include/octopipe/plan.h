@@ -315,7 +315,9 @@ int op_problem_bound_devices(const op_problem *pr, double tol, double *lb_p, dou
  * every stage on a device in 0..P-1. */
 int op_plan_validate_layout(const op_plan *p, op_err *err);
 /* Structural validation: stages contiguous and non-empty, every stage on one device, every
- * required op present exactly once, ops on the device of their stage.  Does not simulate. */
+ * required op present exactly once, ops on the device of their stage; and the numbers the
+ * simulator sums: each device type's costs (op_layer_costs_validate), device types in range,
+ * links (op_comm_validate), overhead, tokens, limits, activation policies.  Does not simulate. */
 int op_plan_validate(const op_plan *p, op_err *err);
 
 /* Plan file I/O (plan/plan_json.c).  Writing follows octopipe/out.h ("-" is stdout; a regular

@@ -385,9 +385,46 @@ int op_plan_validate_layout(const op_plan *p, op_err *err) {
     return OP_OK;
 }
 
+/* The numbers the simulator sums.  A plan filled by the caller (op_plan_init) has been through
+ * neither op_problem_validate nor the plan reader: NaN links or times replayed to NaN op times
+ * with OP_OK, a zero bandwidth aborted in op_comm_ms and byte figures overflowed stage sums. */
+static int plan_numbers_validate(const op_plan *p, op_err *err) {
+    int T = p->n_types > 1 ? p->n_types : 1;
+    if (p->n_types > 1 && (!p->type_layers || !p->dev_type))
+        return op_errf(err, OP_EINVAL, "%d device types without their costs or each device's type",
+                       p->n_types);
+    for (int d = 0; d < p->P && p->dev_type; d++)
+        if (p->dev_type[d] < 0 || p->dev_type[d] >= T)
+            return op_errf(err, OP_EINVAL, "device %d: type %d is not in 0..%d", d, p->dev_type[d], T - 1);
+    for (int t = 0; t < T; t++) {
+        const op_layer_cost *row = p->n_types > 1 ? p->type_layers + (size_t)t * p->n_layers : p->layers;
+        char what[48];
+        snprintf(what, sizeof what, "layers of device type %d", t);
+        int rc = op_layer_costs_validate(row, p->n_layers, p->M, what, err);
+        if (rc) return rc;
+    }
+    int rc = op_comm_validate(&p->comm, p->P, err);
+    if (rc) return rc;
+    if (!(p->op_overhead_ms >= 0 && p->op_overhead_ms <= OP_MAX_MS))
+        return op_errf(err, OP_EINVAL, "per-op overhead %.6g ms is not in [0, %g]", p->op_overhead_ms,
+                       OP_MAX_MS);
+    if (!(p->tokens_per_mb >= 0 && isfinite(p->tokens_per_mb)))
+        return op_errf(err, OP_EINVAL, "tokens per microbatch %.6g must be finite and >= 0",
+                       p->tokens_per_mb);
+    for (int d = 0; d < p->P; d++)
+        if (!(op_plan_dev_mem_limit(p, d) >= 0 && isfinite(op_plan_dev_mem_limit(p, d))))
+            return op_errf(err, OP_EINVAL, "device %d: memory limit %.6g bytes must be finite and >= 0 "
+                           "(0 = none)", d, op_plan_dev_mem_limit(p, d));
+    for (int s = 0; s < p->S; s++)
+        if (p->stage_act[s] >= OP_ACT_N)
+            return op_errf(err, OP_EINVAL, "stage %d: unknown activation policy %d", s, p->stage_act[s]);
+    return OP_OK;
+}
+
 int op_plan_validate(const op_plan *p, op_err *err) {
     int lrc = op_plan_validate_layout(p, err);
     if (lrc != OP_OK) return lrc;
+    if ((lrc = plan_numbers_validate(p, err)) != OP_OK) return lrc;
     /* every op exactly once, on its stage's device */
     int64_t n = (int64_t)p->S * p->M * 3;
     uint8_t *seen = op_xcalloc((size_t)n, 1);
