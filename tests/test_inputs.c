@@ -377,6 +377,15 @@ TEST(cluster_file_errors_name_field) {
     CHECK_EQ_INT(op_cluster_read(tmp("ok.json"), &c, &e), OP_OK);
     CHECK_EQ_INT(c.nodes_of, 4);
     CHECK_NEAR(c.inter_bw_GBps, w.inter_bw_GBps, 1e-9);
+    /* a node size the reader refuses is not written (it was, and could not be read back) */
+    const int nodes[] = {-1, (1 << 20) + 1};
+    for (int k = 0; k < 2; k++) {
+        w.nodes_of = nodes[k];
+        memset(&e, 0, sizeof e);
+        CHECK_EQ_INT(op_cluster_write(tmp("bad-nodes.json"), &w, "test", &e), OP_EINVAL);
+        CHECK_STR_CONTAINS(e.msg, "nodes_of:");
+        CHECK(access(tmp("bad-nodes.json"), F_OK) != 0);
+    }
 }
 
 /* b's text with the value after `key` (up to the next , newline or }) replaced by `value`

@@ -27,8 +27,8 @@ int op_cluster_read(const char *path, op_comm *c, op_err *err);
 int op_cluster_from_json(const char *text, const char *name, op_comm *c, op_err *err);
 /* Writes the links of c, and its per-pair links when c->pair_n > 0 (as `profile comm` does
  * over 3 or more ranks); op_cluster_load reads them back.  Links op_cluster_read would refuse
- * (NaN, infinite, a bandwidth below OP_MIN_GBPS, a latency outside [0, OP_MAX_MS]) are an error, nothing is
- * written. */
+ * (NaN, infinite, a bandwidth below OP_MIN_GBPS, a latency outside [0, OP_MAX_MS], nodes_of
+ * outside [0, 2^20]) are an error, nothing is written. */
 int op_cluster_write(const char *path, const op_comm *c, const char *source, op_err *err);
 
 #define OP_CLUSTER_MAX_TYPES 8

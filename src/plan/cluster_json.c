@@ -229,6 +229,10 @@ static json_t *matrix(const double *m, int n) {
 /* A link the reader would refuse (or JSON cannot hold: NaN, infinity) is refused here, so a
  * written file always loads back.  Diagonal bandwidths are unused: only finite, for JSON. */
 static int check_links(const op_comm *c, op_err *err) {
+    /* as op_cluster_read takes it: a file written with another count could not be read back */
+    if (c->nodes_of < 0 || c->nodes_of > 1 << 20)
+        return op_errf(err, OP_EINVAL, "nodes_of: %d is not in [0, %d] (0 = one node)", c->nodes_of,
+                       1 << 20);
     const struct { const char *key; double v; int bw; } f[] = {
         {"intra_lat_ms", c->intra_lat_ms, 0}, {"intra_bw_GBps", c->intra_bw_GBps, 1},
         {"inter_lat_ms", c->inter_lat_ms, 0}, {"inter_bw_GBps", c->inter_bw_GBps, 1}};
