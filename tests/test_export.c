@@ -486,6 +486,46 @@ TEST(chrome_trace_json) {
 
 /* Well-formedness: every tag closed and properly nested, attributes quoted.  Returns the
  * number of elements, or -1. */
+/* Ops whose times are not whole nanoseconds still follow each other in the trace: ts and dur
+ * are taken from the same rounded ends (rounded apart, a plan's back-to-back ops overlapped by
+ * 1 ns, which Perfetto nests as one slice starting inside another). */
+TEST(chrome_trace_ops_do_not_overlap) {
+    op_plan p;
+    loop_plan(&p);
+    for (int l = 0; l < p.n_layers; l++) /* an llama2-7b embedding's F, a decoder's I and W */
+        p.layers[l].f_ms = 0.028052847761194027, p.layers[l].i_ms = 4.106244443295572,
+        p.layers[l].w_ms = 3.059812071433035;
+    CHECK(replay(&p) == 0);
+    op_buf b = {0};
+    op_err e = {0};
+    CHECK(op_export_chrome_trace(&p, &b, &e) == OP_OK);
+    json_error_t je;
+    json_t *root = json_loads(b.data, 0, &je);
+    CHECK_MSG(root != NULL, "line %d: %s", je.line, je.text);
+    double last_end[2] = {0, 0};
+    int nx = 0;
+    size_t i;
+    json_t *x;
+    json_array_foreach(json_object_get(root, "traceEvents"), i, x) {
+        const char *cat = json_string_value(json_object_get(x, "cat"));
+        if (strcmp(json_string_value(json_object_get(x, "ph")), "X") || !cat || strlen(cat) != 1)
+            continue;
+        int pid = (int)json_integer_value(json_object_get(x, "pid"));
+        double ts = json_number_value(json_object_get(x, "ts"));
+        double dur = json_number_value(json_object_get(x, "dur"));
+        /* ops come in device order; each starts at or after the previous one's end */
+        CHECK_MSG(ts >= last_end[pid] - 1e-9, "%s starts at %.3f us, before %.3f",
+                  json_string_value(json_object_get(x, "name")), ts, last_end[pid]);
+        CHECK(dur >= 0);
+        last_end[pid] = ts + dur;
+        nx++;
+    }
+    CHECK_EQ_INT(nx, 24);
+    json_decref(root);
+    op_buf_free(&b);
+    op_plan_free(&p);
+}
+
 static int xml_check(const char *s) {
     const char *stack[64];
     size_t len[64];
@@ -672,6 +712,7 @@ int main(int argc, char **argv) {
     RUN(megatron_hybrid_pattern);
     RUN(memory_timeline_by_hand);
     RUN(chrome_trace_json);
+    RUN(chrome_trace_ops_do_not_overlap);
     RUN(svg_small);
     RUN(svg_large);
     RUN(times_rejected);

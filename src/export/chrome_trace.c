@@ -10,6 +10,7 @@
  * Activation policies: a recompute (selective, full) is a slice "recompute s3 mb5" nested at
  * the start of its I or B, as it runs there; a device whose stages offload gets a second
  * thread "copy engine" (tid 1) with "offload s mb" and "reload s mb" slices. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,11 @@ static const char *cname(op_kind k) {
     return k == OP_F ? "rail_response" : k == OP_I ? "rail_load" : k == OP_W ? "good"
                                                                              : "thread_state_iowait";
 }
+
+/* ms as the trace's microseconds, rounded to the 1 ns that %.3f prints.  A slice's dur is
+ * the difference of its rounded ends: rounding ts and dur apart let back-to-back ops overlap
+ * by 1 ns, which Perfetto reads as a slice starting inside the previous one. */
+static double us(double ms) { return rint(ms * 1e6) / 1e3; }
 
 /* where op (slot 0 = F, 1 = I or B) of (stage, mb) sits: device and index, or -1 */
 typedef struct loc {
@@ -83,8 +89,8 @@ int op_export_chrome_trace(const op_plan *p, op_buf *out, op_err *err) {
                     op_buf_printf(&b, "%s{\"ph\":\"X\",\"name\":\"%s s%d mb%d\",\"cat\":\"copy\","
                                       "\"pid\":%d,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"cname\":"
                                       "\"%s\",\"args\":{\"stage\":%d,\"mb\":%d,\"bytes\":%lld}}",
-                                  sep, k ? "reload" : "offload", s, m, d, x[2 * k] * 1e3,
-                                  (x[2 * k + 1] - x[2 * k]) * 1e3, k ? "cq_build_passed" : "cq_build_running",
+                                  sep, k ? "reload" : "offload", s, m, d, us(x[2 * k]),
+                                  us(x[2 * k + 1]) - us(x[2 * k]), k ? "cq_build_passed" : "cq_build_running",
                                   s, m, (long long)op_stage_act_bytes(p, s));
                 }
             }
@@ -101,7 +107,8 @@ int op_export_chrome_trace(const op_plan *p, op_buf *out, op_err *err) {
             op_buf_printf(&b, "%s{\"ph\":\"X\",\"name\":\"recompute s%d mb%d\",\"cat\":\"recompute\","
                               "\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,\"cname\":\"terrible\","
                               "\"args\":{\"stage\":%d,\"mb\":%d,\"policy\":\"%s\"}}",
-                          sep, o->stage, o->mb, d, o->start * 1e3, rc_ms * 1e3, o->stage, o->mb,
+                          sep, o->stage, o->mb, d, us(o->start), us(o->start + rc_ms) - us(o->start),
+                          o->stage, o->mb,
                           op_act_policy_name(p->stage_act[o->stage]));
         }
     for (int d = 0; d < P; d++)
@@ -113,7 +120,7 @@ int op_export_chrome_trace(const op_plan *p, op_buf *out, op_err *err) {
                               "\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,\"cname\":\"%s\",\"args\":{"
                               "\"stage\":%d,\"mb\":%d,\"layers\":\"[%d,%d)\",\"n_layers\":%d}}",
                           sep, op_kind_name(k), o->stage, o->mb, op_kind_name(k), d,
-                          o->start * 1e3, (o->end - o->start) * 1e3, cname(k), o->stage, o->mb,
+                          us(o->start), us(o->end) - us(o->start), cname(k), o->stage, o->mb,
                           l0, l1, l1 - l0);
         }
     for (int d = 0; d < P; d++) {
