@@ -169,6 +169,16 @@ else bad "compare --mem-limit 10: $(grep -i "bound" "$tmp/out")"; fi
 if jq -e 'has("lower_bound_mem_ms") and .lower_bound_mem_ms == null' "$tmp/out" > /dev/null; then ok
 else bad "compare --mem-limit 10 --json: lower_bound_mem_ms is not null"; fi
 
+# compare --json's limits are whole bytes, as the plan files write them (at the dump's 10
+# digits 77309411328 came out as 7.730941133e10, above the limit "fits" was judged against),
+# and a mixed cluster lists each device's own limit
+"$OP" compare --model llama2-7b --gpus h200:2,h100-80gb:2 --microbatches 8 --no-tune --json \
+  --plans-dir "$tmp/cl" > "$tmp/out" 2>&1
+if grep -q '"mem_limit_bytes": 77309411328,' "$tmp/out" \
+   && jq -e --slurpfile p "$tmp/cl/1f1b.json" '.mem_limit_bytes == $p[0].mem_limit_bytes
+      and .device_mem_limit_bytes == $p[0].device_mem_limit_bytes' "$tmp/out" > /dev/null; then ok
+else bad "compare --json limits differ from the plan file's: $(grep -A5 mem_limit "$tmp/out" | tr -d '\n ')"; fi
+
 # a memory-aware bound above the other by less than the printed 0.01 ms is not a second line
 # (llama2-7b P=4 M=8 printed "lower bound 747.09 ms; memory-aware 747.09 ms")
 "$OP" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune > "$tmp/out" 2>&1

@@ -239,7 +239,15 @@ int cmd_compare(int argc, char **argv) {
         /* +inf (no plan fits) has no JSON number: null, as for the other absent values */
         json_object_set_new(root, "lower_bound_mem_ms", isinf(lbm) ? json_null() : json_real(lbm));
         json_object_set_new(root, "bound_devices", json_integer(few));
-        json_object_set_new(root, "mem_limit_bytes", json_real(limit));
+        /* whole bytes, as plan files write them: a real at the dump's 10 digits rounded
+         * 77309411328 up to 7.730941133e10, above the limit "fits" was judged against */
+        json_object_set_new(root, "mem_limit_bytes", json_integer((json_int_t)floor(limit)));
+        if (s.pr.dev_mem_limit) { /* a mixed cluster: each device's own limit, as "fits" uses */
+            json_t *dl = json_array();
+            for (int d = 0; d < s.P; d++)
+                json_array_append_new(dl, json_integer((json_int_t)floor(s.pr.dev_mem_limit[d])));
+            json_object_set_new(root, "device_mem_limit_bytes", dl);
+        }
         json_object_set_new(root, "memory_modelled", json_boolean(mem));
         for (int k = 0; k < nrows; k++) {
             row *r = &rows[k];
