@@ -425,6 +425,14 @@ TEST(report_numbers_are_exact) {
     CHECK_STR_CONTAINS(b.data, "\"name\": \"predicted\"");
     CHECK_STR_CONTAINS(b.data, "\"ts\": 4400.000, \"dur\": 2200.000");
     op_buf_free(&b);
+    /* ops whose times are not whole nanoseconds still touch: dur runs between the rounded
+     * ends (rounded apart, F1 [28.0526, 56.1054] us ended at 28.053 + 28.053 = 56.106, after
+     * B1 began at 56.105) */
+    p.ops[1][0].start = 0.0280526, p.ops[1][0].end = p.ops[1][1].start = 0.0561054;
+    op_exec_chrome_trace(&r, &p, &b);
+    CHECK_STR_CONTAINS(b.data, "\"ts\": 28.053, \"dur\": 28.052, \"args\": {\"stage\": 1");
+    CHECK_STR_CONTAINS(b.data, "\"ts\": 56.105, \"dur\": 3943.895, \"args\": {\"stage\": 1");
+    op_buf_free(&b);
     CHECK(op_exec_check_order(&r, &p, NULL) == OP_OK);
     r.recs[1][0].kind = OP_B; /* a wrong order is named */
     op_err e = {0};

@@ -79,12 +79,15 @@ void op_exec_report_json(const op_exec_result *r, const op_plan *pred, double ti
     free(pb);
 }
 
+/* ts and dur in microseconds at the 1 ns %.3f prints, dur between the rounded ends: rounded
+ * apart, back-to-back predicted ops overlapped by 1 ns, which Perfetto misnests */
 static void trace_op(op_buf *out, int *first, int pid, int tid, int kind, int s, int m,
                      double start, double end) {
+    double t0 = rint(start * 1e6) / 1e3, t1 = rint(end * 1e6) / 1e3;
     op_buf_printf(out, "%s\n{\"name\": \"%s%d\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
                        "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"stage\": %d, \"mb\": %d}}",
                   *first ? "" : ",", op_kind_name((op_kind)kind), m, op_kind_name((op_kind)kind),
-                  pid, tid, start * 1e3, (end - start) * 1e3, s, m);
+                  pid, tid, t0, t1 - t0, s, m);
     *first = 0;
 }
 
