@@ -134,6 +134,20 @@ if command -v python3 >/dev/null; then
   python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$d/fffe.svg" && ok || bad "U+FFFE name: SVG does not parse"
 fi
 
+# a GPU type name the SVG's margin cuts (14 bytes) inside a character: cut before it (half of
+# it is no UTF-8 and the SVG did not parse)
+if "$OCTOPIPE" compare --model llama2-7b --gpus h100-80gb:2,a100-80gb:2 --microbatches 4 --no-tune \
+     --plans-dir "$tmp/mx" >/dev/null 2>"$tmp/err"; then
+  sed 's/"name": "a100-80gb"/"name": "abcdefghijklm\\u00e9"/' "$tmp/mx/1f1b.json" >"$tmp/cut.json"
+  expect 0 "type name cut" "$OCTOPIPE" export "$tmp/cut.json" --svg "$d/cut.svg"
+  has "$d/cut.svg" ">abcdefghijklm</tspan>" "type name cut"
+  if command -v python3 >/dev/null; then
+    python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$d/cut.svg" && ok || bad "type name cut: SVG does not parse"
+  fi
+else
+  bad "compare --gpus: $(head -c 300 "$tmp/err")"
+fi
+
 # interleaved (loop, 2 stages per device): layout with VPP 2 and a loop CSV
 if [ -s "$tmp/tf/i1f1b.json" ]; then
   expect 0 "i1f1b" "$OCTOPIPE" export "$tmp/tf/i1f1b.json" --torch-csv "$d/i.csv" --megatron-layout "$d/i.txt"
