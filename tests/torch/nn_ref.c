@@ -162,7 +162,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         L[i] = (op_nn_layer){m.pattern[i], i, &m.cfg, w->data};
-        ctx[i] = (op_nn_ctx){&ai[i], &aw[i], batch, NULL};
+        ctx[i] = (op_nn_ctx){.ai = &ai[i], .aw = &aw[i], .batch = batch}; /* keep: no drop */
     }
     for (int i = 0; i <= nl; i++) {
         act[i] = op_xcalloc((size_t)N * d, sizeof(float));
