@@ -69,6 +69,13 @@ printf '\x55' | dd of="$tmp/c.ckpt" bs=1 seek=200 conv=notrunc status=none
 cp "$tmp/c.ckpt" "$tmp/corrupt/model.ckpt"
 "$OP" train $T --devices 2 --plan 1f1b --steps 6 --threads --checkpoint "$tmp/corrupt" --resume > "$tmp/c.out" 2> "$tmp/c.err"
 [ $? -ne 0 ] && grep -qi "checksum" "$tmp/c.err" && ok || bad "corrupted checkpoint accepted: $(cat "$tmp/c.err")"
+# a FIFO as DIR/model.ckpt: resuming read it twice and blocked on the second open forever, and a
+# run without --resume blocked at its final save; a checkpoint is a regular file, refused up front
+mkdir -p "$tmp/fifo" && mkfifo "$tmp/fifo/model.ckpt"
+for r in --resume ""; do
+  timeout -k 5 60 "$OP" train $T --devices 2 --plan 1f1b --steps 2 --threads --checkpoint "$tmp/fifo" $r > "$tmp/f.out" 2> "$tmp/f.err"
+  rc=$?; [ $rc -eq 2 ] && grep -q "fifo/model.ckpt: is not a regular file" "$tmp/f.err" && ok || bad "FIFO checkpoint $r: rc=$rc $(cat "$tmp/f.err")"
+done
 
 # --calibrate: two plans take turns, the fitted times and the speed spread make the prediction
 # (the spread needs undisturbed calibration steps, which a loaded machine may not give: not required)

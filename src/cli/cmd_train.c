@@ -643,6 +643,15 @@ static int check_outputs(const targs *a) {
     struct stat st;
     if (a->ckpt && (!a->resume || stat(a->ckpt, &st) == 0) && op_cli_check_out_dir("train", a->ckpt))
         return 2;
+    /* DIR/model.ckpt is replaced by rename: a FIFO or device there would block or take the
+     * save only after the whole run (op_ckpt_save refuses it then) */
+    char path[4096];
+    if (a->ckpt && snprintf(path, sizeof path, "%s/model.ckpt", a->ckpt) > 0 && stat(path, &st) == 0 &&
+        !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "octopipe train: %s: %s, not a checkpoint (checkpoints are regular files)\n", path,
+                S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+        return 2;
+    }
     return 0;
 }
 
