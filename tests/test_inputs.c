@@ -499,6 +499,28 @@ TEST(checkpoint_checked_and_temps_cleaned) {
     memset(&e, 0, sizeof e);
     CHECK_EQ_INT(op_ckpt_load(path, &m, sp, 1, &next, &e), OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "checksum mismatch");
+    data[len / 2] ^= 0x55;
+    /* the checksum right but the size not: said "holds 51424 parameters, the model has 51424" */
+    char *big = malloc(len + 8);
+    memcpy(big, data, len - 8), memset(big + len - 8, 0, 8);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a, as ckpt.c */
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)big[i]) * 1099511628211ull;
+    memcpy(big + len, &h, 8);
+    CHECK_EQ_INT(op_write_file_atomic(path, big, len + 8, &e), OP_OK);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_ckpt_check(path, &m, &next, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "bytes, but");
+    free(big);
+    /* another init seed (train --seed) with the same pattern: said the two equal patterns
+     * "or dimensions differ"; the field that differs is named */
+    op_nn_cfg c7 = m.cfg;
+    c7.seed = 7;
+    op_nn_model m7;
+    CHECK_EQ_INT(op_nn_model_init(&m7, m.pattern, &c7, &e), OP_OK);
+    CHECK_EQ_INT(op_write_file_atomic(path, data, len, &e), OP_OK);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_ckpt_check(path, &m7, &next, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "init seed (--seed) 1, this model's is 7");
     /* truncated to the header */
     CHECK_EQ_INT(op_write_file_atomic(path, data, 20, &e), OP_OK);
     memset(&e, 0, sizeof e);

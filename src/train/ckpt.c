@@ -36,6 +36,23 @@ static void put_cfg(op_buf *b, const op_nn_cfg *c) {
     op_buf_put(b, &c->seed, sizeof c->seed);
 }
 
+/* The cfg block's fields in put_cfg's order: 15 int32, 2 float, the u64 seed. */
+static const char *const CFG_NAMES[] = {
+    "vocab", "d", "seq", "batch", "n_heads", "window", "ssm_inner", "ssm_state", "ssm_conv",
+    "ssm_dt_rank", "ffn", "n_experts", "top_k", "expert_dim", "shared_dim", "aux_coef", "norm_eps",
+    "init seed (--seed)"};
+#define CFG_FIELDS ((int)(sizeof CFG_NAMES / sizeof *CFG_NAMES))
+
+/* Field k of a cfg block at b, as text (floats with prec digits). */
+static void cfg_field(const unsigned char *b, int k, int prec, char *out, size_t cap) {
+    int32_t i;
+    float f;
+    uint64_t u;
+    if (k < 15) memcpy(&i, b + 4 * k, 4), snprintf(out, cap, "%d", (int)i);
+    else if (k < 17) memcpy(&f, b + 4 * k, 4), snprintf(out, cap, "%.*g", prec, (double)f);
+    else memcpy(&u, b + 68, 8), snprintf(out, cap, "%llu", (unsigned long long)u);
+}
+
 static int check_cover(const op_nn_model *m, op_nn_stage *const *st, int n, op_err *err) {
     int next = 0;
     for (int i = 0; i < n; i++) {
@@ -136,19 +153,39 @@ static int check_image(const unsigned char *p, size_t len, const char *path, con
     int same = plen == strlen(m->pattern) && off + plen + want.len + 16 <= len &&
                !memcmp(p + off, m->pattern, plen) && !memcmp(p + off + plen, want.data, want.len);
     size_t wl = want.len;
+    /* the same pattern: name the dimension that differs (a --seed other than the one the file
+     * was written with said "pattern \"EM*-#L\" or dimensions differ from \"EM*-#L\"") */
+    if (!same && plen == strlen(m->pattern) && off + plen + wl + 16 <= len && !memcmp(p + off, m->pattern, plen)) {
+        const unsigned char *a = p + off + plen, *b = (const unsigned char *)want.data;
+        int k = 0;
+        while (k < CFG_FIELDS - 1 && !memcmp(a + 4 * k, b + 4 * k, 4)) k++; /* the seed: 8 bytes at 68 */
+        char has[40], is[40];
+        for (int prec = 6; prec <= 9; prec += 3) { /* more digits where 6 show no difference */
+            cfg_field(a, k, prec, has, sizeof has);
+            cfg_field(b, k, prec, is, sizeof is);
+            if (strcmp(has, is)) break;
+        }
+        op_buf_free(&want);
+        return op_errf(err, rc, "%s: written for another model: %s %s, this model's is %s (pattern \"%s\")",
+                       path, CFG_NAMES[k], has, is, m->pattern);
+    }
     op_buf_free(&want);
-    if (!same)
+    if (!same) /* the pattern shown stops before the checksum */
         return op_errf(err, rc, "%s: written for another model (pattern \"%.*s\" or dimensions differ "
-                                "from \"%s\")", path, (int)(plen < 256 && plen <= len - off ? plen : 0),
+                                "from \"%s\")", path, (int)(plen < 256 && plen <= len - 8 - off ? plen : 0),
                        (const char *)p + off, m->pattern);
     off += plen + wl;
     uint64_t np;
     memcpy(next_step, p + off, 8);
     memcpy(&np, p + off + 8, 8);
     off += 16;
-    if (np != m->off[m->n_layers] || np > len || off + 3 * np * sizeof(float) + 8 != len)
+    if (np != m->off[m->n_layers])
         return op_errf(err, rc, "%s: holds %llu parameters, the model has %zu", path,
                        (unsigned long long)np, m->off[m->n_layers]);
+    /* the count is right but the bytes are not (said "holds N parameters, the model has N") */
+    if (off + 3 * np * sizeof(float) + 8 != len)
+        return op_errf(err, rc, "%s: %zu bytes, but %llu parameters with their AdamW state take %zu",
+                       path, len, (unsigned long long)np, off + 3 * (size_t)np * sizeof(float) + 8);
     if (*next_step < 0)
         return op_errf(err, rc, "%s: step %lld is negative", path, (long long)*next_step);
     *params_at = off;
