@@ -466,6 +466,21 @@ static pid_t dead_pid(void) {
     return c;
 }
 
+/* A profile that lost "pattern" (or "forward_ms") was read as an HF config and refused for
+ * lacking 'model_type', which no profile has: the message names what the profile lacks. */
+TEST(profile_without_pattern_named) {
+    const char *path = tmp("nopattern.json");
+    write_text(path, "{\"forward_ms\": {\"E\": 0.5, \"L\": 3}, \"backward_ms\": {\"E\": 0, \"L\": 2.5}}\n");
+    op_model m;
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_model_load(path, &m, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "nopattern.json: a profile (it has \"forward_ms\") needs \"pattern\" too");
+    write_text(path, "{\"pattern\": \"M-\", \"backward_ms\": {\"E\": 0}}\n");
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_model_load(path, &m, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "needs \"forward_ms\" too");
+}
+
 TEST(checkpoint_checked_and_temps_cleaned) {
     op_nn_model m;
     CHECK_EQ_INT(op_nn_model_from_spec(&m, "tiny", &e), OP_OK);
@@ -535,6 +550,7 @@ int main(int argc, char **argv) {
     if (!mkdtemp(tmpdir)) return 1;
     RUN(profile_nonfinite_refused_with_position);
     RUN(profile_figures_beyond_any_device);
+    RUN(profile_without_pattern_named);
     RUN(hf_huge_number_not_echoed);
     RUN(tp_must_divide_heads);
     RUN(cost_figures_beyond_int64_refused);

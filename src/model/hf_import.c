@@ -63,7 +63,16 @@ int op_model_from_hf_json(const char *json_text, const char *name, op_model *m, 
     }
     json_t *mt = json_object_get(root, "model_type");
     if (!mt) {
-        op_errf(err, OP_EINVAL, "%s: missing required field 'model_type'", file);
+        /* a profile without "pattern" or "forward_ms" comes here as an HF config: name what
+         * the profile lacks, not the model_type no profile has */
+        const char *has = json_object_get(root, "forward_ms") ? "forward_ms"
+                          : json_object_get(root, "pattern")  ? "pattern"
+                                                               : NULL;
+        if (has)
+            op_errf(err, OP_EINVAL, "%s: a profile (it has \"%s\") needs \"%s\" too", file, has,
+                    strcmp(has, "pattern") ? "pattern" : "forward_ms");
+        else
+            op_errf(err, OP_EINVAL, "%s: missing required field 'model_type'", file);
         goto out;
     }
     if (!json_is_string(mt) || op_hf_is_nan(mt)) {
