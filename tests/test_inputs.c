@@ -4,6 +4,7 @@
  * take (too few layers, no time at all, zero link bandwidth), cluster files of the wrong
  * shape, plan files with figures beyond the bounds, corrupt checkpoints and the temp files of
  * killed checkpoint writers.  Each case was an abort, a hang or a wrong figure once. */
+#include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -481,6 +482,13 @@ TEST(profile_without_pattern_named) {
     CHECK_STR_CONTAINS(e.msg, "needs \"forward_ms\" too");
 }
 
+/* Rewrites the checksum (FNV-1a, as ckpt.c) of a checkpoint image of len bytes. */
+static void seal_ckpt(char *img, size_t len) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i + 8 < len; i++) h = (h ^ (unsigned char)img[i]) * 1099511628211ull;
+    memcpy(img + len - 8, &h, 8);
+}
+
 TEST(checkpoint_checked_and_temps_cleaned) {
     op_nn_model m;
     CHECK_EQ_INT(op_nn_model_from_spec(&m, "tiny", &e), OP_OK);
@@ -518,13 +526,21 @@ TEST(checkpoint_checked_and_temps_cleaned) {
     /* the checksum right but the size not: said "holds 51424 parameters, the model has 51424" */
     char *big = malloc(len + 8);
     memcpy(big, data, len - 8), memset(big + len - 8, 0, 8);
-    uint64_t h = 1469598103934665603ull; /* FNV-1a, as ckpt.c */
-    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)big[i]) * 1099511628211ull;
-    memcpy(big + len, &h, 8);
+    seal_ckpt(big, len + 8);
     CHECK_EQ_INT(op_write_file_atomic(path, big, len + 8, &e), OP_OK);
     memset(&e, 0, sizeof e);
     CHECK_EQ_INT(op_ckpt_check(path, &m, &next, &e), OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "bytes, but");
+    /* a NaN weight under a right checksum (a diverged run's save): resumed with OP_OK, and one
+     * in a row the data never reads trained on with a finite loss */
+    memcpy(big, data, len);
+    float nan = NAN;
+    memcpy(big + len - 8 - 3 * m.off[m.n_layers] * sizeof(float), &nan, sizeof nan);
+    seal_ckpt(big, len);
+    CHECK_EQ_INT(op_write_file_atomic(path, big, len, &e), OP_OK);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_ckpt_load(path, &m, sp, 1, &next, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "model.ckpt: parameter 0 is nan");
     free(big);
     /* another init seed (train --seed) with the same pattern: said the two equal patterns
      * "or dimensions differ"; the field that differs is named */

@@ -8,6 +8,7 @@
  * gone.  Floats are stored bit for bit: resuming continues bitwise. */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +189,19 @@ static int check_image(const unsigned char *p, size_t len, const char *path, con
                        path, len, (unsigned long long)np, off + 3 * (size_t)np * sizeof(float) + 8);
     if (*next_step < 0)
         return op_errf(err, rc, "%s: step %lld is negative", path, (long long)*next_step);
+    /* The checksum only says the bytes are the ones written: a run that diverged wrote NaN
+     * weights, and a NaN in a row the data never reads (or a negative second moment) trained
+     * on with a finite loss.  Parameters and first moments finite, second moments >= 0. */
+    for (size_t i = 0; i < 3 * (size_t)np; i++) {
+        float x;
+        memcpy(&x, p + off + i * sizeof x, sizeof x);
+        if (i < 2 * (size_t)np ? !isfinite(x) : !(x >= 0))
+            return op_errf(err, rc, "%s: %s %zu is %g: the run that wrote it diverged or the file was "
+                                    "altered; refusing to resume from it", path,
+                           i < np ? "parameter" : i < 2 * np ? "AdamW first moment of parameter"
+                                                             : "AdamW second moment of parameter",
+                           (size_t)(i % np), (double)x);
+    }
     *params_at = off;
     return OP_OK;
 }
