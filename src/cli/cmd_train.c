@@ -424,6 +424,7 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
     }
     if (a->save_plan && op_plan_write(p, a->save_plan, &e)) {
         fprintf(stderr, "octopipe train: %s\n", e.msg);
+        op_plan_free(p); /* the callers free the plan only when it is returned */
         return 1;
     }
     return 0;
