@@ -69,6 +69,13 @@ printf '\x55' | dd of="$tmp/c.ckpt" bs=1 seek=200 conv=notrunc status=none
 cp "$tmp/c.ckpt" "$tmp/corrupt/model.ckpt"
 "$OP" train $T --devices 2 --plan 1f1b --steps 6 --threads --checkpoint "$tmp/corrupt" --resume > "$tmp/c.out" 2> "$tmp/c.err"
 [ $? -ne 0 ] && grep -qi "checksum" "$tmp/c.err" && ok || bad "corrupted checkpoint accepted: $(cat "$tmp/c.err")"
+# ... and under the user's own mpirun (no launcher check): every rank that reports says why;
+# rank 1's "rank 0 could not load PATH" often stopped the job before rank 0 said "checksum"
+timeout -k 5 90 env ASAN_OPTIONS="$RANK_ASAN" mpirun --oversubscribe --bind-to none --timeout 60 -np 2 \
+  "$OP" train $T --devices 2 --plan 1f1b --steps 6 --checkpoint "$tmp/corrupt" --resume > "$tmp/cm.out" 2>&1; rc=$?
+grep "^octopipe train: rank" "$tmp/cm.out" > "$tmp/cm.lines"
+[ $rc -ne 0 ] && [ -s "$tmp/cm.lines" ] && ! grep -qv "corrupt/model.ckpt: checksum mismatch" "$tmp/cm.lines" && ok \
+  || bad "corrupted checkpoint under own mpirun: rc=$rc $(cat "$tmp/cm.lines")"
 # a FIFO as DIR/model.ckpt: resuming read it twice and blocked on the second open forever, and a
 # run without --resume blocked at its final save; a checkpoint is a regular file, refused up front
 mkdir -p "$tmp/fifo" && mkfifo "$tmp/fifo/model.ckpt"

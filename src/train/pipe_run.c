@@ -34,6 +34,17 @@ static void unpack_stage(op_nn_stage *s, const float *src) {
     memcpy(s->adam_v, src + 2 * np, np * sizeof(float));
 }
 
+/* A checkpoint rank 0 failed to read or write: every rank returns rank 0's message.  The
+ * first rank to report stops the job (hard_abort), and that was often a rank that only said
+ * "rank 0 could not load PATH", killing rank 0 before it said why (a checksum, a size). */
+static int rank0_error(op_xport *x, int code, const char *what, op_err *err) {
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err && x->rank == 0 ? err->msg : "");
+    x->bcast(x, msg, sizeof msg);
+    if (x->rank == 0) return code;
+    return op_errf(err, code, "rank 0 %s: %s", what, msg);
+}
+
 static int mpi_save(op_ptrain *t, op_ptrain **full, const op_nn_model *m, const op_train_data *d,
                     const op_plan *p, op_xport *x, const char *path, int64_t next, op_err *err) {
     size_t n = pack(t, p, NULL);
@@ -66,7 +77,7 @@ static int mpi_save(op_ptrain *t, op_ptrain **full, const op_nn_model *m, const 
     free(all), free(lens);
     int32_t code = rc;
     x->bcast(x, &code, sizeof code); /* everyone learns whether the file was written */
-    if (code && x->rank != 0) return op_errf(err, code, "rank 0 could not write the checkpoint");
+    if (code) return rank0_error(x, code, "could not write the checkpoint", err);
     return code;
 }
 
@@ -86,7 +97,7 @@ static int mpi_load(op_ptrain *t, const op_nn_model *m, const op_train_data *d, 
     x->bcast(x, hdr, sizeof hdr);
     if (hdr[0]) {
         free(buf);
-        return x->rank == 0 ? (int)hdr[0] : op_errf(err, (int)hdr[0], "rank 0 could not load %s", path);
+        return rank0_error(x, (int)hdr[0], "could not load the checkpoint", err);
     }
     x->bcast(x, buf, (int64_t)(total * sizeof(float)));
     /* buf holds every stage in order; take ours */
