@@ -37,7 +37,7 @@ static void two_stage(op_plan *p, int P, const int *types, int dev0, int dev1, c
     layer(&rows[3], "b", 2, 500);
     op_plan_init(p, "gpipe", rows, 2, P, 2, 2, c);
     const char names[2][32] = {"fast", "slow"};
-    op_plan_set_types(p, 2, names, rows, types, NULL);
+    CHECK_EQ_INT(op_plan_set_types(p, 2, names, rows, types, NULL), OP_OK);
     p->stage_first[0] = 0, p->stage_first[1] = 1, p->stage_first[2] = 2;
     p->stage_dev[0] = dev0, p->stage_dev[1] = dev1;
     const int dev[2] = {dev0, dev1};
@@ -107,6 +107,21 @@ TEST(slow_link_by_hand) {
 /* GPipe M = 2 holds both microbatches' activations: device 0 peaks at 1000 + 2 * 100 = 1200 B,
  * device 1 at 500 + 200 = 700 B.  Limits {1300, 800} fit although their smallest (800) would
  * refuse device 0; {1300, 600} refuse on device 1 only. */
+/* A device type outside the types given is the caller's error, reported: it aborted the caller
+ * on an assertion.  The plan is left as it was. */
+TEST(set_types_refuses_bad_types) {
+    op_plan p;
+    const int ok[2] = {0, 1}, bad[2] = {0, 2}, neg[2] = {-1, 0};
+    two_stage(&p, 2, ok, 0, 1, NULL);
+    op_layer_cost rows[4];
+    memcpy(rows, p.type_layers, sizeof rows);
+    CHECK_EQ_INT(op_plan_set_types(&p, 2, NULL, rows, bad, NULL), OP_EINVAL);
+    CHECK_EQ_INT(op_plan_set_types(&p, 2, NULL, rows, neg, NULL), OP_EINVAL);
+    CHECK_EQ_INT(op_plan_set_types(&p, 0, NULL, rows, NULL, NULL), OP_EINVAL);
+    CHECK(p.n_types == 2 && p.dev_type[1] == 1);
+    op_plan_free(&p);
+}
+
 TEST(limit_per_device) {
     op_plan p;
     const int types[2] = {0, 1};
@@ -965,6 +980,7 @@ int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(two_speeds_by_hand);
     RUN(slow_link_by_hand);
+    RUN(set_types_refuses_bad_types);
     RUN(limit_per_device);
     RUN(bound_by_hand);
     RUN(bound_warmup_by_hand);

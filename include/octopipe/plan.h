@@ -128,10 +128,11 @@ void op_plan_copy(op_plan *dst, const op_plan *src);
 void op_plan_set_ops(op_plan *p, int d, const op_op *ops, int n);
 
 /* Mixed clusters: sets the device types of p (copied into its arena; `layers` becomes a copy
- * of row 0).  names may be NULL; dev_mem_limit may be NULL (every device mem_limit_bytes). */
-void op_plan_set_types(op_plan *p, int n_types, const char (*names)[32],
-                       const op_layer_cost *type_layers, const int *dev_type,
-                       const double *dev_mem_limit);
+ * of row 0).  names may be NULL; dev_mem_limit may be NULL (every device mem_limit_bytes).
+ * OP_EINVAL, p unchanged, for n_types < 1 or a device type outside 0..n_types-1. */
+int op_plan_set_types(op_plan *p, int n_types, const char (*names)[32],
+                      const op_layer_cost *type_layers, const int *dev_type,
+                      const double *dev_mem_limit);
 /* 1 when p's devices are of more than one type or have their own memory limits. */
 int op_plan_is_mixed(const op_plan *p);
 /* Per-layer costs on device d (row dev_type[d] of type_layers), and on stage s's device. */

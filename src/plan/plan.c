@@ -73,10 +73,13 @@ void op_plan_init_problem(op_plan *p, const char *name, const op_problem *pr, in
         snprintf(p->type_name[0], sizeof p->type_name[0], "%s", pr->type_name[0]);
 }
 
-void op_plan_set_types(op_plan *p, int n_types, const char (*names)[32],
-                       const op_layer_cost *type_layers, const int *dev_type,
-                       const double *dev_mem_limit) {
-    OP_ASSERT(n_types >= 1, "n_types %d", n_types);
+int op_plan_set_types(op_plan *p, int n_types, const char (*names)[32],
+                      const op_layer_cost *type_layers, const int *dev_type,
+                      const double *dev_mem_limit) {
+    /* the caller's numbers: refused before p changes (this asserted, aborting the caller) */
+    if (n_types < 1) return OP_EINVAL;
+    for (int d = 0; dev_type && d < p->P; d++)
+        if (dev_type[d] < 0 || dev_type[d] >= n_types) return OP_EINVAL;
     size_t L = (size_t)p->n_layers;
     p->n_types = n_types;
     p->type_layers = OP_ARENA_NEW(&p->arena, op_layer_cost, (size_t)n_types * L);
@@ -85,16 +88,13 @@ void op_plan_set_types(op_plan *p, int n_types, const char (*names)[32],
     p->type_name = op_arena_alloc(&p->arena, (size_t)32 * (size_t)n_types);
     for (int t = 0; names && t < n_types; t++)
         snprintf(p->type_name[t], sizeof p->type_name[t], "%s", names[t]);
-    for (int d = 0; d < p->P; d++) {
-        p->dev_type[d] = dev_type ? dev_type[d] : 0;
-        OP_ASSERT(p->dev_type[d] >= 0 && p->dev_type[d] < n_types, "device %d type %d", d,
-                  p->dev_type[d]);
-    }
+    for (int d = 0; d < p->P; d++) p->dev_type[d] = dev_type ? dev_type[d] : 0;
     p->dev_mem_limit = NULL;
     if (dev_mem_limit) {
         p->dev_mem_limit = OP_ARENA_NEW(&p->arena, double, p->P);
         memcpy(p->dev_mem_limit, dev_mem_limit, sizeof(double) * (size_t)p->P);
     }
+    return OP_OK;
 }
 
 int op_plan_is_mixed(const op_plan *p) {
