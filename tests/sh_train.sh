@@ -137,6 +137,14 @@ expect_err "--repeats needs an integer in \[1, 1000\] (got '100000000')" train -
 if [ $rc -eq 0 ] && grep -q -- "-> nan" "$tmp/nan.out" && grep -q "the loss is not finite: training diverged (try a smaller --lr)" "$tmp/nan.err" \
    && ! grep -q "runtime error" "$tmp/nan.err"; then ok
 else bad "train --lr 100: rc=$rc $(tail -n 3 "$tmp/nan.err")"; fi
+# with --checkpoint, a diverged run's NaN weights replaced the last good checkpoint (and no
+# resume accepts them): the save is refused, the file keeps the good one, exit 1
+"$OP" train --model tiny --devices 1 --microbatches 1 --steps 2 --threads --repeats 1 --checkpoint "$tmp/ckd" > /dev/null 2>&1
+cp "$tmp/ckd/model.ckpt" "$tmp/good.ckpt"
+"$OP" train --model tiny --devices 1 --microbatches 1 --steps 20 --threads --repeats 1 --lr 100 --checkpoint "$tmp/ckd" > /dev/null 2> "$tmp/nan.err"; rc=$?
+if [ $rc -eq 1 ] && grep -q "model.ckpt: not written: parameter [0-9]* is nan (training diverged); the file keeps what it held" "$tmp/nan.err" \
+   && cmp -s "$tmp/ckd/model.ckpt" "$tmp/good.ckpt"; then ok
+else bad "a diverged run's checkpoint: rc=$rc $(tail -n 2 "$tmp/nan.err")"; fi
 
 # --watchdog: the executor's (30 s by default, which many ranks on few cores could outwait)
 expect_err "--watchdog needs a number in (0, 1e6]" train --model tiny --devices 2 --microbatches 2 --threads --watchdog 0

@@ -102,6 +102,22 @@ static int check_regular(const char *path, op_err *err) {
     return OP_OK;
 }
 
+/* The first of np parameters, np first and np second AdamW moments (as a checkpoint lays them
+ * out from `at`) that no run should write or resume: a parameter or first moment not finite,
+ * a second moment negative or NaN; 3 np when there is none (*x: its value). */
+static size_t bad_value(const unsigned char *at, size_t np, float *x) {
+    for (size_t i = 0; i < 3 * np; i++) {
+        memcpy(x, at + i * sizeof *x, sizeof *x);
+        if (i < 2 * np ? !isfinite(*x) : !(*x >= 0)) return i;
+    }
+    return 3 * np;
+}
+
+static const char *value_name(size_t i, uint64_t np) {
+    return i < np ? "parameter" : i < 2 * np ? "AdamW first moment of parameter"
+                                             : "AdamW second moment of parameter";
+}
+
 int op_ckpt_save(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
                  int64_t next_step, op_err *err) {
     int rc = check_cover(m, stages, n, err);
@@ -117,12 +133,23 @@ int op_ckpt_save(const char *path, const op_nn_model *m, op_nn_stage *const *sta
     op_buf_put(&b, &next_step, 8);
     uint64_t np = m->off[m->n_layers];
     op_buf_put(&b, &np, 8);
+    const size_t at = b.len;
     for (int which = 0; which < 3; which++)
         for (int i = 0; i < n; i++) {
             const float *a = which == 0 ? stages[i]->params : which == 1 ? stages[i]->adam_m
                                                                          : stages[i]->adam_v;
             op_buf_put(&b, a, stages[i]->n_params * sizeof(float));
         }
+    /* a diverged run's weights: written, they replaced the last good checkpoint with one no
+     * resume accepts */
+    float x;
+    size_t bad = bad_value((const unsigned char *)b.data + at, (size_t)np, &x);
+    if (bad < 3 * (size_t)np) {
+        op_buf_free(&b);
+        return op_errf(err, OP_EIO, "%s: not written: %s %zu is %g (training diverged); the file "
+                                    "keeps what it held", path, value_name(bad, np),
+                       (size_t)(bad % np), (double)x);
+    }
     uint64_t h = fnv1a((const unsigned char *)b.data, b.len);
     op_buf_put(&b, &h, 8);
     rc = op_out_write(path, b.data, b.len, err);
@@ -191,17 +218,13 @@ static int check_image(const unsigned char *p, size_t len, const char *path, con
         return op_errf(err, rc, "%s: step %lld is negative", path, (long long)*next_step);
     /* The checksum only says the bytes are the ones written: a run that diverged wrote NaN
      * weights, and a NaN in a row the data never reads (or a negative second moment) trained
-     * on with a finite loss.  Parameters and first moments finite, second moments >= 0. */
-    for (size_t i = 0; i < 3 * (size_t)np; i++) {
-        float x;
-        memcpy(&x, p + off + i * sizeof x, sizeof x);
-        if (i < 2 * (size_t)np ? !isfinite(x) : !(x >= 0))
-            return op_errf(err, rc, "%s: %s %zu is %g: the run that wrote it diverged or the file was "
-                                    "altered; refusing to resume from it", path,
-                           i < np ? "parameter" : i < 2 * np ? "AdamW first moment of parameter"
-                                                             : "AdamW second moment of parameter",
-                           (size_t)(i % np), (double)x);
-    }
+     * on with a finite loss. */
+    float x;
+    size_t i = bad_value(p + off, (size_t)np, &x);
+    if (i < 3 * (size_t)np)
+        return op_errf(err, rc, "%s: %s %zu is %g: the run that wrote it diverged or the file was "
+                                "altered; refusing to resume from it", path, value_name(i, np),
+                       (size_t)(i % np), (double)x);
     *params_at = off;
     return OP_OK;
 }
