@@ -437,6 +437,14 @@ TEST(plan_file_figures_bounded) {
         CHECK_STR_CONTAINS(e.msg, ovh[k][1]);
         free(text);
     }
+    /* tokens per microbatch as a problem takes them: 1e308 read and simulated to infinite
+     * tokens/s */
+    text = with_value(&b, "\"tokens_per_mb\": ", "1e308");
+    CHECK(text[0] != 0);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_plan_from_json(text, "p.json", &q, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json: tokens per microbatch 1e+308 is not in [0, 2^53]");
+    free(text);
     /* links slower than 1 kB/s: a denormal made `sim` print "makespan inf ms" */
     const char *keys[] = {"\"intra_bw_GBps\": ", "\"host_bw_GBps\": "};
     for (int k = 0; k < 2; k++) {

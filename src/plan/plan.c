@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/check_int.h"
+
 void op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int n_layers,
                   int P, int M, int S, const op_comm *comm) {
     OP_ASSERT(P > 0 && M > 0 && S > 0 && n_layers > 0, "bad plan shape P=%d M=%d S=%d L=%d", P,
@@ -408,9 +410,9 @@ static int plan_numbers_validate(const op_plan *p, op_err *err) {
     if (!(p->op_overhead_ms >= 0 && p->op_overhead_ms <= OP_MAX_MS))
         return op_errf(err, OP_EINVAL, "per-op overhead %.6g ms is not in [0, %g]", p->op_overhead_ms,
                        OP_MAX_MS);
-    if (!(p->tokens_per_mb >= 0 && isfinite(p->tokens_per_mb)))
-        return op_errf(err, OP_EINVAL, "tokens per microbatch %.6g must be finite and >= 0",
-                       p->tokens_per_mb);
+    /* as a problem's (op_problem_validate): a plan file of 1e308 tokens was read and simulated
+     * to infinite tokens/s */
+    if ((rc = pc_tokens_validate(p->tokens_per_mb, err))) return rc;
     for (int d = 0; d < p->P; d++)
         if (!(op_plan_dev_mem_limit(p, d) >= 0 && isfinite(op_plan_dev_mem_limit(p, d))))
             return op_errf(err, OP_EINVAL, "device %d: memory limit %.6g bytes must be finite and >= 0 "

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "octopipe/plan.h"
+#include "plan/check_int.h"
 
 /* Per-device memory is a sum over held layers and in-flight microbatches of int64 byte figures;
  * keeping the sum for all layers and all microbatches below 2^62 keeps every partial sum exact
@@ -163,6 +164,13 @@ static int types_validate(const op_problem *pr, const char *what, op_err *err) {
     return OP_OK;
 }
 
+int pc_tokens_validate(double tokens_per_mb, op_err *err) {
+    /* a finite 1e308 made tokens/s infinite, and the plan unwritable */
+    if (!(tokens_per_mb >= 0 && tokens_per_mb <= TOKENS_MAX))
+        return op_errf(err, OP_EINVAL, "tokens per microbatch %.6g is not in [0, 2^53]", tokens_per_mb);
+    return OP_OK;
+}
+
 int op_problem_validate(const op_problem *pr, op_err *err) {
     if (!pr) return op_errf(err, OP_EINVAL, "no problem given");
     const char *what = pr->model && pr->model[0] ? pr->model : "model";
@@ -198,10 +206,7 @@ int op_problem_validate(const op_problem *pr, op_err *err) {
     if (pr->n_types <= 1 && !(work > 0) && !(pr->op_overhead_ms > 0))
         return op_errf(err, OP_EINVAL, "%s: every layer's forward, backward and weight time is 0: "
                        "nothing to schedule", what);
-    /* a finite 1e308 made tokens/s infinite, and the plan unwritable */
-    if (!(pr->tokens_per_mb >= 0 && pr->tokens_per_mb <= TOKENS_MAX))
-        return op_errf(err, OP_EINVAL, "tokens per microbatch %.6g is not in [0, 2^53]",
-                       pr->tokens_per_mb);
+    if ((rc = pc_tokens_validate(pr->tokens_per_mb, err))) return rc;
     if (!(pr->mem_limit_bytes >= 0 && isfinite(pr->mem_limit_bytes)))
         return op_errf(err, OP_EINVAL, "memory limit %.6g bytes must be finite and >= 0 (0 = none)",
                        pr->mem_limit_bytes);
