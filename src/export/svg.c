@@ -145,12 +145,9 @@ int op_export_svg(const op_plan *p, op_buf *out, op_err *err) {
                           two ? "device " : "d", d, two ? "" : " ", two ? fs - 1 : fs,
                           two ? dy : "");
             char t14[15]; /* the margin holds ~14 characters */
-            snprintf(t14, sizeof t14, "%s", ty);
             /* cut before a character the 14 bytes split: half of it is no UTF-8, and the
              * SVG would not parse */
-            size_t n = strlen(t14);
-            while (n > 0 && ((unsigned char)ty[n] & 0xC0) == 0x80) n--;
-            t14[n] = 0;
+            op_copy_name(t14, sizeof t14, ty);
             xml_str(&b, t14);
             op_buf_printf(&b, "</tspan></text>\n");
         }
