@@ -161,6 +161,13 @@ static void refused_everywhere(const op_problem *pr, const char *what) {
     memset(&e, 0, sizeof e);
     CHECK_EQ_INT(op_tune(pr, NULL, &p, &e), OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, what);
+    /* with progress lines asked for too: the run's bound is taken only once the problem passed */
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    o.verbose = 1;
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_tune(pr, &o, &p, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, what);
 }
 
 TEST(problem_rules_in_one_place) {
@@ -168,6 +175,7 @@ TEST(problem_rules_in_one_place) {
     uniform(L, 8);
     op_problem pr = problem(L, 8, 4, 8);
     CHECK_EQ_INT(op_problem_validate(&pr, &e), OP_OK);
+    refused_everywhere(NULL, "no problem given"); /* op_tune with progress read it first */
 
     pr.P = 9; /* more devices than layers: every schedule would be n/a */
     refused_everywhere(&pr, "8 layers cannot fill 9 devices");

@@ -164,7 +164,8 @@ typedef struct tn_search {
  * simulations (a line at most once a second when the options ask for progress). */
 typedef struct tn_run {
     const op_tune_opts *o; /* verbose, label, progress hook, time budget */
-    double lb;             /* the problem's lower bound (0 when nobody reads the lines) */
+    const op_problem *pr;  /* the problem op_tune was given */
+    double lb;             /* its lower bound (0 when nobody reads the lines; < 0: not yet) */
     double best;           /* fastest fitting makespan any search has seen; 0: none yet */
     long sims;             /* simulations of every search */
     int searches;          /* searches begun */

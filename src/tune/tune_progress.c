@@ -25,8 +25,8 @@ void tn_run_begin(tn_run *r, const op_problem *pr, const op_tune_opts *o, double
     r->searches = 0;
     r->t0 = o && o->started_s > 0 ? o->started_s : t0;
     r->last = r->t0;
-    /* only where someone reads the lines: on mixed clusters this bound has a search of its own */
-    r->lb = o && (o->verbose || o->progress) ? op_problem_lower_bound(pr) : 0;
+    r->pr = pr;
+    r->lb = -1; /* at the first line: op_tune has not checked pr yet (it may be NULL) */
     cur = r;
 }
 
@@ -51,6 +51,8 @@ int tn_run_tick(const char *phase, long done, long budget) {
     double now = op_now_s();
     if (!o || now - r->last < 1.0) return 1;
     r->last = now;
+    /* only where someone reads the lines: on mixed clusters this bound has a search of its own */
+    if (r->lb < 0) r->lb = o->verbose || o->progress ? op_problem_lower_bound(r->pr) : 0;
     double gap = r->best > 0 && r->lb > 0 ? r->best / r->lb - 1 : 0;
     if (o->progress) o->progress(o->progress_ctx, phase, r->best, gap);
     if (!o->verbose) return 1;
