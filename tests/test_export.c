@@ -484,8 +484,6 @@ TEST(chrome_trace_json) {
     op_plan_free(&p);
 }
 
-/* Well-formedness: every tag closed and properly nested, attributes quoted.  Returns the
- * number of elements, or -1. */
 /* Ops whose times are not whole nanoseconds still follow each other in the trace: ts and dur
  * are taken from the same rounded ends (rounded apart, a plan's back-to-back ops overlapped by
  * 1 ns, which Perfetto nests as one slice starting inside another). */
@@ -526,6 +524,8 @@ TEST(chrome_trace_ops_do_not_overlap) {
     op_plan_free(&p);
 }
 
+/* Well-formedness: every tag closed and properly nested, attributes quoted.  Returns the
+ * number of elements, or -1. */
 static int xml_check(const char *s) {
     const char *stack[64];
     size_t len[64];

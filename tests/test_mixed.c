@@ -104,9 +104,6 @@ TEST(slow_link_by_hand) {
     CHECK_STR_CONTAINS(e.msg, "pair 0 -> 1 bandwidth");
 }
 
-/* GPipe M = 2 holds both microbatches' activations: device 0 peaks at 1000 + 2 * 100 = 1200 B,
- * device 1 at 500 + 200 = 700 B.  Limits {1300, 800} fit although their smallest (800) would
- * refuse device 0; {1300, 600} refuse on device 1 only. */
 /* A device type outside the types given is the caller's error, reported: it aborted the caller
  * on an assertion.  The plan is left as it was. */
 TEST(set_types_refuses_bad_types) {
@@ -122,6 +119,9 @@ TEST(set_types_refuses_bad_types) {
     op_plan_free(&p);
 }
 
+/* GPipe M = 2 holds both microbatches' activations: device 0 peaks at 1000 + 2 * 100 = 1200 B,
+ * device 1 at 500 + 200 = 700 B.  Limits {1300, 800} fit although their smallest (800) would
+ * refuse device 0; {1300, 600} refuse on device 1 only. */
 TEST(limit_per_device) {
     op_plan p;
     const int types[2] = {0, 1};

@@ -88,8 +88,6 @@ TEST(parse_numbers) {
     CHECK(op_parse_decimal("1e999", 5, &d) == -1 && d == 2.5);
 }
 
-/* GiB in messages: two decimals, and three significant digits where those would read 0.00 */
-/* a gap of rounding alone is 0; a real one (either sign) stays as it is */
 /* Names and error lines: valid UTF-8 one line long; control characters from an input file (an
  * escape sequence in a plan's device type name, a config's key) become '?' before they reach a
  * terminal. */
@@ -108,6 +106,7 @@ TEST(names_and_errors_scrubbed) {
     CHECK_MSG(!strcmp(e.msg, "f?ile.json: unknown key \"k?]0;t?\""), "got %s", e.msg);
 }
 
+/* a gap of rounding alone is 0; a real one (either sign) stays as it is */
 TEST(gap) {
     CHECK(op_gap(1408.4, 1408.4 * (1 + 2.2e-16)) == 0);
     CHECK_NEAR(op_gap(110, 100), 0.1, 1e-15);
@@ -115,6 +114,7 @@ TEST(gap) {
     CHECK(op_gap(5, 0) == 0);
 }
 
+/* GiB in messages: two decimals, and three significant digits where those would read 0.00 */
 TEST(gib_text) {
     char b[32];
     CHECK(!strcmp(op_gib_text(72.0 * 1073741824.0, b, sizeof b), "72.00"));
