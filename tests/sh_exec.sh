@@ -83,6 +83,12 @@ has "$T/err" "has 4 devices but mpirun started 3 ranks" exec-np
 expect 2 exec-flag -- env ASAN_OPTIONS="$RANK_ASAN" mpirun --oversubscribe --bind-to none --timeout 20 -np 4 "$OCTOPIPE" exec "$T/1f1b.json" --emulate --frobnicate
 n=$(grep -c "unknown flag '--frobnicate'" "$T/err")
 [ "$n" -eq 1 ] && ok || bad "exec-flag: the flag error $n times, want once"
+# a switch given a value is refused before the command parses its flags: the same rule
+expect 2 exec-switch-value -- env ASAN_OPTIONS="$RANK_ASAN" mpirun --oversubscribe --bind-to none --timeout 20 -np 4 "$OCTOPIPE" exec "$T/1f1b.json" --emulate=1
+n=$(grep -c "takes no value" "$T/err")
+[ "$n" -eq 1 ] && ok || bad "exec-switch-value: the error $n times, want once"
+expect 0 exec-switch-value-rank1 -- env OMPI_COMM_WORLD_RANK=1 "$OCTOPIPE" exec "$T/1f1b.json" --emulate=1
+[ -s "$T/err" ] && bad "exec-switch-value-rank1: rank 1 said $(cat "$T/err")" || ok
 
 # a killed rank and a stuck rank end the job within seconds, named
 s=$(date +%s)

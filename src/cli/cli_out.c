@@ -61,3 +61,8 @@ const char *op_cli_mem_limit_str(double limit_bytes, char *buf, size_t cap) {
     }
     return buf;
 }
+
+int op_cli_mpi_other_rank(void) {
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    return r && strcmp(r, "0") != 0;
+}

@@ -13,6 +13,9 @@ int op_cli_check_out(const char *cmd, const char *path);
 int op_cli_check_out_dir(const char *cmd, const char *dir);
 /* Where a command's human-readable lines go: stderr when an output goes to stdout ("-"). */
 FILE *op_cli_info(const char *out_path);
+/* 1 in a rank other than 0 of the user's own mpirun (OMPI_COMM_WORLD_RANK): such a rank leaves
+ * rank 0 to say what is wrong, and a usage error it exits with 0 (cmd_exec.c says why). */
+int op_cli_mpi_other_rank(void);
 /* Progress lines: asked for (--progress), or stderr is a terminal; never with --quiet. */
 int op_cli_progress_wanted(int asked, int quiet);
 /* 0 when no layer carries a memory figure (a profile without memory fields): peaks are then

@@ -52,8 +52,7 @@ int cmd_exec(int argc, char **argv) {
     op_exec_cli c;
     /* every rank parses the same flags: rank 0 alone says what is wrong with them (one line,
      * not one per rank) */
-    const char *wr = getenv("OMPI_COMM_WORLD_RANK");
-    const int not_rank0 = wr && strcmp(wr, "0") != 0;
+    const int not_rank0 = op_cli_mpi_other_rank();
     int saved = hush(not_rank0);
     int rc = op_exec_cli_parse(&c, argc, argv, "exec", 0);
     unhush(saved);

@@ -692,9 +692,8 @@ int cmd_train(int argc, char **argv) {
     if (rc) return rc == 1 ? 0 : rc;
     if (!getenv("OMPI_COMM_WORLD_SIZE") && (rc = check_inputs(&a))) return rc == 1 ? 0 : 2;
     if (getenv("OMPI_COMM_WORLD_SIZE")) { /* under the user's own mpirun: each rank checks, rank 0 says */
-        const char *r = getenv("OMPI_COMM_WORLD_RANK");
         int saved = -1;
-        if (r && strcmp(r, "0")) fflush(stderr), saved = dup(2), close(2);
+        if (op_cli_mpi_other_rank()) fflush(stderr), saved = dup(2), close(2);
         int bad = check_outputs(&a);
         if (saved >= 0) dup2(saved, 2), close(saved);
         if (bad) return 2;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_out.h"
 #include "octopipe/version.h"
 
 typedef struct {
@@ -89,7 +90,13 @@ static int value_none(const char *a, const char *eq) {
     return 0;
 }
 
-/* *n is -1 after printing a usage error (the entries so far stay reachable from the result). */
+/* A usage error of exec in a rank other than 0 of the user's mpirun: rank 0 alone reports it,
+ * the others exit 0 (cmd_exec.c: the first rank to exit non-zero ends the job, and rank 0's
+ * line with it). */
+static int exec_other_rank(const char *cmd) { return !strcmp(cmd, "exec") && op_cli_mpi_other_rank(); }
+
+/* *n is -1 after a usage error, printed unless exec_other_rank (the entries so far stay
+ * reachable from the result). */
 static char **split_flag_values(int argc, char **argv, int *n) {
     char **out = calloc((size_t)argc * 2 + 1, sizeof *out);
     if (!out) return NULL;
@@ -110,7 +117,8 @@ static char **split_flag_values(int argc, char **argv, int *n) {
             continue;
         }
         if (i > 0 && value_none(a, eq)) { /* argv[0] is the command */
-            fprintf(stderr, "octopipe %s: %.*s takes no value (got '%s')\n", argv[0], (int)(eq - a), a, a);
+            if (!exec_other_rank(argv[0]))
+                fprintf(stderr, "octopipe %s: %.*s takes no value (got '%s')\n", argv[0], (int)(eq - a), a, a);
             *n = -1;
             return out;
         }
@@ -170,7 +178,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "octopipe: out of memory reading the command line\n");
         return 1;
     }
-    if (n < 0) return 2;
+    if (n < 0) return exec_other_rank(args[0]) ? 0 : 2;
     for (const subcmd *c = subcmds(); c->name; c++)
         if (!strcmp(args[0], c->name) && c->fn) return stdout_checked(c->fn(n, args));
     fprintf(stderr, "octopipe: unknown command '%s' (octopipe --help lists them)\n", args[0]);
