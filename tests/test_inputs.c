@@ -107,6 +107,49 @@ TEST(tp_must_divide_heads) {
     CHECK_EQ_INT(cost_with_tp(1024, c), OP_EINVAL);
 }
 
+/* op_cost_layers of an inline HF config at --tp tp (e.msg holds a refusal) */
+static int cost_cfg_tp(const char *cfg, int tp) {
+    op_model m;
+    memset(&e, 0, sizeof e);
+    if (op_model_from_hf_json(cfg, "c.json", &m, &e) != OP_OK) return -100;
+    op_train_cfg t;
+    op_train_cfg_default(&t);
+    t.tp = tp;
+    op_device d;
+    op_device_preset("h100-80gb", &d, &e);
+    op_layer_cost *c = calloc((size_t)m.n_layers, sizeof *c);
+    int rc = op_cost_layers(&m, &t, &d, c, &e);
+    free(c);
+    op_model_free(&m);
+    return rc;
+}
+
+/* Megatron also splits the FFN widths and Mamba-2's groups over TP and asserts they divide */
+TEST(tp_must_divide_widths_and_groups) {
+    const char *mlp = "{\"model_type\": \"llama\", \"hidden_size\": 4096, \"num_hidden_layers\": 2,"
+                      " \"intermediate_size\": 11004, \"num_attention_heads\": 32, \"vocab_size\": 32000}";
+    CHECK_EQ_INT(cost_cfg_tp(mlp, 4), OP_OK);
+    CHECK_EQ_INT(cost_cfg_tp(mlp, 8), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "--tp 8 does not divide its 11004 MLP width (ffn_dim)");
+    const char *moe = "{\"model_type\": \"qwen2_moe\", \"hidden_size\": 256, \"num_hidden_layers\": 2,"
+                      " \"intermediate_size\": 1024, \"moe_intermediate_size\": 100,"
+                      " \"num_attention_heads\": 8, \"num_key_value_heads\": 8, \"num_experts\": 8,"
+                      " \"num_experts_per_tok\": 2, \"shared_expert_intermediate_size\": 512,"
+                      " \"vocab_size\": 1000}";
+    CHECK_EQ_INT(cost_cfg_tp(moe, 2), OP_OK);
+    CHECK_EQ_INT(cost_cfg_tp(moe, 8), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "--tp 8 does not divide its 100 expert FFN width");
+    /* falcon_h1 with one Mamba group: no TP split of B and C in Megatron's mixer */
+    const char *hyb = "{\"model_type\": \"falcon_h1\", \"hidden_size\": 256, \"intermediate_size\": 768,"
+                      " \"head_dim\": 64, \"mamba_d_head\": 32, \"mamba_d_ssm\": 512,"
+                      " \"mamba_d_state\": 64, \"mamba_n_groups\": 1, \"mamba_n_heads\": 16,"
+                      " \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+                      " \"num_hidden_layers\": 2, \"vocab_size\": 1000}";
+    CHECK_EQ_INT(cost_cfg_tp(hyb, 1), OP_OK);
+    CHECK_EQ_INT(cost_cfg_tp(hyb, 2), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "--tp 2 does not divide its 1 Mamba groups");
+}
+
 TEST(cost_figures_beyond_int64_refused) {
     const char *cfg = "{\"model_type\": \"llama\", \"hidden_size\": 16777216, \"num_hidden_layers\": 1,"
                       " \"intermediate_size\": 16777216, \"num_attention_heads\": 1, \"vocab_size\": 16777216}";
@@ -585,6 +628,7 @@ int main(int argc, char **argv) {
     RUN(profile_without_pattern_named);
     RUN(hf_huge_number_not_echoed);
     RUN(tp_must_divide_heads);
+    RUN(tp_must_divide_widths_and_groups);
     RUN(cost_figures_beyond_int64_refused);
     RUN(problem_rules_in_one_place);
     RUN(validated_problems_build);

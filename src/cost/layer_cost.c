@@ -55,17 +55,30 @@ static int check_ffn(const op_layer *l, const char *where, op_err *err) {
     return OP_OK;
 }
 
-/* Tensor parallelism splits heads across ranks: Megatron divides attention heads, KV groups,
- * linear-attention heads and Mamba heads by the TP degree and refuses otherwise,
- * so a degree that does not divide them describes no run. */
+/* Tensor parallelism splits heads and widths across ranks: Megatron divides attention heads,
+ * KV groups, linear-attention heads, Mamba heads and groups (mamba_mixer asserts ngroups % tp)
+ * and every column-parallel width (MLP, expert and shared-expert FFN, Mamba-1's inner width:
+ * its divide() asserts) by the TP degree and refuses otherwise, so a degree that does not
+ * divide them describes no run.  Widths as the cost model reads them (ffn.c, mamba.c). */
 static int check_tp(const op_layer *l, int tp, const char *where, op_err *err) {
-    const struct { int n; const char *what; } parts[] = {
+    int mlp = l->kind == OP_LAYER_MLP || l->ffn == OP_FFN_MLP;
+    int moe = l->kind == OP_LAYER_MOE || l->ffn == OP_FFN_MOE;
+    int ssm = l->kind == OP_LAYER_MAMBA || l->kind == OP_LAYER_HYBRID;
+    long long expert = moe ? (l->expert_dim > 0 ? l->expert_dim : l->ffn_dim) : 0;
+    long long shared = moe && l->n_shared > 0
+                           ? (long long)l->n_shared * (l->shared_dim > 0 ? l->shared_dim : expert)
+                           : 0;
+    const struct { long long n; const char *what; } parts[] = {
         {l->n_heads, "attention heads"},      {l->attn == OP_ATTN_MLA ? 0 : l->n_kv_heads, "KV heads"},
         {l->lin_k_heads, "linear-attention key heads"}, {l->lin_v_heads, "linear-attention value heads"},
-        {l->ssm_heads, "Mamba heads"}};
+        {l->ssm_heads, "Mamba heads"},
+        {ssm && l->ssm_version != 1 ? (l->ssm_groups > 0 ? l->ssm_groups : 1) : 0, "Mamba groups"},
+        {ssm && l->ssm_version == 1 ? l->ssm_inner : 0, "Mamba inner channels"},
+        {mlp ? l->ffn_dim : 0, "MLP width (ffn_dim)"}, {expert, "expert FFN width"},
+        {shared, "shared-expert FFN width"}};
     for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++)
         if (parts[k].n > 0 && parts[k].n % tp != 0)
-            return op_errf(err, OP_EINVAL, "%s: --tp %d does not divide its %d %s", where, tp, parts[k].n,
+            return op_errf(err, OP_EINVAL, "%s: --tp %d does not divide its %lld %s", where, tp, parts[k].n,
                            parts[k].what);
     return OP_OK;
 }
