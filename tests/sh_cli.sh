@@ -37,6 +37,11 @@ expect_err "nosuch" compare --model nosuch --devices 4 --microbatches 8 --plans-
 touch "$tmp/afile"
 expect_err "is not a directory" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/afile"
 expect_err "unknown command" frobnicate
+# the image's 256 merged tokens sit inside each sample's sequence: --seq 128 cannot carry them
+expect_err "hands 256 image tokens per sample to the language model, more than --seq 128 holds" \
+  compare --model qwen2-vl-7b --devices 4 --microbatches 8 --seq 128 --no-tune
+"$OP" compare --model qwen2-vl-7b --devices 4 --microbatches 8 --seq 256 --no-tune > /dev/null 2> "$tmp/err" \
+  && ok || bad "qwen2-vl-7b at --seq 256 (the image alone) refused: $(cat "$tmp/err")"
 # help takes one command name: a second word is refused, not ignored
 expect_err "octopipe help: takes one command name (got 'plan' and 'extra')" help plan extra
 expect_err "octopipe help: takes one command name" help plan --out x.json

@@ -276,6 +276,13 @@ int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
         if (rc && !l->has_measured) return rc;
         if (!rc && t->tp > 1 && !l->has_measured) rc = check_tp(l, t->tp, where, err);
         if (rc && !l->has_measured) return rc;
+        /* the merger's tokens are placeholders inside each sample's sequence: a shorter
+         * sequence cannot carry the image (the language model would cost fewer tokens than
+         * the encoder hands it) */
+        if (!rc && l->kind == OP_LAYER_VISION && l->out_hidden > 0 && l->tokens > t->seq)
+            return op_errf(err, OP_EINVAL, "%s: hands %d image tokens per sample to the language "
+                           "model, more than --seq %d holds; give --seq %d or more",
+                           where, l->tokens, t->seq, l->tokens);
         if (!rc) derive(&a, l, mbs, s, h, V, ep); /* measured layers may lack dimensions */
 
         double comm[OP_PASS_N];
