@@ -37,6 +37,14 @@ expect_err "nosuch" compare --model nosuch --devices 4 --microbatches 8 --plans-
 touch "$tmp/afile"
 expect_err "is not a directory" compare --model llama2-7b --devices 4 --microbatches 8 --plans-dir "$tmp/afile"
 expect_err "unknown command" frobnicate
+# --zero1 and --dp act only together: either alone is said to change nothing; together, no note
+for a in "--zero1" "--dp 4"; do
+  "$OP" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune $a > /dev/null 2> "$tmp/err"; rc=$?
+  [ $rc -eq 0 ] && grep -q "^octopipe compare: note: .*\(saves nothing\|changes nothing without --zero1\)" "$tmp/err" \
+    && ok || bad "compare $a: rc=$rc no note: $(cat "$tmp/err")"
+done
+"$OP" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --dp 4 --zero1 > /dev/null 2> "$tmp/err" \
+  && [ ! -s "$tmp/err" ] && ok || bad "compare --dp 4 --zero1 printed: $(cat "$tmp/err")"
 # the image's 256 merged tokens sit inside each sample's sequence: --seq 128 cannot carry them
 expect_err "hands 256 image tokens per sample to the language model, more than --seq 128 holds" \
   compare --model qwen2-vl-7b --devices 4 --microbatches 8 --seq 128 --no-tune

@@ -222,6 +222,17 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
                 cmd, s->nodes_of, s->cluster_file, s->pr.comm.nodes_of);
         return -1;
     }
+    /* the data-parallel degree enters the model only through ZeRO-1's sharding (DP's gradient
+     * reduction is outside the per-microbatch costs): either flag alone changes no figure, which
+     * a reader of the output cannot tell */
+    if (s->train.zero1 && s->train.dp <= 1)
+        fprintf(stderr, "octopipe %s: note: --zero1 without --dp N shards the optimizer state over "
+                        "one rank, which saves nothing; give the data-parallel degree with --dp\n",
+                cmd);
+    else if (!s->train.zero1 && s->train.dp > 1)
+        fprintf(stderr, "octopipe %s: note: --dp %d changes nothing without --zero1: only ZeRO-1's "
+                        "sharding depends on the data-parallel degree here\n",
+                cmd, s->train.dp);
     if (s->cluster.P > 0) s->dev = s->cluster.type_dev[0];
     /* a limit above every device's memory is legal (a what-if), but more often a slip of a
      * digit (800 for 80): say so, once, and go on */
