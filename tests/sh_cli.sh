@@ -136,6 +136,11 @@ done
 [ ! -e "$tmp/x.svg" ] && ok || bad "export - wrote its output"
 if "$OP" sim /dev/stdin < tests/data/plans/1f1b-p4-m8.json | grep -q "reproduces the file's prediction exactly"; then ok
 else bad "sim /dev/stdin"; fi
+# a profile with memory sizes for some layers only: the peaks leave the others out, and say so
+"$OP" compare --model nemotron-h-8b-profile --devices 4 --microbatches 8 --no-tune > /dev/null 2> "$tmp/err"
+grep -q "note: 28 of 54 layers ('-' '\*') have no memory sizes" "$tmp/err" && ok || bad "partial memory note: $(cat "$tmp/err")"
+"$OP" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune > /dev/null 2> "$tmp/err"
+! grep -q "no memory sizes" "$tmp/err" && ok || bad "partial memory note on a full model: $(cat "$tmp/err")"
 # tokens per microbatch near the largest double: refused on reading as the planner refuses it
 # (sim --json printed '"tokens_per_s": ,', then null, for tokens/s past the largest double)
 sed 's/"tokens_per_mb": 4096/"tokens_per_mb": 1e308/' tests/data/plans/1f1b-p4-m8.json > "$tmp/huge-tokens.json"
