@@ -136,6 +136,9 @@ done
 [ ! -e "$tmp/x.svg" ] && ok || bad "export - wrote its output"
 if "$OP" sim /dev/stdin < tests/data/plans/1f1b-p4-m8.json | grep -q "reproduces the file's prediction exactly"; then ok
 else bad "sim /dev/stdin"; fi
+# TP wider than a node: priced at NVLink speed, which it would not get; said once
+"$OP" compare --model llama2-7b --devices 2 --microbatches 4 --tp 16 --no-tune > /dev/null 2> "$tmp/err"
+[ "$(grep -c "note: --tp 16 spans more than the 8 GPUs of a node" "$tmp/err")" -eq 1 ] && ok || bad "wide TP note: $(cat "$tmp/err")"
 # a profile with memory sizes for some layers only: the peaks leave the others out, and say so
 "$OP" compare --model nemotron-h-8b-profile --devices 4 --microbatches 8 --no-tune > /dev/null 2> "$tmp/err"
 grep -q "note: 28 of 54 layers ('-' '\*') have no memory sizes" "$tmp/err" && ok || bad "partial memory note: $(cat "$tmp/err")"

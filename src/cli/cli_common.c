@@ -258,6 +258,13 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
         fprintf(stderr, "octopipe %s: note: --dp %d changes nothing without --zero1: only ZeRO-1's "
                         "sharding depends on the data-parallel degree here\n",
                 cmd, s->train.dp);
+    /* TP's collectives are priced on the GPU's in-node link (NVLink): past the 8 GPUs of an
+     * HGX node they would cross the inter-node fabric, several times slower */
+    if (s->train.tp > 8)
+        fprintf(stderr, "octopipe %s: note: --tp %d spans more than the 8 GPUs of a node: its "
+                        "collectives are priced at the in-node link's speed, which they would not "
+                        "get across nodes\n",
+                cmd, s->train.tp);
     if (s->cluster.P > 0) s->dev = s->cluster.type_dev[0];
     /* a limit above every device's memory is legal (a what-if), but more often a slip of a
      * digit (800 for 80): say so, once, and go on */
