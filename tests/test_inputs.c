@@ -124,30 +124,32 @@ static int cost_cfg_tp(const char *cfg, int tp) {
     return rc;
 }
 
-/* Megatron also splits the FFN widths and Mamba-2's groups over TP and asserts they divide */
+/* Megatron also splits the FFN widths and Mamba-2's groups over TP and asserts they divide:
+ * per config the tp that passes, the one refused, and what the refusal names */
 TEST(tp_must_divide_widths_and_groups) {
-    const char *mlp = "{\"model_type\": \"llama\", \"hidden_size\": 4096, \"num_hidden_layers\": 2,"
-                      " \"intermediate_size\": 11004, \"num_attention_heads\": 32, \"vocab_size\": 32000}";
-    CHECK_EQ_INT(cost_cfg_tp(mlp, 4), OP_OK);
-    CHECK_EQ_INT(cost_cfg_tp(mlp, 8), OP_EINVAL);
-    CHECK_STR_CONTAINS(e.msg, "--tp 8 does not divide its 11004 MLP width (ffn_dim)");
-    const char *moe = "{\"model_type\": \"qwen2_moe\", \"hidden_size\": 256, \"num_hidden_layers\": 2,"
-                      " \"intermediate_size\": 1024, \"moe_intermediate_size\": 100,"
-                      " \"num_attention_heads\": 8, \"num_key_value_heads\": 8, \"num_experts\": 8,"
-                      " \"num_experts_per_tok\": 2, \"shared_expert_intermediate_size\": 512,"
-                      " \"vocab_size\": 1000}";
-    CHECK_EQ_INT(cost_cfg_tp(moe, 2), OP_OK);
-    CHECK_EQ_INT(cost_cfg_tp(moe, 8), OP_EINVAL);
-    CHECK_STR_CONTAINS(e.msg, "--tp 8 does not divide its 100 expert FFN width");
-    /* falcon_h1 with one Mamba group: no TP split of B and C in Megatron's mixer */
-    const char *hyb = "{\"model_type\": \"falcon_h1\", \"hidden_size\": 256, \"intermediate_size\": 768,"
-                      " \"head_dim\": 64, \"mamba_d_head\": 32, \"mamba_d_ssm\": 512,"
-                      " \"mamba_d_state\": 64, \"mamba_n_groups\": 1, \"mamba_n_heads\": 16,"
-                      " \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
-                      " \"num_hidden_layers\": 2, \"vocab_size\": 1000}";
-    CHECK_EQ_INT(cost_cfg_tp(hyb, 1), OP_OK);
-    CHECK_EQ_INT(cost_cfg_tp(hyb, 2), OP_EINVAL);
-    CHECK_STR_CONTAINS(e.msg, "--tp 2 does not divide its 1 Mamba groups");
+    static const struct { const char *cfg; int ok, bad; const char *want; } cases[] = {
+        {"{\"model_type\": \"llama\", \"hidden_size\": 4096, \"num_hidden_layers\": 2,"
+         " \"intermediate_size\": 11004, \"num_attention_heads\": 32, \"vocab_size\": 32000}",
+         4, 8, "--tp 8 does not divide its 11004 MLP width (ffn_dim)"},
+        {"{\"model_type\": \"qwen2_moe\", \"hidden_size\": 256, \"num_hidden_layers\": 2,"
+         " \"intermediate_size\": 1024, \"moe_intermediate_size\": 100,"
+         " \"num_attention_heads\": 8, \"num_key_value_heads\": 8, \"num_experts\": 8,"
+         " \"num_experts_per_tok\": 2, \"shared_expert_intermediate_size\": 512,"
+         " \"vocab_size\": 1000}",
+         2, 8, "--tp 8 does not divide its 100 expert FFN width"},
+        /* falcon_h1 with one Mamba group: no TP split of B and C in Megatron's mixer */
+        {"{\"model_type\": \"falcon_h1\", \"hidden_size\": 256, \"intermediate_size\": 768,"
+         " \"head_dim\": 64, \"mamba_d_head\": 32, \"mamba_d_ssm\": 512,"
+         " \"mamba_d_state\": 64, \"mamba_n_groups\": 1, \"mamba_n_heads\": 16,"
+         " \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+         " \"num_hidden_layers\": 2, \"vocab_size\": 1000}",
+         1, 2, "--tp 2 does not divide its 1 Mamba groups"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        CHECK_EQ_INT(cost_cfg_tp(cases[k].cfg, cases[k].ok), OP_OK);
+        CHECK_EQ_INT(cost_cfg_tp(cases[k].cfg, cases[k].bad), OP_EINVAL);
+        CHECK_STR_CONTAINS(e.msg, cases[k].want);
+    }
 }
 
 TEST(cost_figures_beyond_int64_refused) {
