@@ -79,34 +79,6 @@ TEST(hf_huge_number_not_echoed) {
     CHECK_MSG(strlen(e.msg) < 120, "message of %zu chars: %s", strlen(e.msg), e.msg);
 }
 
-/* llama-like decoder layers with 32 heads and 8 KV heads */
-static int cost_with_tp(int tp, op_layer_cost *out) {
-    const char *cfg = "{\"model_type\": \"llama\", \"hidden_size\": 4096, \"num_hidden_layers\": 2,"
-                      " \"intermediate_size\": 11008, \"num_attention_heads\": 32,"
-                      " \"num_key_value_heads\": 8, \"vocab_size\": 32000}";
-    op_model m;
-    memset(&e, 0, sizeof e);
-    if (op_model_from_hf_json(cfg, "c.json", &m, &e) != OP_OK) return -100;
-    op_train_cfg t;
-    op_train_cfg_default(&t);
-    t.tp = tp;
-    op_device d;
-    op_device_preset("h100-80gb", &d, &e);
-    int rc = op_cost_layers(&m, &t, &d, out, &e);
-    op_model_free(&m);
-    return rc;
-}
-
-TEST(tp_must_divide_heads) {
-    op_layer_cost c[4];
-    CHECK_EQ_INT(cost_with_tp(8, c), OP_OK);
-    CHECK_EQ_INT(cost_with_tp(3, c), OP_EINVAL);
-    CHECK_STR_CONTAINS(e.msg, "--tp 3 does not divide its 32 attention heads");
-    CHECK_EQ_INT(cost_with_tp(16, c), OP_EINVAL); /* 32 heads but 8 KV heads */
-    CHECK_STR_CONTAINS(e.msg, "--tp 16 does not divide its 8 KV heads");
-    CHECK_EQ_INT(cost_with_tp(1024, c), OP_EINVAL);
-}
-
 /* op_cost_layers of an inline HF config at --tp tp (e.msg holds a refusal) */
 static int cost_cfg_tp(const char *cfg, int tp) {
     op_model m;
@@ -122,6 +94,19 @@ static int cost_cfg_tp(const char *cfg, int tp) {
     free(c);
     op_model_free(&m);
     return rc;
+}
+
+TEST(tp_must_divide_heads) {
+    /* llama-like decoder layers with 32 heads and 8 KV heads */
+    const char *cfg = "{\"model_type\": \"llama\", \"hidden_size\": 4096, \"num_hidden_layers\": 2,"
+                      " \"intermediate_size\": 11008, \"num_attention_heads\": 32,"
+                      " \"num_key_value_heads\": 8, \"vocab_size\": 32000}";
+    CHECK_EQ_INT(cost_cfg_tp(cfg, 8), OP_OK);
+    CHECK_EQ_INT(cost_cfg_tp(cfg, 3), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "--tp 3 does not divide its 32 attention heads");
+    CHECK_EQ_INT(cost_cfg_tp(cfg, 16), OP_EINVAL); /* 32 heads but 8 KV heads */
+    CHECK_STR_CONTAINS(e.msg, "--tp 16 does not divide its 8 KV heads");
+    CHECK_EQ_INT(cost_cfg_tp(cfg, 1024), OP_EINVAL);
 }
 
 /* Megatron also splits the FFN widths and Mamba-2's groups over TP and asserts they divide:
