@@ -180,6 +180,20 @@ static op_problem problem(op_layer_cost *L, int n, int P, int M) {
 }
 
 /* Every problem-level rule refuses through op_problem_validate, op_sched_build and op_tune alike. */
+/* A 1F1B plan of pr written and read back into *q: 1 when it reads (q to free), else 0. */
+static int round_trip(const op_problem *pr, op_plan *q) {
+    op_plan p;
+    CHECK_EQ_INT(op_sched_build("1f1b", pr, &p, &e), OP_OK);
+    op_buf b = {0};
+    CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
+    op_buf_put(&b, "", 1);
+    int rc = op_plan_from_json(b.data, "p.json", q, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    op_buf_free(&b);
+    op_plan_free(&p);
+    return rc == OP_OK;
+}
+
 static void refused_everywhere(const op_problem *pr, const char *what) {
     op_plan p;
     memset(&e, 0, sizeof e);
@@ -275,18 +289,8 @@ TEST(problem_rules_in_one_place) {
     pr.comm.pair_n = 0, pr.comm.pair_lat_ms = pr.comm.pair_bw_GBps = NULL;
     /* and a plan of free links, one node of more devices than the reader allowed, reads back */
     pr.comm.nodes_of = 1 << 24;
-    {
-        op_plan p, q;
-        CHECK_EQ_INT(op_sched_build("1f1b", &pr, &p, &e), OP_OK);
-        op_buf b = {0};
-        CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
-        op_buf_put(&b, "", 1);
-        int rc = op_plan_from_json(b.data, "p.json", &q, &e);
-        CHECK_MSG(rc == OP_OK, "%s", e.msg);
-        if (rc == OP_OK) op_plan_free(&q);
-        op_buf_free(&b);
-        op_plan_free(&p);
-    }
+    op_plan q;
+    if (round_trip(&pr, &q)) op_plan_free(&q);
     op_comm_default(&pr.comm, 2);
     pr.comm.inter_bw_GBps = 0; /* 4 devices, 2 a node: the inter-node link is used */
     refused_everywhere(&pr, "inter-node bandwidth");
@@ -312,20 +316,9 @@ TEST(problem_rules_in_one_place) {
     refused_everywhere(&pr, "act_sel_bytes 9223372036854775807 is beyond 2^53");
     /* <= 0 is documented as act_bytes: accepted, and written as 0 so that it reads back */
     L[1].act_sel_bytes = -5;
-    {
-        op_plan p, q;
-        CHECK_EQ_INT(op_sched_build("1f1b", &pr, &p, &e), OP_OK);
-        op_buf b = {0};
-        CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
-        op_buf_put(&b, "", 1);
-        int rc = op_plan_from_json(b.data, "p.json", &q, &e);
-        CHECK_MSG(rc == OP_OK, "%s", e.msg);
-        if (rc == OP_OK) {
-            CHECK(q.layers[1].act_sel_bytes == 0);
-            op_plan_free(&q);
-        }
-        op_buf_free(&b);
-        op_plan_free(&p);
+    if (round_trip(&pr, &q)) {
+        CHECK(q.layers[1].act_sel_bytes == 0);
+        op_plan_free(&q);
     }
     uniform(L, 8);
 
