@@ -168,7 +168,7 @@ static void mem_partial_note(const op_cli_setup *s, const char *cmd) {
     int n = 0, ns = 0;
     for (int l = 0; l < pr->n_layers; l++) {
         const op_layer_cost *c = &pr->layers[l];
-        if (c->act_bytes || c->act_w_bytes || c->act_i_bytes || c->param_bytes || c->static_bytes) continue;
+        if (op_cli_layer_has_mem(c)) continue;
         n++;
         if (ns < 15 && !strchr(syms, c->sym)) syms[ns++] = c->sym;
     }

@@ -44,12 +44,13 @@ int op_cli_progress_wanted(int asked, int quiet) {
     return asked || isatty(STDERR_FILENO);
 }
 
+int op_cli_layer_has_mem(const op_layer_cost *c) {
+    return c->act_bytes || c->act_w_bytes || c->param_bytes || c->static_bytes || c->act_i_bytes;
+}
+
 int op_cli_mem_modelled(const op_layer_cost *layers, int n_layers) {
-    for (int l = 0; l < n_layers; l++) {
-        const op_layer_cost *c = &layers[l];
-        if (c->act_bytes || c->act_w_bytes || c->param_bytes || c->static_bytes || c->act_i_bytes)
-            return 1;
-    }
+    for (int l = 0; l < n_layers; l++)
+        if (op_cli_layer_has_mem(&layers[l])) return 1;
     return 0;
 }
 

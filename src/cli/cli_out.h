@@ -21,6 +21,8 @@ int op_cli_progress_wanted(int asked, int quiet);
 /* 0 when no layer carries a memory figure (a profile without memory fields): peaks are then
  * all zero and "fits" says nothing, so commands print "memory not modelled" instead. */
 int op_cli_mem_modelled(const op_layer_cost *layers, int n_layers);
+/* 1 when the layer carries any memory figure (weights, static or stashed bytes) */
+int op_cli_layer_has_mem(const op_layer_cost *c);
 /* "none" or "%.2f GiB" of a memory limit in bytes (<= 0: none), into buf. */
 const char *op_cli_mem_limit_str(double limit_bytes, char *buf, size_t cap);
 

@@ -407,9 +407,7 @@ static int plan_numbers_validate(const op_plan *p, op_err *err) {
     }
     int rc = op_comm_validate(&p->comm, p->P, err);
     if (rc) return rc;
-    if (!(p->op_overhead_ms >= 0 && p->op_overhead_ms <= OP_MAX_MS))
-        return op_errf(err, OP_EINVAL, "per-op overhead %.6g ms is not in [0, %g]", p->op_overhead_ms,
-                       OP_MAX_MS);
+    if ((rc = pc_overhead_validate(p->op_overhead_ms, err))) return rc;
     /* as a problem's (op_problem_validate): a plan file of 1e308 tokens was read and simulated
      * to infinite tokens/s */
     if ((rc = pc_tokens_validate(p->tokens_per_mb, err))) return rc;

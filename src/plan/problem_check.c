@@ -124,6 +124,13 @@ int op_comm_validate(const op_comm *c, int P, op_err *err) {
 
 /* Device types (mixed clusters): every device's type exists, every type's costs are valid and
  * row 0 is `layers` (which readers that know one cost row use), per-device limits are sane. */
+/* 1 when no op of these layers takes any time: every F, I and W 0 and no per-op overhead */
+static int takes_no_time(const op_layer_cost *L, int n, double overhead_ms) {
+    double work = 0;
+    for (int l = 0; l < n; l++) work += L[l].f_ms + L[l].i_ms + L[l].w_ms;
+    return !(work > 0) && !(overhead_ms > 0);
+}
+
 static int types_validate(const op_problem *pr, const char *what, op_err *err) {
     if (pr->dev_mem_limit)
         for (int d = 0; d < pr->P; d++)
@@ -155,12 +162,17 @@ static int types_validate(const op_problem *pr, const char *what, op_err *err) {
         /* a type that takes no time (a profile's by_gpu times all 0) makes the bound 0 and
          * every gap 0%, and the tuner, which puts the fastest type first, refused the problem
          * as having nothing to schedule: refuse it here, whichever type it is */
-        double work = 0;
-        for (int l = 0; l < pr->n_layers; l++) work += row[l].f_ms + row[l].i_ms + row[l].w_ms;
-        if (!(work > 0) && !(pr->op_overhead_ms > 0))
+        if (takes_no_time(row, pr->n_layers, pr->op_overhead_ms))
             return op_errf(err, OP_EINVAL, "%s: every layer's forward, backward and weight time is 0: "
                            "nothing to schedule on those devices", tw);
     }
+    return OP_OK;
+}
+
+int pc_overhead_validate(double op_overhead_ms, op_err *err) {
+    if (!(op_overhead_ms >= 0 && op_overhead_ms <= OP_MAX_MS))
+        return op_errf(err, OP_EINVAL, "per-op overhead %.6g ms is not in [0, %g]", op_overhead_ms,
+                       OP_MAX_MS);
     return OP_OK;
 }
 
@@ -190,20 +202,15 @@ int op_problem_validate(const op_problem *pr, op_err *err) {
                        pr->P, pr->M);
     int rc = op_layer_costs_validate(pr->layers, pr->n_layers, pr->M, what, err);
     if (rc) return rc;
-    if (!(pr->op_overhead_ms >= 0 && pr->op_overhead_ms <= OP_MAX_MS))
-        return op_errf(err, OP_EINVAL, "per-op overhead %.6g ms is not in [0, %g]", pr->op_overhead_ms,
-                       OP_MAX_MS);
+    if ((rc = pc_overhead_validate(pr->op_overhead_ms, err))) return rc;
     /* as for profile times: a denormal overhead on a profile of zeros passed "nothing to
      * schedule" and printed makespans of 0.00 ms at hundreds of millions of tokens/s */
     if (pr->op_overhead_ms > 0 && pr->op_overhead_ms < OP_MIN_MS)
         return op_errf(err, OP_EINVAL, "per-op overhead %.6g ms is neither 0 nor at least %g ms",
                        pr->op_overhead_ms, OP_MIN_MS);
-    double work = 0;
-    for (int l = 0; l < pr->n_layers; l++)
-        work += pr->layers[l].f_ms + pr->layers[l].i_ms + pr->layers[l].w_ms;
     /* with no time anywhere every schedule has makespan 0 and nothing can be compared (device
      * types are checked one by one in types_validate, which names the type) */
-    if (pr->n_types <= 1 && !(work > 0) && !(pr->op_overhead_ms > 0))
+    if (pr->n_types <= 1 && takes_no_time(pr->layers, pr->n_layers, pr->op_overhead_ms))
         return op_errf(err, OP_EINVAL, "%s: every layer's forward, backward and weight time is 0: "
                        "nothing to schedule", what);
     if ((rc = pc_tokens_validate(pr->tokens_per_mb, err))) return rc;
