@@ -240,9 +240,9 @@ int main(int argc, char **argv) {
            m.off[m.n_layers], NP, M, rounds, repeats, cpu_clock ? "thread CPU" : "wall",
            progress_thread ? "on" : "off", pin ? " ranks pinned to cores;" : "", la[0]);
     op_layer_prof prof[8];
-    int np = op_ptrain_profile_ranks(&m, repeats, NP, cpu_clock, prof);
+    int np = op_ptrain_profile_ranks(&m, repeats, NP, cpu_clock, prof, &e);
     op_layer_cost *costs = op_xcalloc((size_t)m.n_layers, sizeof *costs);
-    if (op_ptrain_layer_costs(&m, prof, np, costs, &e)) {
+    if (np < 0 || op_ptrain_layer_costs(&m, prof, np, costs, &e)) {
         fprintf(stderr, "bench_model_accuracy: %s\n", e.msg);
         return 1;
     }

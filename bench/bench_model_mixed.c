@@ -177,7 +177,8 @@ int main(int argc, char **argv) {
     op_err e = {0};
     OP_ASSERT(op_nn_model_from_spec(&m, "small", &e) == OP_OK, "%s", e.msg);
     op_layer_prof prof[8];
-    int np = op_ptrain_profile_ranks(&m, 9, NP, 1, prof);
+    int np = op_ptrain_profile_ranks(&m, 9, NP, 1, prof, &e);
+    OP_ASSERT(np >= 0, "%s", e.msg);
     op_layer_cost *costs = op_xcalloc((size_t)m.n_layers, sizeof *costs);
     OP_ASSERT(op_ptrain_layer_costs(&m, prof, np, costs, &e) == OP_OK, "%s", e.msg);
     op_comm comm;

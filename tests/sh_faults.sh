@@ -5,7 +5,8 @@
 # stopped launcher (TERM or Ctrl-C to `run` and `train`) leaves no process of its job behind;
 # errors from ranks come without mpirun's banners; stale mpirun logs are removed; a corrupt
 # checkpoint gets the same line and exit 2 under mpirun and --threads; resuming at --steps says
-# there is nothing to do; a train that cannot fit in memory is refused before it starts.
+# there is nothing to do; a train that cannot fit in memory is refused before it starts; out of
+# threads, run and train say so in one line and exit 1.
 set -u
 OP=${OCTOPIPE:-build/octopipe}
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -194,6 +195,15 @@ if [ "${SAN:-}" != 1 ]; then
   (ulimit -s 8192 -v 1500000; timeout -k 5 60 "$OP" run "$T/idle1024.json" --emulate --threads --time-scale 0.001) >"$T/out" 2>"$T/err"; rc=$?
   if [ "$rc" -eq 1 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q "cannot start rank [0-9]* of 1024 as a thread" "$T/err"; then ok
   else bad "run --threads out of threads: exit $rc: $(cat "$T/err")"; fi
+  # train's profiler threads the same (they were an assertion too): a default thread stack
+  # (RLIMIT_STACK) beyond the address space fails every pthread_create, as root too, where
+  # RLIMIT_NPROC binds nothing; no checkpoint and no plan file are written
+  (ulimit -s 8000000 -v 4000000; timeout -k 5 60 "$OP" train $TR --steps 2 --threads \
+     --checkpoint "$T/ck-nothreads" --save-plan "$T/nothreads.json") >"$T/out" 2>"$T/err"; rc=$?
+  if [ "$rc" -eq 1 ] && [ "$(wc -l < "$T/err")" -eq 1 ] &&
+     grep -q "^octopipe train: profile: cannot start profiler 1 of 2 as a thread" "$T/err" &&
+     [ ! -e "$T/ck-nothreads/model.ckpt" ] && [ ! -e "$T/nothreads.json" ]; then ok
+  else bad "train --threads out of threads: exit $rc: $(cat "$T/err")"; fi
 fi
 
 echo "sh_faults: $pass passed, $fail failed"

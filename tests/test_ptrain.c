@@ -4,6 +4,7 @@
  * peaks equal the arena-rule prediction; resume is bitwise; bad plans are refused.  The real
  * mpirun case is tests/sh_train.sh. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -373,6 +374,63 @@ TEST(copy_engine_overlaps) {
            lo, c, rep.copy_xfers[0], rep.copy_busy_ms[0]);
     op_ptrain_report_free(&rep);
     op_ptrain_session_free(ss);
+    op_plan_free(&p);
+}
+
+/* Out of threads (a process or user limit, or the address space): a thread that cannot start
+ * is an error the caller gets, not an abort.  Every new thread's default stack made larger than
+ * any address space makes pthread_create fail as it does then (RLIMIT_NPROC would not: it does
+ * not bind root).  The profilers of op_ptrain_profile_ranks; a rank's copy engine (offload) in
+ * its compute's setup, through op_ptrain_run_rank on this thread (the thread transport, P = 1),
+ * which writes no checkpoint. */
+TEST(out_of_threads_is_an_error) {
+    op_nn_model m;
+    tiny_model(&m, "EM*-#L");
+    op_layer_cost costs[64];
+    fake_costs(&m, costs);
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    op_plan p;
+    op_err e = {0};
+    CHECK(op_ptrain_make_plan(&m, costs, 1, 2, &comm, 0, "1f1b", &p, &e) == OP_OK);
+    p.stage_act[0] = OP_ACT_OFFLOAD;
+    CHECK(op_sim_replay(&p, NULL, &e) == OP_OK);
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/nothreads", tmpdir);
+    op_ptrain_opts o;
+    op_ptrain_opts_default(&o);
+    o.data = "copy", o.steps = 2, o.eo.quiet = 1, o.ckpt_dir = dir;
+    CHECK(mkdir(dir, 0700) == 0);
+
+    pthread_attr_t def, huge;
+    CHECK(pthread_getattr_default_np(&def) == 0);
+    CHECK(pthread_attr_init(&huge) == 0);
+    CHECK(pthread_attr_setstacksize(&huge, (size_t)1 << 50) == 0);
+    CHECK(pthread_setattr_default_np(&huge) == 0);
+    op_layer_prof prof[8];
+    memset(prof, 0x5a, sizeof prof);
+    int np = op_ptrain_profile_ranks(&m, 1, 2, 1, prof, &e);
+    op_xport x;
+    op_xport_threads_new(&x, 1);
+    op_err e2 = {0};
+    int rc = op_ptrain_run_rank(&m, &p, &x, &o, NULL, &e2);
+    CHECK(pthread_setattr_default_np(&def) == 0); /* before any CHECK can print */
+    pthread_attr_destroy(&huge), pthread_attr_destroy(&def);
+    op_xport_threads_free(&x, 1);
+
+    CHECK_EQ_INT(np, OP_EIO);
+    CHECK_MSG(strstr(e.msg, "profile: cannot start profiler 1 of 2 as a thread"), "%s", e.msg);
+    CHECK(prof[0].sym == 0x5a); /* out untouched */
+    CHECK_EQ_INT(rc, OP_EIO);
+    CHECK_MSG(strstr(e2.msg, "rank 0: cannot start the copy engine") && !strchr(e2.msg, '\n'), "%s", e2.msg);
+    char ck[160];
+    snprintf(ck, sizeof ck, "%s/model.ckpt", dir);
+    CHECK(access(ck, F_OK) != 0);
+    /* threads back: the same run trains */
+    op_xport_threads_new(&x, 1);
+    CHECK_MSG(op_ptrain_run_rank(&m, &p, &x, &o, NULL, &e2) == OP_OK, "%s", e2.msg);
+    op_xport_threads_free(&x, 1);
+    CHECK(access(ck, F_OK) == 0);
     op_plan_free(&p);
 }
 
@@ -778,6 +836,7 @@ int main(int argc, char **argv) {
     RUN(policies_bitwise_and_memory);
     RUN(plan_file_activation_runs_as_is);
     RUN(copy_engine_overlaps);
+    RUN(out_of_threads_is_an_error);
     RUN(recompute_adds_the_forward_to_i);
     RUN(resume_bitwise);
     RUN(bad_plans_refused);

@@ -54,9 +54,11 @@ int op_ptrain_profile_cpu(const op_nn_model *m, int repeats, op_layer_prof *out)
 
 /* The profile the way a run computes: `ranks` profilers at once, one thread each (as the P
  * ranks of a run on P cores, sharing caches and memory bandwidth), per-kind times averaged
- * over them; thread CPU time (op_ptrain_profile_cpu) or wall time (op_train_profile). */
+ * over them; thread CPU time (op_ptrain_profile_cpu) or wall time (op_train_profile).  Returns
+ * the number of kinds, or OP_EIO when a profiler's thread cannot start (the process is out of
+ * threads; out untouched). */
 int op_ptrain_profile_ranks(const op_nn_model *m, int repeats, int ranks, int cpu_clock,
-                            op_layer_prof *out);
+                            op_layer_prof *out, op_err *err);
 
 /* Link model of this machine for boundary messages: the thread transport copies (memcpy),
  * MPI shared memory is a copy plus a few microseconds. */

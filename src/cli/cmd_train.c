@@ -344,7 +344,12 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
     double t0 = op_now_s();
     /* one profiler per rank at once (threads of this process): as the ranks will compute */
     int nr = a->P < 16 ? a->P : 16;
-    np = op_ptrain_profile_ranks(m, a->repeats, nr, !a->wall_clock, prof);
+    np = op_ptrain_profile_ranks(m, a->repeats, nr, !a->wall_clock, prof, &e);
+    if (np < 0) { /* out of threads: the machine's state, not the flags (exit 1, not 2) */
+        fprintf(stderr, "octopipe train: %s\n", e.msg);
+        free(costs);
+        return 1;
+    }
     fprintf(info, "profile: %s (%d layers: %s), %d layer kinds, median of %d in %s time, %d at once, %.1f s\n",
            m->name, m->n_layers, m->pattern, np, a->repeats, a->wall_clock ? "wall" : "thread CPU", nr,
            op_now_s() - t0);

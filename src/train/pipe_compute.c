@@ -78,9 +78,7 @@ op_ptrain *op_ptrain_new(const op_nn_model *m, const op_train_data *d, const op_
             t->tgt[s * t->M + mb] = op_xcalloc(N, sizeof(int32_t));
         }
     }
-    for (int r = 0; r < t->P; r++)
-        if (rank < 0 || r == rank) t->ce[r] = op_pcopy_new(p, t->st, r);
-    return t;
+    return t; /* copy engines start in setup, where a failure has an error to return */
 }
 
 void op_ptrain_free(op_ptrain *t) {
@@ -116,6 +114,9 @@ static int setup(void *ctx, const op_plan *p, int rank, op_err *err) {
     for (int s = 0; s < t->S; s++)
         if (p->stage_dev[s] == rank && !t->st[s])
             return op_errf(err, OP_EINVAL, "train: rank %d runs stage %d but does not hold it", rank, s);
+    /* the rank's copy engine, on its first step: this rank's thread is the only one that
+     * touches ce[rank] while ranks run */
+    if (rank >= 0 && rank < t->P && !t->ce[rank]) return op_pcopy_new(t->p, t->st, rank, &t->ce[rank], err);
     return OP_OK;
 }
 

@@ -13,6 +13,7 @@
  * decides.  Bytes are the stage's probed stash (op_stage_act_bytes), what the plan charges. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "train/pipe_internal.h"
@@ -83,10 +84,11 @@ static void *copy_main(void *a) {
 
 static int offloads(const op_plan *p, int s) { return p->stage_act[s] == OP_ACT_OFFLOAD; }
 
-op_pcopy *op_pcopy_new(const op_plan *p, op_nn_stage **st, int rank) {
+int op_pcopy_new(const op_plan *p, op_nn_stage **st, int rank, op_pcopy **out, op_err *err) {
+    *out = NULL;
     int any = 0;
     for (int s = 0; s < p->S; s++) any |= p->stage_dev[s] == rank && offloads(p, s) && st[s];
-    if (!any) return NULL;
+    if (!any) return OP_OK;
     op_pcopy *c = op_xcalloc(1, sizeof *c);
     c->p = p, c->st = st, c->rank = rank;
     c->cap = 2 * p->S * p->M;
@@ -95,12 +97,18 @@ op_pcopy *op_pcopy_new(const op_plan *p, op_nn_stage **st, int rank) {
     c->host_cap = p->comm.host_mem_bytes > 0 ? (int64_t)p->comm.host_mem_bytes : 0;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-    /* no thread is a state no input reaches (the machine is out of threads): abort, as for
-     * an allocation */
-    OP_ASSERT(pthread_create(&c->th, NULL, copy_main, c) == 0, "rank %d: cannot start the copy engine", rank);
+    int terr = pthread_create(&c->th, NULL, copy_main, c);
+    if (terr) { /* the process is out of threads (a process or user limit, address space) */
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->cv);
+        free(c->q), free(c->x), free(c);
+        return op_errf(err, OP_EIO, "rank %d: cannot start the copy engine of its offload stages "
+                       "as a thread: %s", rank, strerror(terr));
+    }
     for (int s = 0; s < p->S; s++)
         if (p->stage_dev[s] == rank && offloads(p, s) && st[s]) op_nn_stage_set_copy_async(st[s], 1);
-    return c;
+    *out = c;
+    return OP_OK;
 }
 
 void op_pcopy_free(op_pcopy *c) {

@@ -33,9 +33,10 @@ int op_ptrain_ckpt_path(const op_ptrain_opts *o, char *path, size_t cap, op_err 
 int op_ptrain_want_ckpt(const op_ptrain_opts *o, int64_t step);
 
 /* The copy engine of one rank's offload stages (pipe_copy.c); NULL when the rank has none, and
- * every function takes NULL as "nothing to do".  st[S] are the stages (the rank's own used). */
+ * every function takes NULL as "nothing to do".  st[S] are the stages (the rank's own used).
+ * op_pcopy_new sets *out (NULL: none needed); OP_EIO when its thread cannot start. */
 typedef struct op_pcopy op_pcopy;
-op_pcopy *op_pcopy_new(const op_plan *p, op_nn_stage **st, int rank);
+int op_pcopy_new(const op_plan *p, op_nn_stage **st, int rank, op_pcopy **out, op_err *err);
 void op_pcopy_free(op_pcopy *c);
 /* Before a step (waits out any copy a failed step left). */
 void op_pcopy_begin_step(op_pcopy *c);

@@ -66,16 +66,22 @@ static void *pmain(void *a) {
 }
 
 int op_ptrain_profile_ranks(const op_nn_model *m, int repeats, int ranks, int cpu_clock,
-                            op_layer_prof *out) {
+                            op_layer_prof *out, op_err *err) {
     if (ranks < 1) ranks = 1;
     pjob *j = op_xcalloc((size_t)ranks, sizeof *j);
     pthread_t *th = op_xcalloc((size_t)ranks, sizeof *th);
     op_nn_blas_single_thread(); /* before the threads exist */
-    for (int r = 0; r < ranks; r++) {
-        j[r].m = m, j[r].repeats = repeats, j[r].cpu_clock = cpu_clock;
-        OP_ASSERT(pthread_create(&th[r], NULL, pmain, &j[r]) == 0, "pthread_create failed");
+    int started = 0, terr = 0;
+    for (; started < ranks; started++) {
+        j[started].m = m, j[started].repeats = repeats, j[started].cpu_clock = cpu_clock;
+        if ((terr = pthread_create(&th[started], NULL, pmain, &j[started]))) break; /* out of threads */
     }
-    for (int r = 0; r < ranks; r++) pthread_join(th[r], NULL);
+    for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
+    if (terr) {
+        free(j), free(th);
+        return op_errf(err, OP_EIO, "profile: cannot start profiler %d of %d as a thread: %s",
+                       started + 1, ranks, strerror(terr));
+    }
     int n = j[0].n;
     for (int k = 0; k < n; k++) {
         out[k] = j[0].prof[k];
