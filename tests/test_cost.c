@@ -513,9 +513,28 @@ TEST(device_presets) {
 }
 
 
+/* A zeroed op_comm (none = 0, no bandwidth: op_comm_validate refuses it, a library caller may
+ * not have asked) moves no byte: HUGE_VAL, not an abort; no bytes cost the latency alone. */
+TEST(comm_without_bandwidth_never_delivers) {
+    op_comm c;
+    memset(&c, 0, sizeof c);
+    c.intra_lat_ms = 0.5;
+    CHECK(op_comm_ms(&c, 0, 1, 1000) == HUGE_VAL);
+    CHECK(op_comm_ms(&c, 0, 1, 0) == 0.5);
+    CHECK(op_comm_ms(&c, 1, 1, 1000) == 0); /* one device */
+    double lat[4] = {0, 0.1, 0.1, 0}, bw[4] = {0, 0, 10, 0};
+    c.pair_n = 2, c.pair_lat_ms = lat, c.pair_bw_GBps = bw;
+    CHECK(op_comm_ms(&c, 0, 1, 1000) == HUGE_VAL);
+    CHECK_NEAR(op_comm_ms(&c, 1, 0, 1000000), 0.1 + 0.1, 1e-12); /* 1 MB at 10 GB/s */
+    c.intra_bw_GBps = 1;
+    c.pair_n = 0;
+    CHECK_NEAR(op_comm_ms(&c, 0, 1, 1000000), 0.5 + 1, 1e-12);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(mlp_gemm_bound_by_hand);
+    RUN(comm_without_bandwidth_never_delivers);
     RUN(embed_memory_bound_by_hand);
     RUN(attention_seq_scaling);
     RUN(attention_core_flops_exact);

@@ -935,10 +935,30 @@ TEST(cli_models) {
     CHECK_STR_CONTAINS(out, "'no-such-model' is neither a readable file");
 }
 
+/* NULL text, file or model: OP_EINVAL with a message, the model left empty, never an abort. */
+TEST(loaders_refuse_null_arguments) {
+    op_model mo;
+    op_err er = {0};
+    CHECK_EQ_INT(op_model_load(NULL, &mo, &er), OP_EINVAL);
+    CHECK_MSG(strstr(er.msg, "no file or preset name"), "%s", er.msg);
+    op_model_free(&mo);
+    CHECK_EQ_INT(op_model_load("llama-7b", NULL, &er), OP_EINVAL);
+    CHECK_EQ_INT(op_model_from_hf_json(NULL, "cfg.json", &mo, &er), OP_EINVAL);
+    CHECK_MSG(strstr(er.msg, "cfg.json: no text"), "%s", er.msg);
+    CHECK(mo.n_layers == 0);
+    op_model_free(&mo);
+    CHECK_EQ_INT(op_model_from_hf_json("{}", NULL, NULL, &er), OP_EINVAL);
+    CHECK_EQ_INT(op_model_from_profile_json(NULL, NULL, &mo, &er), OP_EINVAL);
+    CHECK_MSG(strstr(er.msg, "profile.json: no text"), "%s", er.msg);
+    op_model_free(&mo);
+    CHECK_EQ_INT(op_model_from_profile_json("{}", "p.json", NULL, NULL), OP_EINVAL);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     argv0 = argv[0];
     RUN(kind_symbols_round_trip);
+    RUN(loaders_refuse_null_arguments);
     RUN(hf_llama_defaults);
     RUN(hf_mistral_window_default);
     RUN(hf_mixtral_moe);

@@ -827,6 +827,54 @@ TEST(slowed_rank_spins_counted) {
     op_plan_free(&p);
 }
 
+/* Library calls with arguments a caller could plausibly pass: a plan made for another model,
+ * zero plans or rounds, a plan index out of range, a slow-down of 0 or NaN.  Each is an error
+ * (or no samples), nothing is changed, never an abort. */
+TEST(bad_arguments_refused) {
+    op_nn_model m, other;
+    tiny_model(&m, "EM*-#L");
+    tiny_model(&other, "EM-L");
+    op_layer_cost costs[64];
+    fake_costs(&other, costs);
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    op_plan p;
+    op_err e = {0};
+    CHECK(op_ptrain_make_plan(&other, costs, 2, 2, &comm, 0, "1f1b", &p, &e) == OP_OK);
+    op_ptrain_opts o;
+    op_ptrain_opts_default(&o);
+    o.data = "copy", o.steps = 1, o.eo.quiet = 1;
+    op_ptrain_report rep;
+    CHECK_EQ_INT(op_ptrain_run_threads(&m, &p, &o, &rep, &e), OP_EINVAL);
+    CHECK_MSG(strstr(e.msg, "has 4 layers, model EM*-#L has 6"), "%s", e.msg);
+    op_ptrain_session *ss = (op_ptrain_session *)&e;
+    CHECK_EQ_INT(op_ptrain_session_new(&m, &p, &o, &ss, &e), OP_EINVAL);
+    CHECK(ss == NULL);
+    op_train_data d;
+    CHECK(op_train_data_open(&d, "copy", &m.cfg, 1, &e) == OP_OK);
+    CHECK(op_ptrain_new(&m, &d, &p, -1) == NULL);
+    op_train_data_free(&d);
+    const op_plan *plans[1] = {&p};
+    op_ptrain_turns tu;
+    CHECK_EQ_INT(op_ptrain_run_turns(&other, plans, 0, &o, 2, &tu, &e), OP_EINVAL);
+    CHECK_EQ_INT(op_ptrain_run_turns(&other, plans, 1, &o, 0, &tu, &e), OP_EINVAL);
+    CHECK_MSG(strstr(e.msg, "turns: 1 plans and 0 rounds"), "%s", e.msg);
+    op_ptrain_turns_free(&tu);
+    op_ptrain_turns t0 = {.n = 1, .rounds = 1, .P = 2};
+    double out[8];
+    CHECK_EQ_INT(op_ptrain_speed_samples(&t0, 1, &p, out), 0); /* no plan 1 (t0.rep unread) */
+    CHECK_EQ_INT(op_ptrain_speed_samples(&t0, -1, &p, out), 0);
+    t0.P = 3;
+    CHECK_EQ_INT(op_ptrain_speed_samples(&t0, 0, &p, out), 0); /* pred has 2 devices */
+    double k0[2] = {1, 0}, kn[2] = {NAN, 1};
+    double mk = p.pred.makespan_ms;
+    CHECK_EQ_INT(op_ptrain_slowdown_plan(&p, costs, k0, &e), OP_EINVAL);
+    CHECK_MSG(strstr(e.msg, "slow-down of device 1: 0"), "%s", e.msg);
+    CHECK_EQ_INT(op_exec_slow_plan(&p, kn), OP_EINVAL);
+    CHECK(p.n_types <= 1 && p.pred.makespan_ms == mk); /* unchanged */
+    op_plan_free(&p);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     setenv("OPENBLAS_NUM_THREADS", "1", 0);
@@ -840,6 +888,7 @@ int main(int argc, char **argv) {
     RUN(recompute_adds_the_forward_to_i);
     RUN(resume_bitwise);
     RUN(bad_plans_refused);
+    RUN(bad_arguments_refused);
     RUN(fit_overhead_round_trip);
     RUN(fit_costs_least_squares);
     RUN(fit_costs_with_recompute);

@@ -658,9 +658,48 @@ TEST(order_move_rules_and_undo) {
     CHECK(op_sched_move(o, 5, 4, 2) && o[2].kind == OP_W); /* past F(0,1), I(0,0): other stage */
 }
 
+/* The public building blocks refuse a plan of the wrong shape (a caller's plausible mistake)
+ * with OP_EINVAL and leave it as it was; a plan with a count below 1 is refused empty. */
+TEST(building_blocks_refuse_wrong_shapes) {
+    for (int l = 0; l < 4; l++) layer(l, 'T', 1, 1, 1);
+    op_plan p;
+    CHECK_EQ_INT(op_plan_init(&p, "bad", L, 4, 0, 4, 2, NULL), OP_EINVAL);
+    CHECK(p.P == 0 && p.ops == NULL);
+    op_plan_free(&p);
+    CHECK_EQ_INT(op_plan_init(&p, "bad", L, 4, 2, 4, -1, NULL), OP_EINVAL);
+    op_plan_free(&p);
+    CHECK_EQ_INT(op_plan_init(&p, "s4p2", L, 4, 2, 4, 4, NULL), OP_OK);
+    for (int s = 0; s <= 4; s++) p.stage_first[s] = s;
+    for (int s = 0; s < 4; s++) p.stage_dev[s] = s % 2;
+    CHECK_EQ_INT(op_sched_order_1f1b(&p), OP_EINVAL); /* S = 4 on P = 2 */
+    CHECK(p.n_ops[0] == 0 && p.n_ops[1] == 0);
+    CHECK_EQ_INT(op_sched_order_interleaved(&p, 3, 2), OP_EINVAL); /* 4 != 3 * 2 */
+    CHECK_EQ_INT(op_sched_order_interleaved(&p, 2, 0), OP_EINVAL);
+    CHECK_EQ_INT(op_sched_order_interleaved(&p, 0, 1), OP_EINVAL);
+    CHECK(p.n_ops[0] == 0 && p.n_ops[1] == 0);
+    CHECK_EQ_INT(op_sched_zb_greedy(&p, NULL, 0, 0), OP_EINVAL); /* stage_split all 0 */
+    CHECK(p.n_ops[0] == 0 && p.n_ops[1] == 0);
+    op_op o = {.kind = OP_F, .stage = 0, .mb = 0};
+    CHECK_EQ_INT(op_plan_set_ops(&p, 2, &o, 1), OP_EINVAL);
+    CHECK_EQ_INT(op_plan_set_ops(&p, -1, &o, 1), OP_EINVAL);
+    CHECK_EQ_INT(op_plan_set_ops(&p, 0, &o, -1), OP_EINVAL);
+    CHECK_EQ_INT(op_plan_set_ops(&p, 0, NULL, 1), OP_EINVAL);
+    CHECK(p.n_ops[0] == 0);
+    /* the right shapes still work */
+    CHECK_EQ_INT(op_sched_order_interleaved(&p, 2, 2), OP_OK);
+    CHECK(p.n_ops[0] == 16 && p.n_ops[1] == 16);
+    for (int s = 0; s < 4; s++) p.stage_split[s] = 1;
+    CHECK_EQ_INT(op_sched_zb_greedy(&p, NULL, 0, 0), OP_OK);
+    CHECK(p.n_ops[0] == 24 && p.n_ops[1] == 24);
+    op_err e;
+    CHECK_MSG(op_sim_replay(&p, NULL, &e) == OP_OK, "%s", e.msg);
+    op_plan_free(&p);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(uniform_p4_m8_1f1b_33_zbh1_27);
+    RUN(building_blocks_refuse_wrong_shapes);
     RUN(handcrafted_zbh1_matches_paper);
     RUN(bubble_ratio_1f1b_and_gpipe);
     RUN(interleaving_divides_warmup_by_v);

@@ -84,6 +84,8 @@ typedef struct op_comm {
     const double *host_bw_dev_GBps;
 } op_comm;
 
+/* ms to move bytes from dev_a to dev_b: latency + bytes / bandwidth (0 on one device or with
+ * none); HUGE_VAL for bytes over a link without bandwidth (op_comm_validate refuses one). */
 double op_comm_ms(const op_comm *c, int dev_a, int dev_b, int64_t bytes);
 
 typedef struct op_device {

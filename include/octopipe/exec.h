@@ -272,8 +272,9 @@ void op_exec_emulated_plan(op_plan *dst, const op_plan *src, double time_scale,
 /* Mixed emulation: device d of p computes k[d] times slower (k in (0, 1e6]) than p costs it.
  * p becomes a mixed plan (op_plan_set_types) with one type per distinct (type, k): that type's
  * layer times x k, named "<type> x<k>" ("x<k>" when unnamed; k = 1 keeps a name).  Placement,
- * orders and memory limits stay; the prediction must be re-simulated (op_sim_replay). */
-void op_exec_slow_plan(op_plan *p, const double *k);
+ * orders and memory limits stay; the prediction must be re-simulated (op_sim_replay).
+ * OP_EINVAL, p unchanged, when some k is outside that range. */
+int op_exec_slow_plan(op_plan *p, const double *k);
 
 /* Report: --json object (measured vs predicted) and a merged Chrome trace (measured ranks and
  * the predicted timeline of `pred`, which must have been simulated). */

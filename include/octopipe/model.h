@@ -135,7 +135,8 @@ const double *op_model_gpu_ms(const op_model *m, const char *gpu);
  * model because profiles name GPUs; each one's numbers are op_device_preset's (cost.h). */
 int op_gpu_name(const char *name, const char **canonical, op_err *err);
 
-/* Loads FILE (HF config.json or profile JSON, told apart by content) or a preset name. */
+/* Loads FILE (HF config.json or profile JSON, told apart by content) or a preset name.  A NULL
+ * file, text or m is OP_EINVAL (m, when given, is left empty: op_model_free takes it). */
 int op_model_load(const char *file_or_preset, op_model *m, op_err *err);
 int op_model_from_hf_json(const char *json_text, const char *name, op_model *m, op_err *err);
 int op_model_from_profile_json(const char *json_text, const char *name, op_model *m, op_err *err);

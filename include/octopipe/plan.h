@@ -118,14 +118,16 @@ int op_comm_validate(const op_comm *c, int P, op_err *err);
 void op_plan_init_problem(op_plan *p, const char *name, const op_problem *pr, int S);
 
 /* Allocates the arrays for P devices, M microbatches, S stages over n_layers layers (copied
- * from `layers`).  Schedules start empty (op_plan_set_ops fills a device). */
-void op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int n_layers,
-                  int P, int M, int S, const op_comm *comm);
+ * from `layers`).  Schedules start empty (op_plan_set_ops fills a device).  OP_EINVAL when a
+ * count is below 1 (p is then empty: op_plan_free takes it). */
+int op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int n_layers,
+                 int P, int M, int S, const op_comm *comm);
 void op_plan_free(op_plan *p);
 /* Deep copy (dst must be uninitialised or freed). */
 void op_plan_copy(op_plan *dst, const op_plan *src);
-/* Sets device d's order (copied into the arena). */
-void op_plan_set_ops(op_plan *p, int d, const op_op *ops, int n);
+/* Sets device d's order (copied into the arena).  OP_EINVAL (p unchanged) when d is not one
+ * of p's devices, n < 0, or ops is NULL with n > 0. */
+int op_plan_set_ops(op_plan *p, int d, const op_op *ops, int n);
 
 /* Mixed clusters: sets the device types of p (copied into its arena; `layers` becomes a copy
  * of row 0).  names may be NULL; dev_mem_limit may be NULL (every device mem_limit_bytes).

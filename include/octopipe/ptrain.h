@@ -79,7 +79,8 @@ int op_ptrain_plan_spec_check(const char *spec, op_err *err);
 typedef struct op_ptrain op_ptrain; /* the stages of one rank (or all ranks: threads) */
 
 /* Builds the stages the plan places on `rank` (rank < 0: every stage, for in-process ranks;
- * each thread then only touches its own stages).  m, d and p must outlive it. */
+ * each thread then only touches its own stages).  m, d and p must outlive it.  NULL when p's
+ * layer count is not m's (the runs below say so in their error). */
 op_ptrain *op_ptrain_new(const op_nn_model *m, const op_train_data *d, const op_plan *p, int rank);
 void op_ptrain_free(op_ptrain *t);
 op_compute op_ptrain_compute(op_ptrain *t);
@@ -131,7 +132,7 @@ int op_ptrain_slowdown_parse(const char *spec, int P, double *k, op_err *err);
 int op_ptrain_plan_slowdown(const op_plan *p, double *k);
 /* Makes p the plan a slowed-down run follows: every device type's costs become `machine`
  * (this machine's, [n_layers]), then device d's are scaled by k[d] (op_exec_slow_plan), and p
- * is re-simulated. */
+ * is re-simulated.  OP_EINVAL, p unchanged, when some k[d] is outside (0, 1e6]. */
 int op_ptrain_slowdown_plan(op_plan *p, const op_layer_cost *machine, const double *k,
                             op_err *err);
 /* The same with each device's own costs on this machine: device d's become dev_costs[d]
@@ -281,7 +282,8 @@ double op_ptrain_fit_overhead(const op_plan *p, double measured_ms);
 /* Plans taking turns step by step: a session each (op_ptrain_session), one untimed warm-up
  * step each, then `rounds` rounds of one step per plan, the order rotated and reversed from
  * round to round, so that a drift of the machine's speed touches every plan alike.  All plans
- * need the same P; o's steps, checkpoints and losses are ignored. */
+ * need the same P; o's steps, checkpoints and losses are ignored.  OP_EINVAL when n or rounds
+ * is below 1. */
 typedef struct op_ptrain_turns {
     int n, rounds, P;
     double quiet;          /* o->quiet_share: a step counts for speed samples from this CPU share */
@@ -298,7 +300,8 @@ int op_ptrain_repredict(const op_plan *src, const op_layer_cost *costs, double o
 
 /* The devices' speed in plan i's quiet timed steps (CPU share >= t->quiet): per step and rank,
  * measured busy time / the busy time `pred` (plan i re-predicted with the costs in use)
- * gives.  Writes [count * P] to out (room for t->rounds * P) and returns the count. */
+ * gives.  Writes [count * P] to out (room for t->rounds * P) and returns the count (0 when i
+ * is not one of t's plans, or pred has other devices than t, or more than 64). */
 int op_ptrain_speed_samples(const op_ptrain_turns *t, int i, const op_plan *pred, double *out);
 
 /* Calibration from the turns t of plans[t->n], leaving plan `skip` out (-1: none): per-kind

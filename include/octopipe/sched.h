@@ -79,11 +79,13 @@ const char *const *op_sched_names(void);
 /* Building blocks, public for the tuner and tests. ------------------------------------------- */
 
 /* Megatron 1F1B order for a plan with one stage per device in chain placement (stage d on
- * device d) and fused B on every stage.  Sets stage_split to 0 and fills p->ops. */
-void op_sched_order_1f1b(op_plan *p);
+ * device d) and fused B on every stage.  Sets stage_split to 0 and fills p->ops; OP_EINVAL
+ * (p unchanged) when S != P. */
+int op_sched_order_1f1b(op_plan *p);
 
-/* Megatron interleaved order: S = v*P stages in loop placement, fused B, group size G. */
-void op_sched_order_interleaved(op_plan *p, int v, int G);
+/* Megatron interleaved order: S = v*P stages in loop placement, fused B, group size G.
+ * OP_EINVAL (p unchanged) unless v >= 1, G >= 1 and S = v*P. */
+int op_sched_order_interleaved(op_plan *p, int v, int G);
 
 /* Contiguous split of all layers into S non-empty stages minimizing the max stage F+I+W time;
  * ties broken by the smallest sum of squared stage times.  stage_first[S+1].  Returns OP_EINVAL
@@ -133,7 +135,8 @@ void op_sched_unmove(op_op *o, int i, int j);
  * for an I whose input chain, run as soon as possible, would arrive before the W ends). */
 enum { OP_ZB_F_FIRST = 1, OP_ZB_W_EAGER = 2, OP_ZB_F_SHALLOW = 4, OP_ZB_PER_CHUNK = 8,
        OP_ZB_W_LOOKAHEAD = 16 };
-void op_sched_zb_greedy(op_plan *p, const double *cap_mb, double mem_limit_bytes, int flags);
+/* OP_EINVAL (p unchanged) when a stage's stage_split is 0. */
+int op_sched_zb_greedy(op_plan *p, const double *cap_mb, double mem_limit_bytes, int flags);
 
 #ifdef __cplusplus
 }

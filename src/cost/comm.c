@@ -62,18 +62,21 @@ void op_comm_set_host_devs(op_comm *c, const op_device *types, const int *dev_ty
     c->host_bw_dev_GBps = same ? NULL : bw;
 }
 
+/* A link without bandwidth (a zeroed op_comm: op_comm_validate refuses it, a caller may not
+ * have asked) never delivers a byte. */
+static double link_ms(double lat, double bw, int64_t bytes) {
+    if (bytes <= 0) return lat;
+    return bw > 0 ? lat + (double)bytes / (bw * 1e9) * 1e3 : HUGE_VAL;
+}
+
 double op_comm_ms(const op_comm *c, int dev_a, int dev_b, int64_t bytes) {
     if (c->none || dev_a == dev_b) return 0.0;
     if (c->pair_n > 0 && dev_a < c->pair_n && dev_b < c->pair_n && c->pair_bw_GBps) {
         size_t k = (size_t)dev_a * (size_t)c->pair_n + (size_t)dev_b;
-        double bw = c->pair_bw_GBps[k];
-        OP_ASSERT(bw > 0, "op_comm with zero bandwidth from device %d to %d", dev_a, dev_b);
-        return c->pair_lat_ms[k] + (double)(bytes > 0 ? bytes : 0) / (bw * 1e9) * 1e3;
+        return link_ms(c->pair_lat_ms[k], c->pair_bw_GBps[k], bytes);
     }
     int same_node = c->nodes_of <= 0 || dev_a / c->nodes_of == dev_b / c->nodes_of;
     double lat = same_node ? c->intra_lat_ms : c->inter_lat_ms;
     double bw = same_node ? c->intra_bw_GBps : c->inter_bw_GBps;
-    OP_ASSERT(bw > 0, "op_comm with zero %s bandwidth (use none = 1 for free links)",
-              same_node ? "intra-node" : "inter-node");
-    return lat + (double)(bytes > 0 ? bytes : 0) / (bw * 1e9) * 1e3;
+    return link_ms(lat, bw, bytes);
 }

@@ -118,7 +118,7 @@ static int emu_setup(void *ctx, const op_plan *p, int rank, op_err *err) {
     pthread_cond_init(&ce->cv, NULL);
     if (pthread_create(&ce->th, NULL, copy_main, ce)) {
         free(ce->q), free(ce->st), free(ce);
-        return op_errf(err, OP_EINVAL, "rank %d: cannot start the copy engine thread", rank);
+        return op_errf(err, OP_EIO, "rank %d: cannot start the copy engine thread", rank); /* out of threads */
     }
     ce->at = op_sim_reload_at(p);
     for (int d = 0; d < rank; d++) ce->base += p->n_ops[d];

@@ -15,13 +15,14 @@ static void scale(op_layer_cost *c, double k) {
     c->f_sel_ms *= k;
 }
 
-void op_exec_slow_plan(op_plan *p, const double *k) {
+int op_exec_slow_plan(op_plan *p, const double *k) {
     int P = p->P, L = p->n_layers, nt = 0;
+    for (int d = 0; d < P; d++)
+        if (!(k[d] > 0 && k[d] <= 1e6)) return OP_EINVAL;
     /* new type of device d: the distinct (old type, k) pairs in device order, at most P */
     int *old = op_xcalloc((size_t)P, sizeof(int)), *nty = op_xcalloc((size_t)P, sizeof(int));
     double *kt = op_xcalloc((size_t)P, sizeof(double));
     for (int d = 0; d < P; d++) {
-        OP_ASSERT(k[d] > 0 && k[d] <= 1e6, "slow-down of device %d: %g", d, k[d]);
         int t = 0;
         while (t < nt && !(old[t] == p->dev_type[d] && kt[t] == k[d])) t++;
         if (t == nt) old[nt] = p->dev_type[d], kt[nt] = k[d], nt++;
@@ -40,4 +41,5 @@ void op_exec_slow_plan(op_plan *p, const double *k) {
     }
     op_plan_set_types(p, nt, (const char(*)[32])names, rows, nty, p->dev_mem_limit);
     free(rows), free(names), free(old), free(nty), free(kt);
+    return OP_OK;
 }

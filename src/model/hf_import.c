@@ -50,9 +50,9 @@ const char *const *op_model_supported_types(void) {
 }
 
 int op_model_from_hf_json(const char *json_text, const char *name, op_model *m, op_err *err) {
-    OP_ASSERT(json_text && m, "op_model_from_hf_json: NULL argument");
     const char *file = name ? name : "config.json";
-    memset(m, 0, sizeof *m);
+    if (m) memset(m, 0, sizeof *m);
+    if (!json_text || !m) return op_errf(err, OP_EINVAL, "%s: no %s", file, m ? "text" : "model to fill");
     op_model_set_name(m, file);
     json_t *root = op_json_parse_lenient(json_text, file, err);
     if (!root) return OP_EINVAL;

@@ -91,7 +91,8 @@ int op_model_text_is_profile(const char *text) {
 }
 
 int op_model_load(const char *file_or_preset, op_model *m, op_err *err) {
-    OP_ASSERT(file_or_preset && m, "op_model_load: NULL argument");
+    if (m) memset(m, 0, sizeof *m); /* op_model_free takes it either way */
+    if (!file_or_preset || !m) return op_errf(err, OP_EINVAL, "op_model_load: no %s", m ? "file or preset name" : "model to fill");
     for (const char *const *p = op_model_preset_names(); *p; p++)
         if (!strcmp(*p, file_or_preset)) return op_model_preset(file_or_preset, m, err);
     char *text = NULL;

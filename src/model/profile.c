@@ -320,9 +320,9 @@ const double *op_model_gpu_ms(const op_model *m, const char *gpu) {
 }
 
 int op_model_from_profile_json(const char *json_text, const char *name, op_model *m, op_err *err) {
-    OP_ASSERT(json_text && m, "op_model_from_profile_json: NULL argument");
     pctx c = {.file = name ? name : "profile.json", .err = err};
-    memset(m, 0, sizeof *m);
+    if (m) memset(m, 0, sizeof *m);
+    if (!json_text || !m) return op_errf(err, OP_EINVAL, "%s: no %s", c.file, m ? "text" : "model to fill");
     op_model_set_name(m, c.file);
     snprintf(m->model_type, sizeof m->model_type, "profile");
     json_t *root = op_json_parse_finite(json_text, c.file, err);

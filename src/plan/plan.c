@@ -8,11 +8,10 @@
 
 #include "plan/check_int.h"
 
-void op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int n_layers,
-                  int P, int M, int S, const op_comm *comm) {
-    OP_ASSERT(P > 0 && M > 0 && S > 0 && n_layers > 0, "bad plan shape P=%d M=%d S=%d L=%d", P,
-              M, S, n_layers);
+int op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int n_layers,
+                 int P, int M, int S, const op_comm *comm) {
     memset(p, 0, sizeof *p);
+    if (P < 1 || M < 1 || S < 1 || n_layers < 1) return OP_EINVAL; /* p stays empty */
     op_copy_name(p->name, sizeof p->name, name ? name : "plan"); /* UTF-8: JSON, SVG */
     p->n_layers = n_layers;
     p->P = P;
@@ -58,6 +57,7 @@ void op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int
     p->pred.residual_ms = OP_ARENA_NEW(&p->arena, double, P);
     p->pred.peak_bytes = OP_ARENA_NEW(&p->arena, int64_t, P);
     p->pred.static_bytes = OP_ARENA_NEW(&p->arena, int64_t, P);
+    return OP_OK;
 }
 
 void op_plan_init_problem(op_plan *p, const char *name, const op_problem *pr, int S) {
@@ -145,11 +145,12 @@ void op_plan_free(op_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-void op_plan_set_ops(op_plan *p, int d, const op_op *ops, int n) {
-    OP_ASSERT(d >= 0 && d < p->P, "device %d out of range", d);
+int op_plan_set_ops(op_plan *p, int d, const op_op *ops, int n) {
+    if (d < 0 || d >= p->P || n < 0 || (n && !ops)) return OP_EINVAL;
     p->ops[d] = OP_ARENA_NEW(&p->arena, op_op, n);
     if (n) memcpy(p->ops[d], ops, sizeof(op_op) * (size_t)n);
     p->n_ops[d] = n;
+    return OP_OK;
 }
 
 void op_plan_copy(op_plan *dst, const op_plan *src) {

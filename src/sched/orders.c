@@ -46,8 +46,8 @@ void sched_order_gpipe(op_plan *p) {
 
 /* Megatron forward_backward_pipelining_without_interleaving: warm-up min(P-d-1, M) forwards,
  * then one F and one B per step, then the remaining backwards. */
-void op_sched_order_1f1b(op_plan *p) {
-    OP_ASSERT(p->S == p->P, "1f1b wants one stage per device (S=%d P=%d)", p->S, p->P);
+int op_sched_order_1f1b(op_plan *p) {
+    if (p->S != p->P) return OP_EINVAL; /* one stage per device */
     set_split(p, 0);
     obuf b = {0};
     int M = p->M;
@@ -62,6 +62,7 @@ void op_sched_order_1f1b(op_plan *p) {
         flush(p, d, &b);
     }
     free(b.v);
+    return OP_OK;
 }
 
 /* Megatron forward_backward_pipelining_with_interleaving.  Virtual microbatch k of a device
@@ -70,10 +71,9 @@ void op_sched_order_1f1b(op_plan *p) {
  * Backward k uses the same table with the chunk mirrored (v-1-c).  Warm-up on device d:
  * min((P-d-1)*2 + (v-1)*G, M*v), or all M*v when M == P (Megatron's special case); then
  * steady F(warmup+k) B(k); then the cool-down B's. */
-void op_sched_order_interleaved(op_plan *p, int v, int G) {
+int op_sched_order_interleaved(op_plan *p, int v, int G) {
     int P = p->P, M = p->M, n = M * v;
-    OP_ASSERT(p->S == v * P && v >= 1 && G >= 1, "interleaved wants S = v*P (S=%d v=%d P=%d)",
-              p->S, v, P);
+    if (v < 1 || G < 1 || p->S != v * P) return OP_EINVAL;
     set_split(p, 0);
     int *tmb = op_xmalloc(sizeof(int) * (size_t)n), *tch = op_xmalloc(sizeof(int) * (size_t)n);
     int k = 0;
@@ -106,6 +106,7 @@ void op_sched_order_interleaved(op_plan *p, int v, int G) {
     free(b.v);
     free(tmb);
     free(tch);
+    return OP_OK;
 }
 
 /* ZB-H1 as drawn in the Zero Bubble paper: 1F1B's warm-up (P-d-1 forwards) with B split into

@@ -196,10 +196,11 @@ static wake heap_pop(heap *h) {
     return top;
 }
 
-void op_sched_zb_greedy(op_plan *p, const double *cap_mb, double mem_limit_bytes, int flags) {
+int op_sched_zb_greedy(op_plan *p, const double *cap_mb, double mem_limit_bytes, int flags) {
     zb zz = {0}, *z = &zz;
     int S = p->S, M = p->M, P = p->P;
-    for (int s = 0; s < S; s++) OP_ASSERT(p->stage_split[s], "zb greedy wants I+W on stage %d", s);
+    for (int s = 0; s < S; s++)
+        if (!p->stage_split[s]) return OP_EINVAL; /* I and W apart on every stage */
     z->p = p;
     z->S = S;
     z->M = M;
@@ -313,4 +314,5 @@ void op_sched_zb_greedy(op_plan *p, const double *cap_mb, double mem_limit_bytes
     free(h.v);
     for (int d = 0; d < P; d++) op_plan_set_ops(p, d, z->out[d], z->nout[d]);
     op_arena_free(&ar);
+    return OP_OK;
 }

@@ -16,7 +16,8 @@
 int op_ptrain_run_turns(const op_nn_model *m, const op_plan *const *plans, int n,
                         const op_ptrain_opts *o, int rounds, op_ptrain_turns *out, op_err *err) {
     memset(out, 0, sizeof *out);
-    OP_ASSERT(n > 0 && rounds > 0, "run_turns: %d plans, %d rounds", n, rounds);
+    if (n < 1 || rounds < 1)
+        return op_errf(err, OP_EINVAL, "turns: %d plans and %d rounds (want at least one of each)", n, rounds);
     const int P = plans[0]->P;
     for (int i = 1; i < n; i++)
         if (plans[i]->P != P)
@@ -71,7 +72,7 @@ int op_ptrain_repredict(const op_plan *src, const op_layer_cost *costs, double o
 
 int op_ptrain_speed_samples(const op_ptrain_turns *t, int i, const op_plan *pred, double *out) {
     double busy[64];
-    OP_ASSERT(pred->P == t->P && t->P <= 64, "speed samples: %d devices", pred->P);
+    if (i < 0 || i >= t->n || pred->P != t->P || t->P > 64) return 0; /* not plan i's: no samples */
     op_exec_pred_bubble(pred, busy);
     int n = 0;
     const op_ptrain_report *r = &t->rep[i];

@@ -48,11 +48,18 @@ static long thread_faults(void) {
     return getrusage(RUSAGE_THREAD, &ru) ? 0 : ru.ru_minflt + ru.ru_majflt;
 }
 
+int op_ptrain_check_plan(const op_nn_model *m, const op_plan *p, op_err *err) {
+    if (p->n_layers != m->n_layers)
+        return op_errf(err, OP_EINVAL, "train: plan '%s' has %d layers, model %s has %d", p->name,
+                       p->n_layers, m->name, m->n_layers);
+    return OP_OK;
+}
+
 op_ptrain *op_ptrain_new(const op_nn_model *m, const op_train_data *d, const op_plan *p, int rank) {
+    if (op_ptrain_check_plan(m, p, NULL)) return NULL;
     op_ptrain *t = op_xcalloc(1, sizeof *t);
     t->m = m, t->d = d, t->p = p, t->rank = rank;
     t->S = p->S, t->M = p->M, t->P = p->P;
-    OP_ASSERT(p->n_layers == m->n_layers, "plan has %d layers, model %d", p->n_layers, m->n_layers);
     t->st = op_xcalloc((size_t)t->S, sizeof *t->st);
     t->tok = op_xcalloc((size_t)t->S * t->M, sizeof *t->tok);
     t->tgt = op_xcalloc((size_t)t->S * t->M, sizeof *t->tgt);

@@ -27,6 +27,9 @@ void op_pstats_log(const op_pstats *st, const op_nn_model *m, const op_plan *p,
 void op_pstats_finish(const op_pstats *st, op_ptrain_report *rep, const op_nn_model *m,
                       const op_plan *p);
 
+/* OP_EINVAL naming both when p was not made for m (its layer count differs). */
+int op_ptrain_check_plan(const op_nn_model *m, const op_plan *p, op_err *err);
+
 /* DIR/model.ckpt for o->ckpt_dir ("" when none; --resume without a directory is an error). */
 int op_ptrain_ckpt_path(const op_ptrain_opts *o, char *path, size_t cap, op_err *err);
 /* 1: a checkpoint is due after `step` (the last step, or every o->ckpt_every). */

@@ -123,7 +123,8 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
     if (!rep) rep = &dummy;
     memset(rep, 0, sizeof *rep);
     op_train_data d;
-    int rc = op_train_data_open(&d, o->data, &m->cfg, o->seed, err);
+    int rc = op_ptrain_check_plan(m, p, err); /* every rank has the same plan and model */
+    if (rc == OP_OK) rc = op_train_data_open(&d, o->data, &m->cfg, o->seed, err);
     int32_t ok = rc;
     x->bcast(x, &ok, sizeof ok); /* rank 0's verdict on the data, so all stop together */
     if (rc || ok) {

@@ -31,8 +31,10 @@ struct op_ptrain_session {
 int op_ptrain_session_new(const op_nn_model *m, const op_plan *p, const op_ptrain_opts *o,
                           op_ptrain_session **out, op_err *err) {
     *out = NULL;
+    int rc = op_ptrain_check_plan(m, p, err);
+    if (rc) return rc;
     op_ptrain_session *s = op_xcalloc(1, sizeof *s);
-    int rc = op_train_data_open(&s->d, o->data, &m->cfg, o->seed, err);
+    rc = op_train_data_open(&s->d, o->data, &m->cfg, o->seed, err);
     if (rc) {
         free(s);
         return rc;

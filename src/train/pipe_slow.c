@@ -68,6 +68,9 @@ int op_ptrain_slowdown_plan_kinds(op_plan *p, const op_layer_cost *const *dev_co
     /* new type of device d: the distinct (old type, costs) pairs in device order, at most P;
      * each keeps its old type's name, then op_exec_slow_plan scales device d's by k[d] */
     const int P = p->P;
+    for (int d = 0; d < P; d++)
+        if (!(k[d] > 0 && k[d] <= 1e6)) /* before p changes */
+            return op_errf(err, OP_EINVAL, "slow-down of device %d: %g (want > 0 and <= 1e6)", d, k[d]);
     size_t L = (size_t)p->n_layers;
     int *nty = op_xcalloc((size_t)P, sizeof *nty), *first = op_xcalloc((size_t)P, sizeof *first), nt = 0;
     for (int d = 0; d < P; d++) {
@@ -84,7 +87,7 @@ int op_ptrain_slowdown_plan_kinds(op_plan *p, const op_layer_cost *const *dev_co
     }
     op_plan_set_types(p, nt, (const char(*)[32])names, rows, nty, p->dev_mem_limit);
     free(rows), free(names), free(nty), free(first);
-    op_exec_slow_plan(p, k);
+    op_exec_slow_plan(p, k); /* k checked above */
     return op_sim_replay(p, NULL, err);
 }
 
