@@ -408,6 +408,15 @@ TEST(cluster_file_errors_name_field) {
     CHECK_EQ_INT(op_cluster_write(tmp("ok.json"), &w, "test", &e), OP_OK);
     CHECK_EQ_INT(op_cluster_read(tmp("ok.json"), &c, &e), OP_OK);
     CHECK_EQ_INT(c.nodes_of, 4);
+    /* a source that is not UTF-8 (Latin-1 "caf\xe9", a cut sequence) is written as UTF-8: jansson
+     * refused it, and that was an abort */
+    CHECK_EQ_INT(op_cluster_write(tmp("latin1.json"), &w, "host caf\xe9 \xc3", &e), OP_OK);
+    CHECK_EQ_INT(op_cluster_read(tmp("latin1.json"), &c, &e), OP_OK);
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_EQ_INT(op_read_file(tmp("latin1.json"), &text, &len, &e), OP_OK);
+    if (text) CHECK_STR_CONTAINS(text, "\"source\": \"host caf? ?\"");
+    free(text);
     CHECK_NEAR(c.inter_bw_GBps, w.inter_bw_GBps, 1e-9);
     /* a node size the reader refuses is not written (it was, and could not be read back) */
     const int nodes[] = {-1, (1 << 20) + 1};

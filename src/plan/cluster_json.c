@@ -262,11 +262,14 @@ static int check_links(const op_comm *c, op_err *err) {
 int op_cluster_write(const char *path, const op_comm *c, const char *source, op_err *err) {
     int bad = check_links(c, err);
     if (bad) return bad;
+    /* jansson refuses a string that is not UTF-8 (a caller's Latin-1 host or file name) */
+    char src[512];
+    op_copy_name(src, sizeof src, source);
     json_t *o = json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:s}", "format", "octopipe.cluster/1",
                           "nodes_of", c->nodes_of, "intra_lat_ms", c->intra_lat_ms,
                           "intra_bw_GBps", c->intra_bw_GBps, "inter_lat_ms", c->inter_lat_ms,
-                          "inter_bw_GBps", c->inter_bw_GBps, "source", source ? source : "");
-    OP_ASSERT(o, "json_pack failed");
+                          "inter_bw_GBps", c->inter_bw_GBps, "source", src);
+    OP_ASSERT(o, "json_pack failed"); /* every string is UTF-8 now: only out of memory */
     if (c->pair_n > 0 && c->pair_lat_ms && c->pair_bw_GBps) {
         json_object_set_new(o, "pair_lat_ms", matrix(c->pair_lat_ms, c->pair_n));
         json_object_set_new(o, "pair_bw_GBps", matrix(c->pair_bw_GBps, c->pair_n));
