@@ -592,6 +592,7 @@ static int train_rank(const targs *a, int argc, char **argv) {
         op_plan_copy(&q, &p);
         if (q.n_types > 1) {
             op_plan_set_types(&q, 1, NULL, q.layers, NULL, q.dev_mem_limit);
+            /* replay fails only on bad costs or a deadlock: row 0 passed with p, orders stay */
             OP_ASSERT(op_sim_replay(&q, NULL, &e) == OP_OK, "%s", e.msg);
         }
         op_plan_to_json(&q, &js);
@@ -611,6 +612,7 @@ static int train_rank(const targs *a, int argc, char **argv) {
     }
     x.bcast(&x, js.data, len);
     x.bcast(&x, slow, sizeof slow); /* every rank's slow-down: rank 0 read it off the plan */
+    /* rank 0's op_plan_to_json of a plan it made or read and checked: the reader takes it */
     if (x.rank != 0 && op_plan_from_json(js.data, "plan from rank 0", &p, &e))
         OP_ASSERT(0, "rank %d cannot read rank 0's plan: %s", x.rank, e.msg);
     op_buf_free(&js);

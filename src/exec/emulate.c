@@ -75,6 +75,8 @@ static double xfer_s(int s) {
 }
 
 static void push_locked(copy_engine *ce, int s, int sm, int back) {
+    /* cap 2 S M, one engine per run: a checked plan has each (s, mb)'s F and I once, so one
+     * offload and one reload each */
     OP_ASSERT(ce->tail < ce->cap, "copy engine queue full");
     ce->q[ce->tail++] = (xfer){sm, xfer_s(s), back};
     pthread_cond_broadcast(&ce->cv);

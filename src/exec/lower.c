@@ -133,6 +133,7 @@ static void lower_rank(const op_plan *p, const op_lower_opts *o, int d, int *loc
             int64_t k = ((int64_t)op->stage * p->M + op->mb) * 2 + grad;
             if (p->stage_dev[src] == d) {
                 in_buf[i] = local[k]; /* set by the producer, earlier in this order */
+                /* op_exec_lower ran op_exec_check_deadlock first: producers come earlier */
                 OP_ASSERT(in_buf[i] >= 0, "hand-over buffer missing (deadlock check skipped?)");
             } else {
                 pending_recv *r = &rv[nrv++];

@@ -134,6 +134,8 @@ void op_pcopy_begin_step(op_pcopy *c) {
 }
 
 static void push_locked(op_pcopy *c, int s, int mb, int back) {
+    /* cap 2 S M: a checked plan runs each (s, mb)'s F and I once a step, one offload and one
+     * reload each, and begin_step empties the queue */
     OP_ASSERT(c->tail < c->cap, "copy engine queue full");
     c->q[c->tail++] = (xfer){s, mb, back};
     pthread_cond_broadcast(&c->cv);

@@ -65,6 +65,7 @@ static int mpi_save(op_ptrain *t, op_ptrain **full, const op_nn_model *m, const 
         size_t *off = op_xcalloc((size_t)x->size, sizeof(size_t));
         for (int s = 0; s < ns; s++) {
             int r = p->stage_dev[s];
+            /* rank r sent its stages of this plan, 3 x n_params floats each, in stage order */
             OP_ASSERT((off[r] + 3 * sp[s]->n_params) * sizeof(float) <= (size_t)lens[r], "checkpoint gather short");
             unpack_stage(sp[s], (const float *)all[r] + off[r]);
             off[r] += 3 * sp[s]->n_params;
