@@ -473,6 +473,31 @@ static int outputs(const targs *a, const op_plan *p, const op_ptrain_report *rep
     return rc;
 }
 
+/* A rank that waits for a CPU inside its compute calls makes the measured iteration longer by
+ * that wait, which no plan predicts: on a machine busy with other work the error above says how
+ * busy the machine was, not how good the plan is.  Say so, with the steps on which every rank
+ * had its CPU where there were some (a user's first `make run` on a busy machine read +318%
+ * and nothing else). */
+static void busy_machine_note(FILE *info, const op_plan *p, const op_ptrain_report *r) {
+    double low = 1;
+    for (int d = 0; d < p->P && d < 64; d++)
+        if (r->cpu_share[d] > 0 && r->cpu_share[d] < low) low = r->cpu_share[d];
+    if (low >= 0.9) return;
+    double load[1] = {0};
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    fprintf(info, "note: a rank had a CPU for only %.0f%% of its compute time", 100 * low);
+    if (getloadavg(load, 1) == 1 && cpus > 0)
+        fprintf(info, " (load average %.1f on %ld CPUs)", load[0], cpus);
+    fprintf(info, ": other work on this machine is in the measured time, not in the prediction");
+    int timed = r->steps_run > 1 ? (int)r->steps_run - 1 : (int)r->steps_run;
+    if (r->n_quiet > 0 && r->pred_ms > 0)
+        fprintf(info, "; on the %d of %d timed steps where every rank had its CPU: measured %.2f ms, "
+                "error %+.1f%%\n", r->n_quiet, timed, r->meas_ms_quiet,
+                100 * (r->meas_ms_quiet - r->pred_ms) / r->pred_ms);
+    else
+        fprintf(info, "; no step had every rank on its CPU: rerun on an idle machine to compare\n");
+}
+
 static void summary(const targs *a, const op_nn_model *m, const op_plan *p, const op_ptrain_report *r) {
     FILE *info = info_of(a);
     fprintf(info, "trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f tokens/s\n",
@@ -484,6 +509,7 @@ static void summary(const targs *a, const op_nn_model *m, const op_plan *p, cons
            "median %.2f), predicted %.2f ms, error %+.1f%%\n",
            r->meas_ms_trimmed, r->meas_ms_median, r->pred_ms,
            r->pred_ms > 0 ? 100 * (r->meas_ms_trimmed - r->pred_ms) / r->pred_ms : 0.0);
+    busy_machine_note(info, p, r);
     int64_t arena[64] = {0};
     int have = op_ptrain_pred_act_peak(m, p, arena) == OP_OK;
     for (int d = 0; d < p->P && d < 64; d++) {
