@@ -259,6 +259,17 @@ TEST(advice_when_nothing_fits) {
     /* 8 devices hold 80 MiB of static each: more devices is a computed fix */
     CHECK_STR_CONTAINS(buf, "--devices 8");
     CHECK_STR_CONTAINS(buf, "--mem-limit");
+    CHECK_MSG(!strstr(buf, "no plan fits with"), "%s", buf); /* every change searched fits */
+    /* a layer of 400 MiB fits no device of 100 MiB, however many: the device counts searched
+     * are named after the suggestions, uncounted (the limit that fits is still suggested) */
+    op_layer_cost *big = tf_layers(16, 1, 400);
+    op_problem pb = problem(big, 16, 4, 8, 100);
+    buf[0] = 0;
+    k = op_tune_advise(NULL, NULL, NULL, &pb, buf, sizeof buf);
+    CHECK_MSG(strstr(buf, "\nno plan fits with: --devices 6 to 16\n"), "%s", buf);
+    CHECK_STR_CONTAINS(buf, "--mem-limit");
+    CHECK(k == 2); /* the static line and the limit */
+    free(big);
     /* a limit above what the GPU has is no advice: a device of 0.15 GiB (static alone needs
      * 0.16 per device of 4) gets the device count, and no limit is searched or suggested */
     op_device small = {.mem_GiB = 0.15};

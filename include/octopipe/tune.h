@@ -115,8 +115,10 @@ int op_tune_recompute_parse(const char *s, op_tune_recompute *out);
  * a data-parallel group of 2, and the memory limit the best plan needs.  Static memory
  * (weights, gradients, optimizer state) that alone exceeds the limit is named as such.  No
  * memory limit above d->mem_GiB is suggested (one limit for every device: on a mixed cluster
- * pass d with the smallest device's memory).  Writes one line per suggestion into buf.
- * Returns the number of suggestions. */
+ * pass d with the smallest device's memory).  Writes one line per suggestion into buf, then
+ * (not counted) one line "no plan fits with: ..." naming the changes searched without a
+ * fit, where there were any and no time budget cut the searches.  Returns the number of
+ * suggestions. */
 int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
                    const op_problem *pr, char *buf, size_t n);
 /* The same, calling pg->trying(ctx, what) before each of its searches ("--tp 2", "12

@@ -275,6 +275,8 @@ int cmd_plan(int argc, char **argv) {
             ad.mem_GiB = op_cli_min_mem_GiB(&s);
             if (op_tune_advise_with(&s.model, &s.train, &ad, &s.pr, adv, sizeof adv, &pg) > 0)
                 fprintf(stderr, "what would fit:\n%s", adv);
+            else if (adv[0]) /* only what was searched without a fit */
+                fprintf(stderr, "%s", adv);
             if (pg.deadline > 0 && op_now_s() >= pg.deadline)
                 fprintf(stderr, "octopipe plan: the --time-budget ended the search for what would fit; "
                                 "without it, each change gets its search\n");

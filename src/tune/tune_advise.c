@@ -226,9 +226,18 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
         count++;                                                                                   \
     } while (0)
     if (pr->mem_limit_bytes <= 0 && !pr->dev_mem_limit) return 0;
+    /* what was searched and did not fit, said after the suggestions (not counted): "what
+     * would fit: --tp 8" alone left a user asking whether 16 devices would */
+    char none[256] = "";
+    size_t nk = 0;
+#define NONE(...)                                                                                  \
+    do {                                                                                           \
+        if (nk < sizeof none) nk += (size_t)snprintf(none + nk, sizeof none - nk, __VA_ARGS__);    \
+    } while (0)
     say_static(pr, buf, n, &k, &count);
     const double sf = op_problem_static_floor_any(pr); /* one limit for all: the least it can be */
     if (m && t && d) {
+        int tp_fit = 0;
         for (int tp = t->tp * 2; tp <= 8; tp *= 2) { /* TP stays inside a node of 8 */
             op_train_cfg tt = *t;
             tt.tp = tp;
@@ -237,8 +246,13 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
             if (mk > 0) {
                 SAY("--tp %d: a plan fits (%.1f ms per iteration; each pipeline rank becomes %d GPUs)\n",
                     tp, mk, tp);
+                tp_fit = 1;
                 break;
             }
+        }
+        if (!tp_fit && t->tp * 2 <= 8) {
+            if (t->tp * 2 == 8) NONE("%s--tp 8", nk ? ", " : "");
+            else NONE("%s--tp %d to 8", nk ? ", " : "", t->tp * 2);
         }
         if (!t->zero1) {
             op_train_cfg tt = *t;
@@ -249,6 +263,7 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
             if (mk > 0)
                 SAY("--dp %d --zero1: optimizer state sharded over the data-parallel group, a plan "
                     "fits (%.1f ms)\n", tt.dp, mk);
+            else NONE("%s--dp %d --zero1", nk ? ", " : "", tt.dp);
         }
     }
     /* more devices; on a mixed cluster copies of the device with the most memory (the first
@@ -257,8 +272,11 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
     for (int dd = 1; dd < pr->P; dd++)
         if (op_problem_dev_mem_limit(pr, dd) > op_problem_dev_mem_limit(pr, like)) like = dd;
     const int mixed = pr->n_types > 1 || pr->dev_mem_limit;
+    int p_first = 0, p_last = 0, p_fit = 0;
     for (int P2 = pr->P + (pr->P + 1) / 2; P2 <= 4 * pr->P; P2 += (pr->P + 1) / 2) {
         if (P2 > pr->n_layers) break;
+        if (!p_first) p_first = P2;
+        p_last = P2;
         int *dt;
         double *lim, *host, mk = 0;
         op_problem q = widen(pr, P2, like, &dt, &lim, &host);
@@ -272,7 +290,15 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
             SAY("%d more device%s like device %d (%s, limit %.2f GiB), %d in all: a plan fits (%.1f ms)\n",
                 P2 - pr->P, P2 - pr->P > 1 ? "s" : "", like, type_of(pr, like),
                 op_problem_dev_mem_limit(pr, like) / GIB, P2, mk);
-        if (mk > 0) break;
+        if (mk > 0) {
+            p_fit = 1;
+            break;
+        }
+    }
+    if (p_first && !p_fit) {
+        if (mixed) NONE("%sup to %d more devices like device %d", nk ? ", " : "", p_last - pr->P, like);
+        else if (p_first == p_last) NONE("%s--devices %d", nk ? ", " : "", p_first);
+        else NONE("%s--devices %d to %d", nk ? ", " : "", p_first, p_last);
     }
     /* the lowest limit, the same on every device, on a ladder from the static floor up (x1.1 a
      * step) at which a plan with recomputation fits; capped by the peak of the best plan
@@ -316,6 +342,12 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
     if (mk > 0 && peak > 0 && peak / GIB <= cap)
         SAY("--mem-limit %.2f: the best plan found without a limit peaks there (%.1f ms)\n",
             ceil(peak / GIB * 100) / 100, mk);
+    else if (best < 0 && nr > 0)
+        NONE("%s--mem-limit %.2f to %.2f", nk ? ", " : "", rung[0], rung[nr - 1]);
+    /* a search the caller's time budget cut proves nothing: then the caller says so instead */
+    const int cut = pg && pg->deadline > 0 && op_now_s() >= pg->deadline;
+    if (nk && !cut && k < n) k += (size_t)snprintf(buf + k, n - k, "no plan fits with: %s\n", none);
+#undef NONE
 #undef SAY
     return count;
 }
