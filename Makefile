@@ -2,6 +2,7 @@
 #   make run            the main job on a built-in default
 #   make test           unit + integration tests; last line "tests: N passed, N failed"
 #   make test SAN=1     the same under ASan+UBSan (objects in build-san/)
+#   make test SAN=thread  the same under ThreadSanitizer (objects in build-tsan/; tests/tsan.supp)
 #   make bench          benchmarks, printed as tables
 #   make install PREFIX=/usr/local [DESTDIR=...]   binary, headers, static + shared library, octopipe.pc
 # Modules live in src/<module>/*.c and are picked up automatically; tests are tests/test_*.c
@@ -19,6 +20,8 @@ LIBDIR  ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 ifeq ($(SAN),1)
   BUILD ?= build-san
+else ifeq ($(SAN),thread)
+  BUILD ?= build-tsan
 else
   BUILD ?= build
 endif
@@ -54,6 +57,9 @@ else
 ifeq ($(SAN),1)
   # float-cast-overflow is not part of gcc's "undefined": casting 1e308 to int64 must fail too.
   SANFLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
+  OPT ?= -O1 -g
+else ifeq ($(SAN),thread)
+  SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
   OPT ?= -O1 -g
 else
   SANFLAGS :=

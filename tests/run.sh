@@ -12,6 +12,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 # allocations stay reachable only through its internals, so LeakSanitizer flags them in every
 # rank.  Such tests carry the marker OCTOPIPE_SAN_NO_LEAK_CHECK in their source.
 san_opts() {
+  # SAN=thread: a report makes the binary exit 66 (a failure); suppressions for third-party
+  # libraries only (tests/tsan.supp)
+  if [ "${SAN:-}" = thread ]; then export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp ${TSAN_OPTIONS:-}"; return 0; fi
   [ "${SAN:-}" = 1 ] || return 0
   local src="tests/$1.c"; [ -e "$src" ] || src="tests/$1.sh"
   if grep -q OCTOPIPE_SAN_NO_LEAK_CHECK "$src" 2>/dev/null; then export ASAN_OPTIONS=detect_leaks=0
