@@ -357,6 +357,34 @@ TEST(payloads_reach_their_consumer) {
     }
 }
 
+/* Compute that progresses messages itself while the progress thread runs (the trainer's
+ * --slowdown waits through op_exec_sleep_until): both look at the rank's in-flight state and
+ * its abort flag.  The run must end OK with every op in order; under `make SAN=thread` this is
+ * what reports a read of that state outside the rank's lock. */
+static int sleepy_run(void *ctx, const op_compute_call *c, op_err *err) {
+    int rc = op_exec_sleep_until(c->rt, op_now_s() + 200e-6);
+    return rc ? op_errf(err, rc, "stopped in compute") : stamp_run(ctx, c, err);
+}
+
+TEST(progress_thread_beside_compute_that_progresses) {
+    op_rng rng;
+    op_rng_seed(&rng, 12);
+    op_compute c = {0};
+    c.run = sleepy_run;
+    c.progress_thread = 1;
+    op_err e = {0};
+    for (int i = 0; i < 6; i++) {
+        op_plan p;
+        xp_random(&p, &rng, 3, 4 + op_rng_int(&rng, 6), 4, 0.01, 64);
+        op_exec_result r;
+        int rc = op_exec_run_threads(&p, &c, NULL, &r, &e);
+        CHECK_MSG(rc == OP_OK, "plan %d: %s", i, e.msg);
+        if (rc == OP_OK) CHECK(op_exec_check_order(&r, &p, &e) == OP_OK);
+        op_exec_result_free(&r);
+        op_plan_free(&p);
+    }
+}
+
 /* A plan file may name up to 2^16 devices, all but one idle: each would be a rank (a thread of
  * run --threads, a process under mpirun), 65536 of them.  The executor runs as many ranks as
  * the planner makes devices, and says so for more. */
@@ -582,6 +610,7 @@ int main(int argc, char **argv) {
     RUN(time_limit_stops_an_unwatched_hang);
     RUN(aborted_gather_is_left_by_all);
     RUN(payloads_reach_their_consumer);
+    RUN(progress_thread_beside_compute_that_progresses);
     RUN(report_numbers_are_exact);
     RUN(tags_stay_below_2_28);
     RUN(offload_copy_engine_times);

@@ -136,23 +136,43 @@ void op_exec_progress(op_exec_rank *rt) {
 int op_exec_sleep_until(op_exec_rank *rt, double deadline) {
     double slice = (rt->o.slice_ms > 0 ? rt->o.slice_ms : 0.5) * 1e-3;
     for (;;) {
-        if (!rt->th_on) op_exec_progress(rt);
-        if (rt->abort_reason) return OP_ETIMEOUT;
+        /* called from compute: with the progress thread on, it writes abort_reason and n_act
+         * meanwhile, so they are read under the lock */
+        pthread_mutex_lock(&rt->mu);
+        if (!rt->th_on) progress_locked(rt);
+        int stop = rt->abort_reason != 0, busy = rt->n_act != 0;
+        pthread_mutex_unlock(&rt->mu);
+        if (stop) return OP_ETIMEOUT;
         double left = deadline - op_now_s();
         if (left <= 0) return OP_OK;
         /* with nothing in flight only the watchdog channel needs a look, so nap longer */
-        double s = rt->n_act ? slice : 20 * slice;
+        double s = busy ? slice : 20 * slice;
         op_exec_nap_us((left < s ? left : s) * 1e6);
     }
 }
 
+/* The progress thread works only while the rank computes, and `computing` is checked under
+ * the lock: once set_computing(rt, 0) returns, no pass of this thread is under way or starts,
+ * so the rank reads its state (abort_reason, n_act, state[], xerr) without the lock again.
+ * (A check before the lock let a pass that saw 1 run on after the rank had left compute.) */
 static void *progress_main(void *arg) {
     op_exec_rank *rt = arg;
     while (!__atomic_load_n(&rt->stop, __ATOMIC_ACQUIRE)) {
-        if (__atomic_load_n(&rt->computing, __ATOMIC_ACQUIRE)) op_exec_progress(rt);
+        if (__atomic_load_n(&rt->computing, __ATOMIC_RELAXED)) { /* no lock taken while idle */
+            pthread_mutex_lock(&rt->mu);
+            if (__atomic_load_n(&rt->computing, __ATOMIC_RELAXED)) progress_locked(rt);
+            pthread_mutex_unlock(&rt->mu);
+        }
         op_exec_nap_us(50);
     }
     return NULL;
+}
+
+static void set_computing(op_exec_rank *rt, int on) {
+    if (!rt->th_on) return;
+    pthread_mutex_lock(&rt->mu);
+    __atomic_store_n(&rt->computing, on, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&rt->mu);
 }
 
 /* The watchdog notice goes through the transport, so it takes the rank's lock like every other
@@ -277,9 +297,9 @@ static int run_list(op_exec_rank *rt, double t0, op_exec_rec *recs, char *line, 
             op_compute_call call = {(op_kind)in->kind, in->stage, in->mb,
                                     in->buf >= 0 ? rt->buf[in->buf] : NULL, in->bytes,
                                     in->out >= 0 ? rt->buf[in->out] : NULL, in->out_bytes, rt};
-            if (rt->th_on) __atomic_store_n(&rt->computing, 1, __ATOMIC_RELEASE);
+            set_computing(rt, 1);
             rc = rt->c->run(rt->c->ctx, &call, err);
-            if (rt->th_on) __atomic_store_n(&rt->computing, 0, __ATOMIC_RELEASE);
+            set_computing(rt, 0);
             double e = op_now_s();
             if (rc == OP_ETIMEOUT || (rc == OP_OK && rt->abort_reason))
                 rc = watchdog_out(rt, line, cap, err);
