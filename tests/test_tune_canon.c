@@ -2,6 +2,8 @@
  * tuner gives it the same plan (tune_canon.c): the same makespan, each stage on a device of the
  * same type, on the device numbers as given; --placement loop keeps rank order; the bar is the
  * classic schedules on the devices as given. */
+#include <pthread.h>
+
 #include "check.h"
 #include "octopipe/sched.h"
 #include "octopipe/sched_mem.h"
@@ -152,10 +154,55 @@ TEST(loop_placement_keeps_rank_order) {
     op_plan_free(&p);
 }
 
+/* Two tunes of differently ordered clusters at once, one per thread, give the plans each gives
+ * alone: the canonical order's sort context is per thread (under `make SAN=thread` a shared
+ * one is a race report). */
+typedef struct tune_job {
+    mixed4 x;
+    op_plan p;
+    int rc;
+} tune_job;
+
+static void *tune_main(void *a) {
+    tune_job *j = a;
+    op_tune_stats st;
+    j->rc = tune(&j->x, OP_TUNE_PLACE_ANY, &j->p, &st);
+    return NULL;
+}
+
+TEST(two_tunes_at_once_get_their_own_plans) {
+    static const int orders[2][P] = {{0, 1, 0, 1}, {1, 1, 0, 0}};
+    double alone[2];
+    int S_alone[2];
+    for (int k = 0; k < 2; k++) {
+        tune_job j;
+        mixed4_init(&j.x, orders[k], 8);
+        tune_main(&j);
+        CHECK_EQ_INT(j.rc, OP_OK);
+        alone[k] = j.rc == OP_OK ? j.p.pred.makespan_ms : 0, S_alone[k] = j.rc == OP_OK ? j.p.S : 0;
+        if (j.rc == OP_OK) op_plan_free(&j.p);
+    }
+    tune_job *j = op_xcalloc(2, sizeof *j);
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) mixed4_init(&j[k].x, orders[k], 8);
+    for (int k = 0; k < 2; k++) CHECK(pthread_create(&th[k], NULL, tune_main, &j[k]) == 0);
+    for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+    for (int k = 0; k < 2; k++) {
+        CHECK_EQ_INT(j[k].rc, OP_OK);
+        if (j[k].rc != OP_OK) continue;
+        CHECK_NEAR(j[k].p.pred.makespan_ms, alone[k], 1e-9);
+        CHECK_EQ_INT(j[k].p.S, S_alone[k]);
+        for (int d = 0; d < P; d++) CHECK_EQ_INT(j[k].p.dev_type[d], orders[k][d]);
+        op_plan_free(&j[k].p);
+    }
+    free(j);
+}
+
 int main(int argc, char **argv) {
     RUN(one_node_listed_three_ways_gets_one_plan);
     RUN(two_nodes_swapped_get_one_plan);
     RUN(bar_is_the_baselines_on_the_order_as_given);
     RUN(loop_placement_keeps_rank_order);
+    RUN(two_tunes_at_once_get_their_own_plans);
     return check_report("tune_canon");
 }

@@ -48,8 +48,9 @@ static int key_cmp(const dev_key *a, const dev_key *b) {
     return a->type - b->type;
 }
 
-/* qsort context: the keys of every device (qsort_r is not C11) */
-static const dev_key *g_keys;
+/* qsort context: the keys of every device (qsort_r is not C11); per thread, as the rest of a
+ * tune's state (tune_progress.c): op_tune may run on several threads at once */
+static _Thread_local const dev_key *g_keys;
 static int dev_cmp(const void *x, const void *y) {
     int a = *(const int *)x, b = *(const int *)y;
     int c = key_cmp(&g_keys[a], &g_keys[b]);
@@ -57,8 +58,8 @@ static int dev_cmp(const void *x, const void *y) {
 }
 
 /* Nodes compared by their (already sorted) devices' keys; n devices each. */
-static int g_node_n;
-static const int *g_order;
+static _Thread_local int g_node_n;
+static _Thread_local const int *g_order;
 static int node_cmp(const void *x, const void *y) {
     int a = *(const int *)x, b = *(const int *)y;
     for (int i = 0; i < g_node_n; i++) {
