@@ -1,5 +1,6 @@
 /* test_model.c: HF config import for every supported model type (small configs in
  * tests/data/hf/), profiles, presets, and rejected bad input with the right message. */
+#include <pthread.h>
 #include <sys/wait.h>
 
 #include "check.h"
@@ -954,9 +955,32 @@ TEST(loaders_refuse_null_arguments) {
     CHECK_EQ_INT(op_model_from_profile_json("{}", "p.json", NULL, NULL), OP_EINVAL);
 }
 
+/* The name lists are filled on first use; the first uses here come from four threads at once
+ * (first in main: before any other test fills them).  Each sees the whole list; under
+ * `make SAN=thread` an unsynchronised fill is a race report. */
+static void *names_main(void *a) {
+    int *n = a;
+    for (const char *const *p = op_model_preset_names(); *p; p++) n[0]++;
+    for (const char *const *p = op_model_supported_types(); *p; p++) n[1]++;
+    return NULL;
+}
+
+TEST(name_lists_filled_once_from_threads) {
+    int n[4][2] = {{0}};
+    pthread_t th[4];
+    for (int k = 0; k < 4; k++) CHECK(pthread_create(&th[k], NULL, names_main, n[k]) == 0);
+    for (int k = 0; k < 4; k++) pthread_join(th[k], NULL);
+    int want[2] = {0, 0};
+    for (const char *const *p = op_model_preset_names(); *p; p++) want[0]++;
+    for (const char *const *p = op_model_supported_types(); *p; p++) want[1]++;
+    CHECK(want[0] > 0 && want[1] > 0);
+    for (int k = 0; k < 4; k++) CHECK(n[k][0] == want[0] && n[k][1] == want[1]);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     argv0 = argv[0];
+    RUN(name_lists_filled_once_from_threads);
     RUN(kind_symbols_round_trip);
     RUN(loaders_refuse_null_arguments);
     RUN(hf_llama_defaults);

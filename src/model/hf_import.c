@@ -1,6 +1,7 @@
 /* hf_import.c: Hugging Face config.json -> op_model.  Dispatches on model_type to the
  * architecture builders (hf_dense.c, hf_moe.c, hf_vision.c, hf_hybrid.c, hf_linear.c) and holds
  * the pieces they share. */
+#include <pthread.h>
 #include <string.h>
 
 #include "model/model_internal.h"
@@ -42,11 +43,17 @@ static const arch archs[] = {
 };
 #define N_ARCHS (sizeof archs / sizeof archs[0])
 
+/* Filled once (pthread_once): the first calls may come from several threads at once. */
+static const char *type_names[N_ARCHS + 1];
+
+static void fill_type_names(void) {
+    for (size_t i = 0; i < N_ARCHS; i++) type_names[i] = archs[i].type;
+}
+
 const char *const *op_model_supported_types(void) {
-    static const char *names[N_ARCHS + 1];
-    if (!names[0])
-        for (size_t i = 0; i < N_ARCHS; i++) names[i] = archs[i].type;
-    return names;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fill_type_names);
+    return type_names;
 }
 
 int op_model_from_hf_json(const char *json_text, const char *name, op_model *m, op_err *err) {

@@ -1,20 +1,26 @@
 /* presets.c: built-in models, embedded as text (presets_data.c, generated from the real
  * configs in data/hf-configs by scripts/gen_presets.sh) and parsed on demand. */
+#include <pthread.h>
 #include <string.h>
 
 #include "model/model_internal.h"
 
 #define MAX_PRESETS 64
 
-const char *const *op_model_preset_names(void) {
-    static const char *names[MAX_PRESETS + 1];
-    if (!names[0]) {
-        int n = 0;
-        for (const op_preset_src *p = op_preset_table; p->name; p++) {
-            OP_ASSERT(n < MAX_PRESETS, "too many presets; raise MAX_PRESETS");
-            names[n++] = p->name;
-        }
+/* Filled once (pthread_once): the first calls may come from several threads at once. */
+static const char *names[MAX_PRESETS + 1];
+
+static void fill_names(void) {
+    int n = 0;
+    for (const op_preset_src *p = op_preset_table; p->name; p++) {
+        OP_ASSERT(n < MAX_PRESETS, "too many presets; raise MAX_PRESETS");
+        names[n++] = p->name;
     }
+}
+
+const char *const *op_model_preset_names(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fill_names);
     return names;
 }
 
