@@ -6,6 +6,7 @@
  * thread, so on any machine with a second core the bound is ready when the tune ends.  Both
  * only read the problem; the bound's search state is per call (its counters thread-local). */
 #include <pthread.h>
+#include <signal.h>
 
 #include "cli/cli_common.h"
 
@@ -18,7 +19,14 @@ static void *bound_main(void *arg) {
 void op_cli_bound_bg_start(op_cli_bound_bg *b, const op_problem *pr) {
     b->pr = pr;
     b->value = 0;
+    /* the thread starts with every signal blocked (it inherits the mask), so Ctrl-C's handler
+     * runs on the tuner's thread, the one that reads the flag it sets (cmd_plan.c): a
+     * volatile sig_atomic_t is safe between a thread and its own handler, not across threads */
+    sigset_t all, old;
+    sigfillset(&all);
+    int masked = pthread_sigmask(SIG_SETMASK, &all, &old) == 0;
     b->running = pthread_create(&b->thread, NULL, bound_main, b) == 0;
+    if (masked) pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 double op_cli_bound_bg_join(op_cli_bound_bg *b) {
