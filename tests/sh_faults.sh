@@ -2,7 +2,8 @@
 # sh_faults.sh: bad inputs and faults from the command line.  Every bad input is one line on
 # stderr and exit 2 (profiles with NaN / Infinity / 1e308 / all-zero times or 1e19 bytes, --tp
 # not dividing the heads, more devices than layers, a wrong or missing --cluster file); a
-# stopped launcher (TERM or Ctrl-C to `run` and `train`) leaves no process of its job behind;
+# stopped launcher (TERM or Ctrl-C to `run` and `train`, or SIGKILL to `train`) leaves no process
+# of its job behind;
 # errors from ranks come without mpirun's banners; stale mpirun logs are removed; a corrupt
 # checkpoint gets the same line and exit 2 under mpirun and --threads; resuming at --steps says
 # there is nothing to do; a train that cannot fit in memory is refused before it starts; out of
@@ -119,6 +120,18 @@ no_orphans run-term TERM "$T/stop-run.json" -- "$OP" run "$T/stop-run.json" --em
 no_orphans run-int INT "$T/stop-run.json" -- "$OP" run "$T/stop-run.json" --emulate --time-scale 50
 no_orphans train-term TERM "$T/stop-train" -- "$OP" train --model tiny --devices 2 --microbatches 4 --data copy \
   --repeats 1 --steps 100000 --log-every 0 --checkpoint "$T/stop-train"
+# a launcher killed outright (SIGKILL: nothing to forward) takes its job with it: mpirun gets
+# SIGTERM from the kernel; the ranks ran on, writing the checkpoint a resumed run writes too
+"$OP" train --model tiny --devices 2 --microbatches 4 --data copy --repeats 1 --steps 100000 --log-every 0 \
+  --checkpoint "$T/kill-train" >"$T/kill-train.out" 2>&1 &
+kpid=$! n=0
+for i in $(seq 1 150); do n=$(pgrep -f -- "$T/kill-train" | wc -l); [ "$n" -ge 4 ] && break; sleep 0.1; done
+sleep 0.5
+kill -KILL "$kpid"; wait "$kpid" 2>/dev/null
+for i in $(seq 1 100); do left=$(pgrep -f -- "$T/kill-train" | wc -l); [ "$left" -eq 0 ] && break; sleep 0.1; done
+if [ "$n" -ge 4 ] && [ "$left" -eq 0 ]; then ok
+else bad "train-kill: $n processes before, $left 10 s after SIGKILL: $(pgrep -af -- "$T/kill-train" | head -n 3)"
+  pkill -KILL -f -- "$T/kill-train"; fi
 
 # ---- a failing rank: the launcher's line, no mpirun banner
 "$OP" run "$T/plans/1f1b.json" --emulate --time-scale 0.05 --inject-crash 1:2 >"$T/out" 2>"$T/err"; rc=$?

@@ -8,14 +8,17 @@
  * to mpirun's process group (mpirun and every rank it forked), which gets a few seconds to end
  * before SIGKILL; then the launcher's log is removed and the signal is raised again under the
  * caller's own disposition, so the process ends as it would have (130 for Ctrl-C).  A launcher
- * killed outright (SIGKILL) leaves its log behind: the next launch removes logs whose launcher
- * is gone (the pid is in the name). */
+ * killed outright (SIGKILL) cannot forward anything: mpirun then gets SIGTERM from the kernel
+ * (PR_SET_PDEATHSIG), so the job ends with it rather than run on, unseen, writing its outputs
+ * (a checkpoint a resumed run is writing too); its log stays behind, and the next launch
+ * removes logs whose launcher is gone (the pid is in the name). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -136,6 +139,7 @@ int op_exec_launch(int P, char *const *args, int nargs, double timeout_s, op_buf
         sigaction(sigs[i], NULL, &old[i]);
         if (old[i].sa_handler != SIG_IGN) sigaction(sigs[i], &sa, NULL);
     }
+    pid_t launcher = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
@@ -147,6 +151,9 @@ int op_exec_launch(int P, char *const *args, int nargs, double timeout_s, op_buf
     if (pid == 0) {
         for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
         setpgid(0, 0);
+        /* the launcher killed outright: mpirun stops the job (its own group) on SIGTERM; a
+         * launcher already gone before this line gets the same */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != launcher) _exit(128 + SIGTERM);
         dup2(logfd, 2);
         close(logfd);
         int devnull = open("/dev/null", 0);
