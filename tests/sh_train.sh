@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `octopipe train` end to end: real mpirun ranks give bitwise the weights of an in-process
-# one-stage run (with offload on each rank's copy engine too), resume over mpirun is bitwise, outputs (SVG, trace, plan) are written, bad
+# one-stage run (with offload on each rank's copy engine too), resume over mpirun is bitwise (and
+# checked before any work under the user's own mpirun), outputs (SVG, trace, plan) are written, bad
 # flags and corrupted checkpoints are refused with one clear line; an output on stdout comes alone.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -39,6 +40,16 @@ el=$(( $(date +%s) - t0 ))
 if [ $rc -ne 0 ] && [ $el -lt 50 ] && grep -q "^octopipe train: rank [01]: ran past --timeout 2 s; stopping the job$" "$tmp/to.out"; then ok
 else bad "--timeout under own mpirun: rc=$rc after $el s: $(tail -n 5 "$tmp/to.out")"; fi
 
+# --resume under the user's own mpirun (no launcher checks the checkpoint there): one at
+# --steps says "nothing to do" before the profile and exits 0 (it printed a summary of 0 steps,
+# "error -100.0%"); a corrupt one: below
+"$OP" train $T --devices 1 --plan 1f1b --steps 2 --threads --checkpoint "$tmp/own" > /dev/null 2>&1
+timeout -k 5 90 env ASAN_OPTIONS="$RANK_ASAN" mpirun --oversubscribe --bind-to none --timeout 60 -np 2 \
+  "$OP" train $T --devices 2 --plan 1f1b --steps 2 --checkpoint "$tmp/own" --resume > "$tmp/own.out" 2>&1; rc=$?
+if [ $rc -eq 0 ] && grep -q "^nothing to do: .*own/model.ckpt is at step 2 and --steps is 2" "$tmp/own.out" \
+   && ! grep -q "trained\|^profile" "$tmp/own.out"; then ok
+else bad "own mpirun, resume at --steps: rc=$rc: $(head -n 5 "$tmp/own.out")"; fi
+
 # resume over mpirun: 2 steps, then on to 4 with another plan = the uninterrupted run
 if timeout -k 5 120 "$OP" train $T --devices 2 --plan 1f1b --steps 2 --checkpoint "$tmp/res" --timeout 100 > "$tmp/r1.out" 2>&1 \
    && timeout -k 5 120 "$OP" train $T --devices 2 --plan zbv --steps 4 --checkpoint "$tmp/res" --resume --timeout 100 > "$tmp/r2.out" 2>&1 \
@@ -69,12 +80,14 @@ printf '\x55' | dd of="$tmp/c.ckpt" bs=1 seek=200 conv=notrunc status=none
 cp "$tmp/c.ckpt" "$tmp/corrupt/model.ckpt"
 "$OP" train $T --devices 2 --plan 1f1b --steps 6 --threads --checkpoint "$tmp/corrupt" --resume > "$tmp/c.out" 2> "$tmp/c.err"
 [ $? -ne 0 ] && grep -qi "checksum" "$tmp/c.err" && ok || bad "corrupted checkpoint accepted: $(cat "$tmp/c.err")"
-# ... and under the user's own mpirun (no launcher check): every rank that reports says why;
-# rank 1's "rank 0 could not load PATH" often stopped the job before rank 0 said "checksum"
+# ... and under the user's own mpirun (no launcher check): rank 0 checks it before the profile
+# and says why in one line, every rank exits 2 (rank 1's "rank 0 could not load PATH" once
+# stopped the job before rank 0 said "checksum"; then each rank said it, with an MPI_ABORT)
 timeout -k 5 90 env ASAN_OPTIONS="$RANK_ASAN" mpirun --oversubscribe --bind-to none --timeout 60 -np 2 \
   "$OP" train $T --devices 2 --plan 1f1b --steps 6 --checkpoint "$tmp/corrupt" --resume > "$tmp/cm.out" 2>&1; rc=$?
-grep "^octopipe train: rank" "$tmp/cm.out" > "$tmp/cm.lines"
-[ $rc -ne 0 ] && [ -s "$tmp/cm.lines" ] && ! grep -qv "corrupt/model.ckpt: checksum mismatch" "$tmp/cm.lines" && ok \
+grep "^octopipe train: " "$tmp/cm.out" > "$tmp/cm.lines"
+[ $rc -ne 0 ] && [ "$(wc -l < "$tmp/cm.lines")" -eq 1 ] && grep -q "corrupt/model.ckpt: checksum mismatch" "$tmp/cm.lines" \
+  && ! grep -q "MPI_ABORT\|^profile" "$tmp/cm.out" && ok \
   || bad "corrupted checkpoint under own mpirun: rc=$rc $(cat "$tmp/cm.lines")"
 # a FIFO as DIR/model.ckpt: resuming read it twice and blocked on the second open forever, and a
 # run without --resume blocked at its final save; a checkpoint is a regular file, refused up front

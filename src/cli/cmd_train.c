@@ -242,6 +242,7 @@ static int parse(targs *a, int argc, char **argv) {
 }
 
 static void fill_opts(const targs *a, op_ptrain_opts *o);
+static int resume_check(const targs *a, const op_nn_model *m);
 
 /* Where the human-readable lines go: stderr when an output (--svg, --trace, --save-plan) is
  * stdout, which then carries that artifact alone and parses. */
@@ -609,6 +610,18 @@ static int train_rank(const targs *a, int argc, char **argv) {
         fprintf(stderr, "octopipe train: --devices %d but mpirun started %d ranks\n", a->P, x.size);
         rc = 2;
     }
+    /* --resume under the user's own mpirun, where no launcher checked the checkpoint (and
+     * under ours, where it may have changed since): rank 0 checks it before profiling, and
+     * every rank learns the verdict.  A bad one is rank 0's line and exit 2 (not each rank's
+     * line and an MPI_ABORT after the profile), one at or past --steps "nothing to do" and
+     * exit 0 (not a summary of 0 steps) */
+    int32_t verdict = 0;
+    if (x.rank == 0 && rc == 0) verdict = resume_check(a, &m);
+    x.bcast(&x, &verdict, sizeof verdict);
+    if (verdict) {
+        op_xport_mpi_finalize(&x);
+        return verdict == 1 ? 0 : 2;
+    }
     double pred = 0, slow[64];
     for (int d = 0; d < 64; d++) slow[d] = 1;
     if (x.rank == 0 && rc == 0 && (rc = make_plan(a, &m, &p, &pred, slow)) == 0) {
@@ -689,6 +702,26 @@ static int check_outputs(const targs *a) {
     return 0;
 }
 
+/* --resume: the checkpoint DIR/model.ckpt checked (op_ckpt_check) before any work.  0 to go on,
+ * 2 for a bad one (its line said), 1 when it is at or past --steps (nothing to do, said). */
+static int resume_check(const targs *a, const op_nn_model *m) {
+    if (!a->resume) return 0;
+    char path[4096];
+    int64_t next = 0;
+    op_err e = {0};
+    snprintf(path, sizeof path, "%s/model.ckpt", a->ckpt);
+    if (op_ckpt_check(path, m, &next, &e)) {
+        fprintf(stderr, "octopipe train: %s\n", e.msg);
+        return 2;
+    }
+    if (next >= a->steps) {
+        fprintf(info_of(a), "nothing to do: %s is at step %lld and --steps is %d (raise --steps to train on)\n",
+                path, (long long)next, a->steps);
+        return 1;
+    }
+    return 0;
+}
+
 /* Model, data, outputs and the checkpoint to resume from checked in the launcher, before
  * mpirun: bad input is one line and exit 2; 1 when a resumed run has nothing left to do. */
 static int check_inputs(const targs *a) {
@@ -702,21 +735,7 @@ static int check_inputs(const targs *a) {
         return 2;
     }
     op_train_data_free(&d);
-    if (a->resume) { /* a bad checkpoint: one line and exit 2, before any rank starts */
-        char path[4096];
-        int64_t next = 0;
-        snprintf(path, sizeof path, "%s/model.ckpt", a->ckpt);
-        if (op_ckpt_check(path, &m, &next, &e)) {
-            fprintf(stderr, "octopipe train: %s\n", e.msg);
-            return 2;
-        }
-        if (next >= a->steps) {
-            fprintf(info_of(a), "nothing to do: %s is at step %lld and --steps is %d (raise --steps to train on)\n",
-                   path, (long long)next, a->steps);
-            return 1;
-        }
-    }
-    return 0;
+    return resume_check(a, &m); /* a bad checkpoint: one line and exit 2, before any rank starts */
 }
 
 int cmd_train(int argc, char **argv) {
