@@ -385,6 +385,53 @@ TEST(progress_thread_beside_compute_that_progresses) {
     }
 }
 
+/* A compute that waits inside its ops the way a slowed rank (pipe_slow.c) and emulation do:
+ * in op_exec_sleep_until, which reads the rank's abort reason and requests in flight while the
+ * progress thread (on) changes them; then stamps and checks the payload as stamp_run does. */
+static int napping_run(void *ctx, const op_compute_call *c, op_err *err) {
+    double end = op_now_s() + 60e-6;
+    do
+        if (op_exec_sleep_until(c->rt, op_now_s() + 20e-6) != OP_OK)
+            return op_errf(err, OP_ETIMEOUT, "stopped while napping");
+    while (op_now_s() < end);
+    return stamp_run(ctx, c, err);
+}
+
+/* The rank's thread reads that state under the rank's lock: a data race before, which
+ * `make test SAN=thread T=test_exec` reported here (op_exec_sleep_until, run_list after each op),
+ * on a run that otherwise finished.  Here: every plan runs in its order with the payloads
+ * right, and a watchdog stop while the others nap ends every rank. */
+TEST(progress_thread_beside_napping_ops) {
+    op_rng rng;
+    op_rng_seed(&rng, 29);
+    op_compute c = {0};
+    c.run = napping_run;
+    c.progress_thread = 1;
+    op_err e = {0};
+    for (int i = 0; i < 12; i++) {
+        op_plan p;
+        xp_random(&p, &rng, 2 + op_rng_int(&rng, 3), 4 + op_rng_int(&rng, 6), 4, 0.01, 64);
+        op_exec_result r;
+        int rc = op_exec_run_threads(&p, &c, NULL, &r, &e);
+        CHECK_MSG(rc == OP_OK, "plan %d: %s", i, e.msg);
+        if (rc == OP_OK) CHECK(op_exec_check_order(&r, &p, &e) == OP_OK);
+        op_exec_result_free(&r);
+        op_plan_free(&p);
+    }
+    op_plan p;
+    xp_1f1b(&p, 3, 4, 1, 64);
+    op_exec_opts o = {0};
+    o.quiet = 1;
+    o.watchdog_s = 0.3;
+    o.fault.kind = OP_FAULT_HANG, o.fault.rank = 1, o.fault.op_index = 2;
+    op_exec_result r;
+    double t0 = op_now_s();
+    CHECK(op_exec_run_threads(&p, &c, &o, &r, &e) == OP_ETIMEOUT);
+    CHECK(op_now_s() - t0 < 5);
+    op_exec_result_free(&r);
+    op_plan_free(&p);
+}
+
 /* A plan file may name up to 2^16 devices, all but one idle: each would be a rank (a thread of
  * run --threads, a process under mpirun), 65536 of them.  The executor runs as many ranks as
  * the planner makes devices, and says so for more. */
@@ -610,6 +657,7 @@ int main(int argc, char **argv) {
     RUN(time_limit_stops_an_unwatched_hang);
     RUN(aborted_gather_is_left_by_all);
     RUN(payloads_reach_their_consumer);
+    RUN(progress_thread_beside_napping_ops);
     RUN(progress_thread_beside_compute_that_progresses);
     RUN(report_numbers_are_exact);
     RUN(tags_stay_below_2_28);

@@ -133,6 +133,16 @@ void op_exec_progress(op_exec_rank *rt) {
     pthread_mutex_unlock(&rt->mu);
 }
 
+/* abort_reason, n_act, xerr and the states of buffers in flight change under the rank's lock,
+ * on the progress thread too (while the rank computes, and for a moment after): the rank's own
+ * thread reads them under it as well, never bare. */
+static int abort_of(op_exec_rank *rt) {
+    pthread_mutex_lock(&rt->mu);
+    int a = rt->abort_reason;
+    pthread_mutex_unlock(&rt->mu);
+    return a;
+}
+
 int op_exec_sleep_until(op_exec_rank *rt, double deadline) {
     double slice = (rt->o.slice_ms > 0 ? rt->o.slice_ms : 0.5) * 1e-3;
     for (;;) {
@@ -175,11 +185,15 @@ static void set_computing(op_exec_rank *rt, int on) {
     pthread_mutex_unlock(&rt->mu);
 }
 
-/* The watchdog notice goes through the transport, so it takes the rank's lock like every other
- * transport call (the progress thread may be in MPI right now). */
-static void raise_locked(op_exec_rank *rt) {
+/* This rank stops the job (unless a reason came first): its reason, and the notice, which goes
+ * through the transport, so it takes the rank's lock like every other transport call (the
+ * progress thread may be in MPI right now). */
+static void raise_own(op_exec_rank *rt) {
     pthread_mutex_lock(&rt->mu);
-    rt->x->raise_abort(rt->x, rt->x->rank + 1);
+    if (!rt->abort_reason) {
+        rt->abort_reason = rt->x->rank + 1;
+        rt->x->raise_abort(rt->x, rt->x->rank + 1);
+    }
     pthread_mutex_unlock(&rt->mu);
 }
 
@@ -198,7 +212,7 @@ static void describe(op_exec_rank *rt, char *line, size_t cap) {
         /* the watchdog fires because a rank waited on this one: stuck.  The time limit also
          * stops a run that was merely slow, whose ops ran for a moment each: only an op past
          * a second is called stuck there */
-        int stuck = rt->abort_reason != op_exec_limit_reason(rt->p) || dt >= 1.0;
+        int stuck = abort_of(rt) != op_exec_limit_reason(rt->p) || dt >= 1.0;
         snprintf(line, cap, "rank %d: %sin compute %s(s%d,mb%d) for %.1f s", r, stuck ? "stuck " : "",
                  op_kind_name((op_kind)x->kind), x->stage, x->mb, dt);
     }
@@ -209,11 +223,11 @@ static int watchdog_out(op_exec_rank *rt, char *line, size_t cap, op_err *err) {
     char tmp[512];
     describe(rt, tmp, sizeof tmp);
     if (line) snprintf(line, cap, "%s", tmp);
-    int limit = rt->abort_reason == op_exec_limit_reason(rt->p);
+    int reason = abort_of(rt), limit = reason == op_exec_limit_reason(rt->p);
     if (!line && !rt->o.quiet) fprintf(stderr, "octopipe exec: %s: %s\n", limit ? "time limit" : "watchdog", tmp);
     if (limit)
         return op_errf(err, OP_ETIMEOUT, "the run passed its --timeout of %g s: %s", rt->o.timeout_s, tmp);
-    return op_errf(err, OP_ETIMEOUT, "watchdog (raised by rank %d): %s", rt->abort_reason - 1, tmp);
+    return op_errf(err, OP_ETIMEOUT, "watchdog (raised by rank %d): %s", reason - 1, tmp);
 }
 
 /* Polls until buffer b's request completed (b < 0: until every send completed). */
@@ -221,13 +235,15 @@ static int wait_for(op_exec_rank *rt, int b, char *line, size_t cap, op_err *err
     double poll = rt->o.poll_us > 0 ? rt->o.poll_us : 20;
     double wd = rt->o.watchdog_s > 0 ? rt->o.watchdog_s : 30;
     for (;;) {
-        op_exec_progress(rt);
-        if (rt->xerr) return op_errf(err, OP_EPEER, "rank %d: transport error", rt->x->rank);
-        if (b >= 0 ? rt->state[b] == B_HELD : rt->n_act == 0) return OP_OK;
-        if (rt->abort_reason) return watchdog_out(rt, line, cap, err);
+        pthread_mutex_lock(&rt->mu);
+        progress_locked(rt);
+        int xerr = rt->xerr, done = b >= 0 ? rt->state[b] == B_HELD : rt->n_act == 0, stop = rt->abort_reason;
+        pthread_mutex_unlock(&rt->mu);
+        if (xerr) return op_errf(err, OP_EPEER, "rank %d: transport error", rt->x->rank);
+        if (done) return OP_OK;
+        if (stop) return watchdog_out(rt, line, cap, err);
         if (op_now_s() - rt->cur_since > wd) {
-            rt->abort_reason = rt->x->rank + 1;
-            raise_locked(rt);
+            raise_own(rt);
             return watchdog_out(rt, line, cap, err);
         }
         /* back off as the wait grows: a rank idle in a long bubble must not steal the cores
@@ -289,8 +305,12 @@ static int run_list(op_exec_rank *rt, double t0, op_exec_rec *recs, char *line, 
             const op_exec_fault *f = &rt->o.fault;
             if (f->kind != OP_FAULT_NONE && f->rank == x->rank && f->op_index == in->op_index) {
                 if (f->kind == OP_FAULT_CRASH) raise(SIGKILL);
+                /* hung inside the op: a progress thread polls the abort channel meanwhile (the
+                 * naps below leave that to it), else nothing would ever end the hang */
+                set_computing(rt, 1);
                 while (op_exec_sleep_until(rt, op_now_s() + 1.0) == OP_OK) {
                 }
+                set_computing(rt, 0);
                 rc = watchdog_out(rt, line, cap, err);
                 break;
             }
@@ -301,18 +321,15 @@ static int run_list(op_exec_rank *rt, double t0, op_exec_rec *recs, char *line, 
             rc = rt->c->run(rt->c->ctx, &call, err);
             set_computing(rt, 0);
             double e = op_now_s();
-            if (rc == OP_ETIMEOUT || (rc == OP_OK && rt->abort_reason))
+            if (rc == OP_ETIMEOUT || (rc == OP_OK && abort_of(rt)))
                 rc = watchdog_out(rt, line, cap, err);
             recs[nrec++] = (op_exec_rec){in->kind, in->stage, in->mb, (t - t0) * 1e3, (e - t0) * 1e3};
             break;
         }
         }
     }
-    if (rc != OP_OK && !rt->abort_reason) {
-        /* stop everyone: a failed rank must not leave the others waiting for the watchdog */
-        rt->abort_reason = x->rank + 1;
-        raise_locked(rt);
-    }
+    /* stop everyone: a failed rank must not leave the others waiting for the watchdog */
+    if (rc != OP_OK) raise_own(rt);
     if (rc == OP_OK) {
         rt->cur = NULL;
         rt->cur_since = op_now_s();
