@@ -168,6 +168,13 @@ expect_err "--watchdog needs a number in (0, 1e6]" train --model tiny --devices 
 expect_err "/dev/zero: more than 1024 MiB from a pipe or device" train --model tiny --devices 1 --microbatches 1 --steps 1 --threads --repeats 1 --data /dev/zero
 expect_err "/dev/zero: more than 1024 MiB from a pipe or device" train --model tiny --devices 1 --microbatches 1 --steps 1 --threads --repeats 1 --cluster /dev/zero
 
+# a plan tuned for a slow-down names its types by speed once: "x2" (it was made the slowed plan
+# a second time, which named the type "x2 x2")
+"$OP" train --model tiny --devices 2 --microbatches 4 --plan auto --slowdown 1,2 --steps 1 --threads --repeats 1 \
+  --log-every 0 --save-plan "$tmp/slow-auto.json" > "$tmp/slow-auto.out" 2>&1
+if grep -q '"name": "x2"' "$tmp/slow-auto.json" && ! grep -q 'x2 x2' "$tmp/slow-auto.json"; then ok
+else bad "--plan auto --slowdown 1,2: type names $(grep -o '"name": "[^"]*"' "$tmp/slow-auto.json" | tr '\n' ' ')"; fi
+
 # a machine busy with other work: two ranks and a busy loop share one core, so each rank has
 # its CPU for at most about half of its compute time; the summary says the measured time holds
 # that wait (a first `make run` on a busy machine printed +318% and nothing else)

@@ -396,8 +396,10 @@ static int make_plan(const targs *a, const op_nn_model *m, op_plan *p, double *p
         op_plan_free(p);
     }
     for (int d = 0; !slowed && d < a->P; d++) slow[d] = 1; /* slow[]: what the ranks then do */
-    /* also a typed plan at equal speeds: its type rows must become this machine's costs */
-    if (rc == OP_OK && (slowed || p->n_types > 1)) {
+    /* also a typed plan at equal speeds: its type rows must become this machine's costs (a
+     * plan tuned for the slow-down has them already, its types named "x2": once more made
+     * them "x2 x2") */
+    if (rc == OP_OK && !tune_slow && (slowed || p->n_types > 1)) {
         rc = op_ptrain_slowdown_plan(p, costs, slow, &e);
         if (rc) op_plan_free(p);
     }
