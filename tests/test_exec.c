@@ -338,16 +338,19 @@ static int stamp_run(void *ctx, const op_compute_call *c, op_err *err) {
     return OP_OK;
 }
 
-TEST(payloads_reach_their_consumer) {
+/* n random plans on P0 .. P0 + Pr - 1 devices run through `run` with the progress thread on:
+ * each ends OK with every op in its order (the runs stamp and check their payloads). */
+static void random_plans_run(int (*run)(void *, const op_compute_call *, op_err *), uint64_t seed, int n,
+                             int P0, int Pr) {
     op_rng rng;
-    op_rng_seed(&rng, 11);
+    op_rng_seed(&rng, seed);
     op_compute c = {0};
-    c.run = stamp_run;
+    c.run = run;
     c.progress_thread = 1;
     op_err e = {0};
-    for (int i = 0; i < 20; i++) {
+    for (int i = 0; i < n; i++) {
         op_plan p;
-        xp_random(&p, &rng, 4, 4 + op_rng_int(&rng, 8), 4, 0.01, 64);
+        xp_random(&p, &rng, P0 + (Pr > 1 ? op_rng_int(&rng, Pr) : 0), 4 + op_rng_int(&rng, 8), 4, 0.01, 64);
         op_exec_result r;
         int rc = op_exec_run_threads(&p, &c, NULL, &r, &e);
         CHECK_MSG(rc == OP_OK, "plan %d: %s", i, e.msg);
@@ -357,33 +360,7 @@ TEST(payloads_reach_their_consumer) {
     }
 }
 
-/* Compute that progresses messages itself while the progress thread runs (the trainer's
- * --slowdown waits through op_exec_sleep_until): both look at the rank's in-flight state and
- * its abort flag.  The run must end OK with every op in order; under `make SAN=thread` this is
- * what reports a read of that state outside the rank's lock. */
-static int sleepy_run(void *ctx, const op_compute_call *c, op_err *err) {
-    int rc = op_exec_sleep_until(c->rt, op_now_s() + 200e-6);
-    return rc ? op_errf(err, rc, "stopped in compute") : stamp_run(ctx, c, err);
-}
-
-TEST(progress_thread_beside_compute_that_progresses) {
-    op_rng rng;
-    op_rng_seed(&rng, 12);
-    op_compute c = {0};
-    c.run = sleepy_run;
-    c.progress_thread = 1;
-    op_err e = {0};
-    for (int i = 0; i < 6; i++) {
-        op_plan p;
-        xp_random(&p, &rng, 3, 4 + op_rng_int(&rng, 6), 4, 0.01, 64);
-        op_exec_result r;
-        int rc = op_exec_run_threads(&p, &c, NULL, &r, &e);
-        CHECK_MSG(rc == OP_OK, "plan %d: %s", i, e.msg);
-        if (rc == OP_OK) CHECK(op_exec_check_order(&r, &p, &e) == OP_OK);
-        op_exec_result_free(&r);
-        op_plan_free(&p);
-    }
-}
+TEST(payloads_reach_their_consumer) { random_plans_run(stamp_run, 11, 20, 4, 1); }
 
 /* A compute that waits inside its ops the way a slowed rank (pipe_slow.c) and emulation do:
  * in op_exec_sleep_until, which reads the rank's abort reason and requests in flight while the
@@ -402,22 +379,11 @@ static int napping_run(void *ctx, const op_compute_call *c, op_err *err) {
  * on a run that otherwise finished.  Here: every plan runs in its order with the payloads
  * right, and a watchdog stop while the others nap ends every rank. */
 TEST(progress_thread_beside_napping_ops) {
-    op_rng rng;
-    op_rng_seed(&rng, 29);
+    random_plans_run(napping_run, 29, 12, 2, 3);
     op_compute c = {0};
     c.run = napping_run;
     c.progress_thread = 1;
     op_err e = {0};
-    for (int i = 0; i < 12; i++) {
-        op_plan p;
-        xp_random(&p, &rng, 2 + op_rng_int(&rng, 3), 4 + op_rng_int(&rng, 6), 4, 0.01, 64);
-        op_exec_result r;
-        int rc = op_exec_run_threads(&p, &c, NULL, &r, &e);
-        CHECK_MSG(rc == OP_OK, "plan %d: %s", i, e.msg);
-        if (rc == OP_OK) CHECK(op_exec_check_order(&r, &p, &e) == OP_OK);
-        op_exec_result_free(&r);
-        op_plan_free(&p);
-    }
     op_plan p;
     xp_1f1b(&p, 3, 4, 1, 64);
     op_exec_opts o = {0};
@@ -658,7 +624,6 @@ int main(int argc, char **argv) {
     RUN(aborted_gather_is_left_by_all);
     RUN(payloads_reach_their_consumer);
     RUN(progress_thread_beside_napping_ops);
-    RUN(progress_thread_beside_compute_that_progresses);
     RUN(report_numbers_are_exact);
     RUN(tags_stay_below_2_28);
     RUN(offload_copy_engine_times);
