@@ -117,5 +117,21 @@ if [ $rc -eq 0 ] && [ "$(grep -cE '^ +80\.00\* ' "$tmp/m80.out")" -eq 1 ] && gre
    && [ "$(jq .mem_limit_bytes "$tmp/m80.json")" = 85899345920 ]; then ok
 else bad "--mem-sweep --mem-limit 80: rc=$rc $(grep -E '80\.00|^\*' "$tmp/m80.out")"; fi
 
+# the advice's limit ladder starts above the limit that failed: a lower limit is no advice, and
+# each rung is a search (gemma2-9b at --seq 131072 on two H200s tried five below 118.18 GiB)
+cat > "$tmp/adv.json" <<'JSON'
+{"pattern": "M-M*-", "forward_ms": {"E": 0.5, "M": 1, "-": 0.75, "*": 1.25, "L": 3},
+ "backward_ms": {"E": 0, "M": 2, "-": 0.5, "*": 1, "L": 2.5},
+ "weight_ms": {"E": 0.25, "M": 0.5, "-": 0.5, "*": 0.125, "L": 1},
+ "act_bytes": {"M": 1073741824, "-": 1073741824, "*": 1073741824},
+ "param_bytes": {"E": 100000000, "M": 100000000, "-": 100000000, "*": 100000000, "L": 100000000},
+ "out_bytes": 268435456}
+JSON
+"$OP" plan --model "$tmp/adv.json" --devices 2 --microbatches 8 --mem-limit 3.5 --progress \
+    --out "$tmp/adv.plan" > /dev/null 2> "$tmp/adv.err"; rc=$?
+low=$(sed -n 's/.*trying --mem-limit \([0-9.]*\) .*/\1/p' "$tmp/adv.err" | awk '$1 <= 3.5' | head -n 1)
+if [ $rc -eq 1 ] && [ -z "$low" ] && grep -q "^--mem-limit [0-9.]*: a plan fits" "$tmp/adv.err"; then ok
+else bad "advice ladder at --mem-limit 3.5: rc=$rc, tried $low: $(grep -E 'trying --mem|fits' "$tmp/adv.err")"; fi
+
 echo "plan_mem: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -322,8 +322,18 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
     enum { RUNGS = 512 };
     double rung[RUNGS];
     int nr = 0;
+    /* The caller found no plan within pr's limits, so a rung no higher than every device's
+     * limit (one limit that is tighter everywhere) is no advice and costs a tune each: on
+     * gemma2-9b at --seq 131072 on two H200s (118.18 GiB) five rungs from 37.26 to 106.39 GiB
+     * were tried before the one above the limit.  The ladder keeps its rungs; those are
+     * skipped. */
+    double lim_now = INFINITY;
+    for (int dd = 0; dd < pr->P; dd++) {
+        double x = op_problem_dev_mem_limit(pr, dd);
+        lim_now = fmin(lim_now, x > 0 ? x : INFINITY);
+    }
     for (double g = g0; mk > 0 && g * GIB < peak && g <= cap && nr < RUNGS; g = ceil(g * 110) / 100)
-        rung[nr++] = g;
+        if (!(g * GIB <= lim_now)) rung[nr++] = g;
     int lo = 0, hi = nr, best = -1;
     double best_mk = 0;
     for (; lo < 3 && lo < nr && best < 0; lo++)
