@@ -3,6 +3,7 @@
  * loop / v layouts when asked, and on tiny problems land within 2% of the exhaustive optimum
  * (all partitions x all placements x all active schedules, by branch and bound). */
 #include <float.h>
+#include <limits.h>
 
 #include "check.h"
 #include "exhaustive.h"
@@ -233,6 +234,39 @@ TEST(rejects_bad_problems) {
     free(l);
 }
 
+/* The options are the caller's input too: an enum value outside its list and a negative
+ * budget are OP_EINVAL; a budget of LONG_MAX ("stop by the time budget") once overflowed a
+ * signed multiply in the round shares (UBSan: 9223372036854775709 * 6). */
+TEST(rejects_bad_options) {
+    op_layer_cost *l = make_layers("ETTTTL", GEMMA, 3);
+    op_problem pr = problem("opts", l, 6, 2, 4, 0);
+    op_plan p;
+    op_err e = {0};
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    o.placement = (op_tune_placement)7;
+    CHECK(op_tune(&pr, &o, &p, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "placement 7");
+    op_tune_opts_default(&o);
+    o.recompute = (op_tune_recompute)-1;
+    CHECK(op_tune(&pr, &o, &p, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "recompute -1");
+    op_tune_opts_default(&o);
+    o.max_evals = -3;
+    CHECK(op_tune(&pr, &o, &p, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "max_evals -3");
+    op_tune_opts_default(&o);
+    o.max_evals = LONG_MAX;
+    o.time_budget_s = 0.5;
+    int rc = op_tune(&pr, &o, &p, &e);
+    CHECK_MSG(rc == OP_OK, "max_evals LONG_MAX: %s", e.msg);
+    if (rc == OP_OK) {
+        CHECK(p.pred.makespan_ms > 0);
+        op_plan_free(&p);
+    }
+    free(l);
+}
+
 TEST(within_two_percent_of_exhaustive_optimum) {
     struct { const char *pat; const sym_cost *tab; int ntab, P, M; } cases[] = {
         {"ETTL", GEMMA, 3, 2, 2}, {"EM*L", NEMO, 5, 2, 2}, {"ET#L", DSEEK, 4, 2, 3},
@@ -367,6 +401,7 @@ int main(int argc, char **argv) {
     RUN(deterministic_for_a_seed);
     RUN(placement_modes_keep_torchtitan_layouts);
     RUN(rejects_bad_problems);
+    RUN(rejects_bad_options);
     RUN(within_two_percent_of_exhaustive_optimum);
     RUN(warmup_bound_by_hand);
     RUN(lower_bound_below_every_plan_on_presets);

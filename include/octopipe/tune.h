@@ -59,7 +59,9 @@ typedef struct op_tune_opts {
     op_tune_placement placement;
     double time_budget_s; /* > 0: also stop after this wall time, counted from started_s, all
                            * of op_tune's work included (results then depend on speed) */
-    long max_evals;       /* simulations for the search; 0 = derived from the problem size */
+    long max_evals;       /* simulations for the search; 0 = derived from the problem size;
+                           * above 2^50 counts as 2^50 (LONG_MAX: stop by time_budget_s);
+                           * negative is OP_EINVAL */
     uint64_t seed;
     int verbose;          /* 1: progress lines on stderr once a run is past one second */
     int no_baselines;     /* 1: skip the sched.h baselines (tests of the search alone) */
@@ -88,7 +90,8 @@ void op_tune_opts_default(op_tune_opts *o);
  * bad problem. */
 int op_tune(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
 /* What op_tune refuses as OP_EINVAL whatever the memory limit or time: a bad problem, fewer
- * layers than devices, --placement v with fewer than 2 layers per device (o may be NULL).
+ * layers than devices, --placement v with fewer than 2 layers per device, a placement or
+ * recompute value outside its enum, a negative max_evals (o may be NULL).
  * OP_OK, or OP_EINVAL with err set.  op_tune checks it first; sweeps check it before any row. */
 int op_tune_check(const op_problem *pr, const op_tune_opts *o, op_err *err);
 

@@ -338,6 +338,19 @@ int tn_tune_core_pol(const op_problem *pr, const op_tune_opts *oin, int pol0,
 int op_tune_check(const op_problem *pr, const op_tune_opts *o, op_err *err) {
     int rc = op_problem_validate(pr, err);
     if (rc != OP_OK) return rc;
+    /* the options are the caller's too: an enum value outside its list was searched as some
+     * other mode (placement 99 gave a plan no mode names), and a negative simulation budget
+     * said nothing the caller could mean */
+    if (o && o->placement != OP_TUNE_PLACE_ANY && o->placement != OP_TUNE_PLACE_LOOP &&
+        o->placement != OP_TUNE_PLACE_V)
+        return op_errf(err, OP_EINVAL, "tune: placement %d is not any (0), loop (1) or v (2)",
+                       (int)o->placement);
+    if (o && (o->recompute < OP_TUNE_RC_AUTO || o->recompute > OP_TUNE_RC_FULL))
+        return op_errf(err, OP_EINVAL, "tune: recompute %d is not auto (0), none (1), selective (2) "
+                       "or full (3)", (int)o->recompute);
+    if (o && o->max_evals < 0)
+        return op_errf(err, OP_EINVAL, "tune: max_evals %ld is negative (0: derived from the problem)",
+                       o->max_evals);
     if (pr->P < 1 || pr->M < 1 || pr->n_layers < 1)
         return op_errf(err, OP_EINVAL, "tune: need devices, microbatches and layers >= 1");
     if (pr->n_layers < pr->P)
@@ -377,7 +390,11 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
     o.started_s = st.run0; /* the budget (tn_late) counts from the whole run's start */
     st.deadline = tn_deadline(&o);
     st.s_ref = pb.L; /* an explicit max_evals counts simulations */
-    st.max_evals = o.max_evals > 0 ? o.max_evals : auto_evals(&pb, &st.s_ref);
+    /* an explicit budget beyond any run (LONG_MAX for "stop by the time budget") is taken as
+     * TN_EVALS_MAX: the round shares below and the mixed-cluster restarts multiply it, and
+     * LONG_MAX * 6 overflowed */
+    st.max_evals = o.max_evals > 0 ? (o.max_evals < TN_EVALS_MAX ? o.max_evals : TN_EVALS_MAX)
+                                   : auto_evals(&pb, &st.s_ref);
     tn_run_search();
     st.best_score = 1e300;
     st.min_peak = INT64_MAX;

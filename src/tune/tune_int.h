@@ -183,6 +183,9 @@ int tn_run_tick(const char *phase, long done, long budget);
 /* Fitting candidates score their makespan; others 1e15 + peak bytes, so that when nothing
  * fits the search drives peak memory down. */
 #define TN_NOFIT 1e15
+/* The most simulations one search takes (op_tune_opts.max_evals above it counts as this):
+ * far beyond any run, and low enough that the budget's shares and extensions stay in a long. */
+#define TN_EVALS_MAX (1L << 50)
 double tn_score(tn_search *st, const tn_cand *c);
 /* Same, but gives up (returns 1e300) once the makespan must exceed cutoff (> 0). */
 double tn_score_cut(tn_search *st, const tn_cand *c, double cutoff);
