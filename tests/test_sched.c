@@ -1,6 +1,7 @@
 /* test_sched.c: the classic schedules pinned to known results with uniform costs (F=I=W=1 per
  * stage, no communication), plus validity of every generated plan and the settings choosers. */
 #include <jansson.h>
+#include <limits.h>
 
 #include "check.h"
 #include "octopipe/cost.h"
@@ -696,10 +697,44 @@ TEST(building_blocks_refuse_wrong_shapes) {
     op_plan_free(&p);
 }
 
+/* Public building blocks given a plan in a state they did not expect: op_sched_polish on a
+ * plan never simulated, or whose order was changed after it was (a deadlock), aborted at its
+ * assertions (polish.c: "polish wants a simulated plan", "polished order does not simulate");
+ * op_sched_order_interleaved with a group size near INT_MAX overflowed (v - 1) * G. */
+TEST(building_blocks_take_callers_plans) {
+    op_problem pr = uniform(4, 2, 6);
+    op_plan p;
+    op_err e = {0};
+    CHECK_MSG(op_sched_build("zbh1", &pr, &p, &e) == OP_OK, "%s", e.msg);
+    double mk = p.pred.makespan_ms;
+    p.pred.valid = 0; /* as a caller's plan that was never simulated */
+    CHECK(op_sched_polish(&p, 50) >= 0);
+    CHECK(p.pred.valid && p.pred.makespan_ms <= mk);
+    int n = p.n_ops[0];
+    op_op *rev = malloc(sizeof *rev * (size_t)n);
+    for (int i = 0; i < n; i++) rev[i] = p.ops[0][n - 1 - i];
+    CHECK_EQ_INT(op_plan_set_ops(&p, 0, rev, n), OP_OK); /* W(s0) before its own I: deadlock */
+    free(rev);
+    CHECK_EQ_INT(op_sched_polish(&p, 50), OP_EINVAL);
+    op_plan_free(&p);
+
+    pr = uniform(6, 2, 4);
+    CHECK_EQ_INT(op_plan_init(&p, "s6p2", L, 6, 2, 4, 6, NULL), OP_OK);
+    for (int s = 0; s <= 6; s++) p.stage_first[s] = s;
+    for (int s = 0; s < 6; s++) p.stage_dev[s] = s % 2;
+    CHECK_EQ_INT(op_sched_order_interleaved(&p, 3, INT_MAX), OP_OK);
+    CHECK(p.n_ops[0] == 24 && p.n_ops[1] == 24);
+    /* a group of all microbatches: every F of a device first (warm-up covers them all) */
+    for (int i = 0; i < 12; i++) CHECK(p.ops[1][i].kind == OP_F);
+    CHECK_MSG(op_sim_replay(&p, NULL, &e) == OP_OK, "%s", e.msg);
+    op_plan_free(&p);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(uniform_p4_m8_1f1b_33_zbh1_27);
     RUN(building_blocks_refuse_wrong_shapes);
+    RUN(building_blocks_take_callers_plans);
     RUN(handcrafted_zbh1_matches_paper);
     RUN(bubble_ratio_1f1b_and_gpipe);
     RUN(interleaving_divides_warmup_by_v);

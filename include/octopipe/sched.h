@@ -104,8 +104,9 @@ int op_sched_speed_split(const op_problem *pr, int S, const int *stage_dev, int 
 /* Hill climbing on a simulated plan's per-device orders (what the baselines above get after
  * their greedy pass): moves one op of a device up to 4 places, re-simulates, keeps moves that
  * lower the makespan (or keep it and end the I chain earlier) without raising the peak memory.
- * At most max_sims simulations; deterministic.  p must be validated and simulated
- * (p->pred.valid); it is left simulated.  Returns the number of moves kept. */
+ * At most max_sims simulations; deterministic.  p is simulated first and left simulated.
+ * Returns the number of moves kept, or OP_EINVAL when p does not validate or its order does not
+ * simulate (a deadlock); p is then as op_sim_replay left it. */
 int op_sched_polish(op_plan *p, long max_sims);
 /* The same, also stopping at the first move past deadline (op_now_s() time; 0: none, then
  * exactly op_sched_polish). */

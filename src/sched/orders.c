@@ -89,8 +89,9 @@ int op_sched_order_interleaved(op_plan *p, int v, int G) {
     obuf b = {0};
     for (int d = 0; d < P; d++) {
         /* Megatron runs everything as warm-up (all F, then all B) when M == P */
-        int w = M == P ? n : (P - d - 1) * 2 + (v - 1) * G;
-        if (w > n) w = n;
+        /* in 64 bits: G is the caller's (any G >= 1), and (v - 1) * G overflowed an int */
+        long long w64 = M == P ? n : (long long)(P - d - 1) * 2 + (long long)(v - 1) * G;
+        int w = w64 > n ? n : (int)w64;
 #define FWD(i) emit(&b, OP_F, tch[i] * P + d, tmb[i])
 #define BWD(i) emit(&b, OP_B, (v - 1 - tch[i]) * P + d, tmb[i])
         for (int i = 0; i < w; i++) FWD(i);

@@ -117,6 +117,13 @@ int op_sched_polish(op_plan *p, long max_sims) { return op_sched_polish_until(p,
 
 int op_sched_polish_until(op_plan *p, long max_sims, double deadline) {
     op_sim_ws *ws = op_sim_ws_new();
+    /* the caller's plan may be unsimulated, or its order changed since (a deadlock): either
+     * reached sched_polish's assertions; a plan that does not simulate is refused as it is */
+    op_err e = {0};
+    if (op_sim_replay(p, ws, &e) != OP_OK) {
+        op_sim_ws_free(ws);
+        return OP_EINVAL;
+    }
     int kept = sched_polish(p, max_sims, deadline, ws);
     op_sim_ws_free(ws);
     return kept;
