@@ -728,6 +728,11 @@ TEST(building_blocks_take_callers_plans) {
     for (int i = 0; i < 12; i++) CHECK(p.ops[1][i].kind == OP_F);
     CHECK_MSG(op_sim_replay(&p, NULL, &e) == OP_OK, "%s", e.msg);
     op_plan_free(&p);
+    /* i1f1b with a v no layers can fill is refused before v * P is formed (INT_MAX overflowed) */
+    op_sched_opts so = {.v = INT_MAX};
+    op_sched_info info;
+    CHECK_EQ_INT(op_sched_build_opts("i1f1b", &pr, &so, &p, &info, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "6 layers cannot fill them");
 }
 
 int main(int argc, char **argv) {

@@ -148,6 +148,11 @@ static int build_i1f1b(const op_problem *pr, const op_sched_opts *o, sched_best 
     int vlo = 2, vhi = classic ? (lo.n_body + 2) / P : pr->n_layers / P;
     if (o && o->v) {
         if (o->v < 2) return op_errf(err, OP_EINVAL, "interleaved 1F1B needs v >= 2 (got %d)", o->v);
+        /* before v * P is formed: v = INT_MAX overflowed it */
+        if (o->v > pr->n_layers / P)
+            return op_errf(err, OP_EINVAL,
+                           "interleaved 1F1B with v=%d needs %lld stages: %d layers cannot fill them",
+                           o->v, (long long)o->v * P, pr->n_layers);
         vlo = vhi = o->v;
     }
     if (o && o->stage_first) {
