@@ -77,6 +77,13 @@ TEST(edges) {
     for (int l = 0; l < 13; l++) layer(l, 1 + 0.01 * l, 1, 1); /* 13 kinds */
     CHECK_NEAR(op_lower_bound_joint(L, 13, 2, 4), op_lower_bound_joint_frac(L, 13, 2, 4), 0);
     CHECK(op_lower_bound_joint(L, 13, 2, 4) >= op_lower_bound_warmup(L, 13, 2, 4));
+    /* a caller's empty problem is no bound (0), not a hang: P = 0 looped forever on the
+     * indivisible-jobs term (k * P < n_layers) */
+    CHECK(op_lower_bound(L, 13, 0, 4) == 0);
+    CHECK(op_lower_bound(L, 13, -2, 4) == 0);
+    CHECK(op_lower_bound(L, 13, 2, 0) == 0);
+    CHECK(op_lower_bound(L, 0, 2, 4) == 0);
+    CHECK(op_lower_bound(NULL, 3, 2, 4) == 0);
 }
 
 /* Brute force over every assignment of layers to ranks (ranks by index; head/tail at the

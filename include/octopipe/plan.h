@@ -208,7 +208,8 @@ double op_stage_copy_ms(const op_plan *p, int s);
 /* Lower bound on the makespan of any plan of these layers on P devices with M microbatches:
  * the largest of total work / P, one microbatch's F and I chain, the work and chain through
  * each indivisible layer, the indivisible-jobs bound, the warm-up bound, the joint bound and
- * the pipeline-fill bound (plan.c says why each holds). */
+ * the pipeline-fill bound (plan.c says why each holds).  0 (no bound) when layers is NULL or
+ * n_layers, P or M is below 1. */
 double op_lower_bound(const op_layer_cost *layers, int n_layers, int P, int M);
 /* Its warm-up term: min over k = 1..min(P, L) used devices of (M * work + H_k) / k, H_k the sum
  * of the forward chains F_0 + ... + F_(i-1) for i < k (device i in order of lowest layer cannot

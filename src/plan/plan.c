@@ -339,6 +339,8 @@ double op_lower_bound_warmup(const op_layer_cost *layers, int n_layers, int P, i
 }
 
 double op_lower_bound(const op_layer_cost *layers, int n_layers, int P, int M) {
+    /* no problem, no bound: P = 0 looped forever below (k * P < n_layers) */
+    if (!layers || n_layers < 1 || P < 1 || M < 1) return 0;
     double work = 0, chain = 0, best = 0, head_f = 0, tail_i = 0;
     for (int l = 0; l < n_layers; l++) {
         const op_layer_cost *c = &layers[l];
