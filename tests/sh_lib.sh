@@ -17,10 +17,11 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 finish() { echo "sh_lib: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
 tmp=$(mktemp -d /tmp/octopipe-lib-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-# programs here build warning-free; under SAN=1 the installed library is the sanitized one, so
-# they need the sanitizer runtime too
+# programs here build warning-free; under SAN=1 or SAN=thread the installed library is the
+# sanitized one, so they need the sanitizer runtime too
 XFLAGS="-Wall -Wextra -Werror"
 [ "${SAN:-}" = 1 ] && XFLAGS="$XFLAGS -fsanitize=address,undefined"
+[ "${SAN:-}" = thread ] && XFLAGS="$XFLAGS -fsanitize=thread"
 # a make started here is not part of the make running the tests
 mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory BUILD="$BUILD" SAN="${SAN:-}" CC="$CC" "$@"; }
 
