@@ -50,7 +50,7 @@ for t in tests/test_*.c tests/sh_*.sh; do
 done
 echo "total time: $(( $(date +%s) - start_all ))s"
 if [ ${#skipped[@]} -gt 0 ]; then
-  echo "SKIPPED, not run (scripts/setup.sh --test installs what tests need):"
+  echo "SKIPPED, not run (where a tool is missing, scripts/setup.sh --test installs it):"
   printf '  %s\n' "${skipped[@]}"
 fi
 [ ${#failed_units[@]} -gt 0 ] && echo "failing: ${failed_units[*]}"
