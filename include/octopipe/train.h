@@ -60,6 +60,9 @@ int op_ckpt_load(const char *path, const op_nn_model *m, op_nn_stage *const *sta
 /* The same checks without loading (a launcher refusing a bad checkpoint before any rank
  * starts): OP_OK with the step it resumes at, or the message op_ckpt_load would give. */
 int op_ckpt_check(const char *path, const op_nn_model *m, int64_t *next_step, op_err *err);
+/* OP_EINVAL, saying so, when PATH exists and is not a regular file (a directory, FIFO or
+ * device): checkpoints are replaced by rename and read twice.  Save, load and check apply it. */
+int op_ckpt_check_file(const char *path, op_err *err);
 
 /* ---- single-process training ---- */
 typedef struct op_train_opts {

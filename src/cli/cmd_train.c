@@ -693,12 +693,11 @@ static int check_outputs(const targs *a) {
     if (a->ckpt && (!a->resume || stat(a->ckpt, &st) == 0) && op_cli_check_out_dir("train", a->ckpt))
         return 2;
     /* DIR/model.ckpt is replaced by rename: a FIFO or device there would block or take the
-     * save only after the whole run (op_ckpt_save refuses it then) */
+     * save only after the whole run (op_ckpt_save refuses it then); said before any work */
     char path[4096];
-    if (a->ckpt && snprintf(path, sizeof path, "%s/model.ckpt", a->ckpt) > 0 && stat(path, &st) == 0 &&
-        !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "octopipe train: %s: %s, not a checkpoint (checkpoints are regular files)\n", path,
-                S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+    op_err e = {0};
+    if (a->ckpt && snprintf(path, sizeof path, "%s/model.ckpt", a->ckpt) > 0 && op_ckpt_check_file(path, &e)) {
+        fprintf(stderr, "octopipe train: %s\n", e.msg);
         return 2;
     }
     return 0;

@@ -94,7 +94,7 @@ static void remove_stale_temps(const char *path) {
 /* A checkpoint is a regular file: it is replaced by rename, and a resume reads it twice (the
  * launcher checks it, the ranks load it).  A FIFO there blocked the second read, or the save
  * at the end of the run, forever; a device such as /dev/zero was read for 1 GiB first. */
-static int check_regular(const char *path, op_err *err) {
+int op_ckpt_check_file(const char *path, op_err *err) {
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
         return op_errf(err, OP_EINVAL, "%s: %s, not a checkpoint (checkpoints are regular files)", path,
@@ -121,7 +121,7 @@ static const char *value_name(size_t i, uint64_t np) {
 int op_ckpt_save(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
                  int64_t next_step, op_err *err) {
     int rc = check_cover(m, stages, n, err);
-    if (rc || (rc = check_regular(path, err))) return rc;
+    if (rc || (rc = op_ckpt_check_file(path, err))) return rc;
     remove_stale_temps(path);
     op_buf b = {0};
     op_buf_put(&b, MAGIC, 8);
@@ -232,7 +232,7 @@ static int check_image(const unsigned char *p, size_t len, const char *path, con
 int op_ckpt_check(const char *path, const op_nn_model *m, int64_t *next_step, op_err *err) {
     char *data = NULL;
     size_t len = 0, at;
-    int rc = check_regular(path, err);
+    int rc = op_ckpt_check_file(path, err);
     if (rc == OP_OK) rc = op_read_file(path, &data, &len, err);
     if (rc) return rc;
     rc = check_image((const unsigned char *)data, len, path, m, next_step, &at, err);
@@ -246,7 +246,7 @@ int op_ckpt_load(const char *path, const op_nn_model *m, op_nn_stage *const *sta
     if (rc) return rc;
     char *data = NULL;
     size_t len = 0, off = 0;
-    if ((rc = check_regular(path, err)) == OP_OK) rc = op_read_file(path, &data, &len, err);
+    if ((rc = op_ckpt_check_file(path, err)) == OP_OK) rc = op_read_file(path, &data, &len, err);
     if (rc) return rc;
     const unsigned char *p = (const unsigned char *)data;
     rc = check_image(p, len, path, m, next_step, &off, err);
