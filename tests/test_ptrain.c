@@ -60,19 +60,26 @@ static void tiny_model(op_nn_model *m, const char *pattern) {
     snprintf(m->name, sizeof m->name, "%s", pattern);
 }
 
+/* A plan for m from fake_costs over the default links: what most tests train through.  sched
+ * is a schedule name or a plan file; the plan keeps its own copy of the costs. */
+static int fake_plan(const op_nn_model *m, int P, int M, double overhead_ms, const char *sched,
+                     op_plan *p, op_err *e) {
+    op_layer_cost costs[64];
+    fake_costs(m, costs);
+    op_comm comm;
+    op_ptrain_default_comm(&comm);
+    return op_ptrain_make_plan(m, costs, P, M, &comm, overhead_ms, sched, p, e);
+}
+
 static int g_policy; /* activation policy given to every stage of the plan pipelined runs */
 static int64_t g_closed[64]; /* when g_closed_on: closed-form peak per device to check */
 static int g_closed_on;
 
 static int pipelined(const op_nn_model *m, int P, const char *sched, const char *dir, double *losses,
                      op_ptrain_report *rep, int resume, int steps) {
-    op_layer_cost costs[64];
-    fake_costs(m, costs);
-    op_comm comm;
-    op_ptrain_default_comm(&comm);
     op_plan p;
     op_err e = {0};
-    int rc = op_ptrain_make_plan(m, costs, P, MB, &comm, 0, sched, &p, &e);
+    int rc = fake_plan(m, P, MB, 0, sched, &p, &e);
     if (rc) return rc;
     if (g_policy) /* a plan file keeps its own */
         for (int s = 0; s < p.S; s++) p.stage_act[s] = (uint8_t)g_policy;
@@ -170,12 +177,8 @@ TEST(equivalence_every_schedule) {
         for (size_t k = 0; k < sizeof sch / sizeof *sch; k++) {
             if (P == 1 && k > 0) continue; /* every schedule is the same one stage */
             op_plan probe;
-            op_layer_cost c[64];
-            fake_costs(&tiny, c);
-            op_comm comm;
-            op_ptrain_default_comm(&comm);
             op_err e;
-            int fits = op_ptrain_make_plan(&tiny, c, P, MB, &comm, 0, sch[k], &probe, &e) == OP_OK;
+            int fits = fake_plan(&tiny, P, MB, 0, sch[k], &probe, &e) == OP_OK;
             if (fits) op_plan_free(&probe);
             const op_nn_model *m = fits ? &tiny : &big;
             snprintf(dir, sizeof dir, "%s/%s-%d", tmpdir, sch[k], P);
@@ -323,15 +326,11 @@ TEST(policies_bitwise_and_memory) {
 TEST(copy_engine_overlaps) {
     op_nn_model m;
     tiny_model(&m, "EM*-#L");
-    op_layer_cost costs[64];
-    fake_costs(&m, costs);
-    op_comm comm;
-    op_ptrain_default_comm(&comm);
     op_plan p;
     op_err e = {0};
     const int steps = 2;
     const double c = 15;
-    CHECK(op_ptrain_make_plan(&m, costs, 1, 2, &comm, 0, "1f1b", &p, &e) == OP_OK);
+    CHECK(fake_plan(&m, 1, 2, 0, "1f1b", &p, &e) == OP_OK);
     p.stage_act[0] = OP_ACT_OFFLOAD;
     p.comm.host_lat_ms = 0;
     p.comm.host_bw_GBps = (double)op_stage_act_bytes(&p, 0) / (c * 1e-3) / 1e9;
@@ -386,13 +385,9 @@ TEST(copy_engine_overlaps) {
 TEST(out_of_threads_is_an_error) {
     op_nn_model m;
     tiny_model(&m, "EM*-#L");
-    op_layer_cost costs[64];
-    fake_costs(&m, costs);
-    op_comm comm;
-    op_ptrain_default_comm(&comm);
     op_plan p;
     op_err e = {0};
-    CHECK(op_ptrain_make_plan(&m, costs, 1, 2, &comm, 0, "1f1b", &p, &e) == OP_OK);
+    CHECK(fake_plan(&m, 1, 2, 0, "1f1b", &p, &e) == OP_OK);
     p.stage_act[0] = OP_ACT_OFFLOAD;
     CHECK(op_sim_replay(&p, NULL, &e) == OP_OK);
     char dir[128];
@@ -445,17 +440,13 @@ TEST(recompute_adds_the_forward_to_i) {
     op_nn_model m;
     op_err e = {0};
     OP_ASSERT(op_nn_model_init(&m, "EM*-L", &c, &e) == OP_OK, "%s", e.msg);
-    op_layer_cost costs[8];
-    fake_costs(&m, costs);
-    op_comm comm;
-    op_ptrain_default_comm(&comm);
     op_plan p[3];
     op_ptrain_session *ss[3];
     op_ptrain_opts o;
     op_ptrain_opts_default(&o);
     o.data = "copy", o.steps = 7, o.eo.quiet = 1;
     for (int pol = 0; pol <= 2; pol++) {
-        CHECK(op_ptrain_make_plan(&m, costs, 1, 4, &comm, 0, "1f1b", &p[pol], &e) == OP_OK);
+        CHECK(fake_plan(&m, 1, 4, 0, "1f1b", &p[pol], &e) == OP_OK);
         p[pol].stage_act[0] = (uint8_t)pol;
         CHECK(op_ptrain_session_new(&m, &p[pol], &o, &ss[pol], &e) == OP_OK);
     }
@@ -484,20 +475,16 @@ TEST(recompute_adds_the_forward_to_i) {
 TEST(plan_file_activation_runs_as_is) {
     op_nn_model m;
     tiny_model(&m, "EM*-#L");
-    op_layer_cost costs[64];
-    fake_costs(&m, costs);
-    op_comm comm;
-    op_ptrain_default_comm(&comm);
     op_plan p;
     op_err e = {0};
-    CHECK(op_ptrain_make_plan(&m, costs, 2, MB, &comm, 0, "1f1b", &p, &e) == OP_OK);
+    CHECK(fake_plan(&m, 2, MB, 0, "1f1b", &p, &e) == OP_OK);
     p.stage_act[0] = OP_ACT_FULL, p.stage_act[p.S - 1] = OP_ACT_OFFLOAD;
     CHECK_MSG(op_sim_replay(&p, NULL, &e) == OP_OK, "%s", e.msg); /* times under the policies */
     char path[128], dk[128], dp[128];
     snprintf(path, sizeof path, "%s/act-plan.json", tmpdir);
     CHECK(op_plan_write(&p, path, &e) == OP_OK);
     op_plan q;
-    int rq = op_ptrain_make_plan(&m, costs, 2, MB, &comm, 0, path, &q, &e);
+    int rq = fake_plan(&m, 2, MB, 0, path, &q, &e);
     CHECK_MSG(rq == OP_OK, "%s", e.msg);
     if (rq != OP_OK) return;
     CHECK(q.stage_act[0] == OP_ACT_FULL && q.stage_act[q.S - 1] == OP_ACT_OFFLOAD);
@@ -541,30 +528,25 @@ TEST(bad_plans_refused) {
     op_nn_model m, other;
     tiny_model(&m, "EM*-#L");
     tiny_model(&other, "EMM*-#L");
-    op_layer_cost c[64];
-    fake_costs(&m, c);
-    op_comm comm;
-    op_ptrain_default_comm(&comm);
     op_plan p;
     op_err e = {0};
-    CHECK(op_ptrain_make_plan(&m, c, 2, MB, &comm, 0, "nosuchschedule", &p, &e) == OP_EINVAL);
+    CHECK(fake_plan(&m, 2, MB, 0, "nosuchschedule", &p, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "nosuchschedule");
     /* a plan file for another model */
     char path[128];
     snprintf(path, sizeof path, "%s/other.json", tmpdir);
-    op_layer_cost c2[64];
-    fake_costs(&other, c2);
-    CHECK(op_ptrain_make_plan(&other, c2, 2, MB, &comm, 0, "1f1b", &p, &e) == OP_OK);
+    CHECK(fake_plan(&other, 2, MB, 0, "1f1b", &p, &e) == OP_OK);
     CHECK(op_plan_write(&p, path, &e) == OP_OK);
     op_plan_free(&p);
-    CHECK(op_ptrain_make_plan(&m, c, 2, MB, &comm, 0, path, &p, &e) == OP_EINVAL);
+    CHECK(fake_plan(&m, 2, MB, 0, path, &p, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "layers");
     /* ... and the same file for its own model loads, re-predicted with the given costs */
-    CHECK(op_ptrain_make_plan(&other, c2, 2, MB, &comm, 0.5, path, &p, &e) == OP_OK);
+    CHECK(fake_plan(&other, 2, MB, 0.5, path, &p, &e) == OP_OK);
     CHECK(p.pred.valid && p.op_overhead_ms == 0.5);
     op_plan_free(&p);
     /* a profile without a kind the model has */
     op_layer_prof pr[1] = {{.sym = 'E'}};
+    op_layer_cost c[64];
     CHECK(op_ptrain_layer_costs(&m, pr, 1, c, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "'M'");
 }
@@ -573,14 +555,10 @@ TEST(bad_plans_refused) {
 TEST(fit_overhead_round_trip) {
     op_nn_model m;
     tiny_model(&m, "EM*-#L");
-    op_layer_cost c[64];
-    fake_costs(&m, c);
-    op_comm comm;
-    op_ptrain_default_comm(&comm);
     op_plan p, q;
     op_err e;
-    CHECK(op_ptrain_make_plan(&m, c, 2, MB, &comm, 0, "1f1b", &p, &e) == OP_OK);
-    CHECK(op_ptrain_make_plan(&m, c, 2, MB, &comm, 0.25, "1f1b", &q, &e) == OP_OK);
+    CHECK(fake_plan(&m, 2, MB, 0, "1f1b", &p, &e) == OP_OK);
+    CHECK(fake_plan(&m, 2, MB, 0.25, "1f1b", &q, &e) == OP_OK);
     CHECK(q.pred.makespan_ms > p.pred.makespan_ms);
     CHECK_NEAR(op_ptrain_fit_overhead(&p, q.pred.makespan_ms), 0.25, 1e-6);
     op_plan_free(&p), op_plan_free(&q);
@@ -715,13 +693,9 @@ TEST(fit_costs_with_recompute) {
 TEST(step_and_op_stats) {
     op_nn_model m;
     tiny_model(&m, "EM*-#L");
-    op_layer_cost c[64];
-    fake_costs(&m, c);
-    op_comm comm;
-    op_ptrain_default_comm(&comm);
     op_plan p;
     op_err e;
-    CHECK(op_ptrain_make_plan(&m, c, 2, MB, &comm, 0, "zbh1", &p, &e) == OP_OK);
+    CHECK(fake_plan(&m, 2, MB, 0, "zbh1", &p, &e) == OP_OK);
     op_ptrain_opts o;
     op_ptrain_opts_default(&o);
     CHECK(o.progress_thread == 0);
@@ -756,17 +730,13 @@ TEST(sessions_interleaved) {
     char ref[128];
     snprintf(ref, sizeof ref, "%s/single-s", tmpdir);
     single(ref, lref);
-    op_layer_cost costs[64];
-    fake_costs(&m, costs);
-    op_comm comm;
-    op_ptrain_default_comm(&comm);
     const char *sch[2] = {"1f1b", "zbv"};
     op_plan p[2];
     op_ptrain_session *s[2];
     double l[2][STEPS];
     op_err e = {0};
     for (int k = 0; k < 2; k++) {
-        CHECK(op_ptrain_make_plan(&m, costs, 2, MB, &comm, 0, sch[k], &p[k], &e) == OP_OK);
+        CHECK(fake_plan(&m, 2, MB, 0, sch[k], &p[k], &e) == OP_OK);
         op_ptrain_opts o;
         op_ptrain_opts_default(&o);
         o.data = "copy";
@@ -806,13 +776,9 @@ TEST(slowed_rank_spins_counted) {
     if (cores < 2) return; /* one core: the wrapper naps instead (no spin to count) */
     op_nn_model m;
     tiny_model(&m, "EM*-#L");
-    op_layer_cost c[64];
-    fake_costs(&m, c);
-    op_comm comm;
-    op_ptrain_default_comm(&comm);
     op_plan p;
     op_err e = {0};
-    CHECK(op_ptrain_make_plan(&m, c, 2, MB, &comm, 0, "1f1b", &p, &e) == OP_OK);
+    CHECK(fake_plan(&m, 2, MB, 0, "1f1b", &p, &e) == OP_OK);
     double k[2] = {1, 2}, inner = 0; /* rank 1's emulated compute: its ops' modelled times */
     for (int x = 0; x < p.n_ops[1]; x++) inner += op_stage_ms(&p, p.ops[1][x].stage, p.ops[1][x].kind);
     op_ptrain_slow s = {.inner = op_compute_emulate(), .p = &p, .k = k};
@@ -834,13 +800,9 @@ TEST(bad_arguments_refused) {
     op_nn_model m, other;
     tiny_model(&m, "EM*-#L");
     tiny_model(&other, "EM-L");
-    op_layer_cost costs[64];
-    fake_costs(&other, costs);
-    op_comm comm;
-    op_ptrain_default_comm(&comm);
     op_plan p;
     op_err e = {0};
-    CHECK(op_ptrain_make_plan(&other, costs, 2, 2, &comm, 0, "1f1b", &p, &e) == OP_OK);
+    CHECK(fake_plan(&other, 2, 2, 0, "1f1b", &p, &e) == OP_OK);
     op_ptrain_opts o;
     op_ptrain_opts_default(&o);
     o.data = "copy", o.steps = 1, o.eo.quiet = 1;
@@ -868,6 +830,8 @@ TEST(bad_arguments_refused) {
     CHECK_EQ_INT(op_ptrain_speed_samples(&t0, 0, &p, out), 0); /* pred has 2 devices */
     double k0[2] = {1, 0}, kn[2] = {NAN, 1};
     double mk = p.pred.makespan_ms;
+    op_layer_cost costs[64];
+    fake_costs(&other, costs);
     CHECK_EQ_INT(op_ptrain_slowdown_plan(&p, costs, k0, &e), OP_EINVAL);
     CHECK_MSG(strstr(e.msg, "slow-down of device 1: 0"), "%s", e.msg);
     CHECK_EQ_INT(op_exec_slow_plan(&p, kn), OP_EINVAL);
