@@ -3,11 +3,14 @@
  * The plan file `octopipe.plan/1` (plan/plan_json*.c):
  *   { "format": "octopipe.plan/1", "name", "model", "devices": P, "microbatches": M,
  *     "tokens_per_mb", "op_overhead_ms", "mem_limit_bytes",
- *     "comm": {"none", "nodes_of", "intra_lat_ms", "intra_bw_GBps", "inter_lat_ms", "inter_bw_GBps"},
+ *     "comm": {"none", "nodes_of", "intra_lat_ms", "intra_bw_GBps", "inter_lat_ms", "inter_bw_GBps",
+ *              "host_lat_ms", "host_bw_GBps", "host_mem_bytes" (the host link offload uses)},
  *     "layers": [{"name", "kind" (symbol, e.g. "M"), "F", "I", "W" (ms per microbatch),
  *                 "out_bytes", "act_bytes", "act_w_bytes", "act_i_bytes", "param_bytes",
- *                 "static_bytes"}],
+ *                 "static_bytes", "F_sel" (ms of F that selective recomputation re-runs),
+ *                 "act_sel_bytes" (F's stash under selective)}],
  *     "stages": [[first, last), ...], "split": [true = I+W | false = B, per stage],
+ *     "activation": ["keep" | "selective" | "full" | "offload", per stage],
  *     "placement": [[stage, ...] per device],
  *     "schedule": [[{"op": "F|I|W|B", "stage", "mb", "start", "end"}, ...] per device],
  *     "predicted": {"makespan_ms", "bubble_ratio", "lower_bound_ms", "tokens_per_s",
@@ -17,13 +20,16 @@
  *     "device_types": [{"name"}, {"name", "layers": [as "layers"]}, ...] (type 0's costs are
  *                     "layers"; every later type gives its own), "device_type": [P] type index
  *                     per device, "device_mem_limit_bytes": [P] (when limits differ),
- *     and in "comm": "pair_lat_ms", "pair_bw_GBps" ([P][P], a -> b) for measured pair links }
+ *     and in "comm": "pair_lat_ms", "pair_bw_GBps" ([P][P], a -> b) for measured pair links,
+ *     "host_bw_GBps_per_device" ([P], where the devices' host links differ) }
  * Required: format, devices, microbatches, layers, stages, placement, schedule.  Optional:
- * name, model, tokens_per_mb, op_overhead_ms, mem_limit_bytes (0), comm (none), split
- * (inferred from the op kinds), the mixed-cluster keys (absent: uniform; device_types and
- * device_type together, pair_lat_ms and pair_bw_GBps together), start/end (all ops or none), predicted (makespan_ms,
- * bubble_ratio, lower_bound_ms and peak_bytes required inside it); per layer name,
- * out_bytes, act_w_bytes, act_i_bytes, param_bytes, static_bytes (0).  Byte counts are
+ * name, model, tokens_per_mb, op_overhead_ms, mem_limit_bytes (0), comm (none; its host link
+ * 0.01 ms and 25 GB/s, no host budget), split (inferred from the op kinds), activation (keep
+ * on every stage), the mixed-cluster keys (absent: uniform; device_types and device_type
+ * together, pair_lat_ms and pair_bw_GBps together), start/end (all ops or none), predicted
+ * (makespan_ms, bubble_ratio, lower_bound_ms and peak_bytes required inside it); per layer
+ * name, out_bytes, act_w_bytes, act_i_bytes, param_bytes, static_bytes, F_sel, act_sel_bytes
+ * (0; act_sel_bytes 0 means act_bytes).  Byte counts are
  * integers >= 0; act_w_bytes may exceed act_bytes (sim.h gives the memory rule).  Unknown
  * keys are errors.
  *
