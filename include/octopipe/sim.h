@@ -2,7 +2,7 @@
  * (warm-up / cool-down / residual), bubble ratio, per-device peak memory and the gap to the
  * lower bound, for any plan.
  *
- * Semantics (DESIGN.md): data dependencies of plan.h; each device runs one compute op at a time
+ * Semantics: data dependencies of plan.h; each device runs one compute op at a time
  * in its order; a cross-device dependency arrives op_comm_ms() after the producer ends and
  * transfers overlap compute fully (the executor progresses communication while computing);
  * memory per device = static bytes of its stages + activations: F allocates act_bytes at its

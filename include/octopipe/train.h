@@ -104,7 +104,7 @@ int op_train_profile(const op_nn_model *m, int repeats, op_layer_prof *out);
 /* The same in thread CPU time (cpu_clock = 1) or wall time (0): on a machine shared with other
  * jobs the wall clock counts time other processes held the core, CPU time does not. */
 int op_train_profile_clock(const op_nn_model *m, int repeats, int cpu_clock, op_layer_prof *out);
-/* The profile file (DESIGN.md "Profile file") for m from the measurements. */
+/* The profile file (docs/profile.md) for m from the measurements. */
 void op_train_profile_json(const op_nn_model *m, const op_layer_prof *p, int n, int repeats,
                            op_buf *out);
 

@@ -1,4 +1,4 @@
-/* profile.c: measured per-layer costs in (DESIGN.md "Profile file").
+/* profile.c: measured per-layer costs in a profile file (docs/profile.md).
  *
  *   { "pattern": "EM-M*-M-L",            one symbol per layer; '|' (stage marks) is ignored
  *     "pattern_style": "octopipe",        or "megatron": --hybrid-layer-pattern symbols

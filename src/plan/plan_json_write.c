@@ -1,4 +1,4 @@
-/* plan_json_write.c: writing the plan file `octopipe.plan/1` (DESIGN.md "Plan file").
+/* plan_json_write.c: writing the plan file `octopipe.plan/1` (format: include/octopipe/plan_io.h).
  *
  * Written by hand rather than through jansson's dumper so that the layout stays readable (one
  * op per line) and numbers are the shortest decimal that reads back to the same double: a

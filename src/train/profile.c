@@ -1,7 +1,7 @@
 /* profile.c: the reference model's per-layer profiler (`octopipe profile --model ...`).
  * Each layer kind runs alone in a one-layer stage on this thread: F, I, W repeated, median
  * time of each, plus the activation bytes its arenas hold after F and between I and W.  The
- * result is the profile file the planner reads (DESIGN.md "Profile file"). */
+ * result is the profile file the planner reads (docs/profile.md). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
