@@ -21,7 +21,8 @@
  *  - emulated compute sleeps in slices of `slice_ms` and tests every outstanding request between
  *    slices (single thread, no MPI thread support needed);
  *  - real compute (a callback) runs while a progress thread tests outstanding requests every
- *    ~50 us (MPI_THREAD_MULTIPLE); kernels may also call op_exec_progress() between tiles.
+ *    ~50 us (the runtime serialises the rank's transport calls with a mutex, so
+ *    MPI_THREAD_SERIALIZED suffices); kernels may also call op_exec_progress() between tiles.
  * So a transfer starts when its producer ends and both sides progress it within a slice: the
  * simulator's model (arrival = producer end + lat + bytes / bw, full overlap with compute).
  *
@@ -173,9 +174,9 @@ typedef struct op_compute {
     void (*teardown)(void *ctx);
     /* optional: exact message bytes from stage s to s+1 (overrides the plan) */
     int64_t (*boundary_bytes)(void *ctx, int stage);
-    /* 1: the runtime starts a progress thread while run() computes (needs a thread-safe
-     * transport: MPI_THREAD_MULTIPLE or threads); 0: run() is expected to call op_exec_progress
-     * or to be short (emulation does its own slicing). */
+    /* 1: the runtime starts a progress thread while run() computes (its transport calls and
+     * the rank's are serialised by the runtime: MPI_THREAD_SERIALIZED, or threads); 0: run()
+     * is expected to call op_exec_progress or to be short (emulation does its own slicing). */
     int progress_thread;
     /* emulation hook: sleep slices call this; NULL for real compute */
     int emulated;
