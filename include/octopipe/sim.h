@@ -50,8 +50,8 @@ void op_sim_ws_free(op_sim_ws *ws);
 int *op_sim_reload_at(const op_plan *p);
 
 /* Replays p's orders; writes start/end into p->ops and fills p->pred.  A deadlocking order
- * returns OP_EDEADLOCK with the cycle of ops in err->msg ("F(s1,mb0)@d1 waits for ...").
- * ws may be NULL. */
+ * returns OP_EDEADLOCK with the cycle of ops in err->msg ("deadlock: B(s1,mb1)@dev1 waits for
+ * F(s1,mb1)@dev1, which waits behind ... (a cycle over 1 device)").  ws may be NULL. */
 int op_sim_replay(op_plan *p, op_sim_ws *ws, op_err *err);
 
 /* Priority policy for dynamic list scheduling.  Among a device's ready ops, the one with the
