@@ -259,7 +259,7 @@ double op_problem_lower_bound(const op_problem *pr);
  * memory over the makespan must hold it, and each layer's stash may instead be recomputed
  * (work and chain grow) or offloaded (held through its F, I and both copies; the copies take
  * 2 * act / host_bw of the device's copy engine each microbatch; a host budget caps device +
- * host memory x time); solved exactly as a linear program by duality (plan.c proves it).
+ * host memory x time); solved exactly as a linear program by duality (plan/bound_mem.c proves it).
  * comm: the host link and budget (NULL or host_bw <= 0: no offload).  Returns +inf when
  * static memory alone exceeds P * limit (no plan fits). */
 double op_lower_bound_mem(const op_layer_cost *layers, int n_layers, int P, int M,
