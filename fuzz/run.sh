@@ -6,6 +6,11 @@
 # script fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Sources a target links besides the library: the flags target parses flags as the commands do
+# (cli_common.c) and that parser uses the commands' shared output helpers (cli_out.c).
+extra_src() { if [ "$1" = flags ]; then echo "src/cli/cli_common.c src/cli/cli_out.c"; fi; }
+# `fuzz/run.sh --sources TARGET` prints them (tests/sh_fuzz.sh links every target with them)
+if [ "${1:-}" = --sources ]; then extra_src "${2:-}"; exit 0; fi
 SECS=${1:-30}
 CLANG=$(command -v clang || command -v clang-14 || true)
 [ -n "$CLANG" ] || { echo "fuzz: clang not found (scripts/setup.sh --dev installs it)"; exit 1; }
@@ -24,17 +29,19 @@ for f in $(ls src/*/*.c | grep -v '^src/cli/'); do
   objs+=("$o")
 done
 LIBS="$(pkg-config --libs jansson openblas) $(mpicc --showme:link) -lpthread -lm"
-# the flags target also needs the CLI's shared flag parser
-cli_o="$B/obj/src_cli_cli_common.c.o"
-if [ ! -f "$cli_o" ] || [ src/cli/cli_common.c -nt "$cli_o" ] || [ "$newest_h" -nt "$cli_o" ]; then
-  $CLANG $FLAGS $SAN -fsanitize=fuzzer-no-link -c src/cli/cli_common.c -o "$cli_o"
-fi
 fail=0
 total=0
 for t in ${FUZZ_TARGETS:-hf_config profile plan torch_csv cluster flags}; do
   extra=() quiet=()
+  for f in $(extra_src "$t"); do
+    o="$B/obj/$(echo "$f" | tr / _).o"
+    if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ "$newest_h" -nt "$o" ]; then
+      $CLANG $FLAGS $SAN -fsanitize=fuzzer-no-link -c "$f" -o "$o"
+    fi
+    extra+=("$o")
+  done
   # the flags target prints one line per rejected flag, as the CLI does: close its stdout/stderr
-  [ "$t" = flags ] && extra=("$cli_o") quiet=(-close_fd_mask=3)
+  [ "$t" = flags ] && quiet=(-close_fd_mask=3)
   $CLANG $FLAGS -Ifuzz $SAN -fsanitize=fuzzer "fuzz/fuzz_$t.c" "${objs[@]}" "${extra[@]}" $LIBS -o "$B/fuzz_$t"
   corpus="$B/corpus-$t"; mkdir -p "$corpus"
   case $t in
