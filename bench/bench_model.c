@@ -14,7 +14,7 @@
 #define MAXREC 512
 
 /* Best of the repeats: on a shared 2-core box the minimum is the time without interference
- * (c-platform.md reports sgemm the same way), for the layer and the replay alike. */
+ * (the usual way to report a kernel's speed), for the layer and the replay alike. */
 static double best(const double *v, int n) {
     double b = v[0];
     for (int i = 1; i < n; i++) b = v[i] < b ? v[i] : b;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # multihost.sh (`make test-multihost`): a P=4 plan across two "hosts" on this machine: two network
 # namespaces joined by a veth pair, each with its own hostname (unshare --uts), TCP between them,
-# mpirun's rsh agent entering the namespace (c-platform.md 2.5).  Measures the inter-host link
+# mpirun's rsh agent entering the namespace.  Measures the inter-host link
 # with `profile comm`, runs the plan emulated with ranks 0,1 on one host and 2,3 on the other,
 # and prints measured vs predicted.  Skips (with the reason) where namespaces cannot be made;
 # always deletes what it created.  Knobs: MH_TIME_SCALE (1), MH_BYTES_SCALE (0.005: 160 KiB

@@ -95,7 +95,8 @@ static void mk_plan(op_plan *p, const char *syms, int P, int M, int S, const int
     OP_ASSERT(replay(p) == 0, "test plan deadlocks");
 }
 
-/* The anchors.md §5.4 example: P=2, 4 stages in a loop, M=2, ZB-style I/W. */
+/* P=2, 4 stages in a loop, M=2, ZB-style I/W: the compute_only CSV shape torch's
+ * _PipelineScheduleRuntime loads (one row per rank, actions as "<stage><F|I|W><mb>"). */
 static const char *const loop_rows[2] = {
     "0F0,0F1,2F0,2F1,2I0,2W0,2I1,2W1,0I0,0I1,0W0,0W1",
     "1F0,1F1,3F0,3F1,3I0,3W0,3I1,3W1,1I0,1I1,1W0,1W1"};

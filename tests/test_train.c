@@ -377,7 +377,7 @@ TEST(corrupted_checkpoint_refused) {
     op_nn_stage_free(&s2);
 }
 
-/* Golden numbers produced once by this code (c-platform.md 8.3 c): the first losses of `tiny`
+/* Golden numbers produced once by this code: the first losses of `tiny`
  * on the copy task.  Any change to a kernel, the init, the data or AdamW moves them; 1e-5
  * relative leaves room for BLAS kernels that round differently on other CPUs.  When a change
  * is intended, the FD tests (test_nn) vouch for it and these numbers are regenerated. */

@@ -5,8 +5,9 @@
 
 #include "cost/cost_internal.h"
 
-/* SimPipe's measured release split when a profile gives activation bytes but no dims:
- * I frees 56.69%, W the remaining 43.31% (reference/paper.md, section 2.3). */
+/* The measured release split when a profile gives activation bytes but no dims: I frees
+ * 56.69%, W the remaining 43.31% (the figures the authors' PipelineSimulator uses,
+ * simulator/config.py). */
 #define MEASURED_W_SHARE 0.4331
 
 static int check_cfg(const op_train_cfg *t, const op_device *d, op_err *err) {

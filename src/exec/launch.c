@@ -1,8 +1,8 @@
-/* launch.c: `octopipe run` starting mpirun on this binary with the flags this machine needs
- * (c-platform.md 2.1, 2.6): root allowed, oversubscribed, no core binding, waiting ranks yield,
- * mpirun's own timeout plus ours (TERM, then KILL of the whole process group).  mpirun's stderr
- * goes to a file, never a pipe (a closed pipe wedges mpirun), and is relayed afterwards without
- * Open MPI's banners.
+/* launch.c: `octopipe run` starting mpirun on this binary with the flags a machine with more
+ * ranks than cores, run as root, needs: root allowed, oversubscribed, no core binding, waiting
+ * ranks yield, mpirun's own timeout plus ours (TERM, then KILL of the whole process group).
+ * mpirun's stderr goes to a file, never a pipe (a closed pipe wedges mpirun), and is relayed
+ * afterwards without Open MPI's banners.
  *
  * Stopping the launcher stops the job: SIGTERM, SIGINT or SIGHUP while mpirun runs is forwarded
  * to mpirun's process group (mpirun and every rank it forked), which gets a few seconds to end
@@ -158,7 +158,7 @@ int op_exec_launch(int P, char *const *args, int nargs, double timeout_s, op_buf
         close(logfd);
         int devnull = open("/dev/null", 0);
         if (devnull >= 0) dup2(devnull, 0);
-        /* ranks under ASan: Open MPI's own allocations look leaked (c-platform.md 2.7), so
+        /* ranks under ASan: Open MPI's own allocations look leaked to LeakSanitizer, so
          * leak checking stays with single-process tests; address checks stay on */
         const char *asan = getenv("ASAN_OPTIONS");
         char opts[1024];

@@ -1,5 +1,5 @@
 /* xport_mpi.c: the MPI transport over MPI_COMM_WORLD.  Every wait, including collectives, is a
- * nonblocking call plus a test-and-sleep loop, so ranks can outnumber cores (c-platform.md 2.3).
+ * nonblocking call plus a test-and-sleep loop, so ranks can outnumber cores.
  * The runtime serialises calls with its own mutex, so MPI_THREAD_SERIALIZED is enough even with
  * the progress thread. */
 #include <mpi.h>

@@ -1,4 +1,4 @@
-/* megatron.c: a plan's partition as Megatron-LM flags (anchors.md §1.5).
+/* megatron.c: a plan's partition as Megatron-LM flags.
  *
  *  - transformer models (layers E, T, m, L): --pipeline-model-parallel-layout, tokens E t m L,
  *    `|` between stages, stages in VPP-major order (flat stage i = vpp_rank * P + pp_rank);

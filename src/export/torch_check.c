@@ -1,7 +1,7 @@
 /* torch_check.c: a C port of the rules torch.distributed.pipelining applies to a compute_only
  * CSV schedule, so that an exported CSV is known to load before anyone starts a cluster job.
  *
- * Three passes, as torch runs them (anchors.md §5.3-5.4):
+ * Three passes, as torch runs them (torch/distributed/pipelining/schedules.py):
  *  1. _validate_schedule: P rows, one rank per stage, per-stage counts, F before I/B before W
  *     in row order.  We are stricter in one place: a repeated action is an error (torch keeps
  *     sets, so a duplicate would slip through validation and misbehave at run time).

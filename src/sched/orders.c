@@ -135,7 +135,7 @@ void sched_order_zbh1(op_plan *p) {
 
 /* DualPipeV (DeepSeek, dualpipev.py step()): rank r of R holds chunk 0 = stage r and chunk 1 =
  * stage 2R-1-r.  Backwards marked zero-bubble run I now and queue W (FIFO); the others run I
- * and W back to back.  The 8 steps (anchors.md section 3.2):
+ * and W back to back.  The 8 steps of dualpipev.py:
  *   1 F0 x 2(R-r-1)   2 (F0 F1) x (r+1)   3 (I1 W1 F1) x (R-r-1)
  *   4 (F0 B1 F1 B0) x (M-2R+r+1)          5 (B1 F1 B0) x (R-r-1)
  *   6 (B1 B0) x (r+1), zero-bubble from the middle on (odd ranks switch before B1, even

@@ -2,7 +2,7 @@
  *
  * Megatron counts only decoder layers ("body") in its even split; the embedding (and any vision
  * encoder in front of it) rides on the first stage and the head + loss (and MTP) on the last.
- * The options a user tries (anchors.md section 1.5):
+ * The options a user tries (Megatron-LM's arguments):
  *   - plain even split: N % (P*v) == 0;
  *   - account_for_embedding / _loss_in_pipeline_split: the embedding and/or loss count as one
  *     layer each: (N + k) % (P*v) == 0, and the first / last virtual stage gets one layer fewer;
