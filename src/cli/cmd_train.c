@@ -276,9 +276,12 @@ static int calibrate(const targs *a, const op_nn_model *m, const op_layer_prof *
     op_ptrain_opts o;
     fill_opts(a, &o);
     o.log_every = 0;
-    fprintf(stderr, "octopipe train: calibrating: %s%s%s take turns for %d steps each on in-process "
-                    "ranks; their op times then fit the per-kind F/I/W costs the plan is made with\n",
+    /* on the info stream, as the steps' lines: under train's own mpirun rank 0's stdout reaches
+     * the user as it is written, its stderr only when the job ends */
+    fprintf(info, "calibrating: %s%s%s take turns for %d steps each on in-process ranks; their op "
+                  "times then fit the per-kind F/I/W costs the plan is made with\n",
             pp[0]->name, n > 1 ? " and " : "", n > 1 ? pp[1]->name : "", a->calibrate);
+    fflush(info);
     double t0 = op_now_s();
     op_ptrain_turns t;
     int rc = op_ptrain_run_turns(m, pp, n, &o, a->calibrate, &t, &e);
