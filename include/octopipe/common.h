@@ -101,6 +101,10 @@ const char *op_gib_text(double bytes, char *buf, size_t n);
  * bound summed in another order than the makespan came out 1 ulp above it (one device: the
  * bound is the work itself), and the gap read "-0.00%". */
 double op_gap(double makespan_ms, double bound_ms);
+/* x for printf: a NaN without its sign bit.  The sign of a NaN is whatever the arithmetic that
+ * made it left (the same diverged run printed "nan" on one CPU and "-nan" on another, since
+ * OpenBLAS picks its kernels per CPU), and "-nan" means nothing more than "nan". */
+double op_shown(double x);
 
 /* Most an input that is not a regular file (a pipe, /dev/stdin, a device) may hold: a regular
  * file has a size and ends, /dev/zero does not (it grew memory until the machine ran out). */

@@ -507,7 +507,7 @@ static void busy_machine_note(FILE *info, const op_plan *p, const op_ptrain_repo
 static void summary(const targs *a, const op_nn_model *m, const op_plan *p, const op_ptrain_report *r) {
     FILE *info = info_of(a);
     fprintf(info, "trained %lld steps in %.1f s: loss %.4f -> %.4f, %.0f tokens/s\n",
-           (long long)r->steps_run, r->wall_s, r->first_loss, r->last_loss, r->tokens_per_s);
+           (long long)r->steps_run, r->wall_s, op_shown(r->first_loss), op_shown(r->last_loss), r->tokens_per_s);
     if (!isfinite(r->last_loss)) /* the run is still timed; its weights mean nothing */
         fprintf(stderr, "octopipe train: the loss is not finite: training diverged (try a smaller "
                         "--lr)\n");

@@ -148,7 +148,7 @@ int op_ckpt_save(const char *path, const op_nn_model *m, op_nn_stage *const *sta
         op_buf_free(&b);
         return op_errf(err, OP_EIO, "%s: not written: %s %zu is %g (training diverged); the file "
                                     "keeps what it held", path, value_name(bad, np),
-                       (size_t)(bad % np), (double)x);
+                       (size_t)(bad % np), op_shown(x));
     }
     uint64_t h = fnv1a((const unsigned char *)b.data, b.len);
     op_buf_put(&b, &h, 8);
@@ -224,7 +224,7 @@ static int check_image(const unsigned char *p, size_t len, const char *path, con
     if (i < 3 * (size_t)np)
         return op_errf(err, rc, "%s: %s %zu is %g: the run that wrote it diverged or the file was "
                                 "altered; refusing to resume from it", path, value_name(i, np),
-                       (size_t)(i % np), (double)x);
+                       (size_t)(i % np), op_shown(x));
     *params_at = off;
     return OP_OK;
 }

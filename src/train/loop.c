@@ -118,7 +118,7 @@ int op_train_single(const op_train_opts *o, op_err *err) {
         int last = step + 1 == o->steps;
         if (o->log_every > 0 && ((step + 1) % o->log_every == 0 || last)) {
             double dt = op_now_s() - t0;
-            fprintf(log, "step %5lld  loss %.4f  tokens/s %.0f\n", (long long)step + 1, loss,
+            fprintf(log, "step %5lld  loss %.4f  tokens/s %.0f\n", (long long)step + 1, op_shown(loss),
                     dt > 0 ? (double)(step + 1 - first) * M * N / dt : 0.0);
             fflush(log);
         }

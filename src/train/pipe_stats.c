@@ -71,7 +71,7 @@ void op_pstats_log(const op_pstats *st, const op_nn_model *m, const op_plan *p,
     double left = dt / (double)(step + 1 - st->first) * (double)(o->steps - step - 1);
     fprintf(log, "step %5lld/%lld  loss %.4f  tokens/s %7.0f  iteration %7.2f ms (predicted %7.2f, "
             "%+5.1f%%)  %.0f s left\n",
-            (long long)step + 1, (long long)o->steps, loss, dt > 0 ? tok / dt : 0.0, ms, pred,
+            (long long)step + 1, (long long)o->steps, op_shown(loss), dt > 0 ? tok / dt : 0.0, ms, pred,
             pred > 0 ? 100 * (ms - pred) / pred : 0.0, left > 0 ? left : 0.0);
     fflush(log);
 }

@@ -243,6 +243,8 @@ double op_gap(double makespan_ms, double bound_ms) {
     return g < 0 && g > -1e-12 ? 0 : g;
 }
 
+double op_shown(double x) { return isnan(x) ? fabs(x) : x; }
+
 const char *op_gib_text(double bytes, char *buf, size_t n) {
     const double g = bytes / 1073741824.0;
     snprintf(buf, n, fabs(g) >= 0.125 || g == 0 ? "%.2f" : "%.3g", g);
