@@ -99,7 +99,7 @@ else bad "compare --time-budget 2: rc=$rc after $el s, $ref s without the tuner:
 # rows' before it), the JSON alone on stdout (--json dropped them);
 # the tuner out of time before a plan fitted: its row skipped with the reason
 "$OP" compare --model mixtral-8x7b --devices 16 --microbatches 32 --mem-limit 50 --json --progress --time-budget 2 > "$tmp/out" 2> "$tmp/err"; rc=$?
-if [ $rc -eq 0 ] && jq -e '.plans | length > 0' "$tmp/out" > /dev/null && grep -Eq "^octopipe compare: (tuning|schedules) " "$tmp/err" \
+if [ $rc -eq 0 ] && jq -e '.plans | length > 0' "$tmp/out" > /dev/null && grep -Eq "^octopipe compare: (tuning: |schedules )" "$tmp/err" \
    && jq -e '.skipped | map(select(.name == "octopipe" and (.reason | test("within the 2 s time budget")))) | length == 1' "$tmp/out" > /dev/null
 then ok; else bad "compare --json --progress: rc=$rc, stderr: $(head -n 2 "$tmp/err"), skipped: $(jq -c .skipped "$tmp/out")"; fi
 # numbers are decimal: strtod alone reads "0x40" as 64 and "" as 0
