@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan+UBSan with float-cast-overflow, the library
 # instrumented for coverage) and runs each for $1 seconds (default 30), seeded from the test
-# inputs in this repository; FUZZ_TARGETS="profile plan" picks targets.  Prints each target's
-# executions and the total.  A crash leaves its input in build-fuzz/crash-* and makes this
-# script fail.
+# inputs in this repository (the checkpoint target writes its own seed); FUZZ_TARGETS="profile
+# plan" picks targets.  Prints each target's executions and the total.  A crash leaves its
+# input in build-fuzz/crash-* and makes this script fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Sources a target links besides the library: the flags target parses flags as the commands do
@@ -31,7 +31,7 @@ done
 LIBS="$(pkg-config --libs jansson openblas) $(mpicc --showme:link) -lpthread -lm"
 fail=0
 total=0
-for t in ${FUZZ_TARGETS:-hf_config profile plan torch_csv cluster flags}; do
+for t in ${FUZZ_TARGETS:-hf_config profile plan torch_csv cluster ckpt flags}; do
   extra=() quiet=()
   for f in $(extra_src "$t"); do
     o="$B/obj/$(echo "$f" | tr / _).o"
@@ -49,6 +49,19 @@ for t in ${FUZZ_TARGETS:-hf_config profile plan torch_csv cluster flags}; do
     profile) cp -n tests/data/profiles/*.json "$corpus"/ 2>/dev/null || true ;;
     plan) cp -n tests/data/plans/*.json "$corpus"/ 2>/dev/null || true ;;
     cluster) printf '{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 360,\n "inter_lat_ms": 0.025, "inter_bw_GBps": 40, "source": "seed"}\n' > "$corpus/seed.json" ;;
+    # the target writes a valid checkpoint of its own model (so the seed follows the format);
+    # then cut and garbled copies (the target repairs their checksum: each reaches its check)
+    ckpt) v="$corpus/valid.ckpt"
+          FUZZ_CKPT_SEED="$v" "$B/fuzz_ckpt"
+          n=$(stat -c %s "$v")
+          head -c $((n / 2)) "$v" > "$corpus/cut-half.ckpt"
+          head -c $((n - 8)) "$v" > "$corpus/no-checksum.ckpt"
+          # offsets in that file: version 8, pattern "EM*-#L" 16, cfg 22, step 98, params 114
+          garble() { cp "$v" "$corpus/$1"; printf "$3" | dd of="$corpus/$1" bs=1 seek="$2" conv=notrunc status=none; }
+          garble version.ckpt 8 '\x02'
+          garble dims.ckpt 26 '\x03'
+          garble step.ckpt 105 '\x80'
+          garble nan-param.ckpt 114 '\x00\x00\xc0\x7f' ;;
     flags) printf -- '--model\nnemotron-h-8b\n--devices\n4\n--microbatches\n8\n--tp\n2\n--mem-limit\n40\n' > "$corpus/seed1"
            printf -- '--model\nmixtral-8x7b\n--devices\n8\n--microbatches\n16\n--seq\n8192\n--nodes-of\n4\n--op-overhead\n0.1\n' > "$corpus/seed2"
            printf -- 'x.json\n--emulate\n--time-scale\n0.5\n--bytes-scale\n2\n--dispatch-ms\n0.01\n--recv-window\n4\n' > "$corpus/seed3" ;;

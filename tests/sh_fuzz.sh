@@ -5,7 +5,9 @@
 # src/cli/cli_out.c, which fuzz/run.sh did not link, and `make fuzz` stopped at the link).
 # Here each target is compiled with the suite's compiler and a small driver in place of
 # libFuzzer's main, linked with the library and the sources `fuzz/run.sh --sources TARGET`
-# names, and run on one seed input.
+# names, and run on one seed input.  The checkpoint target writes its seed itself (a valid
+# checkpoint of its model, FUZZ_CKPT_SEED) and aborts if that file is refused; it also runs on
+# a cut copy.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -65,11 +67,20 @@ for src in fuzz/fuzz_*.c; do
     continue
   fi
   ok
+  if [ "$t" = ckpt ]; then
+    # its own checkpoint, saved and read back in the target (it aborts if that fails)
+    if FUZZ_CKPT_SEED="$tmp/ckpt.seed" "$tmp/fuzz_ckpt" 2>"$tmp/ckpt.init" &&
+       [ "$(head -c 8 "$tmp/ckpt.seed" 2>/dev/null)" = OPCKPT01 ]; then ok
+    else bad "fuzz target ckpt wrote no checkpoint seed: $(head -n 3 "$tmp/ckpt.init")"; fi
+    head -c 300 "$tmp/ckpt.seed" >"$tmp/ckpt.cut"
+    if "$tmp/fuzz_ckpt" "$tmp/ckpt.cut" >/dev/null 2>"$tmp/ckpt.cutrun"; then ok
+    else bad "fuzz target ckpt on a cut checkpoint: exit $?: $(head -n 3 "$tmp/ckpt.cutrun")"; fi
+  fi
   # from fuzz/, as from build-fuzz/: the flags target reads ../tests/data
   seed=$(seed_of "$t")
   if (cd fuzz && "$tmp/fuzz_$t" "$seed" >/dev/null 2>"$tmp/$t.run"); then ok
   else bad "fuzz target $t on its seed: exit $?: $(head -n 3 "$tmp/$t.run")"; fi
 done
-[ "$n" -ge 6 ] && ok || bad "only $n fuzz targets found"
+[ "$n" -ge 7 ] && ok || bad "only $n fuzz targets found"
 echo "sh_fuzz: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
