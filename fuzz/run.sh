@@ -48,7 +48,33 @@ for t in ${FUZZ_TARGETS:-hf_config profile plan torch_csv cluster ckpt flags}; d
     hf_config) cp -n tests/data/hf/*.json data/hf-configs/*.json "$corpus"/ 2>/dev/null || true ;;
     profile) cp -n tests/data/profiles/*.json "$corpus"/ 2>/dev/null || true ;;
     plan) cp -n tests/data/plans/*.json "$corpus"/ 2>/dev/null || true ;;
-    cluster) printf '{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 360,\n "inter_lat_ms": 0.025, "inter_bw_GBps": 40, "source": "seed"}\n' > "$corpus/seed.json" ;;
+    cluster) printf '{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 360,\n "inter_lat_ms": 0.025, "inter_bw_GBps": 40, "source": "seed"}\n' > "$corpus/seed.json"
+             # mixed clusters (docs/cluster.md): devices by type and memory, per-pair links, both
+             cat > "$corpus/mixed-devices-pairs.json" <<'EOF'
+{"format": "octopipe.cluster/1", "nodes_of": 2,
+ "intra_lat_ms": 0.01, "intra_bw_GBps": 360, "inter_lat_ms": 0.025, "inter_bw_GBps": 40,
+ "devices": [{"gpu": "h100-80gb"}, {"gpu": "h100-80gb"}, {"gpu": "a100-80gb"}, {"gpu": "a100", "mem_GiB": 40}],
+ "pair_lat_ms":  [[0, 0.01, 0.025, 0.025], [0.01, 0, 0.025, 0.025], [0.025, 0.025, 0, 0.01], [0.025, 0.025, 0.01, 0]],
+ "pair_bw_GBps": [[0, 360, 40, 40], [360, 0, 40, 40], [40, 40, 0, 300], [40, 40, 300, 0]],
+ "source": "2 H100 + 2 A100 in two nodes, measured per pair"}
+EOF
+             cat > "$corpus/mixed-gpus.json" <<'EOF'
+{"format": "octopipe.cluster/1", "nodes_of": 4, "intra_lat_ms": 0.01, "intra_bw_GBps": 360,
+ "inter_lat_ms": 0.025, "inter_bw_GBps": 40, "gpus": "h100-80gb:4,a100-80gb:2,h200:2"}
+EOF
+             cat > "$corpus/pairs-only.json" <<'EOF'
+{"format": "octopipe.cluster/1", "nodes_of": 0, "intra_lat_ms": 0.0261, "intra_bw_GBps": 5.559,
+ "inter_lat_ms": 0.0261, "inter_bw_GBps": 5.559, "source": "profile comm --ranks 3",
+ "pair_lat_ms": [[0, 0.025, 0.0255], [0.025, 0, 0.0256], [0.0255, 0.0256, 0]],
+ "pair_bw_GBps": [[0, 5.989, 2.685], [5.989, 0, 4.49], [2.685, 4.49, 0]]}
+EOF
+             cat > "$corpus/mixed-mem.json" <<'EOF'
+{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 360,
+ "inter_lat_ms": 0.025, "inter_bw_GBps": 40,
+ "devices": [{"gpu": "h200"}, {"gpu": "h100", "mem_GiB": 40}, {"gpu": "h100", "mem_GiB": 40},
+             {"gpu": "a100", "mem_GiB": 12}, {"gpu": "a100", "mem_GiB": 12}]}
+EOF
+             ;;
     # the target writes a valid checkpoint of its own model (so the seed follows the format);
     # then cut and garbled copies (the target repairs their checksum: each reaches its check)
     ckpt) v="$corpus/valid.ckpt"

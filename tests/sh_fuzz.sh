@@ -7,7 +7,8 @@
 # libFuzzer's main, linked with the library and the sources `fuzz/run.sh --sources TARGET`
 # names, and run on one seed input.  The checkpoint target writes its seed itself (a valid
 # checkpoint of its model, FUZZ_CKPT_SEED) and aborts if that file is refused; it also runs on
-# a cut copy.
+# a cut copy.  The cluster seed is a mixed cluster (devices, per-pair links), which the CLI
+# must accept too, so the target reaches the problem it builds from one.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -45,7 +46,17 @@ int main(int argc, char **argv) {
 EOF
 
 printf -- '--model\nnemotron-h-8b\n--devices\n4\n--microbatches\n8\n--tp\n2\n' >"$tmp/flags.seed"
-printf -- '{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 360,\n "inter_lat_ms": 0.025, "inter_bw_GBps": 40}\n' >"$tmp/cluster.seed"
+cat >"$tmp/cluster.seed" <<'EOF'
+{"format": "octopipe.cluster/1", "nodes_of": 2, "intra_lat_ms": 0.01, "intra_bw_GBps": 360,
+ "inter_lat_ms": 0.025, "inter_bw_GBps": 40,
+ "devices": [{"gpu": "h100-80gb"}, {"gpu": "h100-80gb"}, {"gpu": "a100-80gb"}, {"gpu": "a100", "mem_GiB": 40}],
+ "pair_lat_ms": [[0, 0.01, 0.025, 0.025], [0.01, 0, 0.025, 0.025], [0.025, 0.025, 0, 0.01], [0.025, 0.025, 0.01, 0]],
+ "pair_bw_GBps": [[0, 360, 40, 40], [360, 0, 40, 40], [40, 40, 0, 300], [40, 40, 300, 0]]}
+EOF
+# a seed the reader refuses would check nothing past the refusal
+if "$BUILD/octopipe" compare --model llama2-7b --cluster "$tmp/cluster.seed" --microbatches 4 \
+     >/dev/null 2>"$tmp/cluster.cli"; then ok
+else bad "the cluster seed is refused: $(head -n 2 "$tmp/cluster.cli")"; fi
 printf '\x010F0,0F1,1F0,1F1,1B0,1B1,0B0,0B1\n' >"$tmp/torch_csv.seed"
 seed_of() {
   case $1 in
