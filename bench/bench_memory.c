@@ -16,8 +16,9 @@
  * bound), the part it costs this tuner beyond that (tuned / tuned without a limit, less the
  * forced part) and the tuner's own gap where nothing binds (tuned without a limit / bound).
  *
- * Usage: bench_memory [--quick] [--filter TEXT]   (--quick: P in {4, 8}; --filter: only the
- * models whose name contains TEXT, e.g. while working on one case) */
+ * Usage: bench_memory [--quick] [--filter TEXT] [--seed N] [--effort N]   (--quick: P in {4, 8};
+ * --filter: only the models whose name contains TEXT, e.g. while working on one case; --effort:
+ * the tuner's, as `octopipe plan --effort N`, for both tunings of a row) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,14 +65,17 @@ int main(int argc, char **argv) {
     int quick = 0;
     const char *filter = NULL;
     uint64_t seed = 1; /* the tuner's search seed (octopipe plan --seed): how much a row owes to it */
+    int effort = 1;    /* the tuner's effort (octopipe plan --effort): what a longer search buys */
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc &&
                  (seed = strtoull(argv[i + 1], &end, 10), end != argv[i + 1] && !*end)) i++;
+        else if (!strcmp(argv[i], "--effort") && i + 1 < argc && (effort = atoi(argv[i + 1])) >= 1 &&
+                 effort <= 1000) i++;
         else {
-            fprintf(stderr, "usage: bench_memory [--quick] [--filter TEXT] [--seed N]\n");
+            fprintf(stderr, "usage: bench_memory [--quick] [--filter TEXT] [--seed N] [--effort 1..1000]\n");
             return 2;
         }
     }
@@ -87,6 +91,7 @@ int main(int argc, char **argv) {
            "gap = tuned / memory-free lower bound - 1; best_bl = fastest classic schedule with its "
            "cheapest recomputation that fits\n", lim / GIB);
     if (seed != 1) printf("tuner seed %llu (default 1)\n", (unsigned long long)seed);
+    if (effort != 1) printf("tuner effort %d (octopipe plan --effort %d)\n", effort, effort);
     printf("%-17s %3s %4s %2s %5s %10s %10s %7s %10s %7s %10s %-24s %7s %7s %6s  %s\n", "model", "P",
            "M", "tp", "binds", "octopipe", "bound", "gap%", "mem_bound", "gapm%", "no_limit",
            "best_bl", "vs_bl", "peakGiB", "cpu_s", "activations");
@@ -138,6 +143,7 @@ int main(int argc, char **argv) {
                 op_tune_opts o;
                 op_tune_opts_default(&o);
                 o.seed = seed;
+                o.effort = effort;
                 op_tune_stats st;
                 o.stats = &st;
                 op_plan p;
@@ -165,6 +171,7 @@ int main(int argc, char **argv) {
                     op_tune_opts o2;
                     op_tune_opts_default(&o2);
                     o2.seed = seed;
+                    o2.effort = effort;
                     op_plan u;
                     if (op_tune(&q, &o2, &u, &e) == OP_OK) {
                         snprintf(nolim, sizeof nolim, "%.1f", u.pred.makespan_ms);

@@ -15,7 +15,8 @@
  * and the bytes per step each plan sends over the slow inter-node link.
  * Exit 1 if the tuned plan is ever slower than a baseline that fits.
  *
- * Usage: bench_mixed [--quick]   (--quick: three models) */
+ * Usage: bench_mixed [--quick] [--filter S] [--effort N]   (--quick: three models; --effort:
+ * the tuner's, as `octopipe plan --effort N`: what a longer search buys, at N + 1 times the time) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,8 @@ static double slow_bytes(const op_plan *p) {
             b += 2.0 * p->M * (double)op_stage_out_bytes(p, s);
     return b;
 }
+
+static int effort = 1; /* --effort */
 
 typedef struct acc {
     double log_best, log_gap, log_gapm;
@@ -101,6 +104,7 @@ static void run_case(const cluster *c, const char *model, int no_limit, acc *a) 
     }
     op_tune_opts o;
     op_tune_opts_default(&o);
+    o.effort = effort;
     op_tune_stats st;
     o.stats = &st;
     op_plan p;
@@ -144,7 +148,13 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
+        else if (!strcmp(argv[i], "--effort") && i + 1 < argc) effort = atoi(argv[++i]);
     }
+    if (effort < 1 || effort > 1000) {
+        fprintf(stderr, "bench_mixed: --effort needs 1..1000\n");
+        return 2;
+    }
+    if (effort > 1) printf("tuner effort %d (octopipe plan --effort %d)\n", effort, effort);
     printf("tuned plan vs baselines on mixed clusters: seq 4096, mbs 1, tp 1, M = 2P, each device "
            "limited to 90%% of its own memory (as octopipe compare --gpus); makespans in ms; model* = nothing fits, run without limits; best_bl = the "
            "fastest baseline that fits, split = its partition (speed-proportional = Metis-style), +full/+selective = its recomputation; "

@@ -58,6 +58,15 @@ else bad "help plan: $(cat "$tmp/err")"; fi
 # flags that steer the tuner, with the tuner left out: refused, not ignored
 expect_err "--seed steers the tuner, and --no-tune leaves it out" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --seed 2
 expect_err "--time-budget steers the tuner" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --time-budget 5
+expect_err "--effort steers the tuner, and --no-tune leaves it out" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --effort 2
+expect_err "--effort must be between 1 and 1000, got 0" plan --model llama2-7b --devices 4 --microbatches 8 --out "$tmp/e.json" --effort 0
+expect_err "--effort must be between 1 and 1000, got 1001" compare --model llama2-7b --devices 4 --microbatches 8 --effort 1001
+# --effort 2: the summary names it, and the plan is never slower than the default search's
+"$OP" plan --model nemotron-h-8b --devices 4 --microbatches 8 --out "$tmp/e1.json" --quiet > /dev/null 2>&1
+"$OP" plan --model nemotron-h-8b --devices 4 --microbatches 8 --out "$tmp/e2.json" --quiet --effort 2 > "$tmp/e2.out" 2>&1
+if grep -q "seed 1, effort 2); wrote" "$tmp/e2.out" \
+   && jq -e --slurpfile a "$tmp/e1.json" '.predicted.makespan_ms <= $a[0].predicted.makespan_ms' "$tmp/e2.json" > /dev/null
+then ok; else bad "plan --effort 2: $(tail -n 1 "$tmp/e2.out")"; fi
 # --time-budget bounds all of the tuner's work (its memory trials, the classic schedules it must
 # beat, its polish): each phase checks the clock at its next simulation.  These runs once took
 # 17 s (a plan found), 29 s (none fits, then the advice's searches) and 17 s more than the

@@ -199,6 +199,33 @@ TEST(deterministic_for_a_seed) {
     free(l);
 }
 
+/* effort N: the default search, then one N times as long, and the faster plan: never slower
+ * than effort 1, the same plan for the same seed, and the simulations of both searches. */
+TEST(effort_never_slower_and_deterministic) {
+    op_layer_cost *l = make_layers(NEMO_PAT, NEMO, 5);
+    op_problem pr = problem("nemo", l, (int)strlen(NEMO_PAT), 4, 8, 1);
+    op_plan p1, p3, q3;
+    op_tune_stats s1, s3;
+    op_err e = {0};
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    o.stats = &s1;
+    CHECK(op_tune(&pr, &o, &p1, &e) == OP_OK);
+    o.effort = 3, o.stats = &s3;
+    CHECK(op_tune(&pr, &o, &p3, &e) == OP_OK);
+    o.stats = NULL;
+    CHECK(op_tune(&pr, &o, &q3, &e) == OP_OK);
+    CHECK(p3.pred.makespan_ms <= p1.pred.makespan_ms);
+    CHECK(p3.pred.makespan_ms == q3.pred.makespan_ms && p3.S == q3.S);
+    CHECK_MSG(s3.evals >= 3 * s1.evals, "effort 3: %ld simulations, effort 1: %ld", s3.evals, s1.evals);
+    printf("  effort 1: %.3f ms (%ld sims), effort 3: %.3f ms (%ld sims)\n", p1.pred.makespan_ms,
+           s1.evals, p3.pred.makespan_ms, s3.evals);
+    op_plan_free(&p1);
+    op_plan_free(&p3);
+    op_plan_free(&q3);
+    free(l);
+}
+
 TEST(placement_modes_keep_torchtitan_layouts) {
     op_layer_cost *l = make_layers(NEMO_PAT, NEMO, 5);
     op_problem pr = problem("nemo", l, (int)strlen(NEMO_PAT), 4, 8, 1);
@@ -255,6 +282,12 @@ TEST(rejects_bad_options) {
     o.max_evals = -3;
     CHECK(op_tune(&pr, &o, &p, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "max_evals -3");
+    for (int k = 0; k < 2; k++) {
+        op_tune_opts_default(&o);
+        o.effort = k ? 1001 : -1;
+        CHECK(op_tune(&pr, &o, &p, &e) == OP_EINVAL);
+        CHECK_STR_CONTAINS(e.msg, k ? "effort 1001 is not in [1, 1000]" : "effort -1 is not in");
+    }
     op_tune_opts_default(&o);
     o.max_evals = LONG_MAX;
     o.time_budget_s = 0.5;
@@ -399,6 +432,7 @@ int main(int argc, char **argv) {
     RUN(respects_memory_limit_and_reports_enomem);
     RUN(beats_or_ties_every_baseline);
     RUN(deterministic_for_a_seed);
+    RUN(effort_never_slower_and_deterministic);
     RUN(placement_modes_keep_torchtitan_layouts);
     RUN(rejects_bad_problems);
     RUN(rejects_bad_options);

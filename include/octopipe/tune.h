@@ -79,6 +79,10 @@ typedef struct op_tune_opts {
      * began.  op_tune sets it so that the searches it runs one after another (policies, layer
      * views, refinements) count from its own start, not each from theirs. */
     double started_s;
+    /* 1..1000 (0 counts as 1): after the search at the derived budget, one more at this many
+     * times it (max_evals 0), and the faster plan of the two (tune_canon.c): never slower
+     * than 1, about effort + 1 times the time. */
+    int effort;
 } op_tune_opts;
 
 void op_tune_opts_default(op_tune_opts *o);

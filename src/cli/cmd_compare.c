@@ -34,13 +34,14 @@ static void usage(FILE *f) {
             "  --plans-dir DIR       also write each plan as DIR/<name>.json (octopipe.plan/1);\n"
             "                        DIR is created when missing; DIR and every plan file in it\n"
             "                        are checked before any work\n"
-            "  --no-tune             leave out the octopipe row (then --seed and --time-budget,\n"
-            "                        which steer the tuner, are refused)\n"
+            "  --no-tune             leave out the octopipe row (then --seed, --effort and\n"
+            "                        --time-budget, which steer the tuner, are refused)\n"
             "  --time-budget S       tuner wall-time cap in seconds, from the tuner's start (the\n"
             "                        other rows, simulated before it, are not counted; default:\n"
             "                        none; the search is bounded by simulations, so results are\n"
             "                        deterministic)\n"
             "  --seed N              tuner seed (default 1)\n"
+            "  --effort N            tuner effort (1..1000, default 1): as octopipe plan --effort\n"
             "  --progress            the tuner's progress lines on stderr (done/total simulations,\n"
             "                        time left) even when stderr is not a terminal; with --json\n"
             "                        too, which stays alone on stdout\n"
@@ -90,7 +91,7 @@ static int write_plan(const char *dir, const op_plan *p) {
 int cmd_compare(int argc, char **argv) {
     op_cli_setup s;
     op_cli_setup_init(&s);
-    int json = 0, tune = 1, seed = 1, seed_given = 0, progress = 0, quiet = 0;
+    int json = 0, tune = 1, seed = 1, seed_given = 0, progress = 0, quiet = 0, effort = 0;
     double budget = 0;
     const char *plans_dir = NULL;
     for (int i = 1; i < argc; i++) {
@@ -118,6 +119,9 @@ int cmd_compare(int argc, char **argv) {
             const char *v = op_cli_value("compare", argc, argv, &i);
             if (!v || op_cli_int("compare", f, v, 0, 2147483647, &seed)) return 2;
             seed_given = 1;
+        } else if (!strcmp(f, "--effort")) {
+            const char *v = op_cli_value("compare", argc, argv, &i);
+            if (!v || op_cli_int("compare", f, v, 1, 1000, &effort)) return 2;
         } else {
             fprintf(stderr, "octopipe compare: unknown option '%s' (see octopipe compare --help)\n", f);
             return 2;
@@ -125,9 +129,9 @@ int cmd_compare(int argc, char **argv) {
     }
     /* both steer the tuner only: with --no-tune a user would compare seeds or budgets that
      * change nothing */
-    if (!tune && (seed_given || budget > 0)) {
+    if (!tune && (seed_given || budget > 0 || effort)) {
         fprintf(stderr, "octopipe compare: %s steers the tuner, and --no-tune leaves it out; drop one\n",
-                seed_given ? "--seed" : "--time-budget");
+                seed_given ? "--seed" : effort ? "--effort" : "--time-budget");
         return 2;
     }
     if (plans_dir && op_out_is_stdout(plans_dir)) {
@@ -189,6 +193,7 @@ int cmd_compare(int argc, char **argv) {
         op_tune_opts_default(&o);
         o.time_budget_s = budget;  /* 0: deterministic, bounded by simulations */
         o.seed = (uint64_t)seed;
+        o.effort = effort;
         o.verbose = prog;
         o.label = "octopipe compare: tuning";
         op_err e = {0};

@@ -50,6 +50,11 @@ static void usage(FILE *f) {
             "                        that fits was found by then.  Where nothing can fit, the\n"
             "                        search for what would (--tp, --devices, ...) stops there too\n"
             "  --seed N              search seed (default 1); same seed, same plan\n"
+            "  --effort N            search harder (1..1000, default 1): after the search at the\n"
+            "                        default budget, one with N times its simulations (about N\n"
+            "                        times the time), and the faster plan of the two: never\n"
+            "                        slower than effort 1, deterministic; pays most on mixed\n"
+            "                        clusters and large P (docs/tuner.md)\n"
             "  --progress            progress lines on stderr (done/total simulations, time\n"
             "                        left) even when stderr is not a terminal\n"
             "  --quiet               no progress lines on stderr\n"
@@ -155,6 +160,9 @@ int cmd_plan(int argc, char **argv) {
         } else if (!strcmp(f, "--seed")) {
             const char *v = op_cli_value("plan", argc, argv, &i);
             if (!v || op_cli_int("plan", f, v, 0, 2147483647, &seed)) return 2;
+        } else if (!strcmp(f, "--effort")) {
+            const char *v = op_cli_value("plan", argc, argv, &i);
+            if (!v || op_cli_int("plan", f, v, 1, 1000, &o.effort)) return 2;
         } else if (!strcmp(f, "--recompute")) {
             const char *v = op_cli_value("plan", argc, argv, &i);
             if (!v) return 2;
@@ -336,8 +344,10 @@ int cmd_plan(int argc, char **argv) {
     else
         fprintf(info, "memory not modelled (the profile has no memory fields; limit %s unchecked)\n",
                 op_cli_mem_limit_str(limit, lim, sizeof lim));
-    fprintf(info, "tuned in %.2f s (%ld simulations, seed %d); wrote %s\n", st.seconds, st.evals, seed,
-            op_out_is_stdout(out) ? "the plan to stdout" : out);
+    char eff[32] = "";
+    if (o.effort > 1) snprintf(eff, sizeof eff, ", effort %d", o.effort);
+    fprintf(info, "tuned in %.2f s (%ld simulations, seed %d%s); wrote %s\n", st.seconds, st.evals, seed,
+            eff, op_out_is_stdout(out) ? "the plan to stdout" : out);
     op_plan_free(&p);
     op_cli_setup_free(&s);
     if (interrupted) {

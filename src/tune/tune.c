@@ -348,6 +348,8 @@ int op_tune_check(const op_problem *pr, const op_tune_opts *o, op_err *err) {
     if (o && (o->recompute < OP_TUNE_RC_AUTO || o->recompute > OP_TUNE_RC_FULL))
         return op_errf(err, OP_EINVAL, "tune: recompute %d is not auto (0), none (1), selective (2) "
                        "or full (3)", (int)o->recompute);
+    if (o && (o->effort < 0 || o->effort > 1000))
+        return op_errf(err, OP_EINVAL, "tune: effort %d is not in [1, 1000] (0: 1)", o->effort);
     if (o && o->max_evals < 0)
         return op_errf(err, OP_EINVAL, "tune: max_evals %ld is negative (0: derived from the problem)",
                        o->max_evals);
@@ -394,7 +396,7 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
      * TN_EVALS_MAX: the round shares below and the mixed-cluster restarts multiply it, and
      * LONG_MAX * 6 overflowed */
     st.max_evals = o.max_evals > 0 ? (o.max_evals < TN_EVALS_MAX ? o.max_evals : TN_EVALS_MAX)
-                                   : auto_evals(&pb, &st.s_ref);
+                                   : auto_evals(&pb, &st.s_ref) * (o.effort > 1 ? o.effort : 1);
     tn_run_search();
     st.best_score = 1e300;
     st.min_peak = INT64_MAX;
