@@ -714,6 +714,36 @@ TEST(gpus_list) {
     op_cluster_free(&c);
 }
 
+/* A devices list of 4096, types alternating, every third with its own memory: each device in
+ * place, in order; and the arrays grow by doubling (they were made anew for every device, 114
+ * MB for this list, where the arena now holds under 1 MB). */
+TEST(cluster_file_long_device_list) {
+    enum { N = 4096 };
+    op_buf b = {0};
+    op_buf_printf(&b, "{\"format\": \"octopipe.cluster/1\", \"nodes_of\": 8, \"intra_lat_ms\": 0.01, "
+                      "\"intra_bw_GBps\": 300, \"inter_lat_ms\": 0.03, \"inter_bw_GBps\": 40, \"devices\": [");
+    for (int d = 0; d < N; d++) {
+        op_buf_printf(&b, "%s{\"gpu\": \"%s\"", d ? ", " : "", d % 2 ? "a100-80gb" : "h100-80gb");
+        if (d % 3 == 0) op_buf_printf(&b, ", \"mem_GiB\": %d", 1 + d % 100);
+        op_buf_printf(&b, "}");
+    }
+    op_buf_printf(&b, "]}");
+    op_buf_put(&b, "", 1);
+    op_cluster c;
+    CHECK_EQ_INT(op_cluster_load_json(b.data, "long.json", &c, &e), OP_OK);
+    CHECK_EQ_INT(c.P, N);
+    CHECK_EQ_INT(c.n_types, 2);
+    int bad = 0;
+    for (int d = 0; d < c.P; d++) {
+        bad += c.dev_type[d] != d % 2;
+        bad += d % 3 == 0 ? c.dev_mem_GiB[d] != 1 + d % 100 : c.dev_mem_GiB[d] != 80;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_MSG(c.arena.used_bytes < (1u << 20), "arena %zu bytes for %d devices", c.arena.used_bytes, N);
+    op_cluster_free(&c);
+    op_buf_free(&b);
+}
+
 TEST(cluster_file) {
     const char *ok =
         "{\"format\": \"octopipe.cluster/1\", \"nodes_of\": 2, \"intra_lat_ms\": 0.01, "
@@ -998,5 +1028,6 @@ int main(int argc, char **argv) {
     RUN(profile_on_mixed_cluster);
     RUN(validate_types);
     RUN(plan_file_round_trip);
+    RUN(cluster_file_long_device_list);
     return check_report("mixed");
 }

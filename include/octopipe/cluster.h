@@ -43,6 +43,7 @@ typedef struct op_cluster {
     op_device type_dev[OP_CLUSTER_MAX_TYPES]; /* type t's preset; type_dev[t].name its name */
     int *dev_type;                            /* [P] */
     double *dev_mem_GiB;                      /* [P] each device's memory */
+    int dev_cap;                              /* room in dev_type / dev_mem_GiB (>= P) */
     int has_links;                            /* comm was given (a file) */
     op_comm comm;                             /* links; pair_* [P * P] when measured per pair */
     /* filled by op_problem_from_model for a problem of this cluster: */
