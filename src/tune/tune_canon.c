@@ -174,7 +174,8 @@ static int tune_run(const op_problem *pr, const op_tune_opts *o, op_plan *out, o
  * split another budget), and the longer one alone came out slower on some problems
  * (deepseek-v2-lite P=4 M=8 at the 72 GiB limit: 477.6 ms at 10x, 468.2 at 1x), while where
  * the landscape is wide it pays (nemotron-h-8b on 8 H100 + 8 A100, M=32: 1317.2 ms at 30x,
- * 1364.9 at 1x).  So more effort never gives a slower plan, and stays deterministic. */
+ * 1364.9 at 1x).  So an effort never gives a slower plan than effort 1, and stays
+ * deterministic; two efforts above 1 are two long searches, either may win. */
 static int tune_effort(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err) {
     int rc = op_tune_check(pr, o, err); /* the effort itself too: the runs below use 1 and N */
     if (rc != OP_OK) return rc;
