@@ -347,6 +347,30 @@ TEST(refine_alone_starts_from_its_seeds) {
     free(ly);
 }
 
+/* The summary of a plan's policies names each policy with its count, under one "of S
+ * stages" when there are several: every one of them with its own ran to 79 characters and
+ * the 64 of op_tune_stats.policies cut it mid-word ("..., offload o"). */
+TEST(describe_names_every_policy_whole) {
+    op_plan p;
+    memset(&p, 0, sizeof p);
+    uint8_t act[9999];
+    p.S = 9999;
+    p.stage_act = act;
+    op_tune_stats st;
+    memset(act, OP_ACT_KEEP, sizeof act);
+    tn_describe(&p, &st);
+    CHECK_MSG(!strcmp(st.policies, "keep"), "%s", st.policies);
+    CHECK(st.n_recompute == 0);
+    act[3] = OP_ACT_FULL;
+    tn_describe(&p, &st);
+    CHECK_MSG(!strcmp(st.policies, "full on 1 of 9999 stages"), "%s", st.policies);
+    for (int s = 0; s < 9999; s++) act[s] = (uint8_t)(1 + s % 3); /* 3333 of each */
+    tn_describe(&p, &st);
+    CHECK_MSG(!strcmp(st.policies, "selective on 3333, full on 3333, offload on 3333 of 9999 stages"),
+              "%s", st.policies);
+    CHECK(st.n_recompute == 9999);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(engine_times_policies_as_the_simulator);
@@ -355,5 +379,6 @@ int main(int argc, char **argv) {
     RUN(memres_quotas_share_a_device_by_need);
     RUN(wfree_runs_the_w_that_frees_most_per_ms);
     RUN(refine_alone_starts_from_its_seeds);
+    RUN(describe_names_every_policy_whole);
     return check_report("tune_pol");
 }

@@ -246,11 +246,16 @@ void tn_describe(const op_plan *p, op_tune_stats *st) {
         snprintf(st->policies, sizeof st->policies, "keep");
         return;
     }
+    /* "full on 33 of 46 stages"; several policies share one "of S stages" ("selective on 1,
+     * full on 33, offload on 2 of 46 stages"): each with its own took 79 characters, and the
+     * 64 of op_tune_stats.policies cut the line mid-word ("... offload o") */
     size_t k = 0;
     for (int a = 1; a < OP_ACT_N; a++)
         if (cnt[a] && k < sizeof st->policies)
-            k += (size_t)snprintf(st->policies + k, sizeof st->policies - k, "%s%s on %d of %d stages",
-                                  k ? ", " : "", op_act_policy_name(a), cnt[a], p->S);
+            k += (size_t)snprintf(st->policies + k, sizeof st->policies - k, "%s%s on %d",
+                                  k ? ", " : "", op_act_policy_name(a), cnt[a]);
+    if (k < sizeof st->policies)
+        snprintf(st->policies + k, sizeof st->policies - k, " of %d stages", p->S);
 }
 
 int tn_tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
