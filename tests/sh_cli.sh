@@ -112,7 +112,7 @@ if [ $rc -eq 0 ] && jq -e '.plans | length > 0' "$tmp/out" > /dev/null && grep -
    && jq -e '.skipped | map(select(.name == "octopipe" and (.reason | test("within the 2 s time budget")))) | length == 1' "$tmp/out" > /dev/null
 then ok; else bad "compare --json --progress: rc=$rc, stderr: $(head -n 2 "$tmp/err"), skipped: $(jq -c .skipped "$tmp/out")"; fi
 # numbers are decimal: strtod alone reads "0x40" as 64 and "" as 0
-expect_err "--mem-limit expects a number (0.001 to 1e+06), got '0x40'" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit 0x40
+expect_err "--mem-limit expects a number (0.001 to 1000000), got '0x40'" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit 0x40
 expect_err "--rank needs an integer in \\[0, 1000000\\] (got '')" lower tests/data/plans/1f1b-p4-m8.json --rank ""
 expect_err "--bytes-scale needs a number" lower tests/data/plans/1f1b-p4-m8.json --bytes-scale 0x1
 expect_err "--lr needs a number in (0, 1e6] (got '0x1p-8')" train --lr 0x1p-8
@@ -120,7 +120,7 @@ expect_err "--time-scale needs a decimal number in" run tests/data/plans/1f1b-p4
 expect_err "--recv-window needs a whole number in" run tests/data/plans/1f1b-p4-m8.json --emulate --threads --recv-window 2.5
 # a leading space: strtol/strtod skip it while a trailing one is refused; both are refused now
 expect_err "--devices expects a whole number (1 to" compare --model llama2-7b --devices " 4" --microbatches 8
-expect_err "--mem-limit expects a number (0.001 to 1e+06), got ' 40'" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit " 40"
+expect_err "--mem-limit expects a number (0.001 to 1000000), got ' 40'" compare --model llama2-7b --devices 4 --microbatches 8 --mem-limit " 40"
 expect_err "count ' 2' of h100 must be a whole number" compare --model llama2-7b --gpus "h100: 2,a100:2" --microbatches 8
 expect_err "--rank needs an integer in \\[0, 1000000\\] (got ' 1')" lower tests/data/plans/1f1b-p4-m8.json --rank " 1"
 expect_err "--seed needs a non-negative integer (got ' 3')" train --seed " 3"

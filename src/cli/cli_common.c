@@ -51,12 +51,14 @@ int op_cli_double(const char *cmd, const char *flag, const char *v, double lo, d
                   double *out) {
     double x;
     if (op_cli_decimal(v, &x)) {
-        fprintf(stderr, "octopipe %s: %s expects a number (%g to %g), got '%s'\n", cmd, flag, lo, hi, v);
+        /* %.10g: "0.001 to 1000000", not %g's "1e+06" */
+        fprintf(stderr, "octopipe %s: %s expects a number (%.10g to %.10g), got '%s'\n", cmd, flag,
+                lo, hi, v);
         return -1;
     }
     if (x < lo || x > hi) {
-        fprintf(stderr, "octopipe %s: %s must be between %g and %g, got %g\n", cmd, flag, lo, hi,
-                x);
+        fprintf(stderr, "octopipe %s: %s must be between %.10g and %.10g, got %.10g\n", cmd, flag,
+                lo, hi, x);
         return -1;
     }
     *out = x;
