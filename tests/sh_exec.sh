@@ -74,8 +74,18 @@ expect 0 run-mpi -- "$OCTOPIPE" run "$T/zbv.json" --emulate --time-scale 0.05 --
 has "$T/out" '"makespan_error_pct"' run-mpi
 has "$T/trace.json" '"name": "predicted"' run-mpi-trace
 has "$T/trace.json" '"name": "measured"' run-mpi-trace
+grep -q "note:" "$T/out" && bad "run-mpi: a note with --bytes-scale 0.01 --cluster" || ok
 expect 0 run-threads -- "$OCTOPIPE" run "$T/dualpipev.json" --emulate --time-scale 0.05 --bytes-scale 0.01 --threads
 has "$T/out" "predicted makespan" run-threads
+# the defaults (full-size messages copied by the CPUs, the plan's NVLink model): far above the
+# prediction, and the report says which flags a run on one machine needs, under mpirun (the
+# ranks are `exec` started by `run`) and as threads
+expect 0 run-note-mpi -- "$OCTOPIPE" run "$T/zbv.json" --emulate --time-scale 0.05
+has "$T/out" "above the prediction: on one machine every message is a memory copy" run-note-mpi
+has "$T/out" "--bytes-scale 0.002 --cluster FILE (FILE from \`octopipe profile comm --out FILE\`)" run-note-mpi
+expect 0 run-note-threads -- "$OCTOPIPE" run "$T/zbv.json" --emulate --time-scale 0.05 --threads --cluster "$T/cluster.json"
+has "$T/out" "rerun with" run-note-threads
+grep -q -- "--cluster FILE" "$T/out" && bad "run-note-threads: asks for --cluster, which it has" || ok
 # a cluster file carries the links between devices, not the host link: with --cluster, a plan
 # whose stages offload was refused ('no host link (comm.host_bw_GBps = 0)'); it keeps its own
 jq -c '.activation = [.stages[] | "offload"] | del(.predicted) | .schedule |= map(map(del(.start, .end)))' \
