@@ -215,39 +215,50 @@ static void seed_all(tn_search *st, tn_pool *pl) {
     tn_cand_free(&c);
 }
 
-/* Baselines: the best that fits sets the bar; each seeds the pool with its layout. */
+/* Baselines: the best that fits sets the bar; each seeds the pool with its layout.  Built here
+ * once per problem that tn_tune_mem searches several times (tune_blmemo.c), then reused. */
 static void run_baselines(tn_search *st, tn_pool *pl, const op_problem *pr, op_plan *best_bl,
                           int *have_bl, char *best_name, size_t name_sz, int64_t *min_peak) {
     *have_bl = 0;
     if (st->o->no_baselines) return;
+    tn_blmemo *memo = tn_blmemo_for(pr);
+    const int reuse = tn_blmemo_complete(memo);
     tn_cand c;
     tn_cand_alloc(&c, st->pb);
-    for (const char *const *n = op_sched_names(); *n && !(*have_bl && tn_cancelled(st->o)) && !tn_late(st->o);
-         n++) {
+    const char *const *n = op_sched_names();
+    for (; *n && !(*have_bl && tn_cancelled(st->o)) && !tn_late(st->o); n++) {
+        const int i = (int)(n - op_sched_names());
         op_plan bp;
-        op_err e = {0};
-        if (op_sched_build(*n, pr, &bp, &e) != OP_OK) continue;
-        if (bp.pred.peak_bytes_max < *min_peak) *min_peak = bp.pred.peak_bytes_max;
-        int fits = op_plan_fits(&bp);
+        const op_plan *b = reuse ? tn_blmemo_plan(memo, i) : NULL;
+        if (!reuse) {
+            op_err e = {0};
+            if (op_sched_build(*n, pr, &bp, &e) == OP_OK) b = &bp;
+        }
+        if (!b) continue;
+        if (b->pred.peak_bytes_max < *min_peak) *min_peak = b->pred.peak_bytes_max;
+        int fits = op_plan_fits(b);
         int layout_ok = st->mode == OP_TUNE_PLACE_ANY;
-        c.S = bp.S;
-        memcpy(c.first, bp.stage_first, sizeof(int) * (size_t)(bp.S + 1));
-        memcpy(c.dev, bp.stage_dev, sizeof(int) * (size_t)bp.S);
+        c.S = b->S;
+        memcpy(c.first, b->stage_first, sizeof(int) * (size_t)(b->S + 1));
+        memcpy(c.dev, b->stage_dev, sizeof(int) * (size_t)b->S);
         const char *shape = tn_shape(&c, st->pb->P);
         if (st->mode == OP_TUNE_PLACE_LOOP) layout_ok = !strcmp(shape, "loop") || !strcmp(shape, "seq");
         if (st->mode == OP_TUNE_PLACE_V) layout_ok = !strcmp(shape, "v");
         if (layout_ok) {
             /* V-Half / V-Min share ZB-V's layouts; their memory caps say nothing new */
             if (strcmp(*n, "vhalf") && strcmp(*n, "vmin")) seed_knobs(st, pl, &c, shape);
-            if (fits && (!*have_bl || bp.pred.makespan_ms < best_bl->pred.makespan_ms)) {
+            if (fits && (!*have_bl || b->pred.makespan_ms < best_bl->pred.makespan_ms)) {
                 if (*have_bl) op_plan_free(best_bl);
-                op_plan_copy(best_bl, &bp);
+                op_plan_copy(best_bl, b);
                 snprintf(best_name, name_sz, "%s", *n);
                 *have_bl = 1;
             }
         }
-        op_plan_free(&bp);
+        if (reuse) continue;
+        if (memo) tn_blmemo_put(memo, i, &bp);
+        else op_plan_free(&bp);
     }
+    if (memo && !reuse) tn_blmemo_done(memo, !*n); /* a stopped loop leaves some untried */
     tn_cand_free(&c);
 }
 

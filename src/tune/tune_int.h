@@ -159,6 +159,21 @@ typedef struct tn_search {
                                * with policies per device (tune_mixed_heavy.c) */
 } tn_search;
 
+/* The classic schedules of one problem, built by its first search and taken from here by the
+ * next ones of one tn_tune_mem (tune_blmemo.c).  begin/end bracket tn_tune_mem on its thread;
+ * tn_blmemo_for gives the memo when pr is the problem begun with (else NULL); a search fills
+ * it with put (taking the plan; i = the schedule's index in op_sched_names) and done (all = 1:
+ * every schedule was tried), after which complete is 1 and plan(i) is the plan of schedule i
+ * (NULL: it does not apply to pr). */
+typedef struct tn_blmemo tn_blmemo;
+void tn_blmemo_begin(const op_problem *pr);
+void tn_blmemo_end(void);
+tn_blmemo *tn_blmemo_for(const op_problem *pr);
+int tn_blmemo_complete(const tn_blmemo *m);
+const op_plan *tn_blmemo_plan(const tn_blmemo *m, int i);
+void tn_blmemo_put(tn_blmemo *m, int i, op_plan *p);
+void tn_blmemo_done(tn_blmemo *m, int all);
+
 /* Progress of a whole op_tune run over all its searches (tune_progress.c): op_tune begins and
  * ends it; the searches report fitting makespans and simulations, and tick once per 64
  * simulations (a line at most once a second when the options ask for progress). */

@@ -258,7 +258,7 @@ void tn_describe(const op_plan *p, op_tune_stats *st) {
         snprintf(st->policies + k, sizeof st->policies - k, " of %d stages", p->S);
 }
 
-int tn_tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
+static int tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
     op_tune_opts o;
     if (oin) o = *oin;
     else op_tune_opts_default(&o);
@@ -409,4 +409,12 @@ int tn_tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_
     st.seconds = op_now_s() - t0;
     if (o.stats) *o.stats = st;
     return OP_OK;
+}
+
+/* The searches below build the classic schedules of pr once (tune_blmemo.c). */
+int tn_tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
+    tn_blmemo_begin(pr);
+    int rc = tune_mem(pr, oin, out, err);
+    tn_blmemo_end();
+    return rc;
 }
