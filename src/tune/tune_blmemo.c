@@ -13,15 +13,22 @@
  * Scope: tn_blmemo_begin(pr) .. tn_blmemo_end() around one tn_tune_mem, per thread, nested
  * calls (an op_tune inside another) keep their own.  Only that pr (the pointer, alive the
  * whole time, so no other problem can have its address) is kept: the layer views are built
- * and freed per trial, and two of them may share an address with different layers. */
+ * and freed per trial, and two of them may share an address with different layers.
+ * Memory: the plans of every schedule at once, where a search held one; above
+ * TN_BLMEMO_MAX_BYTES of ops (a plan of 64 devices x 1024 microbatches x 128 stages has 400k
+ * ops, 12 MB) the memo gives up and each search builds its own, as before. */
 #include <stdlib.h>
 
 #include "octopipe/sched.h"
 #include "tune/tune_int.h"
 
+#define TN_BLMEMO_MAX_BYTES (256.0 * 1024 * 1024)
+
 struct tn_blmemo {
     const op_problem *pr;
-    int state;          /* 0 empty, 1 filling, 2 complete, -1 abandoned (a search stopped early) */
+    double bytes;       /* ops held */
+    int state;          /* 0 empty, 1 filling, 2 complete, -1 abandoned (a search stopped
+                         * early, or the plans are too large to keep) */
     int n;              /* schedules, in op_sched_names order */
     int *ok;            /* [n] op_sched_build succeeded */
     op_plan *plan;      /* [n] its plan where ok */
@@ -34,6 +41,11 @@ static int n_names(void) {
     int n = 0;
     for (const char *const *s = op_sched_names(); *s; s++) n++;
     return n;
+}
+
+static void drop_plans(tn_blmemo *m) {
+    for (int i = 0; i < m->n; i++)
+        if (m->ok[i]) op_plan_free(&m->plan[i]), m->ok[i] = 0;
 }
 
 void tn_blmemo_begin(const op_problem *pr) {
@@ -49,8 +61,7 @@ void tn_blmemo_begin(const op_problem *pr) {
 void tn_blmemo_end(void) {
     tn_blmemo *m = cur;
     if (!m) return;
-    for (int i = 0; i < m->n; i++)
-        if (m->ok[i]) op_plan_free(&m->plan[i]);
+    drop_plans(m);
     free(m->ok);
     free(m->plan);
     cur = m->outer;
@@ -71,6 +82,13 @@ void tn_blmemo_put(tn_blmemo *m, int i, op_plan *p) {
     if (m->state == 0) m->state = 1;
     if (m->state != 1 || i < 0 || i >= m->n || m->ok[i]) {
         op_plan_free(p);
+        return;
+    }
+    for (int d = 0; d < p->P; d++) m->bytes += (double)p->n_ops[d] * (double)sizeof(op_op);
+    if (m->bytes > TN_BLMEMO_MAX_BYTES) { /* too large to keep: every search builds its own */
+        op_plan_free(p);
+        drop_plans(m);
+        m->state = -1;
         return;
     }
     m->plan[i] = *p; /* moves the arena */
