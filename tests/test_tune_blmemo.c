@@ -11,18 +11,6 @@
 #include "tune/tune_int.h"
 #include "tune_fixtures.h"
 
-static op_problem problem(op_layer_cost *l, int L, int P, int M, double limit) {
-    op_problem pr = {0};
-    pr.model = "t";
-    pr.layers = l;
-    pr.n_layers = L;
-    pr.P = P;
-    pr.M = M;
-    pr.comm.none = 1;
-    pr.mem_limit_bytes = limit;
-    return pr;
-}
-
 static int n_names(void) {
     int n = 0;
     for (const char *const *s = op_sched_names(); *s; s++) n++;
@@ -42,7 +30,7 @@ static void fill(tn_blmemo *m, const op_problem *pr, int all) {
 
 TEST(answers_for_its_problem_once_complete) {
     op_layer_cost *l = tf_layers(12, 0, 0);
-    op_problem a = problem(l, 12, 4, 8, 0), b = a;
+    op_problem a = tf_problem(l, 12, 4, 8, 0), b = a;
     CHECK(tn_blmemo_for(&a) == NULL); /* outside any tn_tune_mem */
     tn_blmemo_begin(&a);
     tn_blmemo *m = tn_blmemo_for(&a);
@@ -76,7 +64,7 @@ TEST(answers_for_its_problem_once_complete) {
 
 TEST(a_search_stopped_early_leaves_it_unused) {
     op_layer_cost *l = tf_layers(12, 0, 0);
-    op_problem a = problem(l, 12, 4, 8, 0);
+    op_problem a = tf_problem(l, 12, 4, 8, 0);
     tn_blmemo_begin(&a);
     fill(tn_blmemo_for(&a), &a, 0);
     CHECK(tn_blmemo_for(&a) == NULL); /* the next search builds its own */
@@ -86,7 +74,7 @@ TEST(a_search_stopped_early_leaves_it_unused) {
 
 TEST(nested_begin_keeps_the_outer) {
     op_layer_cost *l = tf_layers(12, 0, 0);
-    op_problem a = problem(l, 12, 4, 8, 0), b = problem(l, 12, 3, 6, 0);
+    op_problem a = tf_problem(l, 12, 4, 8, 0), b = tf_problem(l, 12, 3, 6, 0);
     tn_blmemo_begin(&a);
     fill(tn_blmemo_for(&a), &a, 1);
     tn_blmemo_begin(&b);
@@ -105,7 +93,7 @@ TEST(nested_begin_keeps_the_outer) {
 TEST(tune_where_memory_binds_is_repeatable) {
     const int L = 16, P = 4, M = 8;
     op_layer_cost *l = tf_layers(L, 64, 4);
-    op_problem pr = problem(l, L, P, M, 200.0 * MIB);
+    op_problem pr = tf_problem(l, L, P, M, 200);
     op_plan a, b;
     op_tune_stats sa, sb;
     op_tune_opts o;

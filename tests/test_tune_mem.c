@@ -11,18 +11,6 @@
 #include "octopipe/sim.h"
 #include "octopipe/tune.h"
 
-static op_problem problem(op_layer_cost *l, int n, int P, int M, double limit_mib) {
-    op_problem pr = {0};
-    pr.model = "t";
-    pr.layers = l;
-    pr.n_layers = n;
-    pr.P = P;
-    pr.M = M;
-    pr.tokens_per_mb = 4096;
-    pr.comm.none = 1;
-    pr.mem_limit_bytes = limit_mib * MIB;
-    return pr;
-}
 
 static int tune(const op_problem *pr, op_tune_recompute rc, op_plan *out, op_tune_stats *st,
                 op_err *e) {
@@ -89,7 +77,7 @@ TEST(parses_recompute_modes) {
 
 TEST(keep_where_memory_does_not_bind) {
     op_layer_cost *l = tf_layers(16, 8, 4);
-    op_problem pr = problem(l, 16, 4, 8, 0);
+    op_problem pr = tf_problem(l, 16, 4, 8, 0);
     op_plan a, b;
     op_tune_stats sa, sb;
     op_err e = {0};
@@ -114,7 +102,7 @@ TEST(keep_where_memory_does_not_bind) {
 
 TEST(no_policy_when_memory_is_not_modelled) {
     op_layer_cost *l = tf_layers(12, 0, 0);
-    op_problem pr = problem(l, 12, 4, 8, 1024);
+    op_problem pr = tf_problem(l, 12, 4, 8, 1024);
     op_plan p;
     op_tune_stats st;
     op_err e = {0};
@@ -131,7 +119,7 @@ TEST(no_policy_when_memory_is_not_modelled) {
 TEST(recomputes_only_where_memory_binds) {
     int n = 16, P = 4, M = 8;
     op_layer_cost *l = tf_layers(n, 64, 4);
-    op_problem pr = problem(l, n, P, M, 0);
+    op_problem pr = tf_problem(l, n, P, M, 0);
     op_plan free_p, p, keep;
     op_tune_stats st;
     op_err e = {0};
@@ -174,7 +162,7 @@ TEST(recomputes_only_where_memory_binds) {
 TEST(cancel_returns_a_fitting_plan_early) {
     int n = 16, P = 4, M = 8;
     op_layer_cost *l = tf_layers(n, 64, 4);
-    op_problem pr = problem(l, n, P, M, 200);
+    op_problem pr = tf_problem(l, n, P, M, 200);
     op_tune_opts o;
     op_tune_stats full, cut;
     op_plan a, b;
@@ -203,7 +191,7 @@ TEST(cancel_returns_a_fitting_plan_early) {
 TEST(baselines_get_the_cheapest_recompute_that_fits) {
     int n = 16, P = 4, M = 8;
     op_layer_cost *l = tf_layers(n, 64, 4);
-    op_problem pr = problem(l, n, P, M, 0);
+    op_problem pr = tf_problem(l, n, P, M, 0);
     op_plan g;
     op_sched_info info = {0};
     op_err e = {0};
@@ -240,7 +228,7 @@ TEST(advice_when_nothing_fits) {
     char buf[2048];
     /* static 40 MiB per layer x 16 layers over 4 devices = 160 MiB per device at best */
     op_layer_cost *l = tf_layers(16, 1, 40);
-    op_problem pr = problem(l, 16, 4, 8, 100);
+    op_problem pr = tf_problem(l, 16, 4, 8, 100);
     op_plan p;
     op_err e = {0};
     CHECK(tune(&pr, OP_TUNE_RC_AUTO, &p, NULL, &e) == OP_ENOMEM);
@@ -263,7 +251,7 @@ TEST(advice_when_nothing_fits) {
     /* a layer of 400 MiB fits no device of 100 MiB, however many: the device counts searched
      * are named after the suggestions, uncounted (the limit that fits is still suggested) */
     op_layer_cost *big = tf_layers(16, 1, 400);
-    op_problem pb = problem(big, 16, 4, 8, 100);
+    op_problem pb = tf_problem(big, 16, 4, 8, 100);
     buf[0] = 0;
     k = op_tune_advise(NULL, NULL, NULL, &pb, buf, sizeof buf);
     CHECK_MSG(strstr(buf, "\nno plan fits with: --devices 6 to 16\n"), "%s", buf);
@@ -292,7 +280,7 @@ TEST(advice_limit_without_static_memory) {
      * advice names a limit the flag takes, never "--mem-limit 0.00" (0 is no limit) */
     char buf[2048] = "";
     op_layer_cost *l = tf_layers(8, 64, 0);
-    op_problem pr = problem(l, 8, 2, 8, 1);
+    op_problem pr = tf_problem(l, 8, 2, 8, 1);
     op_plan p;
     op_err e = {0};
     CHECK(tune(&pr, OP_TUNE_RC_AUTO, &p, NULL, &e) == OP_ENOMEM);

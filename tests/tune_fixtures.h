@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "octopipe/cost.h"
+#include "octopipe/plan.h"
 
 #define MIB (1 << 20)
 
@@ -25,6 +26,21 @@ static inline op_layer_cost *tf_layers(int n, int64_t act, int64_t stat) {
         l[i].param_bytes = stat * MIB / 8;
     }
     return l;
+}
+
+/* A problem over those layers: P devices, M microbatches, free communication, a limit of
+ * limit_mib MiB per device (0: none). */
+static inline op_problem tf_problem(op_layer_cost *l, int n, int P, int M, double limit_mib) {
+    op_problem pr = {0};
+    pr.model = "t";
+    pr.layers = l;
+    pr.n_layers = n;
+    pr.P = P;
+    pr.M = M;
+    pr.tokens_per_mb = 4096;
+    pr.comm.none = 1;
+    pr.mem_limit_bytes = limit_mib * MIB;
+    return pr;
 }
 
 #endif
