@@ -7,8 +7,7 @@
 #include "octopipe/tune.h"
 #include "tune/tune_int.h"
 #include "tune/tune_mem.h"
-
-#define MIB (1 << 20)
+#include "tune_fixtures.h"
 
 /* n layers of unequal cost; every third has an attention core (selective saves there). */
 static op_layer_cost *layers(int n) {
@@ -28,25 +27,12 @@ static op_layer_cost *layers(int n) {
     return l;
 }
 
-static op_problem problem(op_layer_cost *l, int n, int P, int M, double limit_mib) {
-    op_problem pr = {0};
-    pr.model = "t";
-    pr.layers = l;
-    pr.n_layers = n;
-    pr.P = P;
-    pr.M = M;
-    pr.tokens_per_mb = 4096;
-    pr.comm.none = 1;
-    pr.mem_limit_bytes = limit_mib * MIB;
-    return pr;
-}
-
 /* Random candidates (partition, placement, policies, split): the engine's makespan and per
  * device peak equal the simulator's on the plan built from the engine's own order. */
 TEST(engine_times_policies_as_the_simulator) {
     int L = 12, P = 3, M = 6;
     op_layer_cost *ly = layers(L);
-    op_problem pr = problem(ly, L, P, M, 0);
+    op_problem pr = tf_problem(ly, L, P, M, 0);
     tn_prob pb;
     tn_prob_init(&pb, &pr);
     tn_eng *e = tn_eng_new(&pb);
@@ -98,7 +84,7 @@ static op_problem keep_cannot_fit(op_layer_cost **ly, op_tune_opts *o) {
     *ly = layers(L);
     op_tune_opts_default(o);
     o->max_evals = 600;
-    return problem(*ly, L, P, M, 560);
+    return tf_problem(*ly, L, P, M, 560);
 }
 
 TEST(joint_search_fits_where_keep_cannot) {
@@ -143,7 +129,7 @@ static void hand_open(hand_fx *h, int M) {
         h->ly[l].static_bytes = 0;
         h->ly[l].f_sel_ms = 0, h->ly[l].act_sel_bytes = 0;
     }
-    h->pr = problem(h->ly, L, P, M, 300);
+    h->pr = tf_problem(h->ly, L, P, M, 300);
     tn_prob_init(&h->pb, &h->pr);
     h->e = tn_eng_new(&h->pb);
     tn_res_alloc(&h->r, P);
@@ -298,7 +284,7 @@ TEST(wfree_runs_the_w_that_frees_most_per_ms) {
         ly[l].act_i_bytes = ly[l].static_bytes = 0;
         ly[l].f_sel_ms = 0, ly[l].act_sel_bytes = 0;
     }
-    op_problem pr = problem(ly, L, 2, M, 300);
+    op_problem pr = tf_problem(ly, L, 2, M, 300);
     tn_prob pb;
     tn_prob_init(&pb, &pr);
     int ws = -1;
