@@ -125,12 +125,15 @@ int op_tune_recompute_parse(const char *s, op_tune_recompute *out);
  * pass d with the smallest device's memory).  Writes one line per suggestion into buf, then
  * (not counted) one line "no plan fits with: ..." naming the changes searched without a
  * fit, where there were any and no time budget cut the searches.  Returns the number of
- * suggestions. */
+ * suggestions.  The four kinds of change are searched on threads of their own (tune_advise.c),
+ * the lines put together in the order above: the same answer as one thread gives. */
 int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
                    const op_problem *pr, char *buf, size_t n);
 /* The same, calling pg->trying(ctx, what) before each of its searches ("--tp 2", "12
  * devices", "--mem-limit 21.59"): on large models they take seconds each, and a caller can
- * show which one runs.  pg may be NULL. */
+ * show which one runs.  The calls come from the searching threads, one at a time (a callback
+ * need not be thread-safe), in order within a kind of change, the kinds interleaved.  pg may
+ * be NULL. */
 typedef struct {
     void (*trying)(void *ctx, const char *what); /* may be NULL */
     void *ctx;

@@ -6,6 +6,7 @@
  * returns a plan that fits.  Static memory is checked first with a bound every plan obeys
  * (plan/problem_static.c), per device on a mixed cluster: each device's own type and limit. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,65 +215,73 @@ int op_tune_advise(const op_model *m, const op_train_cfg *t, const op_device *d,
     return op_tune_advise_with(m, t, d, pr, buf, n, NULL);
 }
 
-int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_device *d,
-                        const op_problem *pr, char *buf, size_t n, const op_tune_advise_progress *pg) {
-    char what[96];
-    size_t k = 0;
-    int count = 0;
-    buf[0] = 0;
+/* One kind of change, searched on a thread of its own (op_tune_advise_with): its suggestion
+ * lines, and what it searched without a fit (said after them, not counted). */
+typedef struct adv_job {
+    const op_model *m;
+    const op_train_cfg *t;
+    const op_device *d;
+    const op_problem *pr;
+    const op_tune_advise_progress *pg;
+    void (*run)(struct adv_job *j);
+    char say[1024];
+    size_t k;
+    int count;
+    char none[128];
+} adv_job;
+
 #define SAY(...)                                                                                   \
     do {                                                                                           \
-        if (k < n) k += (size_t)snprintf(buf + k, n - k, __VA_ARGS__);                             \
-        count++;                                                                                   \
+        if (j->k < sizeof j->say)                                                                  \
+            j->k += (size_t)snprintf(j->say + j->k, sizeof j->say - j->k, __VA_ARGS__);            \
+        j->count++;                                                                                \
     } while (0)
-    if (pr->mem_limit_bytes <= 0 && !pr->dev_mem_limit) return 0;
-    /* what was searched and did not fit, said after the suggestions (not counted): "what
-     * would fit: --tp 8" alone left a user asking whether 16 devices would */
-    char none[256] = "";
-    size_t nk = 0;
-#define NONE(...)                                                                                  \
-    do {                                                                                           \
-        if (nk < sizeof none) nk += (size_t)snprintf(none + nk, sizeof none - nk, __VA_ARGS__);    \
-    } while (0)
-    say_static(pr, buf, n, &k, &count);
-    const double sf = op_problem_static_floor_any(pr); /* one limit for all: the least it can be */
-    if (m && t && d) {
-        int tp_fit = 0;
-        for (int tp = t->tp * 2; tp <= 8; tp *= 2) { /* TP stays inside a node of 8 */
-            op_train_cfg tt = *t;
-            tt.tp = tp;
-            snprintf(what, sizeof what, "--tp %d", tp);
-            double mk = with_cfg(m, t, &tt, d, pr, pg, what);
-            if (mk > 0) {
-                SAY("--tp %d: a plan fits (%.1f ms per iteration; each pipeline rank becomes %d GPUs)\n",
-                    tp, mk, tp);
-                tp_fit = 1;
-                break;
-            }
-        }
-        if (!tp_fit && t->tp * 2 <= 8) {
-            if (t->tp * 2 == 8) NONE("%s--tp 8", nk ? ", " : "");
-            else NONE("%s--tp %d to 8", nk ? ", " : "", t->tp * 2);
-        }
-        if (!t->zero1) {
-            op_train_cfg tt = *t;
-            tt.dp = t->dp > 1 ? t->dp : 2;
-            tt.zero1 = 1;
-            snprintf(what, sizeof what, "--dp %d --zero1", tt.dp);
-            double mk = with_cfg(m, t, &tt, d, pr, pg, what);
-            if (mk > 0)
-                SAY("--dp %d --zero1: optimizer state sharded over the data-parallel group, a plan "
-                    "fits (%.1f ms)\n", tt.dp, mk);
-            else NONE("%s--dp %d --zero1", nk ? ", " : "", tt.dp);
+#define NONE(...) snprintf(j->none, sizeof j->none, __VA_ARGS__)
+
+/* A TP degree: the smallest that fits, up to 8 (TP stays inside a node of 8). */
+static void job_tp(adv_job *j) {
+    const op_train_cfg *t = j->t;
+    char what[96];
+    for (int tp = t->tp * 2; tp <= 8; tp *= 2) {
+        op_train_cfg tt = *t;
+        tt.tp = tp;
+        snprintf(what, sizeof what, "--tp %d", tp);
+        double mk = with_cfg(j->m, t, &tt, j->d, j->pr, j->pg, what);
+        if (mk > 0) {
+            SAY("--tp %d: a plan fits (%.1f ms per iteration; each pipeline rank becomes %d GPUs)\n",
+                tp, mk, tp);
+            return;
         }
     }
-    /* more devices; on a mixed cluster copies of the device with the most memory (the first
-     * such), appended after the others */
+    if (t->tp * 2 == 8) NONE("--tp 8");
+    else if (t->tp * 2 < 8) NONE("--tp %d to 8", t->tp * 2);
+}
+
+/* ZeRO-1 over the data-parallel group (of 2 when none was given). */
+static void job_zero1(adv_job *j) {
+    const op_train_cfg *t = j->t;
+    op_train_cfg tt = *t;
+    tt.dp = t->dp > 1 ? t->dp : 2;
+    tt.zero1 = 1;
+    char what[96];
+    snprintf(what, sizeof what, "--dp %d --zero1", tt.dp);
+    double mk = with_cfg(j->m, t, &tt, j->d, j->pr, j->pg, what);
+    if (mk > 0)
+        SAY("--dp %d --zero1: optimizer state sharded over the data-parallel group, a plan "
+            "fits (%.1f ms)\n", tt.dp, mk);
+    else NONE("--dp %d --zero1", tt.dp);
+}
+
+/* More devices; on a mixed cluster copies of the device with the most memory (the first such),
+ * appended after the others. */
+static void job_devices(adv_job *j) {
+    const op_problem *pr = j->pr;
     int like = 0;
     for (int dd = 1; dd < pr->P; dd++)
         if (op_problem_dev_mem_limit(pr, dd) > op_problem_dev_mem_limit(pr, like)) like = dd;
     const int mixed = pr->n_types > 1 || pr->dev_mem_limit;
-    int p_first = 0, p_last = 0, p_fit = 0;
+    int p_first = 0, p_last = 0;
+    char what[96];
     for (int P2 = pr->P + (pr->P + 1) / 2; P2 <= 4 * pr->P; P2 += (pr->P + 1) / 2) {
         if (P2 > pr->n_layers) break;
         if (!p_first) p_first = P2;
@@ -281,7 +290,7 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
         double *lim, *host, mk = 0;
         op_problem q = widen(pr, P2, like, &dt, &lim, &host);
         snprintf(what, sizeof what, "%d devices", P2);
-        if (op_problem_static_need(&q, NULL) <= 1) mk = quick(&q, NULL, pg, what);
+        if (op_problem_static_need(&q, NULL) <= 1) mk = quick(&q, NULL, j->pg, what);
         free(dt);
         free(lim);
         free(host);
@@ -290,21 +299,23 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
             SAY("%d more device%s like device %d (%s, limit %.2f GiB), %d in all: a plan fits (%.1f ms)\n",
                 P2 - pr->P, P2 - pr->P > 1 ? "s" : "", like, type_of(pr, like),
                 op_problem_dev_mem_limit(pr, like) / GIB, P2, mk);
-        if (mk > 0) {
-            p_fit = 1;
-            break;
-        }
+        if (mk > 0) return;
     }
-    if (p_first && !p_fit) {
-        if (mixed) NONE("%sup to %d more devices like device %d", nk ? ", " : "", p_last - pr->P, like);
-        else if (p_first == p_last) NONE("%s--devices %d", nk ? ", " : "", p_first);
-        else NONE("%s--devices %d to %d", nk ? ", " : "", p_first, p_last);
-    }
-    /* the lowest limit, the same on every device, on a ladder from the static floor up (x1.1 a
-     * step) at which a plan with recomputation fits; capped by the peak of the best plan
-     * without any limit.  The first three rungs in turn (where the answer usually is), the
-     * rest bisected (more memory never makes a plan stop fitting): a scan took one tune per
-     * rung, 73 of them (98 s) on llama2-7b at --seq 16777216 */
+    if (!p_first) return;
+    if (mixed) NONE("up to %d more devices like device %d", p_last - pr->P, like);
+    else if (p_first == p_last) NONE("--devices %d", p_first);
+    else NONE("--devices %d to %d", p_first, p_last);
+}
+
+/* The lowest limit, the same on every device, on a ladder from the static floor up (x1.1 a
+ * step) at which a plan with recomputation fits; capped by the peak of the best plan without
+ * any limit.  The first three rungs in turn (where the answer usually is), the rest bisected
+ * (more memory never makes a plan stop fitting): a scan took one tune per rung, 73 of them
+ * (98 s) on llama2-7b at --seq 16777216 */
+static void job_limit(adv_job *j) {
+    const op_problem *pr = j->pr;
+    const op_tune_advise_progress *pg = j->pg;
+    const double sf = op_problem_static_floor_any(pr); /* one limit for all: the least it can be */
     op_problem q = *pr;
     q.mem_limit_bytes = 0;
     q.dev_mem_limit = NULL;
@@ -313,7 +324,7 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
      * "--mem-limit 414.18" after minutes of searching).  The limit is one for every device,
      * so on a mixed cluster the caller's d carries the smallest device's memory (12 GiB
      * A100s next to 40 GiB H100s were told "--mem-limit 32.63") */
-    const double cap = d && d->mem_GiB > 0 ? d->mem_GiB : INFINITY;
+    const double cap = j->d && j->d->mem_GiB > 0 ? j->d->mem_GiB : INFINITY;
     /* at least 0.01 GiB: without static memory (a profile that lists only activations) the
      * ladder started at 0, whose rungs never grew, and 0 (no limit) was suggested as
      * "--mem-limit 0.00", a value the flag refuses */
@@ -353,11 +364,79 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
         SAY("--mem-limit %.2f: the best plan found without a limit peaks there (%.1f ms)\n",
             ceil(peak / GIB * 100) / 100, mk);
     else if (best < 0 && nr > 0)
-        NONE("%s--mem-limit %.2f to %.2f", nk ? ", " : "", rung[0], rung[nr - 1]);
+        NONE("--mem-limit %.2f to %.2f", rung[0], rung[nr - 1]);
+}
+#undef SAY
+#undef NONE
+
+static void *job_main(void *arg) {
+    adv_job *j = arg;
+    j->run(j);
+    return NULL;
+}
+
+/* The caller's pg->trying, one call at a time: the kinds of change announce their searches from
+ * their own threads, and a caller's callback need not be thread-safe. */
+typedef struct {
+    const op_tune_advise_progress *pg;
+    pthread_mutex_t mu;
+} adv_say;
+
+static void say_trying(void *ctx, const char *what) {
+    adv_say *a = ctx;
+    pthread_mutex_lock(&a->mu);
+    a->pg->trying(a->pg->ctx, what);
+    pthread_mutex_unlock(&a->mu);
+}
+
+int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_device *d,
+                        const op_problem *pr, char *buf, size_t n, const op_tune_advise_progress *pg) {
+    size_t k = 0;
+    int count = 0;
+    buf[0] = 0;
+    if (pr->mem_limit_bytes <= 0 && !pr->dev_mem_limit) return 0;
+    say_static(pr, buf, n, &k, &count);
+    /* The kinds of change are independent searches: each runs on a thread of its own (each
+     * search is deterministic, and the lines are put together in this order afterwards, so
+     * the answer is the one a single thread gives, in the time of the longest kind where the
+     * cores allow: Nemotron-H 8B at 5 devices, 232 microbatches and 30 GiB spent 5, 7 and 8 s
+     * on --zero1, more devices and the limit one after another).  A thread that cannot start
+     * runs its kind here. */
+    adv_say said = {.pg = pg, .mu = PTHREAD_MUTEX_INITIALIZER};
+    op_tune_advise_progress pg_locked;
+    if (pg && pg->trying) {
+        pg_locked = *pg;
+        pg_locked.trying = say_trying;
+        pg_locked.ctx = &said;
+        pg = &pg_locked;
+    }
+    enum { NJ = 4 };
+    adv_job *jobs = op_xcalloc(NJ, sizeof *jobs);
+    void (*const run[NJ])(adv_job *) = {job_tp, job_zero1, job_devices, job_limit};
+    const int want[NJ] = {m && t && d && t->tp * 2 <= 8, m && t && d && !t->zero1, 1, 1};
+    pthread_t th[NJ];
+    int started[NJ] = {0};
+    for (int i = 0; i < NJ; i++) {
+        jobs[i] = (adv_job){.m = m, .t = t, .d = d, .pr = pr, .pg = pg, .run = run[i]};
+        if (want[i]) started[i] = pthread_create(&th[i], NULL, job_main, &jobs[i]) == 0;
+    }
+    for (int i = 0; i < NJ; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        else if (want[i]) jobs[i].run(&jobs[i]);
+    }
+    /* what was searched and did not fit, said after the suggestions (not counted): "what
+     * would fit: --tp 8" alone left a user asking whether 16 devices would */
+    char none[512] = "";
+    size_t nk = 0;
+    for (int i = 0; i < NJ; i++) {
+        if (k < n) k += (size_t)snprintf(buf + k, n - k, "%s", jobs[i].say);
+        count += jobs[i].count;
+        if (jobs[i].none[0] && nk < sizeof none)
+            nk += (size_t)snprintf(none + nk, sizeof none - nk, "%s%s", nk ? ", " : "", jobs[i].none);
+    }
+    free(jobs);
     /* a search the caller's time budget cut proves nothing: then the caller says so instead */
     const int cut = pg && pg->deadline > 0 && op_now_s() >= pg->deadline;
     if (nk && !cut && k < n) k += (size_t)snprintf(buf + k, n - k, "no plan fits with: %s\n", none);
-#undef NONE
-#undef SAY
     return count;
 }
