@@ -124,6 +124,31 @@ TEST(gib_text) {
     CHECK(!strcmp(op_gib_text(0, b, sizeof b), "0.00"));
 }
 
+/* An unknown flag gets the closest ones its usage text names: by edit distance first, else the
+ * flags it begins; "--name=value" is "--name"; nothing when none is close, or for a flag the
+ * text has (a misplaced one, not a typo), and a flag named twice counts once. */
+TEST(flag_suggest) {
+    const char *usage = "usage: x --devices P --microbatches M [--device-sweep] [--out FILE]\n"
+                        "  --megatron-layout [FILE]  --mem-limit GiB  --mem-sweep\n"
+                        "  --out FILE  (again)  --json  --jsonl\n";
+    char b[128];
+#define SUGGEST(t) op_flag_suggest(usage, t, b, sizeof b)
+    CHECK_MSG(!strcmp(SUGGEST("--device"), ": did you mean --devices?"), "%s", b);
+    CHECK_MSG(!strcmp(SUGGEST("--device=4"), ": did you mean --devices?"), "%s", b);
+    CHECK_MSG(!strcmp(SUGGEST("--microbatch"), ": did you mean --microbatches?"), "%s", b);
+    CHECK_MSG(!strcmp(SUGGEST("--megatron"), ": did you mean --megatron-layout?"), "%s", b);
+    CHECK_MSG(!strcmp(SUGGEST("--mem-limt"), ": did you mean --mem-limit?"), "%s", b);
+    CHECK_MSG(!strcmp(SUGGEST("--jsn"), ": did you mean --json?"), "%s", b);
+    CHECK_MSG(!strcmp(SUGGEST("--mem"), ": did you mean --mem-limit or --mem-sweep?"), "%s", b);
+    CHECK_MSG(!strcmp(SUGGEST("--ot"), ": did you mean --out?"), "%s", b);
+    CHECK(!strcmp(SUGGEST("--zzzzzz"), ""));
+    CHECK(!strcmp(SUGGEST("--json"), ": did you mean --jsonl?")); /* not itself */
+    CHECK(!strcmp(SUGGEST("-x"), ""));
+    CHECK(!strcmp(op_flag_suggest(NULL, "--device", b, sizeof b), ""));
+    CHECK(!strcmp(op_flag_suggest(usage, "--device", b, 1), "")); /* no room: empty, in bounds */
+#undef SUGGEST
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(arena_zeroed_aligned);
@@ -134,5 +159,6 @@ int main(int argc, char **argv) {
     RUN(names_and_errors_scrubbed);
     RUN(gap);
     RUN(gib_text);
+    RUN(flag_suggest);
     return check_report("util");
 }

@@ -105,6 +105,11 @@ double op_gap(double makespan_ms, double bound_ms);
  * made it left (the same diverged run printed "nan" on one CPU and "-nan" on another, since
  * OpenBLAS picks its kernels per CPU), and "-nan" means nothing more than "nan". */
 double op_shown(double x);
+/* The flags of a usage text (every "--name" in it) closest to one a user typed: those within
+ * a small edit distance ("--microbatch" -> --microbatches), else those it begins ("--megatron"
+ * -> --megatron-layout); at most two, written as ": did you mean --a?" or ": did you mean --a
+ * or --b?" into out, or "" when none is close. */
+const char *op_flag_suggest(const char *usage, const char *typed, char *out, size_t n);
 
 /* Most an input that is not a regular file (a pipe, /dev/stdin, a device) may hold: a regular
  * file has a size and ends, /dev/zero does not (it grew memory until the machine ran out). */

@@ -341,3 +341,33 @@ void op_cli_print_types(FILE *f, const op_cli_setup *s) {
                 "own (by_gpu) for %s: those are scaled per layer kind by the analytic model's ratio\n",
                 s->gpu, scaled);
 }
+
+const char *op_cli_suggest(void (*usage)(FILE *), const char *flag, char *out, size_t n) {
+    if (n) out[0] = 0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem) return out;
+    usage(mem);
+    fclose(mem);
+    op_flag_suggest(text, flag, out, n);
+    free(text);
+    return out;
+}
+
+/* usage() for a help printer that writes to stdout: glibc's stdout is a variable a program may
+ * set (its manual says so), so its printf calls land in the buffer, not on the terminal. */
+static void (*g_help)(void);
+static void help_to(FILE *f) {
+    fflush(stdout);
+    FILE *saved = stdout;
+    stdout = f;
+    g_help();
+    fflush(stdout);
+    stdout = saved;
+}
+
+const char *op_cli_suggest_help(void (*help)(void), const char *flag, char *out, size_t n) {
+    g_help = help;
+    return op_cli_suggest(help_to, flag, out, n);
+}

@@ -123,7 +123,9 @@ int cmd_compare(int argc, char **argv) {
             const char *v = op_cli_value("compare", argc, argv, &i);
             if (!v || op_cli_int("compare", f, v, 1, 1000, &effort)) return 2;
         } else {
-            fprintf(stderr, "octopipe compare: unknown option '%s' (see octopipe compare --help)\n", f);
+            char dym[160];
+            fprintf(stderr, "octopipe compare: unknown option '%s'%s (see octopipe compare --help)\n", f,
+                    op_cli_suggest(usage, f, dym, sizeof dym));
             return 2;
         }
     }

@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "cli/cli_out.h"
 #include "octopipe/out.h"
+#include "cli/cli_common.h"
 #include "octopipe/export.h"
 
 static void usage(FILE *f) {
@@ -116,7 +117,9 @@ int cmd_export(int argc, char **argv) {
             continue;
         }
         if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "octopipe export: unknown option '%s' (octopipe export --help)\n", a);
+            char dym[160];
+            fprintf(stderr, "octopipe export: unknown option '%s'%s (octopipe export --help)\n", a,
+                    op_cli_suggest(usage, a, dym, sizeof dym));
             return 2;
         }
         if (plan_path && mega_stdout_at >= 0 && argv[mega_stdout_at + 1] == plan_path) {

@@ -51,7 +51,9 @@ int cmd_lower(int argc, char **argv) {
             lo.bytes_scale = x;
             i++;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "octopipe lower: unknown flag '%s' (octopipe lower --help)\n", a);
+            char dym[160];
+            fprintf(stderr, "octopipe lower: unknown flag '%s'%s (octopipe lower --help)\n", a,
+                    op_cli_suggest_help(help, a, dym, sizeof dym));
             return 2;
         } else if (!path) {
             path = a;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_common.h"
 #include "octopipe/model.h"
 
 static void usage(FILE *f) {
@@ -217,7 +218,9 @@ int cmd_models(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "octopipe models: unknown option '%s' (octopipe models --help)\n", argv[i]);
+            char dym[160];
+            fprintf(stderr, "octopipe models: unknown option '%s'%s (octopipe models --help)\n", argv[i],
+                    op_cli_suggest(usage, argv[i], dym, sizeof dym));
             return 2;
         } else if (name) {
             fprintf(stderr, "octopipe models: one model at a time ('%s' and '%s')\n", name, argv[i]);

@@ -187,7 +187,9 @@ int cmd_plan(int argc, char **argv) {
         } else if (!strcmp(f, "--progress")) {
             progress = 1;
         } else {
-            fprintf(stderr, "octopipe plan: unknown option '%s' (see octopipe plan --help)\n", f);
+            char dym[160];
+            fprintf(stderr, "octopipe plan: unknown option '%s'%s (see octopipe plan --help)\n", f,
+                    op_cli_suggest(usage, f, dym, sizeof dym));
             return 2;
         }
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_common.h"
 #include "cli/cli_out.h"
 #include "octopipe/cluster.h"
 #include "octopipe/exec.h"
@@ -86,7 +87,9 @@ static int profile_comm(int argc, char **argv) {
             else iters = x;
             i++;
         } else {
-            fprintf(stderr, "octopipe profile: unknown or incomplete flag '%s' (octopipe profile --help)\n", a);
+            char dym[160];
+            fprintf(stderr, "octopipe profile: unknown or incomplete flag '%s'%s (octopipe profile --help)\n",
+                    a, op_cli_suggest_help(help, a, dym, sizeof dym));
             return 2;
         }
     }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_common.h"
 #include "cli/cli_out.h"
 #include "octopipe/out.h"
 #include "octopipe/plan_io.h"
@@ -158,7 +159,9 @@ int cmd_sim(int argc, char **argv) {
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "octopipe sim: unknown flag '%s' (octopipe sim --help)\n", a);
+            char dym[160];
+            fprintf(stderr, "octopipe sim: unknown flag '%s'%s (octopipe sim --help)\n", a,
+                    op_cli_suggest(usage, a, dym, sizeof dym));
             return 2;
         } else if (path) {
             fprintf(stderr, "octopipe sim: one plan file at a time (got '%s' and '%s')\n", path, a);

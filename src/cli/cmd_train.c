@@ -199,7 +199,9 @@ static int parse(targs *a, int argc, char **argv) {
             }
             a->seed = x, i++;
         } else {
-            fprintf(stderr, "%s: unknown or incomplete flag '%s' (octopipe train --help)\n", C, f);
+            char dym[160];
+            fprintf(stderr, "%s: unknown or incomplete flag '%s'%s (octopipe train --help)\n", C, f,
+                    op_cli_suggest_help(help, f, dym, sizeof dym));
             return 2;
         }
     }

@@ -110,7 +110,9 @@ int op_exec_cli_parse(op_exec_cli *c, int argc, char **argv, const char *cmd, in
         } else if (!strcmp(a, "--inject-crash")) rc = fault(cmd, a, v, &c->eo.fault, OP_FAULT_CRASH);
         else if (!strcmp(a, "--inject-hang")) rc = fault(cmd, a, v, &c->eo.fault, OP_FAULT_HANG);
         else if (a[0] == '-' && a[1]) { /* "-" alone is a (missing) plan file */
-            fprintf(stderr, "octopipe %s: unknown flag '%s' (octopipe %s --help)\n", cmd, a, cmd);
+            char dym[160];
+            fprintf(stderr, "octopipe %s: unknown flag '%s'%s (octopipe %s --help)\n", cmd, a,
+                    op_flag_suggest(op_exec_cli_help(), a, dym, sizeof dym), cmd);
             return 2;
         } else if (!c->plan_path) {
             c->plan_path = a, used = 0;

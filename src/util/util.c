@@ -316,3 +316,58 @@ double op_now_s(void) {
 }
 
 int op_past(double deadline) { return deadline > 0 && op_now_s() > deadline; }
+
+/* Edit distance (insert, delete, replace) of a[0..na) and b[0..nb), both under 64 chars. */
+static int edit_distance(const char *a, int na, const char *b, int nb) {
+    int row[65];
+    for (int j = 0; j <= nb; j++) row[j] = j;
+    for (int i = 1; i <= na; i++) {
+        int diag = row[0];
+        row[0] = i;
+        for (int j = 1; j <= nb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+const char *op_flag_suggest(const char *usage, const char *typed, char *out, size_t n) {
+    if (n) out[0] = 0;
+    if (!usage || !typed || strncmp(typed, "--", 2)) return out;
+    int nt = (int)strcspn(typed, "="); /* "--device=4" is "--device" */
+    if (nt < 3 || nt > 63) return out;
+    /* candidates: closest by edit distance (at most a quarter of the name, at least 1, at most
+     * 2), else the flags the typed one begins */
+    int lim = nt / 4 < 1 ? 1 : nt / 4 > 2 ? 2 : nt / 4;
+    const char *pick[2] = {0}, *pre[2] = {0};
+    int plen[2] = {0}, prelen[2] = {0}, best = lim + 1, npre = 0;
+    for (const char *p = strstr(usage, "--"); p; p = strstr(p + 2, "--")) {
+        if (p > usage && (isalnum((unsigned char)p[-1]) || p[-1] == '-')) continue;
+        int k = 2;
+        while (isalnum((unsigned char)p[k]) || (p[k] == '-' && isalnum((unsigned char)p[k + 1]))) k++;
+        if (k < 3 || k > 63 || (k == nt && !strncmp(p, typed, (size_t)nt))) continue;
+        int dup = 0; /* a flag named twice in the text counts once */
+        for (int i = 0; i < 2; i++)
+            dup |= (pick[i] && plen[i] == k && !strncmp(pick[i], p, (size_t)k)) ||
+                   (pre[i] && prelen[i] == k && !strncmp(pre[i], p, (size_t)k));
+        if (dup) continue;
+        int d = edit_distance(typed, nt, p, k);
+        if (d < best) best = d, pick[0] = p, plen[0] = k, pick[1] = NULL;
+        else if (d == best && !pick[1]) pick[1] = p, plen[1] = k;
+        if (k > nt && !strncmp(p, typed, (size_t)nt)) {
+            if (npre < 2) pre[npre] = p, prelen[npre] = k;
+            npre++;
+        }
+    }
+    const char **c = pick[0] ? pick : npre >= 1 && npre <= 2 ? pre : NULL;
+    int *cl = pick[0] ? plen : prelen;
+    if (!c) return out;
+    if (c[1]) snprintf(out, n, ": did you mean %.*s or %.*s?", cl[0], c[0], cl[1], c[1]);
+    else snprintf(out, n, ": did you mean %.*s?", cl[0], c[0]);
+    return out;
+}
