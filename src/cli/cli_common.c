@@ -354,20 +354,3 @@ const char *op_cli_suggest(void (*usage)(FILE *), const char *flag, char *out, s
     free(text);
     return out;
 }
-
-/* usage() for a help printer that writes to stdout: glibc's stdout is a variable a program may
- * set (its manual says so), so its printf calls land in the buffer, not on the terminal. */
-static void (*g_help)(void);
-static void help_to(FILE *f) {
-    fflush(stdout);
-    FILE *saved = stdout;
-    stdout = f;
-    g_help();
-    fflush(stdout);
-    stdout = saved;
-}
-
-const char *op_cli_suggest_help(void (*help)(void), const char *flag, char *out, size_t n) {
-    g_help = help;
-    return op_cli_suggest(help_to, flag, out, n);
-}

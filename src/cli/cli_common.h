@@ -71,9 +71,8 @@ const char *op_cli_setup_help(void);
 
 /* ": did you mean --devices?" for a flag the command does not know, from the flags its help
  * text names (op_flag_suggest), or "": usage is the command's own help printer, run into a
- * buffer; _help takes one that prints to stdout. */
+ * buffer. */
 const char *op_cli_suggest(void (*usage)(FILE *), const char *flag, char *out, size_t n);
-const char *op_cli_suggest_help(void (*help)(void), const char *flag, char *out, size_t n);
 
 /* Value parsers: print "octopipe <cmd>: <flag> ..." and return -1 on bad values. */
 int op_cli_int(const char *cmd, const char *flag, const char *v, long lo, long hi, int *out);

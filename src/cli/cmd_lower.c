@@ -8,8 +8,9 @@
 #include "octopipe/exec.h"
 
 
-static void help(void) {
-    printf("usage: octopipe lower PLAN [--rank R] [--bytes-scale X] [--recv-window N]\n\n"
+static void usage(FILE *f) {
+    fprintf(f,
+           "usage: octopipe lower PLAN [--rank R] [--bytes-scale X] [--recv-window N]\n\n"
            "Prints each rank's instruction list: compute ops (COMP) in plan order, receives posted\n"
            "early (RECV), waited for right before the op that needs them (WAIT), sends right after\n"
            "the producing op (SEND), buffers released after their last use (FREE).  Stages on one\n"
@@ -29,7 +30,7 @@ int cmd_lower(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help();
+            usage(stdout);
             return 0;
         } else if (!strcmp(a, "--rank") || !strcmp(a, "--recv-window")) {
             long x = -1;
@@ -53,7 +54,7 @@ int cmd_lower(int argc, char **argv) {
         } else if (a[0] == '-' && a[1]) {
             char dym[160];
             fprintf(stderr, "octopipe lower: unknown flag '%s'%s (octopipe lower --help)\n", a,
-                    op_cli_suggest_help(help, a, dym, sizeof dym));
+                    op_cli_suggest(usage, a, dym, sizeof dym));
             return 2;
         } else if (!path) {
             path = a;

@@ -11,8 +11,9 @@
 #include "octopipe/exec.h"
 #include "octopipe/train.h" /* op_cli_profile_model: a strong reference pulls it from the archive */
 
-static void help(void) {
-    printf("usage: octopipe profile comm [--out FILE] [--ranks N] [--pairs | --no-pairs] [--max-bytes N]\n"
+static void usage(FILE *f) {
+    fprintf(f,
+           "usage: octopipe profile comm [--out FILE] [--ranks N] [--pairs | --no-pairs] [--max-bytes N]\n"
            "                              [--iters N] [--as intra|inter|both]\n"
            "       octopipe profile --model ...   (per-layer costs of the reference model)\n\n"
            "profile comm measures one-way point-to-point time between MPI ranks 0 and 1 over message\n"
@@ -52,7 +53,7 @@ static int profile_comm(int argc, char **argv) {
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help();
+            usage(stdout);
             return 0;
         } else if (!strcmp(a, "--out") && v) {
             out = v, i++;
@@ -89,7 +90,7 @@ static int profile_comm(int argc, char **argv) {
         } else {
             char dym[160];
             fprintf(stderr, "octopipe profile: unknown or incomplete flag '%s'%s (octopipe profile --help)\n",
-                    a, op_cli_suggest_help(help, a, dym, sizeof dym));
+                    a, op_cli_suggest(usage, a, dym, sizeof dym));
             return 2;
         }
     }
@@ -170,7 +171,7 @@ static int profile_comm(int argc, char **argv) {
 int cmd_profile(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "comm")) return profile_comm(argc, argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        help();
+        usage(stdout);
         return argc < 2 ? 2 : 0;
     }
     return op_cli_profile_model(argc, argv);

@@ -36,8 +36,9 @@ typedef struct {
     long seed;
 } targs;
 
-static void help(void) {
-    printf("usage: octopipe train --model PRESET|PATTERN --devices P --microbatches M [options]\n\n"
+static void usage(FILE *f) {
+    fprintf(f,
+           "usage: octopipe train --model PRESET|PATTERN --devices P --microbatches M [options]\n\n"
            "Trains the reference hybrid model (Mamba, attention, MLP, MoE layers in FP32) through a\n"
            "pipeline plan on P ranks of this machine, and shows how well the simulator predicted it.\n"
            "Steps: profile each layer kind (F, I, W, one thread), build the plan from those costs,\n"
@@ -141,7 +142,7 @@ static int parse(targs *a, int argc, char **argv) {
                      : !strcmp(f, "--watchdog")  ? &a->watchdog_s
                                                  : NULL;
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
-            help();
+            usage(stdout);
             return 1;
         } else if (!strcmp(f, "--resume")) {
             a->resume = 1;
@@ -201,7 +202,7 @@ static int parse(targs *a, int argc, char **argv) {
         } else {
             char dym[160];
             fprintf(stderr, "%s: unknown or incomplete flag '%s'%s (octopipe train --help)\n", C, f,
-                    op_cli_suggest_help(help, f, dym, sizeof dym));
+                    op_cli_suggest(usage, f, dym, sizeof dym));
             return 2;
         }
     }

@@ -221,14 +221,10 @@ int op_exec_cli_plans(const op_exec_cli *c, const char *cmd, const char *text, o
  * ranks its mpirun starts (OP_EXEC_LAUNCHED_ENV); not `exec` under the user's own mpirun,
  * where the links may be the real ones. */
 #define RUN_NOTE_ERR 0.10
-static void run_note(const op_exec_cli *c, const char *cmd, const op_exec_result *r,
-                     const op_plan *pred, int have_pred, FILE *info) {
-    if ((strcmp(cmd, "run") && !getenv(OP_EXEC_LAUNCHED_ENV)) || !have_pred ||
-        !(pred->pred.makespan_ms > 0))
-        return;
-    double err = (r->makespan_ms - pred->pred.makespan_ms) / pred->pred.makespan_ms;
+static void run_note(const op_exec_cli *c, const char *cmd, double err, FILE *info) {
+    if (strcmp(cmd, "run") && !getenv(OP_EXEC_LAUNCHED_ENV)) return;
     int big = c->bytes_scale > 0.01, links = !c->cluster_path;
-    if (!(err > RUN_NOTE_ERR) || !(big || links)) return;
+    if (!(err > RUN_NOTE_ERR) || !isfinite(err) || !(big || links)) return;
     fprintf(info,
             "  note: %.0f%% above the prediction: on one machine every message is a memory copy by\n"
             "        the ranks' CPUs, which the plan's link model does not see; rerun with\n"
@@ -251,13 +247,14 @@ int op_exec_cli_report(const op_exec_cli *c, const char *cmd, const op_exec_resu
                                : "the plan's (--cluster FILE from `octopipe profile comm` for this machine's)");
         fprintf(info, "  measured  makespan %10.3f ms  bubble %5.1f%%  (per-op overhead %.3f ms)\n",
                r->makespan_ms, 100 * r->bubble_ratio, r->overhead_ms);
-        if (have_pred)
+        if (have_pred) {
+            double err = (r->makespan_ms - pred->pred.makespan_ms) / pred->pred.makespan_ms;
             fprintf(info, "  predicted makespan %10.3f ms  bubble %5.1f%%  error %+.2f%%\n",
-                   pred->pred.makespan_ms, 100 * op_exec_pred_bubble(pred, NULL),
-                   100 * (r->makespan_ms - pred->pred.makespan_ms) / pred->pred.makespan_ms);
-        else
+                   pred->pred.makespan_ms, 100 * op_exec_pred_bubble(pred, NULL), 100 * err);
+            run_note(c, cmd, err, info);
+        } else {
             fprintf(info, "  predicted: simulator not built\n");
-        run_note(c, cmd, r, pred, have_pred, info);
+        }
     }
     fflush(info);
     op_buf_free(&b);
