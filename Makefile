@@ -144,7 +144,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-tests-build: $(LIB) $(TEST_BIN)
+tests-build: $(LIB) $(TEST_BIN) $(BENCH_BIN)
 
 test: all tests-build
 	@BUILD=$(BUILD) SAN=$(SAN) CC=$(CC) ./tests/run.sh $(T)

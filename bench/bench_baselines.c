@@ -13,7 +13,7 @@
  *   most (P+2)/2 microbatches, vmin at most 6M+4(P-1)+6 (about 2B/3) holding (P+4)/3.
  * One row per check with PASS / FAIL; exit status 1 if any check fails.
  *
- * Usage: bench_baselines [peer-vectors.json]   (default bench/data/peer-vectors.json) */
+ * Usage: bench_baselines [PEERS.json]   (default bench/data/peer-vectors.json) */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -21,6 +21,8 @@
 
 #include "octopipe/cost.h"
 #include "octopipe/sched.h"
+
+#include "args.h"
 
 static int n_pass, n_fail;
 
@@ -177,7 +179,14 @@ static void uniform_cases(void) {
 }
 
 int main(int argc, char **argv) {
-    const char *path = argc > 1 ? argv[1] : "bench/data/peer-vectors.json";
+    const char *path = NULL;
+    ba_args args = {"bench_baselines", "[PEERS.json]   (default bench/data/peer-vectors.json)", argc, argv, 0, 0, 0};
+    while (ba_next(&args)) {
+        if (!path && argv[args.i][0] != '-') path = argv[args.i];
+        else ba_unknown(&args);
+    }
+    if (!path) path = "bench/data/peer-vectors.json";
+    if (ba_status(&args) >= 0) return ba_status(&args);
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
     if (!root) {

@@ -23,6 +23,7 @@
 #include "octopipe/sim.h"
 #include "octopipe/tune.h"
 #include "../tests/test_exec_plans.h"
+#include "args.h"
 
 /* ---- private plan file: the fields an emulated run needs */
 static void put(FILE *f, const void *p, size_t n) { OP_ASSERT(fwrite(p, 1, n, f) == n, "write"); }
@@ -347,6 +348,18 @@ static double mixed_rows(const op_model *m, const op_train_cfg *tc, const op_com
 
 int main(int argc, char **argv) {
     if (getenv("OMPI_COMM_WORLD_SIZE")) return child(argc, argv);
+    ba_args args = {"bench_exec", "   (no options; environment: EXEC_P=2..64 one pipeline size, "
+                 "EXEC_MIXED_ONLY=1 the mixed table alone; EXEC_NICE, EXEC_POLL_US and "
+                 "EXEC_SLICE_MS tune the ranks)",
+                 argc, argv, 0, 0, 0};
+    while (ba_next(&args)) ba_unknown(&args);
+    if (ba_status(&args) >= 0) return ba_status(&args);
+    long envP = 0; /* EXEC_P: one pipeline size instead of 4, 8, 16 */
+    if (getenv("EXEC_P") && (op_parse_long(getenv("EXEC_P"), &envP) || envP < 2 || envP > 64)) {
+        fprintf(stderr, "bench_exec: EXEC_P needs a whole number from 2 to 64 (got '%.40s')\n",
+                getenv("EXEC_P"));
+        return 2;
+    }
     char dir[] = "/tmp/octopipe-bench-exec-XXXXXX";
     OP_ASSERT(mkdtemp(dir), "mkdtemp");
     char cl[300];
@@ -380,7 +393,7 @@ int main(int argc, char **argv) {
     const char *names[] = {"1f1b", "i1f1b", "zbh1", "zbv", "octopipe"};
     int nn = 5;
     double dispatch = 0, worst_err = 0, worst_sp = 0;
-    int P0 = getenv("EXEC_P") ? atoi(getenv("EXEC_P")) : 4, P1 = getenv("EXEC_P") ? P0 : 16;
+    int P0 = envP ? (int)envP : 4, P1 = envP ? P0 : 16;
     const int mixed_only = getenv("EXEC_MIXED_ONLY") != NULL; /* only the mixed table */
     if (mixed_only) P1 = 0;
     if (!mixed_only) {
@@ -480,7 +493,7 @@ int main(int argc, char **argv) {
         printf("worst makespan error %.2f%% (target 2%%), worst speedup error %.2f%% (target 3%%)\n",
                worst_err, worst_sp);
     double t = op_now_s();
-    int ok = random_never_hang(getenv("EXEC_P") || mixed_only ? 0 : 1000);
+    int ok = random_never_hang(envP || mixed_only ? 0 : 1000);
     if (!mixed_only)
         printf("random valid plans (P 2..16, thread transport): %d / 1000 ran to completion in plan order (%.1f s)\n",
                ok, op_now_s() - t);

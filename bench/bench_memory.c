@@ -19,6 +19,7 @@
  * Usage: bench_memory [--quick] [--filter TEXT] [--seed N] [--effort N]   (--quick: P in {4, 8};
  * --filter: only the models whose name contains TEXT, e.g. while working on one case; --effort:
  * the tuner's, as `octopipe plan --effort N`, for both tunings of a row) */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@
 #include "octopipe/cost.h"
 #include "octopipe/sched_mem.h"
 #include "octopipe/tune.h"
+
+#include "args.h"
 
 #define GIB 1073741824.0
 
@@ -64,21 +67,17 @@ static op_layer_cost *cost_fit(const op_model *m, int P, double lim, int *tp) {
 int main(int argc, char **argv) {
     int quick = 0;
     const char *filter = NULL;
-    uint64_t seed = 1; /* the tuner's search seed (octopipe plan --seed): how much a row owes to it */
-    int effort = 1;    /* the tuner's effort (octopipe plan --effort): what a longer search buys */
-    for (int i = 1; i < argc; i++) {
-        char *end = NULL;
-        if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc &&
-                 (seed = strtoull(argv[i + 1], &end, 10), end != argv[i + 1] && !*end)) i++;
-        else if (!strcmp(argv[i], "--effort") && i + 1 < argc && (effort = atoi(argv[i + 1])) >= 1 &&
-                 effort <= 1000) i++;
-        else {
-            fprintf(stderr, "usage: bench_memory [--quick] [--filter TEXT] [--seed N] [--effort 1..1000]\n");
-            return 2;
-        }
+    long seed = 1;   /* the tuner's search seed (octopipe plan --seed): how much a row owes to it */
+    long effort = 1; /* the tuner's effort (octopipe plan --effort): what a longer search buys */
+    ba_args args = {"bench_memory", "[--quick] [--filter TEXT] [--seed N] [--effort 1..1000]", argc, argv, 0, 0, 0};
+    while (ba_next(&args)) {
+        if (ba_flag(&args, "--quick")) quick = 1;
+        else if (ba_str(&args, "--filter", &filter)) {}
+        else if (ba_long(&args, "--seed", 0, LONG_MAX, &seed)) {}
+        else if (ba_long(&args, "--effort", 1, 1000, &effort)) {}
+        else ba_unknown(&args);
     }
+    if (ba_status(&args) >= 0) return ba_status(&args);
     double lim = 0.9 * 80 * GIB;
     op_device h100;
     op_err de = {0};
@@ -90,8 +89,8 @@ int main(int argc, char **argv) {
            "tp = smallest that lets static memory fit; ms; binds = memory binds the keep plan; "
            "gap = tuned / memory-free lower bound - 1; best_bl = fastest classic schedule with its "
            "cheapest recomputation that fits\n", lim / GIB);
-    if (seed != 1) printf("tuner seed %llu (default 1)\n", (unsigned long long)seed);
-    if (effort != 1) printf("tuner effort %d (octopipe plan --effort %d)\n", effort, effort);
+    if (seed != 1) printf("tuner seed %ld (default 1)\n", seed);
+    if (effort != 1) printf("tuner effort %ld (octopipe plan --effort %ld)\n", effort, effort);
     printf("%-17s %3s %4s %2s %5s %10s %10s %7s %10s %7s %10s %-24s %7s %7s %6s  %s\n", "model", "P",
            "M", "tp", "binds", "octopipe", "bound", "gap%", "mem_bound", "gapm%", "no_limit",
            "best_bl", "vs_bl", "peakGiB", "cpu_s", "activations");
@@ -143,7 +142,7 @@ int main(int argc, char **argv) {
                 op_tune_opts o;
                 op_tune_opts_default(&o);
                 o.seed = seed;
-                o.effort = effort;
+                o.effort = (int)effort;
                 op_tune_stats st;
                 o.stats = &st;
                 op_plan p;
@@ -171,7 +170,7 @@ int main(int argc, char **argv) {
                     op_tune_opts o2;
                     op_tune_opts_default(&o2);
                     o2.seed = seed;
-                    o2.effort = effort;
+                    o2.effort = (int)effort;
                     op_plan u;
                     if (op_tune(&q, &o2, &u, &e) == OP_OK) {
                         snprintf(nolim, sizeof nolim, "%.1f", u.pred.makespan_ms);

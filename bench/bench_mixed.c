@@ -28,6 +28,8 @@
 #include "octopipe/sim.h"
 #include "octopipe/tune.h"
 
+#include "args.h"
+
 static const char *MODELS[] = {"deepseek-v2-lite", "gemma2-9b",  "jamba-v0.1", "llama2-7b",
                                "mixtral-8x7b",     "nemotron-h-8b", "qwen2-vl-7b", NULL};
 
@@ -145,15 +147,16 @@ int main(int argc, char **argv) {
      * (to rerun a subset; the geomean line then covers those cases only) */
     int quick = 0;
     const char *filter = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
-        else if (!strcmp(argv[i], "--effort") && i + 1 < argc) effort = atoi(argv[++i]);
+    long eff = 1;
+    ba_args args = {"bench_mixed", "[--quick] [--filter TEXT] [--effort 1..1000]", argc, argv, 0, 0, 0};
+    while (ba_next(&args)) {
+        if (ba_flag(&args, "--quick")) quick = 1;
+        else if (ba_str(&args, "--filter", &filter)) {}
+        else if (ba_long(&args, "--effort", 1, 1000, &eff)) {}
+        else ba_unknown(&args);
     }
-    if (effort < 1 || effort > 1000) {
-        fprintf(stderr, "bench_mixed: --effort needs 1..1000\n");
-        return 2;
-    }
+    if (ba_status(&args) >= 0) return ba_status(&args);
+    effort = (int)eff;
     if (effort > 1) printf("tuner effort %d (octopipe plan --effort %d)\n", effort, effort);
     printf("tuned plan vs baselines on mixed clusters: seq 4096, mbs 1, tp 1, M = 2P, each device "
            "limited to 90%% of its own memory (as octopipe compare --gpus); makespans in ms; model* = nothing fits, run without limits; best_bl = the "

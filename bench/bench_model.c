@@ -3,13 +3,15 @@
  * the time of exactly the sgemm calls it makes (recorded, then replayed on the same shapes).
  * Matmul-bound layers (gated MLP, MoE, attention: its core is sgemm per head too) must reach
  * >= 70% of the raw sgemm rate over F+I+W.
- * Times are the best of REPEATS (default 15).
- * Usage: bench_model [REPEATS]   (exit 1 when a matmul-bound layer misses the bar) */
+ * Times are the best of --repeats R (default 15).
+ * Usage: bench_model [--repeats R]   (exit 1 when a matmul-bound layer misses the bar) */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/nn_impl.h"
+
+#include "args.h"
 
 #define MAXREC 512
 
@@ -49,8 +51,14 @@ static double replay(const gemm_list *g, size_t cap) {
 }
 
 int main(int argc, char **argv) {
-    int R = argc > 1 ? atoi(argv[1]) : 15;
-    if (R < 3) R = 3;
+    long reps = 15;
+    ba_args args = {"bench_model", "[--repeats 3..100000]   (default 15)", argc, argv, 0, 0, 0};
+    while (ba_next(&args)) {
+        if (ba_long(&args, "--repeats", 3, 100000, &reps)) {}
+        else ba_unknown(&args);
+    }
+    if (ba_status(&args) >= 0) return ba_status(&args);
+    int R = (int)reps;
     op_nn_model m;
     op_err e = {0};
     OP_ASSERT(op_nn_model_from_spec(&m, "small", &e) == OP_OK, "%s", e.msg);

@@ -49,6 +49,8 @@
 #include "octopipe/sim.h"
 #include "octopipe/tune.h"
 
+#include "args.h"
+
 #define NP 2
 #define NPLANS 14
 
@@ -198,30 +200,32 @@ static int predict_loo(const op_nn_model *m, op_plan *plans, row *rows, int n, i
 int main(int argc, char **argv) {
     const char *spec = "small", *plan_list = NULL;
     int M = 8, repeats = 21, strict = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--model") && v) spec = v, i++;
-        else if (!strcmp(argv[i], "--microbatches") && v) M = atoi(v), i++;
-        else if (!strcmp(argv[i], "--repeats") && v) repeats = atoi(v), i++;
-        else if (!strcmp(argv[i], "--rounds") && v) rounds = atoi(v), i++;
-        else if (!strcmp(argv[i], "--plans") && v) plan_list = v, i++;
-        else if (!strcmp(argv[i], "--strict")) strict = 1;
-        else if (!strcmp(argv[i], "--step-log")) step_log = 1;
-        else if (!strcmp(argv[i], "--progress-thread")) progress_thread = 1;
-        else if (!strcmp(argv[i], "--no-pin")) pin = 0;
-        else if (!strcmp(argv[i], "--fit") && v)
-            fit_mode = !strcmp(v, "ops") ? FIT_OPS : !strcmp(v, "overhead") ? FIT_OVERHEAD : FIT_SPEED, i++;
-        else if (!strcmp(argv[i], "--profile-clock") && v) cpu_clock = strcmp(v, "wall") != 0, i++;
-        else {
-            fprintf(stderr, "usage: bench_model_accuracy [--model SPEC] [--microbatches M] "
-                            "[--repeats R] [--rounds N] [--plans A,B,..] [--step-log] [--profile-clock cpu|wall] [--progress-thread] [--no-pin] [--fit speed|ops|overhead] [--strict]\n");
-            return 2;
-        }
+    long Ml = M, repl = repeats, roundl = rounds;
+    const char *fit = NULL, *clock = NULL;
+    ba_args args = {"bench_model_accuracy", "[--model SPEC] [--microbatches M] [--repeats R] [--rounds N] "
+                 "[--plans A,B,..] [--step-log] [--profile-clock cpu|wall] [--progress-thread] "
+                 "[--no-pin] [--fit speed|ops|overhead] [--strict]", argc, argv, 0, 0, 0};
+    while (ba_next(&args)) {
+        if (ba_str(&args, "--model", &spec)) {}
+        else if (ba_long(&args, "--microbatches", 1, 4096, &Ml)) {}
+        else if (ba_long(&args, "--repeats", 1, 100000, &repl)) {}
+        else if (ba_long(&args, "--rounds", 1, MAXSTEP - 1, &roundl)) {}
+        else if (ba_str(&args, "--plans", &plan_list)) {}
+        else if (ba_flag(&args, "--strict")) strict = 1;
+        else if (ba_flag(&args, "--step-log")) step_log = 1;
+        else if (ba_flag(&args, "--progress-thread")) progress_thread = 1;
+        else if (ba_flag(&args, "--no-pin")) pin = 0;
+        else if (ba_str(&args, "--fit", &fit)) {
+            if (strcmp(fit, "speed") && strcmp(fit, "ops") && strcmp(fit, "overhead"))
+                ba_fail(&args, "--fit is speed, ops or overhead");
+        } else if (ba_str(&args, "--profile-clock", &clock)) {
+            if (strcmp(clock, "cpu") && strcmp(clock, "wall")) ba_fail(&args, "--profile-clock is cpu or wall");
+        } else ba_unknown(&args);
     }
-    if (M < 1 || repeats < 1 || rounds < 1 || rounds >= MAXSTEP) {
-        fprintf(stderr, "bench_model_accuracy: M, repeats and rounds must be positive, rounds < %d\n", MAXSTEP);
-        return 2;
-    }
+    if (ba_status(&args) >= 0) return ba_status(&args);
+    M = (int)Ml, repeats = (int)repl, rounds = (int)roundl;
+    if (fit) fit_mode = !strcmp(fit, "ops") ? FIT_OPS : !strcmp(fit, "overhead") ? FIT_OVERHEAD : FIT_SPEED;
+    if (clock) cpu_clock = strcmp(clock, "wall") != 0;
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     op_nn_model m;
     op_err e = {0};

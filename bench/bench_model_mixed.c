@@ -36,7 +36,7 @@
  * how much longer its ops are than the compute inside them (a slowed rank's: k); how much the
  * predicted makespan moves when one rank's ops take 10% longer; and each rank's compute CPU
  * time against the fitted op times (thread CPU time: what other jobs on the cores move least).
- * Usage: bench_model_mixed [--rounds N] (default 40) [--trace] [--quiet SHARE] (default 0.97)
+ * Usage: bench_model_mixed [--rounds N] (5..254, default 40) [--trace] [--quiet SHARE] (default 0.97)
  *          [--poll-us U] (executor wait poll, every plan: 0 = the executor's default) */
 #include <math.h>
 #include <stdlib.h>
@@ -45,6 +45,8 @@
 #include "octopipe/ptrain.h"
 #include "octopipe/sim.h"
 #include "octopipe/tune.h"
+
+#include "args.h"
 
 #define NP 2
 #define NK 2                /* device kinds: x1 and x(KF) */
@@ -166,13 +168,19 @@ static void print_trace(const op_plan *q, const op_ptrain_report *r, const doubl
 int main(int argc, char **argv) {
     int rounds = 40, M = 8, trace = 0;
     double poll_us = 0, quiet = 0.97;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--poll-us") && i + 1 < argc) poll_us = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--quiet") && i + 1 < argc) quiet = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--trace")) trace = 1;
+    long roundl = rounds;
+    _Static_assert(OP_PTRAIN_MAX_STEPS - 2 == 254, "the usage names the most rounds");
+    ba_args args = {"bench_model_mixed", "[--rounds 5..254] [--trace] [--quiet SHARE] [--poll-us US]",
+                 argc, argv, 0, 0, 0};
+    while (ba_next(&args)) {
+        if (ba_long(&args, "--rounds", 5, OP_PTRAIN_MAX_STEPS - 2, &roundl)) {}
+        else if (ba_double(&args, "--poll-us", 0, 1e6, &poll_us)) {}
+        else if (ba_double(&args, "--quiet", 0, 1, &quiet)) {}
+        else if (ba_flag(&args, "--trace")) trace = 1;
+        else ba_unknown(&args);
     }
-    if (rounds < 5 || rounds > OP_PTRAIN_MAX_STEPS - 2) rounds = 40;
+    if (ba_status(&args) >= 0) return ba_status(&args);
+    rounds = (int)roundl;
     op_nn_model m;
     op_err e = {0};
     OP_ASSERT(op_nn_model_from_spec(&m, "small", &e) == OP_OK, "%s", e.msg);

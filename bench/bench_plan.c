@@ -21,6 +21,8 @@
 #include "octopipe/sched.h"
 #include "octopipe/tune.h"
 
+#include "args.h"
+
 static const char *MODELS[] = {"deepseek-v2-lite", "gemma2-9b",  "jamba-v0.1", "llama2-7b",
                                "mixtral-8x7b",     "nemotron-h-8b", "qwen2-vl-7b", NULL};
 
@@ -174,9 +176,15 @@ static op_layer_cost *profile_layers(int n_mixers, int *L) {
 }
 
 int main(int argc, char **argv) {
-    int quick = argc > 1 && !strcmp(argv[1], "--quick");
-    int tt_quick = argc > 1 && !strcmp(argv[1], "--tune-time-quick");
-    int tt_only = tt_quick || (argc > 1 && !strcmp(argv[1], "--tune-time"));
+    int quick = 0, tt_quick = 0, tt_only = 0;
+    ba_args args = {"bench_plan", "[--quick | --tune-time | --tune-time-quick]", argc, argv, 0, 0, 0};
+    while (ba_next(&args)) {
+        if (ba_flag(&args, "--quick")) quick = 1;
+        else if (ba_flag(&args, "--tune-time")) tt_only = 1;
+        else if (ba_flag(&args, "--tune-time-quick")) tt_only = tt_quick = 1;
+        else ba_unknown(&args);
+    }
+    if (ba_status(&args) >= 0) return ba_status(&args);
     const char *const *names = op_sched_names();
     printf("tuned plan vs baselines: H100-80GB nodes of 8, seq 4096, mbs 1, tp 1, limit 80 GiB; "
            "makespans in ms, '!' = does not fit memory, model* = no schedule fits 80 GiB, so the "

@@ -13,6 +13,8 @@
 
 #include "octopipe/sim.h"
 
+#include "args.h"
+
 static void make_plan(op_plan *p, int P, int M) {
     op_layer_cost *L = op_xcalloc((size_t)P, sizeof *L);
     for (int l = 0; l < P; l++) {
@@ -65,7 +67,10 @@ static double cpu_s(void) {
         best_;                                                         \
     })
 
-int main(void) {
+int main(int argc, char **argv) {
+    ba_args args = {"bench_sim", "   (no options: the simulator's speed over a fixed grid of P and M)", argc, argv, 0, 0, 0};
+    while (ba_next(&args)) ba_unknown(&args);
+    if (ba_status(&args) >= 0) return ba_status(&args);
     const int Ps[] = {4, 8, 16, 32, 64, 128};
     const int Ms[] = {16, 128, 1024};
     op_sim_ws *ws = op_sim_ws_new();
