@@ -14,6 +14,7 @@
  */
 #ifndef OCTOPIPE_BENCH_ARGS_H
 #define OCTOPIPE_BENCH_ARGS_H
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -43,8 +44,14 @@ static inline int ba_next(ba_args *a) {
 /* After the arguments: -1 to run, else the exit status (2 refused, 0 after --help). */
 static inline int ba_status(const ba_args *a) { return a->bad ? 2 : a->help ? 0 : -1; }
 
-static inline void ba_fail(ba_args *a, const char *what) {
-    fprintf(stderr, "%s: %s\nusage: %s %s\n", a->prog, what, a->prog, a->usage);
+/* Refuses the command line: "PROG: what is wrong" and the usage on stderr. */
+__attribute__((format(printf, 2, 3))) static inline void ba_fail(ba_args *a, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", a->prog);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nusage: %s %s\n", a->prog, a->usage);
     a->bad = 1;
 }
 
@@ -60,9 +67,7 @@ static inline const char *ba_value(ba_args *a, const char *flag) {
     if (s[n] == '=') return s + n + 1;
     if (s[n]) return NULL;
     if (a->i + 1 >= a->argc) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "%s needs a value", flag);
-        ba_fail(a, msg);
+        ba_fail(a, "%s needs a value", flag);
         return "";
     }
     return a->argv[++a->i];
@@ -82,13 +87,9 @@ static inline int ba_long(ba_args *a, const char *flag, long lo, long hi, long *
     if (!v) return 0;
     long x;
     if (a->bad) return 1;
-    if (op_parse_long(v, &x) != 0 || x < lo || x > hi) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "%s needs a whole number from %ld to %ld (got '%.40s')", flag, lo, hi, v);
-        ba_fail(a, msg);
-        return 1;
-    }
-    *out = x;
+    if (op_parse_long(v, &x) != 0 || x < lo || x > hi)
+        ba_fail(a, "%s needs a whole number from %ld to %ld (got '%.40s')", flag, lo, hi, v);
+    else *out = x;
     return 1;
 }
 
@@ -98,21 +99,13 @@ static inline int ba_double(ba_args *a, const char *flag, double lo, double hi, 
     if (!v) return 0;
     double x;
     if (a->bad) return 1;
-    if (op_parse_decimal(v, strlen(v), &x) != 0 || !(x >= lo && x <= hi)) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "%s needs a number from %g to %g (got '%.40s')", flag, lo, hi, v);
-        ba_fail(a, msg);
-        return 1;
-    }
-    *out = x;
+    if (op_parse_decimal(v, strlen(v), &x) != 0 || !(x >= lo && x <= hi))
+        ba_fail(a, "%s needs a number from %g to %g (got '%.40s')", flag, lo, hi, v);
+    else *out = x;
     return 1;
 }
 
 /* The argument is none of the program's: refused with the usage. */
-static inline void ba_unknown(ba_args *a) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "unknown argument '%.60s'", a->argv[a->i]);
-    ba_fail(a, msg);
-}
+static inline void ba_unknown(ba_args *a) { ba_fail(a, "unknown argument '%.60s'", a->argv[a->i]); }
 
 #endif
