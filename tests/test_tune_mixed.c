@@ -556,6 +556,45 @@ TEST(shift_kick_moves_a_layer_along_the_chain_to_the_least_busy_device) {
     tn_prob_free(&pb);
 }
 
+/* The affinity trial's search (tn_mixed_affinity): fast device 0, slow device 1, four layers of
+ * kinds a b a b (F = I = 1 ms each on device 0; on device 1 kind a 2 ms, 2x, kind b 3 ms, 3x),
+ * M = 4.  Per microbatch the fast type needs 8 ms, the slow 20, so the balanced share is
+ * 8 / (1 + 8 / 20) = 5.71 ms: the slow device takes one layer of kind a (4 ms), the cheaper
+ * kind there, and no b (6 ms); from the last layer back that is layer 2, from the first layer
+ * 0.  With no budget for the local searches every layout is only scored (six knob settings
+ * each, then one rescoring per search): the best has the slow device run one a layer alone.
+ * Where both kinds are 2.5x slower (no kind cheaper than the average) and on a uniform
+ * cluster nothing runs. */
+TEST(affinity_gives_the_slow_device_the_kind_it_is_least_slow_at) {
+    two_speed x;
+    two_speed_init(&x, 4, 2, (const int[]){0, 1}, 4);
+    for (int l = 0; l < 4; l++) {
+        x.rows[l].sym = x.rows[4 + l].sym = l % 2 ? 'b' : 'a';
+        x.rows[4 + l].f_ms = x.rows[4 + l].i_ms = l % 2 ? 3 : 2;
+    }
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    tn_prob pb;
+    tn_prob_init(&pb, &x.pr);
+    tn_search st;
+    search_open(&st, &pb, &o, 0);
+    tn_mixed_affinity(&st);
+    CHECK_MSG(st.sims == 6 * 7 + 1, "%ld simulations", st.sims);
+    CHECK(st.best_score < TN_NOFIT);
+    int on_slow = 0, kind_a = 1;
+    for (int s = 0; s < st.best.S; s++)
+        for (int l = st.best.first[s]; l < st.best.first[s + 1] && st.best.dev[s] == 1; l++)
+            on_slow++, kind_a &= x.rows[l].sym == 'a';
+    CHECK_MSG(on_slow == 1 && kind_a, "the slow device holds %d layers (all of kind a: %d)", on_slow,
+              kind_a);
+    for (int l = 0; l < 4; l++) x.rows[4 + l].f_ms = x.rows[4 + l].i_ms = 2.5;
+    CHECK_EQ_INT((int)kick_sims_on(&st, &x.pr, tn_mixed_affinity), 0);
+    x.pr.n_types = 1;
+    CHECK_EQ_INT((int)kick_sims_on(&st, &x.pr, tn_mixed_affinity), 0);
+    search_close(&st);
+    tn_prob_free(&pb);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(speed_split_gives_the_fast_device_more_layers);
@@ -569,5 +608,6 @@ int main(int argc, char **argv) {
     RUN(kick_restarts_from_the_slow_device_taking_a_light_layer);
     RUN(cap_kick_gives_the_large_device_two_heavy_layers);
     RUN(shift_kick_moves_a_layer_along_the_chain_to_the_least_busy_device);
+    RUN(affinity_gives_the_slow_device_the_kind_it_is_least_slow_at);
     return check_report("tune_mixed");
 }

@@ -375,8 +375,8 @@ int op_tune_check(const op_problem *pr, const op_tune_opts *o, op_err *err) {
 }
 
 static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const op_plan *const *seeds,
-                const int *cuts, int nseeds, int level, int heavy_pol, int shift, op_plan *out,
-                op_err *err) {
+                const int *cuts, int nseeds, int level, int heavy_pol, int shift, int affinity,
+                op_plan *out, op_err *err) {
     op_tune_opts o;
     if (oin) o = *oin;
     else op_tune_opts_default(&o);
@@ -423,13 +423,15 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
     char bl_name[32] = "";
     int64_t bl_min_peak = INT64_MAX;
     st.phase = "baselines";
-    run_baselines(&st, &pl, pr, &bl, &have_bl, bl_name, sizeof bl_name, &bl_min_peak);
+    if (!affinity) /* the affinity trial: its layouts alone (tune_mixed_affinity.c) */
+        run_baselines(&st, &pl, pr, &bl, &have_bl, bl_name, sizeof bl_name, &bl_min_peak);
     st.phase = "seeds";
     /* level 3: the given seeds alone (with the baselines' layouts), so that the whole budget
      * goes where they lead; the standard placements again if none of them could seed */
     int alone = st.refine >= 3;
-    if (!alone) seed_all(&st, &pl);
-    tn_mixed_seeds(&st, seed_offer, &pl); /* mixed clusters: speed- and node-aware seeds */
+    if (!alone && !affinity) seed_all(&st, &pl);
+    if (!affinity) /* mixed clusters: speed- and node-aware seeds */
+        tn_mixed_seeds(&st, seed_offer, &pl);
     int n_std = pl.n;
     for (int i = 0; i < nseeds && st.pol0 >= 0; i++) seed_plan(&st, &pl, seeds[i], cuts[i]);
     if (alone && pl.n == n_std) seed_all(&st, &pl);
@@ -447,7 +449,7 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
     tn_cand_alloc(&cur, &pb);
     tn_cand_alloc(&round_start, &pb);
     int rounds = (int)(st.max_evals / TN_ROUND_EVALS);
-    rounds = rounds < 1 ? 1 : rounds > TN_ROUNDS ? TN_ROUNDS : rounds;
+    rounds = affinity ? 0 : rounds < 1 ? 1 : rounds > TN_ROUNDS ? TN_ROUNDS : rounds;
     for (int round = 0; round < rounds && !tn_out_of_budget(&st); round++) {
         if (round) op_rng_seed(&st.rng, o.seed * 0x9E3779B97F4A7C15ull + (uint64_t)round);
         long left = (st.max_evals - st.evals) / (rounds - round);
@@ -471,6 +473,7 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
     tn_mixed_heavy_kick(&st); /* mixed clusters, layers two of which fill a device */
     tn_mixed_cap_kick(&st);   /* and devices whose own limit holds two of them */
     if (shift) tn_mixed_shift_kick(&st); /* the keep search: a layer onto the least busy device */
+    if (affinity) tn_mixed_affinity(&st); /* its own trial: the search from that layout alone */
     tn_cand_free(&cur);
     tn_cand_free(&round_start);
 
@@ -551,13 +554,18 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
 int tn_tune_core_refine(const op_problem *pr, const op_tune_opts *oin, int pol0,
                         const op_plan *const *seeds, const int *cuts, int nseeds, int level,
                         op_plan *out, op_err *err) {
-    return core(pr, oin, pol0, seeds, cuts, nseeds, level, 0, 0, out, err);
+    return core(pr, oin, pol0, seeds, cuts, nseeds, level, 0, 0, 0, out, err);
 }
 
 int tn_tune_core_heavy_pol(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
-    return core(pr, oin, OP_ACT_KEEP, NULL, NULL, 0, 1, 1, 0, out, err);
+    return core(pr, oin, OP_ACT_KEEP, NULL, NULL, 0, 1, 1, 0, 0, out, err);
 }
 
 int tn_tune_core_keep(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
-    return core(pr, oin, -1, NULL, NULL, 0, 1, 0, 1, out, err);
+    return core(pr, oin, -1, NULL, NULL, 0, 1, 0, 1, 0, out, err);
+}
+
+int tn_tune_core_affinity(const op_problem *pr, const op_tune_opts *oin, op_plan *out,
+                          op_err *err) {
+    return core(pr, oin, -1, NULL, NULL, 0, 1, 0, 0, 1, out, err);
 }

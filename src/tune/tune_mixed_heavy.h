@@ -60,5 +60,12 @@ int tn_shift_layer(const tn_cand *x, int from, int to, tn_cand *c, const tn_prob
  * any other stage), refined by one more local search (a fifth more simulations).  No-op on
  * uniform clusters. */
 void tn_mixed_shift_kick(tn_search *st);
+/* tune_mixed_affinity.c.  On a two-type cluster, the search of op_tune's affinity trial
+ * (tn_tune_core_affinity): six layouts that give the slow devices the layers of the kinds they
+ * are least slow at (up to their balanced share) and the fast devices the rest in stages of
+ * 1, 2 or 3 layers, each under the schedule knobs and then one local search of st's budget,
+ * and one more from the best of them.  No-op on other clusters, under --placement loop|v,
+ * and where those kinds are not cheaper on the slow type than the layers on average. */
+void tn_mixed_affinity(tn_search *st);
 
 #endif
