@@ -117,6 +117,15 @@ static int tune_policy(const op_problem *pr, const op_tune_opts *o, int pol, int
     return rc;
 }
 
+/* o with its statistics going to *tmp (zeroed): a trial of its own, whose statistics the caller
+ * takes or merges. */
+static op_tune_opts trial_opts(const op_tune_opts *o, op_tune_stats *tmp) {
+    op_tune_opts oo = *o;
+    memset(tmp, 0, sizeof *tmp);
+    oo.stats = tmp;
+    return oo;
+}
+
 static void relax(const op_problem *pr, op_plan *p, const op_tune_opts *o);
 
 /* The refining trials -2, -3, -4 once more, from the plan -2 started from (`from`, with the
@@ -137,10 +146,8 @@ static void wfree_chain(const op_problem *pr, const op_tune_opts *o, const op_pl
     s2[n] = &cur;
     c2[n++] = 0;
     for (int level = 1; level <= 3 && !tn_stopped(o); level++) {
-        op_tune_opts oo = *o;
         op_tune_stats tmp;
-        memset(&tmp, 0, sizeof tmp);
-        oo.stats = &tmp;
+        op_tune_opts oo = trial_opts(o, &tmp);
         op_plan p;
         op_err e = {0};
         const op_plan *alone = &cur;
@@ -275,10 +282,8 @@ static void affinity_trial(const op_problem *pr, const op_tune_opts *o, op_plan 
      * (Jamba on 8 H100 + 8 A100 as two nodes: 4024.1 ms against 2729.5) */
     for (int s = 0; s < out->S; s++)
         if (out->stage_act[s] != OP_ACT_KEEP) return;
-    op_tune_opts oo = *o;
     op_tune_stats tmp;
-    memset(&tmp, 0, sizeof tmp);
-    oo.stats = &tmp;
+    op_tune_opts oo = trial_opts(o, &tmp);
     op_plan p;
     op_err e = {0};
     if (tn_tune_core_affinity(pr, &oo, &p, &e) != OP_OK) return;
