@@ -32,12 +32,6 @@
 #include "tune/tune_int.h"
 #include "tune/tune_mixed_heavy.h"
 
-/* The slow devices' layers must be cheaper on the slow type, relative to the fast one, than
- * all layers are: without that rule the trial also ran for models of one kind of layer and
- * on 8 H200 + 8 H100 (types of about one ratio per kind), and gained nothing there in
- * `make bench-mixed` (gemma2-9b on the three clusters, every 8 H200 + 8 H100 row). */
-#define TN_AFFINITY_GAIN 1.0
-
 /* The type with the smaller total F+I+W per microbatch (*fast) and both totals (wf <= ws);
  * 0 unless there are exactly two types, some 5% apart. */
 static int two_types(const tn_prob *pb, int *fast, double *wf, double *ws) {
@@ -112,7 +106,12 @@ static int layout(const tn_prob *pb, int fast, double wf, double ws, int back, i
             f += tn_mixed_work(pb, fd[0], l, l + 1);
             s += tn_mixed_work(pb, sd[0], l, l + 1);
         }
-    int ok = f > 0 && s < TN_AFFINITY_GAIN * f * ws / wf;
+    /* the slow devices' layers must be cheaper on the slow type, relative to the fast one, than
+     * all layers are (s / f < ws / wf): without that rule the trial also ran for models of one
+     * kind of layer and on 8 H200 + 8 H100 (types of about one ratio per kind), and gained
+     * nothing there in `make bench-mixed` (gemma2-9b on the three clusters, every 8 H200 +
+     * 8 H100 row) */
+    int ok = f > 0 && s * wf < f * ws;
     int S = 0, run = 0, fdev = -1;
     for (int l = 0; l < L && ok; l++) {
         int d = own[l], h = minlim > 0 && tn_heavy(pr, l, minlim);
