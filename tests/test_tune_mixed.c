@@ -595,6 +595,50 @@ TEST(affinity_gives_the_slow_device_the_kind_it_is_least_slow_at) {
     tn_prob_free(&pb);
 }
 
+/* The roomy trial's search (tn_mixed_affinity_roomy): fast device 0 whose limit (30 bytes)
+ * holds two heavy layers (10 bytes each), slow device 1 whose limit (15) holds one; layers
+ * h0 l1 l2 l3 h4, F = I = 2 ms heavy and 1 light on device 0, 10 and 1.2 on device 1 (the slow
+ * type is slow at heavy layers).  Balanced share per microbatch: 1 / (1/47.2 + 1/14) = 10.8 ms,
+ * so device 0 takes both heavy layers (8 ms) and device 1 the light run (7.2 ms): the layouts
+ * fit and the search keeps both heavy layers on device 0, faster than any plan that puts one
+ * on device 1 (20 ms a microbatch there).  With device 0's limit at 15 both hold one heavy
+ * layer, and under --placement loop the trial does not run: nothing is simulated. */
+TEST(roomy_gives_the_device_that_holds_two_heavy_layers_both) {
+    two_speed x;
+    double lim[2] = {30, 15};
+    heavy_light_init(&x, "hlllh", lim);
+    for (int l = 0; l < 5; l++) {
+        op_layer_cost *c = &x.rows[5 + l];
+        c->f_ms = c->i_ms = x.rows[l].static_bytes == 10 ? 10 : 1.2;
+    }
+    op_tune_opts o;
+    op_tune_opts_default(&o);
+    tn_prob pb;
+    tn_prob_init(&pb, &x.pr);
+    tn_search st;
+    for (int budget = 0; budget <= 300; budget += 300) { /* the layouts alone, then searched */
+        search_open(&st, &pb, &o, budget);
+        tn_mixed_affinity_roomy(&st);
+        CHECK(st.best_score < TN_NOFIT);
+        if (!budget) /* six layouts under six knobs, each with one move, and one more */
+            CHECK_MSG(st.sims == 6 * 7 + 1, "%ld simulations", st.sims);
+        int heavy0 = 0;
+        for (int s = 0; s < st.best.S; s++)
+            for (int l = st.best.first[s]; l < st.best.first[s + 1]; l++)
+                heavy0 += st.best.dev[s] == 0 && (l == 0 || l == 4);
+        CHECK_MSG(heavy0 == 2, "budget %d: device 0 holds %d heavy layers", budget, heavy0);
+        CHECK_MSG(st.best_score < 4 * 10.0, "%.3f ms", st.best_score); /* under 4 x 10 ms */
+        if (!budget) search_close(&st);
+    }
+    lim[0] = 15;
+    CHECK_EQ_INT((int)kick_sims_on(&st, &x.pr, tn_mixed_affinity_roomy), 0);
+    lim[0] = 30;
+    st.mode = OP_TUNE_PLACE_LOOP;
+    CHECK_EQ_INT((int)kick_sims_on(&st, &x.pr, tn_mixed_affinity_roomy), 0);
+    search_close(&st);
+    tn_prob_free(&pb);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(speed_split_gives_the_fast_device_more_layers);
@@ -609,5 +653,6 @@ int main(int argc, char **argv) {
     RUN(cap_kick_gives_the_large_device_two_heavy_layers);
     RUN(shift_kick_moves_a_layer_along_the_chain_to_the_least_busy_device);
     RUN(affinity_gives_the_slow_device_the_kind_it_is_least_slow_at);
+    RUN(roomy_gives_the_device_that_holds_two_heavy_layers_both);
     return check_report("tune_mixed");
 }

@@ -473,7 +473,8 @@ static int core(const op_problem *pr, const op_tune_opts *oin, int pol0, const o
     tn_mixed_heavy_kick(&st); /* mixed clusters, layers two of which fill a device */
     tn_mixed_cap_kick(&st);   /* and devices whose own limit holds two of them */
     if (shift) tn_mixed_shift_kick(&st); /* the keep search: a layer onto the least busy device */
-    if (affinity) tn_mixed_affinity(&st); /* its own trial: the search from that layout alone */
+    if (affinity == 1) tn_mixed_affinity(&st); /* its own trial: the search from its layouts alone */
+    if (affinity == 2) tn_mixed_affinity_roomy(&st);
     tn_cand_free(&cur);
     tn_cand_free(&round_start);
 
@@ -565,7 +566,8 @@ int tn_tune_core_keep(const op_problem *pr, const op_tune_opts *oin, op_plan *ou
     return core(pr, oin, -1, NULL, NULL, 0, 1, 0, 1, 0, out, err);
 }
 
-int tn_tune_core_affinity(const op_problem *pr, const op_tune_opts *oin, op_plan *out,
+int tn_tune_core_affinity(const op_problem *pr, const op_tune_opts *oin, int roomy, op_plan *out,
                           op_err *err) {
-    return core(pr, oin, -1, NULL, NULL, 0, 1, 0, 0, 1, out, err);
+    /* the roomy layouts with policy moves (tune_mixed_affinity.c says why) */
+    return core(pr, oin, roomy ? OP_ACT_KEEP : -1, NULL, NULL, 0, 1, 0, 0, roomy ? 2 : 1, out, err);
 }

@@ -33,8 +33,9 @@
  *      busiest devices' first stages (tn_mem_polish), step 3 runs once more, then each
  *      device's last fully recomputing stage tries keep with the orders repaired to fit
  *      (tn_mem_repair), and step 3 once more again;
- *   6. on two-type clusters where the plan keeps every stash, the affinity trial
- *      (tune_mixed_affinity.c): its plan, polished, replaces the result where faster. */
+ *   6. on two-type clusters where the plan keeps every stash, the affinity trial, then on
+ *      mixed clusters whose devices hold unequal numbers of heavy layers the roomy trial
+ *      (tune_mixed_affinity.c): each plan, polished, replaces the result where faster. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,26 +268,20 @@ void tn_describe(const op_plan *p, op_tune_stats *st) {
         snprintf(st->policies + k, sizeof st->policies - k, " of %d stages", p->S);
 }
 
-/* Two-type clusters: the affinity trial (tn_tune_core_affinity), after everything else, its
+/* Mixed clusters: the affinity trials (tn_tune_core_affinity), after everything else, each
  * plan polished as the plan returned was (tn_polish_plan) and taken only where then faster, so
  * that no case ends slower.  As a restart inside the first trial its plan became the one the
  * policy trials started from, and they ended slower (qwen2-vl-7b on 8 H100 + 8 A100 as two
  * nodes, M=32: 1266.4 -> 1293.6 ms); compared before the polish it replaced a plan that the
  * polish made faster than itself (1266.4 -> 1269.4).  tn_mem_polish, which the plan returned
  * gets where memory binds, took 2 s on nemotron-h-8b there, seven times the trial, for 0.1%. */
-static void affinity_trial(const op_problem *pr, const op_tune_opts *o, op_plan *out,
-                           op_tune_stats *st) {
-    if (pr->n_types != 2 || o->placement != OP_TUNE_PLACE_ANY || tn_stopped(o)) return;
-    /* the trial keeps every stash: where the plan recomputes, its layouts of one-layer stages
-     * (each holding its microbatches in flight) did not fit, and nothing from them did
-     * (Jamba on 8 H100 + 8 A100 as two nodes: 4024.1 ms against 2729.5) */
-    for (int s = 0; s < out->S; s++)
-        if (out->stage_act[s] != OP_ACT_KEEP) return;
+static void affinity_one(const op_problem *pr, const op_tune_opts *o, int roomy, op_plan *out,
+                         op_tune_stats *st) {
     op_tune_stats tmp;
     op_tune_opts oo = trial_opts(o, &tmp);
     op_plan p;
     op_err e = {0};
-    if (tn_tune_core_affinity(pr, &oo, &p, &e) != OP_OK) return;
+    if (tn_tune_core_affinity(pr, &oo, roomy, &p, &e) != OP_OK) return;
     st->evals += tmp.evals;
     if (!tn_stopped(o)) tn_polish_plan(&p);
     if (plan_fits(pr, &p) && p.pred.makespan_ms < out->pred.makespan_ms * (1 - 1e-9)) {
@@ -297,6 +292,20 @@ static void affinity_trial(const op_problem *pr, const op_tune_opts *o, op_plan 
         snprintf(st->shape, sizeof st->shape, "%s", tmp.shape);
     }
     op_plan_free(&p);
+}
+
+static void affinity_trial(const op_problem *pr, const op_tune_opts *o, op_plan *out,
+                           op_tune_stats *st) {
+    if (pr->n_types < 2 || o->placement != OP_TUNE_PLACE_ANY || tn_stopped(o)) return;
+    /* the kinds' trial keeps every stash: where the plan recomputes, its layouts of one-layer
+     * stages (each holding its microbatches in flight) did not fit, and nothing from them did
+     * (Jamba on 8 H100 + 8 A100 as two nodes: 4024.1 ms against 2729.5; from full recompute
+     * on every stage where keep does not fit, 3539.7) */
+    int keep = 1;
+    for (int s = 0; s < out->S; s++) keep &= out->stage_act[s] == OP_ACT_KEEP;
+    if (keep && pr->n_types == 2) affinity_one(pr, o, 0, out, st);
+    /* the roomy layouts: a no-op unless some devices hold two heavy layers and others one */
+    if (!tn_stopped(o)) affinity_one(pr, o, 1, out, st);
 }
 
 static int tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {

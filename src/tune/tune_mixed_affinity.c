@@ -25,7 +25,18 @@
  * search from its best, each with the trial's whole budget (a local search from one layout
  * ends within 2 to 3% of another's, which one by chance: on Nemotron-H above 1337.8 to
  * 1442.4 ms by layout; the six together 1335.2, against the other trials' 1364.9; half the
- * budget each, 1361.4), and one more from the best of them. */
+ * budget each, 1361.4), and one more from the best of them.
+ *
+ * The roomy layouts (tn_mixed_affinity_roomy, a trial of its own after that one): where some
+ * devices' own limit holds two or more heavy layers and the others' one (Jamba's 47.25 GiB MoE
+ * layers: two in an H200's 118.18 GiB, one in an H100's 72), those devices take the heavy
+ * layers alone, up to their capacity and balanced share, and the others every light layer.  As
+ * seeds in the pool such layouts moved the result only by chance (tune_mixed_cap.c); as this
+ * trial, with the local search also moving each stage's policy (the roomy devices end at their
+ * limit, a few recomputing), Jamba on 8 H200 + 8 H100 as two nodes, M=32, goes from 1557.6 to
+ * 1499.5 ms: the H200s hold two MoE layers each, the H100s none, 63 stages.  Without the policy
+ * moves 1529.4; the policy moves in the kinds' trial instead slowed five rows of bench-mixed
+ * by 0.1 to 1.5%, so they stay here. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,17 +64,19 @@ static int two_types(const tn_prob *pb, int *fast, double *wf, double *ws) {
 
 /* c: the affinity layout whose slow layers are taken from the last layer back (back = 1) or
  * from the first, and whose fast runs are cut into stages of `piece` layers (partition and
- * placement; knobs unset).  Returns 0 where it does not apply (no slow layer, or the slow
- * layers no cheaper there than the average). */
+ * placement; knobs unset).  With cap (the roomy layouts), the "slow" devices are those whose
+ * limit holds two or more heavy layers (cap[d] >= 2), which take heavy layers alone, up to
+ * cap[d] each, and the others the rest.  Returns 0 where it does not apply (no slow layer, or
+ * the slow layers no cheaper there than the average). */
 static int layout(const tn_prob *pb, int fast, double wf, double ws, int back, int piece,
-                  tn_cand *c) {
+                  const int *cap, tn_cand *c) {
     const op_problem *pr = pb->pr;
     int P = pb->P, L = pb->L, nf = 0, ns = 0;
     int *fd = op_xcalloc((size_t)P, sizeof(int)), *sd = op_xcalloc((size_t)P, sizeof(int));
     int *own = op_xmalloc(sizeof(int) * (size_t)L), *hv = op_xcalloc((size_t)P, sizeof(int));
     double *load = op_xcalloc((size_t)P, sizeof(double));
     for (int d = 0; d < P; d++) {
-        if (pr->dev_type[d] == fast) fd[nf++] = d;
+        if (cap ? cap[d] < 2 : pr->dev_type[d] == fast) fd[nf++] = d;
         else sd[ns++] = d;
     }
     double share = wf / (nf + ns * wf / ws); /* per microbatch: nf t + ns t wf / ws = wf */
@@ -75,8 +88,23 @@ static int layout(const tn_prob *pb, int fast, double wf, double ws, int back, i
         ks[k] += tn_mixed_work(pb, sd[0], l, l + 1);
         own[l] = -1;
     }
+    /* roomy: each heavy layer in turn to the least loaded roomy device below its cap and its
+     * balanced share (heavy layers are not neighbours: no run to extend) */
+    for (int i = 0; cap && i < L; i++) {
+        int l = back ? L - 1 - i : i, to = -1;
+        if (!tn_heavy(pr, l, minlim)) continue;
+        double w = tn_mixed_work(pb, sd[0], l, l + 1);
+        for (int j = 0; j < ns; j++) {
+            int d = sd[j];
+            if (hv[d] < cap[d] && load[d] + w <= share && (to < 0 || load[d] < load[to])) to = d;
+        }
+        if (to < 0) continue;
+        own[l] = to;
+        load[to] += w;
+        hv[to]++;
+    }
     char done[256] = {0};
-    for (;;) { /* the kinds in increasing ratio */
+    for (; !cap;) { /* the kinds in increasing ratio */
         int k = -1;
         for (int i = 0; i < 256; i++)
             if (!done[i] && kf[i] > 0 && (k < 0 || ks[i] * kf[k] < ks[k] * kf[i])) k = i;
@@ -111,7 +139,7 @@ static int layout(const tn_prob *pb, int fast, double wf, double ws, int back, i
      * kind of layer and on 8 H200 + 8 H100 (types of about one ratio per kind), and gained
      * nothing there in `make bench-mixed` (gemma2-9b on the three clusters, every 8 H200 +
      * 8 H100 row) */
-    int ok = f > 0 && s * wf < f * ws;
+    int ok = f > 0 && (cap || s * wf < f * ws);
     int S = 0, run = 0, fdev = -1;
     for (int l = 0; l < L && ok; l++) {
         int d = own[l], h = minlim > 0 && tn_heavy(pr, l, minlim);
@@ -147,11 +175,10 @@ static int layout(const tn_prob *pb, int fast, double wf, double ws, int back, i
     return ok;
 }
 
-void tn_mixed_affinity(tn_search *st) {
+/* The six layouts (cap: the roomy ones), each under the knobs, then a local search of the
+ * whole budget from each that fits, and one more from the best. */
+static void search_layouts(tn_search *st, int fast, double wf, double ws, const int *cap) {
     const tn_prob *pb = st->pb;
-    int fast;
-    double wf, ws;
-    if (!pb->mx || st->mode != OP_TUNE_PLACE_ANY || !two_types(pb, &fast, &wf, &ws)) return;
     tn_cand c, b;
     tn_cand_alloc(&c, pb);
     tn_cand_alloc(&b, pb);
@@ -159,7 +186,7 @@ void tn_mixed_affinity(tn_search *st) {
     int searched = 0;
     for (int piece = 1; piece <= 3; piece++)
         for (int back = 1; back >= 0 && !tn_stopped(st->o); back--) {
-            if (!layout(pb, fast, wf, ws, back, piece, &c)) continue;
+            if (!layout(pb, fast, wf, ws, back, piece, cap, &c)) continue;
             for (int s = 0; s < c.S; s++) c.pol[s] = OP_ACT_KEEP;
             memset(c.wlim, 0, sizeof(int) * (size_t)pb->P);
             memset(c.cap, 0, sizeof(int) * (size_t)pb->P);
@@ -176,8 +203,8 @@ void tn_mixed_affinity(tn_search *st) {
                     if (sc < bs) bs = sc, tn_cand_copy(&b, &c, pb);
                 }
             if (getenv("OCTOPIPE_TUNE_DEBUG"))
-                fprintf(stderr, "affinity piece %d back %d: %d stages, seed %.3f\n", piece, back,
-                        c.S, bs);
+                fprintf(stderr, "affinity%s piece %d back %d: %d stages, seed %.3f\n",
+                        cap ? " (roomy)" : "", piece, back, c.S, bs);
             /* a layout over the limit under every knob: its one-layer stages each hold their
              * microbatches in flight, and no search from it fitted (Mixtral on 8 H100 + 8 A100
              * as two nodes: 4072.0 ms against the other trials' 3915.4) */
@@ -197,4 +224,28 @@ void tn_mixed_affinity(tn_search *st) {
     }
     tn_cand_free(&c);
     tn_cand_free(&b);
+}
+
+void tn_mixed_affinity(tn_search *st) {
+    const tn_prob *pb = st->pb;
+    int fast;
+    double wf, ws;
+    if (!pb->mx || st->mode != OP_TUNE_PLACE_ANY || !two_types(pb, &fast, &wf, &ws)) return;
+    search_layouts(st, fast, wf, ws, NULL);
+}
+
+void tn_mixed_affinity_roomy(tn_search *st) {
+    const tn_prob *pb = st->pb;
+    if (!pb->mx || st->mode != OP_TUNE_PLACE_ANY) return;
+    int *cap = op_xcalloc((size_t)pb->P, sizeof(int)), r = -1, o = -1;
+    if (tn_heavy_caps(pb, cap) >= 2)
+        for (int d = 0; d < pb->P; d++) {
+            if (cap[d] >= 2 && r < 0) r = d;
+            if (cap[d] < 2 && o < 0) o = d;
+        }
+    /* both kinds of device present: r roomy, o not (the layouts' "slow" and "fast" sides) */
+    if (r >= 0 && o >= 0)
+        search_layouts(st, pb->pr->dev_type[o], tn_mixed_work(pb, o, 0, pb->L),
+                       tn_mixed_work(pb, r, 0, pb->L), cap);
+    free(cap);
 }

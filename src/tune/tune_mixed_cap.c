@@ -21,7 +21,8 @@
  * pipeline crosses the two nodes at every stage and the H200s keep 23.7 GiB for stashes, and
  * the seeds scored 1700 to 2030 ms against the standard seeds' 1637; added to the pool they
  * moved the result by chance (1557.2 to 1585.0 ms by which devices took two, and which of
- * their heavy layers). */
+ * their heavy layers).  As a trial of their own, searched with policy moves, they do help
+ * (tune_mixed_affinity.c: 1499.5 ms there). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -67,5 +67,10 @@ void tn_mixed_shift_kick(tn_search *st);
  * and one more from the best of them.  No-op on other clusters, under --placement loop|v,
  * and where those kinds are not cheaper on the slow type than the layers on average. */
 void tn_mixed_affinity(tn_search *st);
+/* The same search from the roomy layouts: on a mixed cluster where some devices' own limit
+ * holds two or more heavy layers (tn_heavy_caps) and others' one, those devices take the heavy
+ * layers alone, up to their capacity and balanced share, and the others the rest in stages of
+ * 1, 2 or 3 layers.  No-op elsewhere and under --placement loop|v. */
+void tn_mixed_affinity_roomy(tn_search *st);
 
 #endif
