@@ -3,7 +3,7 @@
 # unknown type lists the known ones, counts that do not add up, a link matrix of the wrong
 # size); a plan for h200 + h100 names each device's type, and sim reads it back with the types;
 # a cluster file's devices give the same problem as --gpus; when nothing fits, the error names
-# each device's own limit.
+# each device's own limit; the last trial keeps to --recompute none and selective.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -69,6 +69,16 @@ timeout -k 5 120 "$OP" plan --model deepseek-v2-lite --gpus h200:1,h100-80gb:1 -
 [ $rc -eq 1 ] && grep -qF "no plan fits each device's own limit (72.00 to 118.18 GiB)" "$tmp/nf.err" \
   && ! grep -q "per device" "$tmp/nf.err" && [ ! -e "$tmp/nf.json" ] && ok \
   || bad "no-fit message on h200 + h100: rc=$rc $(head -n 2 "$tmp/nf.err")"
+
+# --recompute none / selective: the roomy trial (H200s that hold two of Jamba's MoE layers)
+# keeps to the policy asked for; with auto it may choose policies per stage
+for rc_mode in none selective; do
+  timeout -k 5 300 "$OP" plan --model jamba-v0.1 --gpus h200:8,h100-80gb:8 --microbatches 32 \
+    --recompute $rc_mode --quiet --out "$tmp/r.json" > "$tmp/r.out" 2>&1 || bad "plan --recompute $rc_mode: $(tail -n 3 "$tmp/r.out")"
+  want="activations: keep" # selective: on every stage of the plan
+  [ $rc_mode = selective ] && want=$(sed -n 's/^plan: \([0-9]*\) stages.*/activations: selective on \1 of \1 stages/p' "$tmp/r.out")
+  grep -qx "$want" "$tmp/r.out" && ok || bad "--recompute $rc_mode: want '$want', got '$(grep '^activations' "$tmp/r.out")'"
+done
 
 echo "mixed: $pass passed, $fail failed"
 [ $fail -eq 0 ]

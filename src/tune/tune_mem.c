@@ -275,6 +275,7 @@ void tn_describe(const op_plan *p, op_tune_stats *st) {
  * nodes, M=32: 1266.4 -> 1293.6 ms); compared before the polish it replaced a plan that the
  * polish made faster than itself (1266.4 -> 1269.4).  tn_mem_polish, which the plan returned
  * gets where memory binds, took 2 s on nemotron-h-8b there, seven times the trial, for 0.1%. */
+/* roomy as tn_tune_core_affinity's */
 static void affinity_one(const op_problem *pr, const op_tune_opts *o, int roomy, op_plan *out,
                          op_tune_stats *st) {
     op_tune_stats tmp;
@@ -294,8 +295,8 @@ static void affinity_one(const op_problem *pr, const op_tune_opts *o, int roomy,
     op_plan_free(&p);
 }
 
-static void affinity_trial(const op_problem *pr, const op_tune_opts *o, op_plan *out,
-                           op_tune_stats *st) {
+static void affinity_trial(const op_problem *pr, const op_tune_opts *o, int pol_moves,
+                           op_plan *out, op_tune_stats *st) {
     if (pr->n_types < 2 || o->placement != OP_TUNE_PLACE_ANY || tn_stopped(o)) return;
     /* the kinds' trial keeps every stash: where the plan recomputes, its layouts of one-layer
      * stages (each holding its microbatches in flight) did not fit, and nothing from them did
@@ -304,8 +305,13 @@ static void affinity_trial(const op_problem *pr, const op_tune_opts *o, op_plan 
     int keep = 1;
     for (int s = 0; s < out->S; s++) keep &= out->stage_act[s] == OP_ACT_KEEP;
     if (keep && pr->n_types == 2) affinity_one(pr, o, 0, out, st);
-    /* the roomy layouts: a no-op unless some devices hold two heavy layers and others one */
-    if (!tn_stopped(o)) affinity_one(pr, o, 1, out, st);
+    /* the roomy layouts: a no-op unless some devices hold two heavy layers and others one;
+     * with policy moves only where the policies are the tuner's to choose (--recompute auto,
+     * memory modelled, a limit), keep-only under --recompute none, and not at all where every
+     * stage must have the policy asked for (selective, full) */
+    if (tn_stopped(o) || o->recompute == OP_TUNE_RC_SELECTIVE || o->recompute == OP_TUNE_RC_FULL)
+        return;
+    affinity_one(pr, o, pol_moves ? 1 : 2, out, st);
 }
 
 static int tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {
@@ -453,7 +459,7 @@ static int tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out,
         tn_mem_repair(out, tn_deadline(&o));
         relax(pr, out, &o);
     }
-    affinity_trial(pr, &o, out, &st);
+    affinity_trial(pr, &o, auto_mode, out, &st);
     snprintf(out->name, sizeof out->name, "octopipe");
     if (modelled) tn_describe(out, &st);
     else snprintf(st.policies, sizeof st.policies, "not modelled");

@@ -21,9 +21,10 @@ int tn_tune_core(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_e
 int tn_tune_core_keep(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
 /* op_tune's last trials on mixed clusters (on the problem's own layers): no baselines, seeds
  * or rounds, only the searches from the layouts that give the slow devices the kinds of layer
- * they are least slow at (tn_mixed_affinity, keep), or with roomy set, the devices whose limit
- * holds two or more heavy layers those layers (tn_mixed_affinity_roomy, from keep with policy
- * moves).  OP_ENOMEM where those layouts do not apply or nothing they led to fits. */
+ * they are least slow at (roomy 0: tn_mixed_affinity, keep), or the devices whose limit holds
+ * two or more heavy layers those layers (tn_mixed_affinity_roomy; roomy 1: from keep with
+ * policy moves, 2: keep only).  OP_ENOMEM where those layouts do not apply or nothing they
+ * led to fits. */
 int tn_tune_core_affinity(const op_problem *pr, const op_tune_opts *o, int roomy, op_plan *out,
                           op_err *err);
 /* The same search with per-stage activation policies (keep, selective, full) as a searched
