@@ -243,9 +243,10 @@ void tn_mixed_affinity_roomy(tn_search *st) {
             if (cap[d] >= 2 && r < 0) r = d;
             if (cap[d] < 2 && o < 0) o = d;
         }
-    /* both kinds of device present: r roomy, o not (the layouts' "slow" and "fast" sides) */
-    if (r >= 0 && o >= 0)
-        search_layouts(st, pb->pr->dev_type[o], tn_mixed_work(pb, o, 0, pb->L),
-                       tn_mixed_work(pb, r, 0, pb->L), cap);
+    /* both kinds of device present: r roomy, o not (the layouts' "slow" and "fast" sides);
+     * a profile of zero times has no share to balance */
+    double wo = o >= 0 ? tn_mixed_work(pb, o, 0, pb->L) : 0;
+    double wr = r >= 0 ? tn_mixed_work(pb, r, 0, pb->L) : 0;
+    if (wo > 0 && wr > 0) search_layouts(st, pb->pr->dev_type[o], wo, wr, cap);
     free(cap);
 }
