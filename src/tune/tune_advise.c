@@ -204,8 +204,9 @@ static void say_static(const op_problem *pr, char *buf, size_t n, size_t *k, int
             SAY("%s cannot hold layer %d (%s, %.2f GiB of static memory) alone: the devices with "
                 "more memory must take it\n", who, heavy, pr->layers[heavy].name, hs / GIB);
         else if (tot / pr->P > la)
-            SAY("%s hold less than an even share of static memory (%.2f of %.2f GiB): the devices "
-                "with more memory must take more layers\n", who, la / GIB, tot / pr->P / GIB);
+            SAY("%s %s less than an even share of static memory (%.2f of %.2f GiB): the devices "
+                "with more memory must take more layers\n", who, b - a > 1 ? "hold" : "holds",
+                la / GIB, tot / pr->P / GIB);
     }
 #undef SAY
 }
