@@ -461,6 +461,15 @@ TEST(kick_restarts_from_the_slow_device_taking_a_light_layer) {
     tn_prob_free(&pb);
 }
 
+/* Heavy layers (heavy_light_init's 10 static bytes) that c puts on device d. */
+static int heavy_on(const tn_cand *c, const two_speed *x, int d) {
+    int n = 0;
+    for (int s = 0; s < c->S; s++)
+        for (int l = c->first[s]; l < c->first[s + 1]; l++)
+            n += c->dev[s] == d && x->rows[l].static_bytes == 10;
+    return n;
+}
+
 /* The cap restart (tn_mixed_cap_kick): a fast device 0 whose limit (30 bytes) holds two heavy
  * layers (10 bytes each) and a slow device 1 (3x) whose limit (15) holds one.  Layers h0 l1 h2;
  * per microbatch (F + B) on device 0: heavy 4 ms, light 2; on device 1: 12 and 6.  From the
@@ -492,9 +501,7 @@ TEST(cap_kick_gives_the_large_device_two_heavy_layers) {
         long sims = st.sims;
         tn_mixed_cap_kick(&st);
         if (big) {
-            int heavy0 = 0;
-            for (int s = 0; s < st.best.S; s++)
-                for (int l = st.best.first[s]; l < st.best.first[s + 1]; l++) heavy0 += st.best.dev[s] == 0 && l != 1;
+            int heavy0 = heavy_on(&st.best, &x, 0);
             CHECK_MSG(heavy0 == 2, "device 0 holds %d heavy layers", heavy0);
             CHECK_MSG(st.best_score < 0.8 * start, "%.3f ms from %.3f", st.best_score, start);
             /* one move to score, then a local search from it */
@@ -622,10 +629,7 @@ TEST(roomy_gives_the_device_that_holds_two_heavy_layers_both) {
         CHECK(st.best_score < TN_NOFIT);
         if (!budget) /* six layouts under six knobs, each with one move, and one more */
             CHECK_MSG(st.sims == 6 * 7 + 1, "%ld simulations", st.sims);
-        int heavy0 = 0;
-        for (int s = 0; s < st.best.S; s++)
-            for (int l = st.best.first[s]; l < st.best.first[s + 1]; l++)
-                heavy0 += st.best.dev[s] == 0 && (l == 0 || l == 4);
+        int heavy0 = heavy_on(&st.best, &x, 0);
         CHECK_MSG(heavy0 == 2, "budget %d: device 0 holds %d heavy layers", budget, heavy0);
         CHECK_MSG(st.best_score < 4 * 10.0, "%.3f ms", st.best_score); /* under 4 x 10 ms */
         if (!budget) search_close(&st);

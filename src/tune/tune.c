@@ -566,9 +566,8 @@ int tn_tune_core_keep(const op_problem *pr, const op_tune_opts *oin, op_plan *ou
     return core(pr, oin, -1, NULL, NULL, 0, 1, 0, 1, 0, out, err);
 }
 
-int tn_tune_core_affinity(const op_problem *pr, const op_tune_opts *oin, int roomy, op_plan *out,
-                          op_err *err) {
-    /* the roomy layouts with policy moves (tune_mixed_affinity.c says why) where roomy is 1 */
-    return core(pr, oin, roomy == 1 ? OP_ACT_KEEP : -1, NULL, NULL, 0, 1, 0, 0, roomy ? 2 : 1, out,
+int tn_tune_core_affinity(const op_problem *pr, const op_tune_opts *oin, int roomy, int pol_moves,
+                          op_plan *out, op_err *err) {
+    return core(pr, oin, pol_moves ? OP_ACT_KEEP : -1, NULL, NULL, 0, 1, 0, 0, roomy ? 2 : 1, out,
                 err);
 }

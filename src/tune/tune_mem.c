@@ -274,15 +274,15 @@ void tn_describe(const op_plan *p, op_tune_stats *st) {
  * policy trials started from, and they ended slower (qwen2-vl-7b on 8 H100 + 8 A100 as two
  * nodes, M=32: 1266.4 -> 1293.6 ms); compared before the polish it replaced a plan that the
  * polish made faster than itself (1266.4 -> 1269.4).  tn_mem_polish, which the plan returned
- * gets where memory binds, took 2 s on nemotron-h-8b there, seven times the trial, for 0.1%. */
-/* roomy as tn_tune_core_affinity's */
-static void affinity_one(const op_problem *pr, const op_tune_opts *o, int roomy, op_plan *out,
-                         op_tune_stats *st) {
+ * gets where memory binds, took 2 s on nemotron-h-8b there, seven times the trial, for 0.1%.
+ * roomy and pol_moves as tn_tune_core_affinity's. */
+static void affinity_one(const op_problem *pr, const op_tune_opts *o, int roomy, int pol_moves,
+                         op_plan *out, op_tune_stats *st) {
     op_tune_stats tmp;
     op_tune_opts oo = trial_opts(o, &tmp);
     op_plan p;
     op_err e = {0};
-    if (tn_tune_core_affinity(pr, &oo, roomy, &p, &e) != OP_OK) return;
+    if (tn_tune_core_affinity(pr, &oo, roomy, pol_moves, &p, &e) != OP_OK) return;
     st->evals += tmp.evals;
     if (!tn_stopped(o)) tn_polish_plan(&p);
     if (plan_fits(pr, &p) && p.pred.makespan_ms < out->pred.makespan_ms * (1 - 1e-9)) {
@@ -304,14 +304,14 @@ static void affinity_trial(const op_problem *pr, const op_tune_opts *o, int pol_
      * on every stage where keep does not fit, 3539.7) */
     int keep = 1;
     for (int s = 0; s < out->S; s++) keep &= out->stage_act[s] == OP_ACT_KEEP;
-    if (keep && pr->n_types == 2) affinity_one(pr, o, 0, out, st);
+    if (keep && pr->n_types == 2) affinity_one(pr, o, 0, 0, out, st);
     /* the roomy layouts: a no-op unless some devices hold two heavy layers and others one;
      * with policy moves only where the policies are the tuner's to choose (--recompute auto,
      * memory modelled, a limit), keep-only under --recompute none, and not at all where every
      * stage must have the policy asked for (selective, full) */
     if (tn_stopped(o) || o->recompute == OP_TUNE_RC_SELECTIVE || o->recompute == OP_TUNE_RC_FULL)
         return;
-    affinity_one(pr, o, pol_moves ? 1 : 2, out, st);
+    affinity_one(pr, o, 1, pol_moves, out, st);
 }
 
 static int tune_mem(const op_problem *pr, const op_tune_opts *oin, op_plan *out, op_err *err) {

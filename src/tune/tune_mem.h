@@ -21,12 +21,12 @@ int tn_tune_core(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_e
 int tn_tune_core_keep(const op_problem *pr, const op_tune_opts *o, op_plan *out, op_err *err);
 /* op_tune's last trials on mixed clusters (on the problem's own layers): no baselines, seeds
  * or rounds, only the searches from the layouts that give the slow devices the kinds of layer
- * they are least slow at (roomy 0: tn_mixed_affinity, keep), or the devices whose limit holds
- * two or more heavy layers those layers (tn_mixed_affinity_roomy; roomy 1: from keep with
- * policy moves, 2: keep only).  OP_ENOMEM where those layouts do not apply or nothing they
- * led to fits. */
-int tn_tune_core_affinity(const op_problem *pr, const op_tune_opts *o, int roomy, op_plan *out,
-                          op_err *err);
+ * they are least slow at (tn_mixed_affinity), or with roomy set, the devices whose limit holds
+ * two or more heavy layers those layers (tn_mixed_affinity_roomy); with pol_moves the search
+ * starts from keep and also moves each stage's policy, else it keeps every stash.  OP_ENOMEM
+ * where those layouts do not apply or nothing they led to fits. */
+int tn_tune_core_affinity(const op_problem *pr, const op_tune_opts *o, int roomy, int pol_moves,
+                          op_plan *out, op_err *err);
 /* The same search with per-stage activation policies (keep, selective, full) as a searched
  * dimension: seeds start with pol0 on every stage and the local search moves policies stage by
  * stage (pol0 < 0: tn_tune_core).  seeds[0..nseeds) (plans of pr) seed the search too, each
