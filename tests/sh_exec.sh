@@ -93,6 +93,26 @@ jq -c '.activation = [.stages[] | "offload"] | del(.predicted) | .schedule |= ma
 printf '{"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 5,\n "inter_lat_ms": 0.01, "inter_bw_GBps": 5}\n' > "$T/links.json"
 expect 0 run-offload-cluster -- "$OCTOPIPE" run "$T/offload.json" --emulate --time-scale 0.05 --bytes-scale 0.01 --threads --cluster "$T/links.json"
 has "$T/out" "predicted makespan" run-offload-cluster
+# a cluster file's per-pair links are the plan's devices: another count is refused (it mixed
+# measured and modelled links without a word), and the right count is used, not dropped
+mat() { jq -nc --argjson n "$1" --argjson v "$2" '[range($n) as $a | [range($n) as $b | if $a == $b then 0 else $v end]]'; }
+pairs() { jq -n --argjson lat "$(mat "$1" 0.01)" --argjson bw "$(mat "$1" "$2")" \
+  '{format: "octopipe.cluster/1", nodes_of: 8, intra_lat_ms: 0.01, intra_bw_GBps: 360, inter_lat_ms: 0.01,
+    inter_bw_GBps: 360, pair_lat_ms: $lat, pair_bw_GBps: $bw}'; }
+pairs 2 360 > "$T/pairs2.json"; pairs 4 0.5 > "$T/pairs4slow.json"
+jq 'del(.pair_lat_ms, .pair_bw_GBps)' "$T/pairs4slow.json" > "$T/fast4.json"
+jq '. + {gpus: "h100-80gb:5"} | del(.pair_lat_ms, .pair_bw_GBps)' "$T/pairs4slow.json" > "$T/dev5.json"
+expect 2 run-cluster-pairs-count -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --threads --cluster "$T/pairs2.json"
+has "$T/err" "pair_lat_ms/pair_bw_GBps are 2 x 2 but $T/1f1b.json has 4 ranks" run-cluster-pairs-count
+expect 2 run-cluster-devices-count -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --threads --cluster "$T/dev5.json"
+has "$T/err" "lists 5 devices but $T/1f1b.json has 4 ranks" run-cluster-devices-count
+pred() { sed -n 's/^ *predicted makespan *\([0-9.]*\) ms.*/\1/p' "$T/out"; }
+expect 0 run-cluster-pairs-slow -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --time-scale 0.05 --threads --cluster "$T/pairs4slow.json"
+slow=$(pred)
+expect 0 run-cluster-pairs-fast -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --time-scale 0.05 --threads --cluster "$T/fast4.json"
+fast=$(pred)
+awk -v s="$slow" -v f="$fast" 'BEGIN { exit !(s + 0 > 2 * f && f + 0 > 0) }' && ok \
+  || bad "run-cluster-pairs: predicted $slow ms with 0.5 GB/s pairs, $fast without: the pairs were not used"
 
 # exec under the user's own mpirun with the wrong rank count
 expect 2 exec-np -- env ASAN_OPTIONS="$RANK_ASAN" mpirun --oversubscribe --bind-to none --timeout 20 -np 3 "$OCTOPIPE" exec "$T/1f1b.json" --emulate

@@ -266,7 +266,8 @@ int op_exec_run_threads(const op_plan *p, const op_compute *c, const op_exec_opt
 void op_exec_result_free(op_exec_result *r);
 
 /* The plan emulation runs: layer times x time_scale, out_bytes x bytes_scale, comm replaced by
- * *measured when non-NULL, op_overhead_ms x time_scale + extra_overhead_ms.  dst is a new plan. */
+ * *measured when non-NULL (its per-pair links copied into dst), op_overhead_ms x time_scale +
+ * extra_overhead_ms.  dst is a new plan. */
 void op_exec_emulated_plan(op_plan *dst, const op_plan *src, double time_scale,
                            double bytes_scale, const op_comm *measured, double extra_overhead_ms);
 

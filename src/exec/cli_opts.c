@@ -17,7 +17,8 @@ const char *op_exec_cli_help(void) {
            "                      runs; the reference model plugs in through `octopipe train`)\n"
            "  --time-scale X      multiply every op duration by X (default 1; e.g. 0.1 runs 10x faster)\n"
            "  --bytes-scale X     multiply every message size by X (default 1)\n"
-           "  --cluster FILE      predict with the links measured by `octopipe profile comm`\n"
+           "  --cluster FILE      predict with the links measured by `octopipe profile comm`,\n"
+           "                      per pair where it has them (then one row per rank of the plan)\n"
            "                      (default: the plan's own link model)\n"
            "  --dispatch-ms X     per-op executor cost the prediction adds (default 0)\n"
            "  --json              print measured vs predicted as JSON\n"
@@ -166,16 +167,29 @@ int op_exec_cli_plans(const op_exec_cli *c, const char *cmd, const char *text, o
         fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
         return 2;
     }
-    op_comm measured, *mp = NULL;
+    op_cluster measured;
     if (c->cluster_path) {
-        if (op_cluster_read(c->cluster_path, &measured, &e)) {
+        /* the links, per pair too, must be this plan's devices: a file of another count would
+         * mix measured and modelled links without a word (plan and compare refuse it too) */
+        rc = op_cluster_load(c->cluster_path, &measured, &e);
+        if (!rc && measured.P > 0 && measured.P != p.P)
+            rc = op_errf(&e, OP_EINVAL, "%s lists %d devices but %s has %d ranks", c->cluster_path,
+                         measured.P, c->plan_path, p.P);
+        if (!rc && measured.comm.pair_n > 0 && measured.comm.pair_n != p.P)
+            rc = op_errf(&e, OP_EINVAL, "%s: pair_lat_ms/pair_bw_GBps are %d x %d but %s has %d ranks",
+                         c->cluster_path, measured.comm.pair_n, measured.comm.pair_n, c->plan_path, p.P);
+        if (rc) {
             fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
+            op_cluster_free(&measured);
             op_plan_free(&p);
             return 2;
         }
-        mp = &measured;
+        if (measured.P > 0)
+            fprintf(stderr, "octopipe %s: note: the GPU types %s lists are not used: the plan's own "
+                    "are (a plan records each device's type); its links are\n", cmd, c->cluster_path);
     }
-    op_exec_emulated_plan(emu, &p, c->time_scale, c->bytes_scale, mp, 0);
+    op_exec_emulated_plan(emu, &p, c->time_scale, c->bytes_scale, c->cluster_path ? &measured.comm : NULL, 0);
+    if (c->cluster_path) op_cluster_free(&measured);
     op_plan_free(&p);
     op_lowered l;
     rc = op_exec_lower(emu, &c->eo.lower, &l, &e);
