@@ -135,7 +135,15 @@ expect_err "--seed needs a non-negative integer (got ' 3')" train --seed " 3"
 expect_err "--rank needs an integer in \\[0, 1000000\\] (got '2000000')" lower tests/data/plans/1f1b-p4-m8.json --rank 2000000
 expect_err "--recv-window needs an integer in \\[1, 1000000\\] (got '0')" lower tests/data/plans/1f1b-p4-m8.json --recv-window 0
 
-expect_err "--repeats needs an integer in .* (got ' 2')" profile --model tests/data/plans/1f1b-p4-m8.json --repeats " 2"
+expect_err "--repeats expects a whole number (1 to 1000), got ' 2'" profile --model tests/data/plans/1f1b-p4-m8.json --repeats " 2"
+# profile --model: its flags are in `profile --help` and a typo gets the nearest; a model of
+# embedding and head alone is refused (it profiled "EL" and wrote a file)
+"$OP" profile --help | grep -q -- "--repeats N" && ok || bad "profile --help lacks the model profiler's --repeats"
+expect_err "did you mean --repeats?" profile --model tiny --repeat 3
+expect_err "did you mean --iters?" profile comm --iter 3
+expect_err "--model needs a value" profile --model ""
+expect_err 'pattern "": no layers' profile --model tiny:
+expect_err 'pattern "EL": no layers' train --model EL --devices 1 --microbatches 1 --steps 1
 # RANK:OPINDEX was read by sscanf: spaces taken, a rank past INT_MAX undefined
 expect_err "--inject-hang needs RANK:OPINDEX (got '1: 3')" run tests/data/plans/1f1b-p4-m8.json --emulate --inject-hang "1: 3"
 expect_err "--inject-crash needs RANK:OPINDEX (got '99999999999:1')" run tests/data/plans/1f1b-p4-m8.json --emulate --inject-crash 99999999999:1

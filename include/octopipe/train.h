@@ -108,9 +108,6 @@ int op_train_profile_clock(const op_nn_model *m, int repeats, int cpu_clock, op_
 void op_train_profile_json(const op_nn_model *m, const op_layer_prof *p, int n, int repeats,
                            op_buf *out);
 
-/* `octopipe profile --model ...`: per-layer F/I/W medians -> profile file. */
-int op_cli_profile_model(int argc, char **argv);
-
 #ifdef __cplusplus
 }
 #endif

@@ -74,6 +74,11 @@ const char *op_cli_setup_help(void);
  * buffer. */
 const char *op_cli_suggest(void (*usage)(FILE *), const char *flag, char *out, size_t n);
 
+/* `octopipe profile --model ...` (cmd_profile_model.c): the command, and its help, which
+ * `octopipe profile --help` prints after profile comm's. */
+int cmd_profile_model(int argc, char **argv);
+void cmd_profile_model_help(FILE *f);
+
 /* Value parsers: print "octopipe <cmd>: <flag> ..." and return -1 on bad values. */
 int op_cli_int(const char *cmd, const char *flag, const char *v, long lo, long hi, int *out);
 int op_cli_double(const char *cmd, const char *flag, const char *v, double lo, double hi,

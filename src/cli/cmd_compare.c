@@ -42,9 +42,10 @@ static void usage(FILE *f) {
             "                        deterministic)\n"
             "  --seed N              tuner seed (default 1)\n"
             "  --effort N            tuner effort (1..1000, default 1): as octopipe plan --effort\n"
-            "  --progress            the tuner's progress lines on stderr (done/total simulations,\n"
-            "                        time left) even when stderr is not a terminal; with --json\n"
-            "                        too, which stays alone on stdout\n"
+            "  --progress            the tuner's progress line on stderr (best plan so far, its\n"
+            "                        gap, simulations, time; with --time-budget the time left)\n"
+            "                        even when stderr is not a terminal; with --json too, which\n"
+            "                        stays alone on stdout\n"
             "  --quiet               no progress lines\n"
             "\nexample:\n"
             "  octopipe compare --model nemotron-h-8b --devices 8 --microbatches 32\n",

@@ -9,15 +9,14 @@
 #include "cli/cli_out.h"
 #include "octopipe/cluster.h"
 #include "octopipe/exec.h"
-#include "octopipe/train.h" /* op_cli_profile_model: a strong reference pulls it from the archive */
 
 static void usage(FILE *f) {
     fprintf(f,
            "usage: octopipe profile comm [--out FILE] [--ranks N] [--pairs | --no-pairs] [--max-bytes N]\n"
            "                              [--iters N] [--as intra|inter|both]\n"
-           "       octopipe profile --model ...   (per-layer costs of the reference model)\n\n"
+           "       octopipe profile --model PRESET|PATTERN ...   (the reference model's layers: below)\n\n"
            "profile comm measures one-way point-to-point time between MPI ranks 0 and 1 over message\n"
-           "sizes 8 B, 32 B, ... (x4) up to --max-bytes (8 MiB by default; ping-pong, with the\n"
+           "sizes 8 B, 32 B, ... (x4) up to --max-bytes (8 MiB at the default cap; ping-pong, with the\n"
            "executor's own polite waits), fits t = latency + bytes / bandwidth, prints the table\n"
            "and writes the fit as a cluster file (octopipe.cluster/1) that --cluster FILE loads.\n"
            "Over 3 or more ranks it also measures every pair of ranks (8 B and a large message\n"
@@ -35,7 +34,13 @@ static void usage(FILE *f) {
            "  --iters N         round trips per size (default 200; per pair a quarter, 5 to 50)\n"
            "  --as WHAT         which link the fit describes: intra (default), inter, or both\n\n"
            "examples:\n  octopipe profile comm --out cluster.json\n"
-           "  octopipe profile comm --ranks 4 --out cluster4.json   (then: plan --cluster cluster4.json: 4 devices)\n");
+           "  octopipe profile comm --ranks 4 --out cluster4.json   (then: plan --cluster cluster4.json: 4 devices)\n\n");
+    cmd_profile_model_help(f);
+}
+
+/* profile comm's own flags, for its did-you-mean (the model profiler's are not its flags). */
+static void comm_usage(FILE *f) {
+    fprintf(f, "--out --ranks --pairs --no-pairs --max-bytes --iters --as\n");
 }
 
 /* Rank 0: the per-pair table (one line per pair a < b; the links are the same both ways). */
@@ -90,7 +95,7 @@ static int profile_comm(int argc, char **argv) {
         } else {
             char dym[160];
             fprintf(stderr, "octopipe profile: unknown or incomplete flag '%s'%s (octopipe profile --help)\n",
-                    a, op_cli_suggest(usage, a, dym, sizeof dym));
+                    a, op_cli_suggest(comm_usage, a, dym, sizeof dym));
             return 2;
         }
     }
@@ -129,12 +134,14 @@ static int profile_comm(int argc, char **argv) {
             return 2;
         }
     }
+    long top = 8; /* the largest size sent: 8 x 4^k within the cap */
+    while (top * 4 <= max_bytes) top *= 4;
     int code = 0;
     /* checked on rank 0 only after the pairs, which every rank takes part in: stopping earlier
      * would leave the others waiting at a barrier */
     if (x.rank == 0 && !(isfinite(lat) && lat >= 0 && isfinite(bw) && bw > 0)) {
         fprintf(stderr, "octopipe profile: the ping-pong times over 8 B..%ld B fit no link (latency %g ms, "
-                "bandwidth %g GB/s)%s; try a larger --max-bytes%s\n", max_bytes, lat, bw,
+                "bandwidth %g GB/s)%s; try a larger --max-bytes%s\n", top, lat, bw,
                 bw == 0 ? ": the larger messages were no slower" : "", out ? " (nothing written)" : "");
         code = 1;
     } else if (x.rank == 0) {
@@ -152,7 +159,7 @@ static int profile_comm(int argc, char **argv) {
             if (pairs)
                 snprintf(ps, sizeof ps, "; every pair of %d ranks: 8 B and %ld B, %ld iters", P, large, piters);
             snprintf(src, sizeof src, "octopipe profile comm: ping-pong 8 B..%ld B, %ld iters, %s link%s",
-                     max_bytes, iters, as, ps);
+                     top, iters, as, ps);
             if (op_cluster_write(out, &c, src, &e)) {
                 fprintf(stderr, "octopipe profile: %s\n", e.msg);
                 code = 1;
@@ -174,5 +181,5 @@ int cmd_profile(int argc, char **argv) {
         usage(stdout);
         return argc < 2 ? 2 : 0;
     }
-    return op_cli_profile_model(argc, argv);
+    return cmd_profile_model(argc, argv);
 }

@@ -63,6 +63,10 @@ int op_nn_model_init(op_nn_model *m, const char *pattern, const op_nn_cfg *cfg, 
                            "pattern \"%s\": position %zu: '%c' may only stand at the %s", pattern,
                            i + 1, s, s == 'E' ? "start" : "end");
     }
+    size_t body = n - (n > 0 && pattern[0] == 'E') - (n > 1 && pattern[n - 1] == 'L');
+    if (body == 0) /* embedding and head alone: nothing for a pipeline to split or a profile to time */
+        return op_errf(err, OP_EINVAL, "pattern \"%s\": no layers (give at least one of M * - #, e.g. EM*-L)",
+                       pattern);
     /* E and L are added at the ends when missing, as in the profile format */
     size_t k = 0;
     if (n == 0 || pattern[0] != 'E') m->pattern[k++] = 'E';
