@@ -144,6 +144,9 @@ expect_err "did you mean --iters?" profile comm --iter 3
 expect_err "--model needs a value" profile --model ""
 expect_err 'pattern "": no layers' profile --model tiny:
 expect_err 'pattern "EL": no layers' train --model EL --devices 1 --microbatches 1 --steps 1
+# a --plan file that is missing is said before profiling and calibrating (it came after both)
+expect_err "$tmp/none.json: cannot open" train --model small --devices 2 --microbatches 4 --threads --steps 2 --plan "$tmp/none.json" --calibrate 10
+[ -s "$tmp/out" ] && bad "train --plan missing: worked first: $(head -n 2 "$tmp/out")" || ok
 # RANK:OPINDEX was read by sscanf: spaces taken, a rank past INT_MAX undefined
 expect_err "--inject-hang needs RANK:OPINDEX (got '1: 3')" run tests/data/plans/1f1b-p4-m8.json --emulate --inject-hang "1: 3"
 expect_err "--inject-crash needs RANK:OPINDEX (got '99999999999:1')" run tests/data/plans/1f1b-p4-m8.json --emulate --inject-crash 99999999999:1

@@ -73,6 +73,10 @@ int op_ptrain_make_plan(const op_nn_model *m, const op_layer_cost *layers, int P
 /* Whether spec names something op_ptrain_make_plan knows (the tuner, a plan file, a schedule
  * of sched.h), checked before any work: OP_OK, or OP_EINVAL listing the schedules. */
 int op_ptrain_plan_spec_check(const char *spec, op_err *err);
+/* Where spec is a plan file: that it reads and fits (m, P, M) as op_ptrain_make_plan will
+ * check it, before the profiling and calibration that come first there; OP_OK for a tuner or
+ * schedule spec. */
+int op_ptrain_plan_file_check(const op_nn_model *m, int P, int M, const char *spec, op_err *err);
 
 /* ---- the compute ---- */
 

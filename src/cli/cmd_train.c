@@ -519,6 +519,12 @@ static int check_inputs(const targs *a) {
         return 2;
     }
     op_train_data_free(&d);
+    /* a plan file that is missing or for another model: said before profiling (and
+     * --calibrate's steps), which come first where the plan is made */
+    if (op_ptrain_plan_file_check(&m, a->P, a->M, a->plan, &e)) {
+        fprintf(stderr, "octopipe train: %s\n", e.msg);
+        return 2;
+    }
     return resume_check(a, &m); /* a bad checkpoint: one line and exit 2, before any rank starts */
 }
 

@@ -233,6 +233,16 @@ int op_ptrain_plan_spec_check(const char *spec, op_err *err) {
     return OP_EINVAL;
 }
 
+int op_ptrain_plan_file_check(const op_nn_model *m, int P, int M, const char *spec, op_err *err) {
+    if (kind_of(spec) != SPEC_FILE) return OP_OK;
+    op_plan p;
+    int rc = op_plan_read(spec, &p, err);
+    if (rc) return rc;
+    rc = check_file_plan(m, &p, P, M, spec, err);
+    op_plan_free(&p);
+    return rc;
+}
+
 int op_ptrain_make_plan(const op_nn_model *m, const op_layer_cost *layers, int P, int M,
                         const op_comm *comm, double overhead_ms, const char *spec, op_plan *out,
                         op_err *err) {
