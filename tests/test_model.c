@@ -549,6 +549,32 @@ static void refused(const char *js, const char *file, const char *want) {
     CHECK_STR_CONTAINS(e.msg, want);
 }
 
+/* A Mamba2 mixer's groups divide its heads; Jamba's state, convolution, dt rank and expert
+ * count are at least 1 (a million groups was priced at 199000 GiB a device; 0 experts turned
+ * every MoE layer into an MLP without a word). */
+TEST(bad_mamba_shapes) {
+    static const struct { const char *type, *extra, *want; } cases[] = {
+        {"nemotron_h", ", \"hybrid_override_pattern\": \"M\", \"n_groups\": 3",
+         "n_groups: 3 groups do not divide the 128 Mamba heads (mamba_num_heads)"},
+        {"nemotron_h", ", \"hybrid_override_pattern\": \"M\", \"ssm_state_size\": 0",
+         "ssm_state_size: must be positive, got 0"},
+        {"falcon_h1", ", \"mamba_n_heads\": 6, \"mamba_n_groups\": 4",
+         "mamba_n_groups: 4 groups do not divide the 6 Mamba heads (mamba_n_heads)"},
+        {"zamba2", ", \"layers_block_type\": [\"mamba\"], \"mamba_ngroups\": 0",
+         "mamba_ngroups: must be positive, got 0"},
+        {"jamba", ", \"num_experts\": 0", "num_experts: must be positive, got 0"},
+        {"jamba", ", \"mamba_dt_rank\": 0", "mamba_dt_rank: must be positive, got 0"},
+        {"jamba", ", \"mamba_d_conv\": 0", "mamba_d_conv: must be positive, got 0"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        refused(cfg1(cases[k].type, 8, cases[k].extra), "ssm.json", cases[k].want);
+    /* the same shapes that divide load */
+    int rc = op_model_from_hf_json(cfg1("falcon_h1", 8, ", \"mamba_n_heads\": 6, \"mamba_n_groups\": 3"),
+                                   "ssm.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc == OP_OK) op_model_free(&m);
+}
+
 /* Grouped-query attention shares each KV head among heads / kv query heads: a KV head count
  * above the heads or not dividing them is a typo, not a model. */
 TEST(bad_kv_heads) {
@@ -1010,6 +1036,7 @@ int main(int argc, char **argv) {
     RUN(bad_malformed_json_names_line);
     RUN(bad_missing_and_wrong_fields);
     RUN(bad_moe_top_k);
+    RUN(bad_mamba_shapes);
     RUN(bad_kv_heads);
     RUN(bad_layer_lists);
     RUN(bad_bool_fields);

@@ -22,6 +22,19 @@ static void period(op_hf *h, const char *pk, int p, const char *ok, int o) {
     if (!h->bad && (o < 0 || o >= p)) op_hf_fail(h, ok, "%d is outside 0..%s-1 (%d)", o, pk, p - 1);
 }
 
+/* A Mamba2 mixer's shape as transformers builds it: heads split into groups that share B and C
+ * (n_groups must divide the heads), a state and a convolution of at least one.  keys name the
+ * family's fields: heads, groups, state, conv.  (A config with 3 groups of 128 heads, or a
+ * million, was priced as given: 199000 GiB a device.) */
+static void mamba2_shape(op_hf *h, const char *const keys[4], int heads, int groups, int state, int conv) {
+    op_hf_need_pos(h, keys[0], heads);
+    op_hf_need_pos(h, keys[1], groups);
+    op_hf_need_pos(h, keys[2], state);
+    op_hf_need_pos(h, keys[3], conv);
+    if (!h->bad && heads % groups)
+        op_hf_fail(h, keys[1], "%d groups do not divide the %d Mamba heads (%s)", groups, heads, keys[0]);
+}
+
 int op_hf_build_jamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int hidden, n, vocab;
     if (base_dims(h, &hidden, &n, &vocab, OP_HF_REQUIRED) != OP_OK) return OP_EINVAL;
@@ -42,6 +55,10 @@ int op_hf_build_jamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     period(h, "attn_layer_period", ap, "attn_layer_offset", ao);
     period(h, "expert_layer_period", ep, "expert_layer_offset", eo);
     op_hf_need_pos(h, "mamba_expand", expand);
+    op_hf_need_pos(h, "mamba_d_state", d_state);
+    op_hf_need_pos(h, "mamba_d_conv", d_conv);
+    op_hf_need_pos(h, "mamba_dt_rank", dt_rank);
+    op_hf_need_pos(h, "num_experts", experts); /* 1: a dense MLP in every layer */
     if (h->bad) return OP_EINVAL;
     int tie = op_hf_bool(h, "tie_word_embeddings", 0);
 
@@ -95,6 +112,9 @@ int op_hf_build_nemotron_h(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int shared = op_hf_int(h, "n_shared_experts", 1);
     int shared_dim = op_hf_int(h, "moe_shared_expert_intermediate_size", 7688);
     int tie = op_hf_bool(h, "tie_word_embeddings", 0);
+    static const char *const mk[4] = {"mamba_num_heads", "n_groups", "ssm_state_size", "conv_kernel"};
+    mamba2_shape(h, mk, m_heads, groups, state, conv);
+    op_hf_need_pos(h, "mamba_head_dim", m_hd);
     if (h->bad) return OP_EINVAL;
     if ((int)strlen(pat) != n) {
         op_hf_fail(h, "hybrid_override_pattern", "has %zu symbols but num_hidden_layers is %d",
@@ -160,6 +180,8 @@ int op_hf_build_falcon_h1(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int groups = op_hf_int(h, "mamba_n_groups", 1), state = op_hf_int(h, "mamba_d_state", 256);
     int conv = op_hf_int(h, "mamba_d_conv", 4);
     int tie = op_hf_bool(h, "tie_word_embeddings", 0);
+    static const char *const mk[4] = {"mamba_n_heads", "mamba_n_groups", "mamba_d_state", "mamba_d_conv"};
+    mamba2_shape(h, mk, m_heads, groups, state, conv);
     if (h->bad) return OP_EINVAL;
     int embed = b->n;
     op_hf_embed(b, hidden, vocab);
@@ -224,6 +246,8 @@ int op_hf_build_zamba2(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
                       : op_hf_split(h, "mamba_headdim", m_hd, "mamba_expand x hidden_size", inner,
                                     "n_mamba_heads");
     int tie = op_hf_bool(h, "tie_word_embeddings", 1);
+    static const char *const mk[4] = {"n_mamba_heads", "mamba_ngroups", "mamba_d_state", "mamba_d_conv"};
+    mamba2_shape(h, mk, m_heads, groups, state, conv);
     unsigned char hybrid[OP_HF_MAX_BLOCKS] = {0};
     zamba2_hybrids(h, n, hybrid);
     if (h->bad) return OP_EINVAL;
