@@ -289,6 +289,10 @@ TEST(profile_by_gpu_rejects_bad_input) {
         {"{\"a100\": 3}", "p.json: by_gpu.a100-80gb: expected an object"},
         {"{}", "p.json: by_gpu: expected an object of 1 to 16 GPUs"},
         {"[1]", "p.json: by_gpu: expected an object of 1 to 16 GPUs"},
+        /* recompute_ms is a share of F (more priced selective above keep's F) */
+        {"{\"a100\": {\"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}, \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1},"
+         " \"recompute_ms\": {\"M\": 2}}}",
+         "p.json: by_gpu.a100-80gb.recompute_ms: 2 ms for symbol 'M' is more than its forward_ms (1 ms)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char txt[1024];

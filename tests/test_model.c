@@ -864,6 +864,11 @@ TEST(profile_bad_inputs) {
                       " \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}}";
     CHECK(op_model_from_profile_json(neg, "p.json", &m, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "forward_ms['M']: expected a number >= 0");
+    /* recompute_ms is the share of F selective re-runs: 100 ms beside an F of 1.25 was taken */
+    const char *rec = "{\"pattern\": \"M*\", \"forward_ms\": {\"E\": 1, \"M\": 1, \"*\": 1.25, \"L\": 1},"
+                      " \"backward_ms\": {\"E\": 1, \"M\": 1, \"*\": 1, \"L\": 1}, \"recompute_ms\": {\"*\": 100}}";
+    CHECK(op_model_from_profile_json(rec, "p.json", &m, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "p.json: recompute_ms: 100 ms for symbol '*' is more than its forward_ms (1.25 ms)");
     /* a positive time below 1 ns is no measurement: all-denormal times made every makespan
      * 1e-323 ms and tokens/s infinite (compare printed inf, plan wrote no file) */
     const char *tiny = "{\"pattern\": \"M\", \"forward_ms\": {\"E\": 0, \"M\": 5e-324, \"L\": 0},"

@@ -225,6 +225,10 @@ static int fill_layers(pctx *c, json_t *root, op_mbuild *b) {
         v = 0;
         if ((rc = sym_number(c, rcd, "recompute_ms", s, OP_MAX_MS, &v, &found))) return rc;
         l->recompute_ms = found ? v : 0;
+        if (found && v > l->f_ms) /* a part of F: more would price selective above full */
+            return op_errf(c->err, OP_EINVAL, "%s: recompute_ms: %g ms for symbol '%c' is more than its "
+                           "forward_ms (%g ms); it is the share of F that selective recomputation re-runs",
+                           c->file, v, s, l->f_ms);
         v = 0;
         if ((rc = sym_number(c, asd, "act_sel_bytes", s, OP_MAX_BYTES, &v, &found))) return rc;
         l->act_sel_bytes_measured = found ? (int64_t)v : 0;
@@ -278,6 +282,10 @@ static int read_gpu_times(pctx *c, json_t *o, const char *gname, const op_mbuild
                 return op_errf(c->err, OP_EINVAL, "%s: %s has no time for symbol '%c'%s", c->file,
                                shown[j], s, j == 2 ? " (give 0 if none)" : "");
         }
+        if (x[3] > x[0])
+            return op_errf(c->err, OP_EINVAL, "%s: %s: %g ms for symbol '%c' is more than its forward_ms "
+                           "(%g ms); it is the share of F that selective recomputation re-runs", c->file,
+                           shown[3], x[3], s, x[0]);
     }
     return OP_OK;
 }
