@@ -144,6 +144,13 @@ expect_err "did you mean --iters?" profile comm --iter 3
 expect_err "--model needs a value" profile --model ""
 expect_err 'pattern "": no layers' profile --model tiny:
 expect_err 'pattern "EL": no layers' train --model EL --devices 1 --microbatches 1 --steps 1
+# a model where a plan goes and a plan where a model goes: said as such (it read "unknown key
+# \"_name_or_path\"" and "missing required field 'model_type'")
+expect_err "tests/data/hf/llama.json: an HF config.json, not a plan file" sim tests/data/hf/llama.json
+expect_err "tests/data/profiles/tiny.json: a profile, not a plan file" sim tests/data/profiles/tiny.json
+expect_err "an octopipe.plan/1 file, not a model" models tests/data/plans/1f1b-p4-m8.json
+# a byte of a multi-byte character is named as a byte, not written to the terminal alone
+expect_err "unknown layer symbol byte 0xC3" train --model "EM$(printf '\303\251')L" --devices 1 --microbatches 1 --threads
 # a --plan file that is missing is said before profiling and calibrating (it came after both)
 expect_err "$tmp/none.json: cannot open" train --model small --devices 2 --microbatches 4 --threads --steps 2 --plan "$tmp/none.json" --calibrate 10
 [ -s "$tmp/out" ] && bad "train --plan missing: worked first: $(head -n 2 "$tmp/out")" || ok

@@ -55,6 +55,10 @@ char *op_xstrdup(const char *s);
  * (C0, DEL, C1).  Names copied into fixed buffers reach JSON and XML outputs (plan files,
  * traces, SVG), which must be UTF-8, and the terminal, where an escape sequence would act. */
 void op_copy_name(char *out, size_t n, const char *s);
+/* One character of user input, quoted for a message: "'x'" for printable ASCII, else "byte
+ * 0xC3" (a stray byte of a multi-byte character would reach the terminal alone).  out holds
+ * at least 12 bytes; returns out. */
+const char *op_show_char(char c, char out[12]);
 
 /* Arena: bump allocation in chunks; everything is freed at once by op_arena_free.
  * Memory from op_arena_alloc is zeroed and 16-byte aligned. */

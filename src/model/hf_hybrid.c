@@ -146,10 +146,12 @@ int op_hf_build_nemotron_h(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
             l = op_hf_moe_layer(h, b, i, "n_routed_experts", experts, top_k, moe_dim, shared, shared_dim);
             l->ffn_gated = 0;
             break;
-        default:
-            op_hf_fail(h, "hybrid_override_pattern",
-                       "[%d]: unknown symbol '%c' (M mamba, * attention, - MLP, E MoE)", i, pat[i]);
+        default: {
+            char q[12];
+            op_hf_fail(h, "hybrid_override_pattern", "[%d]: unknown symbol %s (M mamba, * attention, - MLP, E MoE)",
+                       i, op_show_char(pat[i], q));
             return OP_EINVAL;
+        }
         }
         l->hidden = hidden;
         if (h->bad) return OP_EINVAL;

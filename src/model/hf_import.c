@@ -75,9 +75,14 @@ int op_model_from_hf_json(const char *json_text, const char *name, op_model *m, 
         const char *has = json_object_get(root, "forward_ms") ? "forward_ms"
                           : json_object_get(root, "pattern")  ? "pattern"
                                                                : NULL;
+        json_t *fmt = json_object_get(root, "format");
+        const char *fs = json_is_string(fmt) ? json_string_value(fmt) : "";
         if (has)
             op_errf(err, OP_EINVAL, "%s: a profile (it has \"%s\") needs \"%s\" too", file, has,
                     strcmp(has, "pattern") ? "pattern" : "forward_ms");
+        else if (!strncmp(fs, "octopipe.", 9)) /* a plan or cluster file given as the model */
+            op_errf(err, OP_EINVAL, "%s: an %.40s file, not a model (an HF config.json, a profile or a "
+                    "preset)%s", file, fs, !strncmp(fs, "octopipe.plan", 13) ? "; octopipe sim reads plan files" : "");
         else
             op_errf(err, OP_EINVAL, "%s: missing required field 'model_type'", file);
         goto out;

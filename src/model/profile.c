@@ -68,7 +68,7 @@ static int sym_number(pctx *c, json_t *dict, const char *field, char sym, double
     if (!json_is_number(v) || !(json_number_value(v) >= 0))
         return op_errf(c->err, OP_EINVAL, "%s: %s['%c']: expected a number >= 0", c->file, field, sym);
     if (!(json_number_value(v) <= max))
-        return op_errf(c->err, OP_EINVAL, "%s: %s['%c']: %.6g is beyond any device (at most %.6g)",
+        return op_errf(c->err, OP_EINVAL, "%s: %s['%c']: %.17g is beyond any device (at most %.17g)",
                        c->file, field, sym, json_number_value(v), max);
     /* times: 0 (nothing to do) or a measurable time; 1e-300 ms once gave infinite tokens/s */
     if (max == OP_MAX_MS && json_number_value(v) > 0 && json_number_value(v) < OP_MIN_MS)
@@ -89,9 +89,10 @@ static int check_dict_in(pctx *c, json_t *obj, const char *key, const char *show
     const char *k;
     json_t *v;
     json_object_foreach(d, k, v) {
+        char kk[40]; /* a control character ("\u001b") would act on the terminal */
         if (strlen(k) != 1 || op_layer_kind_from_sym(k[0]) < 0)
             return op_errf(c->err, OP_EINVAL, "%s: %s: unknown symbol '%s' (known: E L * M - # T H V m)",
-                           c->file, shown, k);
+                           c->file, shown, (op_copy_name(kk, sizeof kk, k), kk));
     }
     *out = d;
     return OP_OK;
@@ -141,8 +142,9 @@ static int read_pattern(pctx *c, json_t *root, op_mbuild *b) {
             if (megatron && p[i] == '/')
                 return op_errf(c->err, OP_EINVAL, "%s: pattern[%d]: MTP patterns ('/') are not supported",
                                c->file, i);
-            return op_errf(c->err, OP_EINVAL, "%s: pattern[%d]: unknown symbol '%c' (known: %s)", c->file, i,
-                           p[i], megatron ? "M * D G + - E |" : "E L * M - # T H V m |");
+            char q[12];
+            return op_errf(c->err, OP_EINVAL, "%s: pattern[%d]: unknown symbol %s (known: %s)", c->file, i,
+                           op_show_char(p[i], q), megatron ? "M * D G + - E |" : "E L * M - # T H V m |");
         }
         op_layer *l = op_mbuild_add(b, (op_layer_kind)k, "x");
         l->attn = attn != OP_ATTN_NONE ? attn : (k == OP_LAYER_ATTN || k == OP_LAYER_DECODER ||
@@ -197,7 +199,7 @@ static int fill_layers(pctx *c, json_t *root, op_mbuild *b) {
         if (!json_is_number(ov) || !(json_number_value(ov) >= 0))
             return op_errf(c->err, OP_EINVAL, "%s: out_bytes: expected a number >= 0 or {symbol: n}", c->file);
         if (!(json_number_value(ov) <= OP_MAX_BYTES))
-            return op_errf(c->err, OP_EINVAL, "%s: out_bytes: %.6g is beyond any device (at most %.6g)",
+            return op_errf(c->err, OP_EINVAL, "%s: out_bytes: %.17g is beyond any device (at most %.17g)",
                            c->file, json_number_value(ov), OP_MAX_BYTES);
         out_all = json_number_value(ov);
     }

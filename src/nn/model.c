@@ -54,10 +54,10 @@ int op_nn_model_init(op_nn_model *m, const char *pattern, const op_nn_cfg *cfg, 
     size_t n = strlen(pattern);
     for (size_t i = 0; i < n; i++) {
         char s = pattern[i];
+        char q[12];
         if (!op_nn_sym_valid(s))
-            return op_errf(err, OP_EINVAL,
-                           "pattern \"%s\": position %zu: unknown layer symbol '%c' (use E M * - # L)",
-                           pattern, i + 1, s);
+            return op_errf(err, OP_EINVAL, "pattern: position %zu: unknown layer symbol %s (use E M * - # L)",
+                           i + 1, op_show_char(s, q));
         if ((s == 'E' && i != 0) || (s == 'L' && i != n - 1))
             return op_errf(err, OP_EINVAL,
                            "pattern \"%s\": position %zu: '%c' may only stand at the %s", pattern,

@@ -401,6 +401,13 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
     op_op **rec = NULL;
     double *pair_lat = NULL, *pair_bw = NULL, *host_devs = NULL;
     int nL = 0, inited = 0, rc;
+    /* a model given where a plan goes: say so, not "unknown key" about its first field */
+    if (json_is_object(root) && !json_object_get(root, "format") &&
+        (json_object_get(root, "model_type") || json_object_get(root, "forward_ms"))) {
+        rc = op_errf(err, OP_EINVAL, "%s: %s, not a plan file (make one with octopipe plan --model %s ...)",
+                     r.src, json_object_get(root, "model_type") ? "an HF config.json" : "a profile", r.src);
+        goto out;
+    }
     if ((rc = pj_check_keys(&r, root, "top level", k_root, k_root_req))) goto out;
     json_t *v = json_object_get(root, "format");
     if (!json_is_string(v) || strcmp(json_string_value(v), OP_PLAN_FORMAT)) {

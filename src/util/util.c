@@ -90,6 +90,13 @@ static int utf8_len(const unsigned char *s) {
     return n;
 }
 
+const char *op_show_char(char c, char out[12]) {
+    unsigned char u = (unsigned char)c;
+    if (u >= 0x20 && u < 0x7f) snprintf(out, 12, "'%c'", c);
+    else snprintf(out, 12, "byte 0x%02X", u);
+    return out;
+}
+
 void op_copy_name(char *out, size_t n, const char *s) {
     snprintf(out, n, "%s", s ? s : "");
     unsigned char *u = (unsigned char *)out;
