@@ -33,7 +33,7 @@ cat > "$tmp/m.json" <<'J'
 J
 expect_err "m.json: pair_lat_ms/pair_bw_GBps are 2 x 2 but there are 4 devices" compare "${base[@]}" --cluster "$tmp/m.json" --devices 4 --no-tune
 sed 's/"gpus": "h100-80gb:2,a100-80gb:2"/"devices": [{"gpu": "h100"}, {"gpu": "h100", "mem_GiB": 0}]/' "$tmp/c4.json" > "$tmp/bad.json"
-expect_err "bad.json: devices[1].mem_GiB: expected a number in (0, 1e6]" compare "${base[@]}" --cluster "$tmp/bad.json" --no-tune
+expect_err "bad.json: devices[1].mem_GiB: expected a number in [0.001, 1e6]" compare "${base[@]}" --cluster "$tmp/bad.json" --no-tune
 
 # --gpus alone gives the device count; the cluster file's devices give the same comparison
 timeout -k 5 300 "$OP" compare "${base[@]}" --gpus h100-80gb:2,a100-80gb:2 --no-tune --json > "$tmp/g.json" 2>&1 || bad "compare --gpus: $(tail -n 3 "$tmp/g.json")"

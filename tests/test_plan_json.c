@@ -296,6 +296,8 @@ TEST(bad_text_rejected) {
     expect_bad(&p, "\"devices\": 2,", "\"devices\": 2, \"devices\": 2,", OP_EINVAL, "duplicate");
     expect_bad(&p, "\"F\": 1,", "\"F\": -1,", OP_EINVAL, "bad.json: layers[0].F: -1 must be");
     expect_bad(&p, "\"kind\": \"E\"", "\"kind\": \"EE\"", OP_EINVAL, "bad.json: layers[0]: kind:");
+    expect_bad(&p, "\"kind\": \"E\"", "\"kind\": \"Q\"", OP_EINVAL,
+               "bad.json: layers[0]: kind: unknown layer symbol 'Q'");
     expect_bad(&p, "\"placement\": [[0], [1]]", "\"placement\": [[0], []]", OP_EINVAL,
                "bad.json: placement: stage 1 is on no device");
     expect_bad(&p, "\"placement\": [[0], [1]]", "\"placement\": [[0, 1], [1]]", OP_EINVAL,

@@ -48,8 +48,8 @@ static int read_devices(const char *path, json_t *arr, op_cluster *cl, op_err *e
         if (rc) return op_err_prefix(err, "%s: devices[%d].gpu", path, d);
         if ((v = json_object_get(o, "mem_GiB"))) {
             double g = json_is_number(v) ? json_number_value(v) : NAN;
-            if (!(g > 0 && g <= 1e6))
-                return op_errf(err, OP_EINVAL, "%s: devices[%d].mem_GiB: expected a number in (0, 1e6]",
+            if (!(g >= 0.001 && g <= 1e6)) /* as --mem-limit: 1e-9 GiB printed "limit 9e-10 GiB" */
+                return op_errf(err, OP_EINVAL, "%s: devices[%d].mem_GiB: expected a number in [0.001, 1e6]",
                                path, d);
             cl->dev_mem_GiB[d] = g;
         }

@@ -106,6 +106,8 @@ static int read_layers(pj_rd *r, json_t *arr, const char *what, op_layer_cost **
         const char *k = json_is_string(v) ? json_string_value(v) : NULL;
         if (!k || strlen(k) != 1 || k[0] < 0x21 || k[0] > 0x7e)
             return pj_fail(r, path, "kind: expected a one-character layer symbol such as \"M\"");
+        if (op_layer_kind_from_sym(k[0]) < 0) /* sim took it; only the Megatron export refused it */
+            return pj_fail(r, path, "kind: unknown layer symbol '%c' (known: E L * M - # T H V m)", k[0]);
         c->sym = k[0];
         snprintf(pp, sizeof pp, "%s.", path);
         if ((rc = opt_num(r, o, "F", pp, &c->f_ms)) || (rc = opt_num(r, o, "I", pp, &c->i_ms)) ||
