@@ -289,8 +289,9 @@ int cmd_compare(int argc, char **argv) {
                strlen(s.model.pattern) > 72 ? "pattern: octopipe models NAME" : s.model.pattern);
         printf("%d devices (%s, nodes of %d), %d microbatches, seq %d, mbs %d, tp %d, %s%s\n",
                s.P, op_cli_mixed(&s) ? "mixed" : s.dev.name, s.pr.comm.none ? s.nodes_of : s.pr.comm.nodes_of, s.M, s.train.seq, s.train.mbs, s.train.tp,
-               mem ? "memory limit " : "memory not modelled (the profile has no memory fields)",
-               mem ? (limit > 0 ? (snprintf(lim, sizeof lim, limit >= 1073741824.0 ? "%.1f GiB" : "%.3g GiB", limit / 1073741824.0), lim) : "none") : "");
+               !mem ? "memory not modelled (the profile has no memory fields)"
+               : s.pr.dev_mem_limit ? "memory limits per device type (below)" : "memory limit ",
+               !mem || s.pr.dev_mem_limit ? "" : (limit > 0 ? (snprintf(lim, sizeof lim, limit >= 1073741824.0 ? "%.1f GiB" : "%.3g GiB", limit / 1073741824.0), lim) : "none"));
         op_cli_print_types(stdout, &s);
         if (mem && isinf(lbm)) /* the bound is +inf exactly when it proves that no plan fits */
             printf("lower bound %.2f ms; memory-aware bound: none (gap%% below is to the first)\n"
