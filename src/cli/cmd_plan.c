@@ -81,6 +81,8 @@ static void usage(FILE *f) {
             "                        gets the plan on all P\n"
             "Ctrl-C stops the search: the best plan found so far is written and the exit\n"
             "status is 130.  Flags take `--flag value` or `--flag=value`.\n"
+            "exit status: 0 a plan written, 1 no plan fits (what would fit is printed) or\n"
+            "the output could not be written, 2 bad input, 130 interrupted\n"
             "\nexample:\n"
             "  octopipe plan --model nemotron-h-8b --devices 8 --microbatches 32 --out plan.json\n"
             "  octopipe plan --model gemma2-9b --devices 4 --microbatches 16 --placement v \\\n"
