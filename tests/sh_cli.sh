@@ -27,9 +27,9 @@ expect_err() { # expected-substring args...
 }
 expect_err "--devices must be between" compare --model llama2-7b --devices 0 --microbatches 8
 expect_err "expects a whole number" compare --model llama2-7b --devices x --microbatches 8
-expect_err "unknown option" compare --model llama2-7b --devices 4 --microbatches 8 --bogus
+expect_err "unknown flag" compare --model llama2-7b --devices 4 --microbatches 8 --bogus
 # a near miss names the flag the command's own help has (one line still, nothing on stdout)
-expect_err "unknown option '--device': did you mean --devices? (see octopipe plan --help)" plan --model llama2-7b --device 4 --microbatches 8 --out "$tmp/p.json"
+expect_err "unknown flag '--device': did you mean --devices? (octopipe plan --help)" plan --model llama2-7b --device 4 --microbatches 8 --out "$tmp/p.json"
 expect_err "did you mean --megatron-layout?" export tests/data/plans/1f1b-p4-m8.json --megatron
 expect_err "did you mean --steps?" train --model tiny --devices 2 --microbatches 4 --step 3
 [ ! -s "$tmp/out" ] && ok || bad "train --step: the help it was matched against leaked to stdout"

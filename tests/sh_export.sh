@@ -31,7 +31,7 @@ has "$tmp/out" "examples:" "help"
 expect 2 "no plan" "$OCTOPIPE" export --svg "$tmp/x.svg"
 has "$tmp/err" "missing PLAN" "no plan"
 expect 2 "unknown flag" "$OCTOPIPE" export p.json --svgg x
-has "$tmp/err" "unknown option '--svgg'" "unknown flag"
+has "$tmp/err" "unknown flag '--svgg'" "unknown flag"
 expect 2 "nothing to export" "$OCTOPIPE" export p.json
 expect 2 "missing value" "$OCTOPIPE" export p.json --svg
 expect 2 "two outputs one file" "$OCTOPIPE" export p.json --svg "$tmp/a" --chrome-trace "$tmp/a"

@@ -962,7 +962,7 @@ TEST(cli_models) {
     CHECK_STR_CONTAINS(out, "minimax_text_01");
     CHECK_STR_CONTAINS(out, "usage: octopipe models");
     CHECK_EQ_INT(run_cli("models --bogus", out, sizeof out), 2);
-    CHECK_STR_CONTAINS(out, "unknown option '--bogus'");
+    CHECK_STR_CONTAINS(out, "unknown flag '--bogus'");
     CHECK_EQ_INT(run_cli("models no-such-model", out, sizeof out), 2);
     CHECK_STR_CONTAINS(out, "'no-such-model' is neither a readable file");
 }

@@ -125,7 +125,7 @@ int cmd_compare(int argc, char **argv) {
             if (!v || op_cli_int("compare", f, v, 1, 1000, &effort)) return 2;
         } else {
             char dym[160];
-            fprintf(stderr, "octopipe compare: unknown option '%s'%s (see octopipe compare --help)\n", f,
+            fprintf(stderr, "octopipe compare: unknown flag '%s'%s (octopipe compare --help)\n", f,
                     op_cli_suggest(usage, f, dym, sizeof dym));
             return 2;
         }

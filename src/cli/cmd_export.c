@@ -118,7 +118,7 @@ int cmd_export(int argc, char **argv) {
         }
         if (a[0] == '-' && a[1]) {
             char dym[160];
-            fprintf(stderr, "octopipe export: unknown option '%s'%s (octopipe export --help)\n", a,
+            fprintf(stderr, "octopipe export: unknown flag '%s'%s (octopipe export --help)\n", a,
                     op_cli_suggest(usage, a, dym, sizeof dym));
             return 2;
         }

@@ -219,7 +219,7 @@ int cmd_models(int argc, char **argv) {
             return 0;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             char dym[160];
-            fprintf(stderr, "octopipe models: unknown option '%s'%s (octopipe models --help)\n", argv[i],
+            fprintf(stderr, "octopipe models: unknown flag '%s'%s (octopipe models --help)\n", argv[i],
                     op_cli_suggest(usage, argv[i], dym, sizeof dym));
             return 2;
         } else if (name) {

@@ -191,7 +191,7 @@ int cmd_plan(int argc, char **argv) {
             progress = 1;
         } else {
             char dym[160];
-            fprintf(stderr, "octopipe plan: unknown option '%s'%s (see octopipe plan --help)\n", f,
+            fprintf(stderr, "octopipe plan: unknown flag '%s'%s (octopipe plan --help)\n", f,
                     op_cli_suggest(usage, f, dym, sizeof dym));
             return 2;
         }
