@@ -124,7 +124,9 @@ typedef struct op_mem_point {
     double t_ms;
     int64_t bytes;
 } op_mem_point;
-/* Fills *pts (malloc'd, caller frees) and returns the number of points. */
+/* Fills *pts (malloc'd, caller frees) and returns the number of points; -1 and *pts = NULL
+ * for a device out of range or a plan whose layout, ops on d or their times (finite, >= 0)
+ * are not usable.  op_export_peak_bytes: the largest point, -1 likewise. */
 int op_export_mem_timeline(const op_plan *p, int d, op_mem_point **pts);
 int64_t op_export_peak_bytes(const op_plan *p, int d);
 /* Activation policies are drawn too: stash at F and re-materialised bytes from I's start

@@ -117,9 +117,12 @@ int op_comm_validate(const op_comm *c, int P, op_err *err);
 /* op_plan_init from a problem: copies layers, comm, model name, tokens, overhead, limit. */
 void op_plan_init_problem(op_plan *p, const char *name, const op_problem *pr, int S);
 
+/* The most of each count op_plan_init takes (devices, microbatches, stages, layers): S + 1
+ * stage bounds and S x M x 3 op slots stay in range. */
+#define OP_PLAN_MAX_COUNT (1 << 28)
 /* Allocates the arrays for P devices, M microbatches, S stages over n_layers layers (copied
  * from `layers`).  Schedules start empty (op_plan_set_ops fills a device).  OP_EINVAL when a
- * count is below 1 (p is then empty: op_plan_free takes it). */
+ * count is below 1 or above OP_PLAN_MAX_COUNT (p is then empty: op_plan_free takes it). */
 int op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int n_layers,
                  int P, int M, int S, const op_comm *comm);
 void op_plan_free(op_plan *p);
@@ -318,6 +321,9 @@ int op_problem_bound_devices(const op_problem *pr, double tol, double *lb_p, dou
 /* Shape and layout only: P, M, S >= 1; stages contiguous, non-empty, covering every layer;
  * every stage on a device in 0..P-1. */
 int op_plan_validate_layout(const op_plan *p, op_err *err);
+/* The layout and the numbers the simulator sums (as op_plan_validate), not the ops: for a plan
+ * whose schedule is still to be built (op_sim_dynamic).  O(layers x types + devices). */
+int op_plan_validate_numbers(const op_plan *p, op_err *err);
 /* Structural validation: stages contiguous and non-empty, every stage on one device, every
  * required op present exactly once, ops on the device of their stage; and the numbers the
  * simulator sums: each device type's costs (op_layer_costs_validate), device types in range,
@@ -326,7 +332,10 @@ int op_plan_validate(const op_plan *p, op_err *err);
 
 /* Plan file I/O (plan/plan_json.c).  Writing follows octopipe/out.h ("-" is stdout; a regular
  * file is replaced atomically).  Reading validates everything
- * (op_plan_validate, and predicted times against durations) and names file and position. */
+ * (op_plan_validate, and predicted times against durations) and names file and position.
+ * op_plan_write refuses (OP_EINVAL, nothing written) a plan op_plan_validate refuses or with
+ * a non-finite number: a file written reads back.  op_plan_to_json serializes any plan
+ * (non-finite numbers aside), for tests of the reader and for debugging. */
 int op_plan_write(const op_plan *p, const char *path, op_err *err);
 int op_plan_to_json(const op_plan *p, op_buf *out);
 int op_plan_read(const char *path, op_plan *p, op_err *err);

@@ -89,7 +89,7 @@ int op_sched_order_interleaved(op_plan *p, int v, int G);
 
 /* Contiguous split of all layers into S non-empty stages minimizing the max stage F+I+W time;
  * ties broken by the smallest sum of squared stage times.  stage_first[S+1].  Returns OP_EINVAL
- * when there are fewer layers than stages. */
+ * when there are fewer layers than stages, or a cost is negative, NaN or sums to infinity. */
 int op_sched_balanced_split(const op_layer_cost *layers, int n_layers, int S, int *stage_first,
                             op_err *err);
 

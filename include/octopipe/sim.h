@@ -135,11 +135,11 @@ double op_sim_retime_from(op_plan *p, op_sim_ws *ws, int d, int lo, int hi, int 
 
 /* Fills p->pred from the start/end times already in p->ops (memory walk, idle split, bubble
  * ratio, lower bound, tokens/s).  op_sim_replay and op_sim_dynamic call it. */
-void op_sim_fill_pred(op_plan *p);
+void op_sim_fill_pred(op_plan *p);  /* pred.valid = 0 for a layout or op out of range */
 /* The p->pred.peak_bytes_max op_sim_fill_pred would give, alone (no idle split, no lower
  * bound): for searches that test memory on many orders.  A plan that offloads gets the full
  * op_sim_fill_pred (its peaks need the copy engines' times). */
-int64_t op_sim_peak_max(op_plan *p);
+int64_t op_sim_peak_max(op_plan *p); /* INT64_MAX for a layout or op out of range */
 /* 1 when every device's predicted peak (p->pred.peak_bytes, from a simulation) is within its
  * own limit, op_plan_dev_mem_limit (0 = none): on a mixed cluster a small device can refuse a
  * plan that a larger one would hold. */

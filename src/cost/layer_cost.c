@@ -276,6 +276,11 @@ int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
         rc = check_layer(l, h, V, where, l->has_measured ? &scratch : err);
         if (rc && !l->has_measured) return rc;
         if (!rc && t->tp > 1 && !l->has_measured) rc = check_tp(l, t->tp, where, err);
+        /* expert parallelism gives each rank experts / ep whole experts */
+        if (!rc && ep > 1 && !l->has_measured && (l->kind == OP_LAYER_MOE || l->ffn == OP_FFN_MOE) &&
+            l->n_experts % ep != 0)
+            rc = op_errf(err, OP_EINVAL, "%s: expert-parallel degree %d does not divide its %d experts",
+                         where, ep, l->n_experts);
         if (rc && !l->has_measured) return rc;
         /* the merger's tokens are placeholders inside each sample's sequence: a shorter
          * sequence cannot carry the image (the language model would cost fewer tokens than

@@ -107,6 +107,8 @@ static int rank_line(op_buf *clean, op_err *err) {
 
 int op_exec_launch(int P, char *const *args, int nargs, double timeout_s, op_buf *logbuf,
                    op_err *err) {
+    if (P < 1 || P > OP_EXEC_MAX_RANKS)
+        return op_errf(err, OP_EINVAL, "ranks must be in 1..%d (got %d)", OP_EXEC_MAX_RANKS, P);
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return op_errf(err, OP_EIO, "cannot find this binary (/proc/self/exe)");

@@ -31,6 +31,8 @@ static const char *slot_name(const op_plan *p, int s, int slot) {
 }
 
 int op_exec_check_deadlock(const op_plan *p, op_err *err) {
+    int vrc = op_plan_validate(p, err); /* its walk indexes by stage and microbatch */
+    if (vrc != OP_OK) return vrc;
     int64_t n = (int64_t)p->S * p->M * 3;
     uint8_t *done = op_xcalloc((size_t)n, 1);
     int *head = op_xcalloc((size_t)p->P, sizeof(int));

@@ -87,7 +87,23 @@ double *op_export_copy_times(const op_plan *p) {
     return x;
 }
 
+/* What the walk below indexes and sorts by: the layout, device d's ops in range and on d, and
+ * their times finite and >= 0 (a NaN start never advanced the netting loop: it wrote past
+ * its buffer).  O(S + device d's ops): the exporters call it once per device. */
+static int timeline_ok(const op_plan *p, int d) {
+    if (op_plan_validate_layout(p, NULL) != OP_OK || d < 0 || d >= p->P || p->n_ops[d] < 0) return 0;
+    for (int i = 0; i < p->n_ops[d]; i++) {
+        const op_op *o = &p->ops[d][i];
+        if (o->kind > OP_B || o->stage < 0 || o->stage >= p->S || p->stage_dev[o->stage] != d ||
+            o->mb < 0 || o->mb >= p->M || !(o->start >= 0 && o->end >= o->start && isfinite(o->end)))
+            return 0;
+    }
+    return 1;
+}
+
 int op_export_mem_timeline(const op_plan *p, int d, op_mem_point **pts) {
+    *pts = NULL;
+    if (!timeline_ok(p, d)) return -1;
     int64_t stat = 0;
     for (int s = 0; s < p->S; s++)
         if (p->stage_dev[s] == d) stat += op_stage_static_bytes(p, s);
@@ -140,6 +156,7 @@ int op_export_mem_timeline(const op_plan *p, int d, op_mem_point **pts) {
 int64_t op_export_peak_bytes(const op_plan *p, int d) {
     op_mem_point *pts;
     int n = op_export_mem_timeline(p, d, &pts);
+    if (n < 1) return -1;
     int64_t peak = pts[0].bytes;
     for (int i = 1; i < n; i++)
         if (pts[i].bytes > peak) peak = pts[i].bytes;

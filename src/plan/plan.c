@@ -12,6 +12,8 @@ int op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int 
                  int P, int M, int S, const op_comm *comm) {
     memset(p, 0, sizeof *p);
     if (P < 1 || M < 1 || S < 1 || n_layers < 1) return OP_EINVAL; /* p stays empty */
+    if (P > OP_PLAN_MAX_COUNT || M > OP_PLAN_MAX_COUNT || S > OP_PLAN_MAX_COUNT || n_layers > OP_PLAN_MAX_COUNT)
+        return OP_EINVAL; /* S + 1 entries and S x M x 3 ops must stay in range */
     op_copy_name(p->name, sizeof p->name, name ? name : "plan"); /* UTF-8: JSON, SVG */
     p->n_layers = n_layers;
     p->P = P;
@@ -418,16 +420,22 @@ static int plan_numbers_validate(const op_plan *p, op_err *err) {
         if (!(op_plan_dev_mem_limit(p, d) >= 0 && isfinite(op_plan_dev_mem_limit(p, d))))
             return op_errf(err, OP_EINVAL, "device %d: memory limit %.6g bytes must be finite and >= 0 "
                            "(0 = none)", d, op_plan_dev_mem_limit(p, d));
+    /* (an offloading stage without a host link is the simulator's refusal, not the plan's: the
+     * executor takes its copy engine's link from its own options) */
     for (int s = 0; s < p->S; s++)
         if (p->stage_act[s] >= OP_ACT_N)
             return op_errf(err, OP_EINVAL, "stage %d: unknown activation policy %d", s, p->stage_act[s]);
     return OP_OK;
 }
 
+int op_plan_validate_numbers(const op_plan *p, op_err *err) {
+    int rc = op_plan_validate_layout(p, err);
+    return rc != OP_OK ? rc : plan_numbers_validate(p, err);
+}
+
 int op_plan_validate(const op_plan *p, op_err *err) {
-    int lrc = op_plan_validate_layout(p, err);
+    int lrc = op_plan_validate_numbers(p, err);
     if (lrc != OP_OK) return lrc;
-    if ((lrc = plan_numbers_validate(p, err)) != OP_OK) return lrc;
     /* every op exactly once, on its stage's device */
     int64_t n = (int64_t)p->S * p->M * 3;
     uint8_t *seen = op_xcalloc((size_t)n, 1);

@@ -244,6 +244,12 @@ int op_plan_to_json(const op_plan *p, op_buf *out) {
 }
 
 int op_plan_write(const op_plan *p, const char *path, op_err *err) {
+    /* a file the reader would refuse (a stage on no device, an op twice) is not written */
+    int vrc = op_plan_validate(p, err);
+    if (vrc != OP_OK) {
+        op_err_prefix(err, "%s: not written", path);
+        return vrc;
+    }
     op_buf b = {0};
     int rc = op_plan_to_json(p, &b);
     if (rc != OP_OK) {

@@ -157,7 +157,9 @@ static int types_validate(const op_problem *pr, const char *what, op_err *err) {
         snprintf(tw, sizeof tw, "%s on device type %d (%s)", what, t,
                  pr->type_name ? pr->type_name[t] : "unnamed");
         const op_layer_cost *row = pr->type_layers + (size_t)t * pr->n_layers;
-        int rc = t > 0 ? op_layer_costs_validate(row, pr->n_layers, pr->M, tw, err) : OP_OK;
+        /* row 0 too: it was compared with layers on five fields only, and its others (out_bytes,
+         * f_sel_ms, ...) reached the baselines unchecked, which took the refusal for a bug */
+        int rc = op_layer_costs_validate(row, pr->n_layers, pr->M, tw, err);
         if (rc) return rc;
         /* a type that takes no time (a profile's by_gpu times all 0) makes the bound 0 and
          * every gap 0%, and the tuner, which puts the fastest type first, refused the problem

@@ -4,6 +4,7 @@
  * with the optimal bottleneck, the one with the smallest sum of squared stage times (the most
  * even) wins, so the result is unique and deterministic. */
 #include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,8 +28,15 @@ int op_sched_balanced_split(const op_layer_cost *layers, int n, int S, int *firs
     if (S < 1 || n < S)
         return op_errf(err, OP_EINVAL, "cannot split %d layers into %d non-empty stages", n, S);
     double *pre = op_xcalloc((size_t)n + 1, sizeof *pre);
-    for (int l = 0; l < n; l++)
+    for (int l = 0; l < n; l++) {
         pre[l + 1] = pre[l] + layers[l].f_ms + layers[l].i_ms + layers[l].w_ms;
+        /* a NaN cost never let the packing advance (a hang), an infinite sum reached no cap */
+        if (!(layers[l].f_ms >= 0 && layers[l].i_ms >= 0 && layers[l].w_ms >= 0 && isfinite(pre[l + 1]))) {
+            free(pre);
+            return op_errf(err, OP_EINVAL, "layers[%d]: F, I and W must be finite and >= 0, and "
+                           "their sum over the layers finite", l);
+        }
+    }
     /* The optimal bottleneck: bisection on the cap (feasible iff greedy packing needs at most
      * S stages; more stages never raise the max), then the bottleneck the packing actually
      * reaches, which is a stage sum between the optimum and the cap.  O(n log) instead of the

@@ -432,7 +432,10 @@ static inline void run(op_sim_ws *ws, const op_sim_policy *pol, int P, int64_t t
 }
 
 int op_sim_dynamic(op_plan *p, const op_sim_policy *pol_in, op_sim_ws *ws, op_err *err) {
-    int rc = sim_check_layout(p, err);
+    /* the costs and links too: an infinite time or a zero bandwidth stalled the list
+     * scheduler, which it can only take for its own bug */
+    int rc = op_plan_validate_numbers(p, err);
+    if (rc == OP_OK) rc = sim_check_layout(p, err);
     if (rc != OP_OK) return rc;
     op_sim_policy zero = {0};
     const op_sim_policy *pol = pol_in ? pol_in : &zero;

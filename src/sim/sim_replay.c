@@ -228,7 +228,10 @@ static double replay_once(const op_plan *p, op_sim_ws *ws, int write) {
     return T;
 }
 
-double op_sim_makespan(const op_plan *p, op_sim_ws *ws) { return replay_once(p, ws, 0); }
+double op_sim_makespan(const op_plan *p, op_sim_ws *ws) {
+    if (sim_check_layout(p, NULL) != OP_OK) return -1.0; /* replay indexes by stage_dev */
+    return replay_once(p, ws, 0);
+}
 
 double op_sim_retime(op_plan *p, op_sim_ws *ws) {
     if (sim_check_layout(p, NULL) != OP_OK) return -1.0; /* replay indexes by stage_dev */

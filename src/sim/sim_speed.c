@@ -5,6 +5,8 @@
 
 int op_sim_speed_samples(const op_plan *p, const double *speed, int n, double *makespans,
                          op_err *err) {
+    int vrc = op_plan_validate(p, err); /* speed[] and the rows are indexed by its layout */
+    if (vrc != OP_OK) return vrc;
     op_plan q;
     op_plan_copy(&q, p);
     op_sim_ws *ws = op_sim_ws_new();

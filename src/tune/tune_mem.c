@@ -49,6 +49,7 @@
 #define GIB 1073741824.0
 
 int op_tune_recompute_parse(const char *s, op_tune_recompute *out) {
+    if (!s) return OP_EINVAL;
     if (!strcmp(s, "auto")) *out = OP_TUNE_RC_AUTO;
     else if (!strcmp(s, "none")) *out = OP_TUNE_RC_NONE;
     else if (!strcmp(s, "selective")) *out = OP_TUNE_RC_SELECTIVE;

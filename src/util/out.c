@@ -329,7 +329,15 @@ int op_out_write_n(int n, const char *const *paths, const void *const *data, con
         }
         int exists = 0, kernel = 0, eno = 0;
         final[i] = resolve(path, &st[i], &exists, &kernel, &eno);
-        if (!final[i]) rc = op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(eno));
+        for (int j = 0; j < i && final[i]; j++) /* the second rename found the first's gone */
+            if (final[j] && !strcmp(final[j], final[i])) {
+                rc = op_errf(err, OP_EIO, "%s and %s are the same file: two outputs cannot share it",
+                             paths[j], path);
+                break;
+            }
+        if (rc != OP_OK)
+            ;
+        else if (!final[i]) rc = op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(eno));
         else if (exists && S_ISDIR(st[i].st_mode))
             rc = op_errf(err, OP_EIO, "%s: cannot write: is a directory", path);
         else if (exists && (rc = check_protected(path, &st[i], err)) != OP_OK)
