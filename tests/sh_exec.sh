@@ -113,6 +113,11 @@ expect 0 run-cluster-pairs-fast -- "$OCTOPIPE" run "$T/1f1b.json" --emulate --ti
 fast=$(pred)
 awk -v s="$slow" -v f="$fast" 'BEGIN { exit !(s + 0 > 2 * f && f + 0 > 0) }' && ok \
   || bad "run-cluster-pairs: predicted $slow ms with 0.5 GB/s pairs, $fast without: the pairs were not used"
+# a file's GPU list is noted as unused once, by run, not again by rank 0 under its mpirun
+jq '. + {gpus: "h100-80gb:4"}' "$T/fast4.json" > "$T/dev4.json"
+expect 0 run-cluster-devices-note -- timeout -k 5 120 "$OCTOPIPE" run "$T/1f1b.json" --emulate --time-scale 0.05 --cluster "$T/dev4.json"
+n=$(grep -c "note: the GPU types" "$T/err")
+[ "$n" -eq 1 ] && ok || bad "run-cluster-devices-note: the note $n times, want once"
 
 # exec under the user's own mpirun with the wrong rank count
 expect 2 exec-np -- env ASAN_OPTIONS="$RANK_ASAN" mpirun --oversubscribe --bind-to none --timeout 20 -np 3 "$OCTOPIPE" exec "$T/1f1b.json" --emulate

@@ -186,7 +186,7 @@ int op_exec_cli_plans(const op_exec_cli *c, const char *cmd, const char *text, o
             op_plan_free(&p);
             return 2;
         }
-        if (measured.P > 0)
+        if (measured.P > 0 && !getenv(OP_EXEC_LAUNCHED_ENV)) /* `run` said it before its mpirun */
             fprintf(stderr, "octopipe %s: note: the GPU types %s lists are not used: the plan's own "
                     "are (a plan records each device's type); its links are\n", cmd, c->cluster_path);
     }
