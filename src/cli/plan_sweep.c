@@ -135,7 +135,9 @@ int op_cli_mem_sweep(const op_cli_setup *s, const op_tune_opts *o, FILE *f, op_p
     }
     if (at >= 0)
         fprintf(f, "* the limit `octopipe plan` tunes at and writes its plan for (--mem-limit; default "
-               "%.0f%% of the GPU's memory)\n",
+               "%.0f%% of the GPU's memory)\n"
+               "  each row is the best plan found at or below its limit: the marked one can be faster\n"
+               "  than a plain `octopipe plan` at that limit, which runs that limit's search alone\n",
                100 * OP_MEM_HEADROOM);
     if (have_best) op_plan_free(&best);
     return handed;
