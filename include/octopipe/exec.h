@@ -95,8 +95,9 @@ void op_lowered_free(op_lowered *l);
 /* Human/golden form: one line per instruction, "rank 1:" headers. */
 void op_lowered_print(const op_lowered *l, op_buf *out);
 
-/* Dry run of the per-device orders under the plan's dependencies (no durations): returns OP_OK,
- * or OP_EDEADLOCK with a cycle of ops named in err. */
+/* Dry run of the per-device orders under the plan's dependencies (no durations), after
+ * op_plan_validate: returns OP_OK, the validation's error, or OP_EDEADLOCK with a cycle of ops
+ * named in err. */
 int op_exec_check_deadlock(const op_plan *p, op_err *err);
 
 /* ---------------------------------------------------------------- transport */

@@ -126,6 +126,9 @@ void op_plan_init_problem(op_plan *p, const char *name, const op_problem *pr, in
 int op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int n_layers,
                  int P, int M, int S, const op_comm *comm);
 void op_plan_free(op_plan *p);
+/* p->comm = *comm, its per-pair and per-device host link arrays copied into p's arena (the
+ * plan owns what it points to). */
+void op_plan_set_comm(op_plan *p, const op_comm *comm);
 /* Deep copy (dst must be uninitialised or freed). */
 void op_plan_copy(op_plan *dst, const op_plan *src);
 /* Sets device d's order (copied into the arena).  OP_EINVAL (p unchanged) when d is not one
@@ -321,6 +324,10 @@ int op_problem_bound_devices(const op_problem *pr, double tol, double *lb_p, dou
 /* Shape and layout only: P, M, S >= 1; stages contiguous, non-empty, covering every layer;
  * every stage on a device in 0..P-1. */
 int op_plan_validate_layout(const op_plan *p, op_err *err);
+/* 1 when the layout is valid and device d's ops (every device's for d < 0) are in range, each
+ * on its stage's device: what a walk over a caller's plan indexes by, without
+ * op_plan_validate's completeness check (O(S + those ops), no allocation). */
+int op_plan_ops_in_range(const op_plan *p, int d);
 /* The layout and the numbers the simulator sums (as op_plan_validate), not the ops: for a plan
  * whose schedule is still to be built (op_sim_dynamic).  O(layers x types + devices). */
 int op_plan_validate_numbers(const op_plan *p, op_err *err);

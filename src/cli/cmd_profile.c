@@ -38,11 +38,6 @@ static void usage(FILE *f) {
     cmd_profile_model_help(f);
 }
 
-/* profile comm's own flags, for its did-you-mean (the model profiler's are not its flags). */
-static void comm_usage(FILE *f) {
-    fprintf(f, "--out --ranks --pairs --no-pairs --max-bytes --iters --as\n");
-}
-
 /* Rank 0: the per-pair table (one line per pair a < b; the links are the same both ways). */
 static void print_pairs(FILE *f, int P, const double *lat, const double *bw) {
     fprintf(f, "%6s %6s %12s %12s\n", "rank a", "rank b", "latency ms", "GB/s");
@@ -95,7 +90,7 @@ static int profile_comm(int argc, char **argv) {
         } else {
             char dym[160];
             fprintf(stderr, "octopipe profile: unknown or incomplete flag '%s'%s (octopipe profile --help)\n",
-                    a, op_cli_suggest(comm_usage, a, dym, sizeof dym));
+                    a, op_cli_suggest(usage, a, dym, sizeof dym));
             return 2;
         }
     }

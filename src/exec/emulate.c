@@ -234,14 +234,9 @@ void op_exec_emulated_plan(op_plan *dst, const op_plan *src, double time_scale,
     dst->op_overhead_ms = src->op_overhead_ms * time_scale + extra_overhead_ms;
     /* the measured links between devices; the host link (offload) stays the plan's: a cluster
      * file has none, and copying its zero made every offloading plan 'without a host link' */
-    if (measured) {
-        op_comm_set_links(&dst->comm, measured);
-        if (measured->pair_n > 0) { /* measured per pair: the plan's arena keeps its own copy */
-            size_t nn = (size_t)measured->pair_n * (size_t)measured->pair_n;
-            double *lat = OP_ARENA_NEW(&dst->arena, double, nn), *bw = OP_ARENA_NEW(&dst->arena, double, nn);
-            memcpy(lat, measured->pair_lat_ms, sizeof(double) * nn);
-            memcpy(bw, measured->pair_bw_GBps, sizeof(double) * nn);
-            dst->comm.pair_lat_ms = lat, dst->comm.pair_bw_GBps = bw;
-        }
+    if (measured) { /* per pair too, copied: the caller's cluster is freed after this */
+        op_comm c = dst->comm;
+        op_comm_set_links(&c, measured);
+        op_plan_set_comm(dst, &c);
     }
 }

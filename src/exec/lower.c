@@ -30,9 +30,8 @@ static const char *slot_name(const op_plan *p, int s, int slot) {
     return slot == 0 ? "F" : slot == 2 ? "W" : p->stage_split[s] ? "I" : "B";
 }
 
-int op_exec_check_deadlock(const op_plan *p, op_err *err) {
-    int vrc = op_plan_validate(p, err); /* its walk indexes by stage and microbatch */
-    if (vrc != OP_OK) return vrc;
+/* The dry run on a validated plan (its walk indexes by stage and microbatch). */
+static int deadlock_walk(const op_plan *p, op_err *err) {
     int64_t n = (int64_t)p->S * p->M * 3;
     uint8_t *done = op_xcalloc((size_t)n, 1);
     int *head = op_xcalloc((size_t)p->P, sizeof(int));
@@ -236,6 +235,11 @@ static void lower_rank(const op_plan *p, const op_lower_opts *o, int d, int *loc
     free(out_buf);
 }
 
+int op_exec_check_deadlock(const op_plan *p, op_err *err) {
+    int rc = op_plan_validate(p, err);
+    return rc != OP_OK ? rc : deadlock_walk(p, err);
+}
+
 int op_exec_lower(const op_plan *p, const op_lower_opts *o, op_lowered *out, op_err *err) {
     op_lower_opts def = {0};
     if (!o) o = &def;
@@ -248,9 +252,7 @@ int op_exec_lower(const op_plan *p, const op_lower_opts *o, op_lowered *out, op_
                        "plan has %d stages and %d microbatches; the executor's message tags allow "
                        "at most %d stages and %d microbatches",
                        p->S, p->M, OP_EXEC_MAX_STAGES, OP_EXEC_MAX_MB);
-    int rc = op_plan_validate(p, err);
-    if (rc) return rc;
-    rc = op_exec_check_deadlock(p, err);
+    int rc = op_exec_check_deadlock(p, err);
     if (rc) return rc;
     for (int s = 0; s + 1 < p->S; s++) {
         /* in double: 2^53 bytes x --bytes-scale 1e6 is beyond int64, and the cast of it is

@@ -91,13 +91,10 @@ double *op_export_copy_times(const op_plan *p) {
  * their times finite and >= 0 (a NaN start never advanced the netting loop: it wrote past
  * its buffer).  O(S + device d's ops): the exporters call it once per device. */
 static int timeline_ok(const op_plan *p, int d) {
-    if (op_plan_validate_layout(p, NULL) != OP_OK || d < 0 || d >= p->P || p->n_ops[d] < 0) return 0;
-    for (int i = 0; i < p->n_ops[d]; i++) {
-        const op_op *o = &p->ops[d][i];
-        if (o->kind > OP_B || o->stage < 0 || o->stage >= p->S || p->stage_dev[o->stage] != d ||
-            o->mb < 0 || o->mb >= p->M || !(o->start >= 0 && o->end >= o->start && isfinite(o->end)))
+    if (d < 0 || !op_plan_ops_in_range(p, d)) return 0;
+    for (int i = 0; i < p->n_ops[d]; i++)
+        if (!(p->ops[d][i].start >= 0 && p->ops[d][i].end >= p->ops[d][i].start && isfinite(p->ops[d][i].end)))
             return 0;
-    }
     return 1;
 }
 

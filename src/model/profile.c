@@ -57,6 +57,15 @@ static int megatron_sym(char c, op_attn_kind *attn) {
     }
 }
 
+/* recompute_ms is the share of F that selective recomputation re-runs: more than F would price
+ * selective above full (100 ms beside an F of 1.25 was taken). */
+static int recompute_check(pctx *c, const char *field, char sym, double rec, double f) {
+    if (!(rec > f)) return OP_OK;
+    return op_errf(c->err, OP_EINVAL, "%s: %s: %g ms for symbol '%c' is more than its forward_ms "
+                   "(%g ms); it is the share of F that selective recomputation re-runs", c->file,
+                   field, rec, sym, f);
+}
+
 /* dict[sym] as a number in [0, max]; *found = 0 when absent.  max is OP_MAX_MS for times and
  * OP_MAX_BYTES for sizes, so that every figure converts to int64 exactly (model.h). */
 static int sym_number(pctx *c, json_t *dict, const char *field, char sym, double max, double *out,
@@ -227,10 +236,7 @@ static int fill_layers(pctx *c, json_t *root, op_mbuild *b) {
         v = 0;
         if ((rc = sym_number(c, rcd, "recompute_ms", s, OP_MAX_MS, &v, &found))) return rc;
         l->recompute_ms = found ? v : 0;
-        if (found && v > l->f_ms) /* a part of F: more would price selective above full */
-            return op_errf(c->err, OP_EINVAL, "%s: recompute_ms: %g ms for symbol '%c' is more than its "
-                           "forward_ms (%g ms); it is the share of F that selective recomputation re-runs",
-                           c->file, v, s, l->f_ms);
+        if ((rc = recompute_check(c, "recompute_ms", s, l->recompute_ms, l->f_ms))) return rc;
         v = 0;
         if ((rc = sym_number(c, asd, "act_sel_bytes", s, OP_MAX_BYTES, &v, &found))) return rc;
         l->act_sel_bytes_measured = found ? (int64_t)v : 0;
@@ -284,10 +290,8 @@ static int read_gpu_times(pctx *c, json_t *o, const char *gname, const op_mbuild
                 return op_errf(c->err, OP_EINVAL, "%s: %s has no time for symbol '%c'%s", c->file,
                                shown[j], s, j == 2 ? " (give 0 if none)" : "");
         }
-        if (x[3] > x[0])
-            return op_errf(c->err, OP_EINVAL, "%s: %s: %g ms for symbol '%c' is more than its forward_ms "
-                           "(%g ms); it is the share of F that selective recomputation re-runs", c->file,
-                           shown[3], x[3], s, x[0]);
+        int rc = recompute_check(c, shown[3], s, x[3], x[0]); /* x[3] < 0: not given */
+        if (rc) return rc;
     }
     return OP_OK;
 }

@@ -8,6 +8,29 @@
 
 #include "plan/check_int.h"
 
+void op_plan_set_comm(op_plan *p, const op_comm *comm) {
+    op_comm c = *comm;
+    if (c.pair_n > 0 && c.pair_lat_ms && c.pair_bw_GBps) {
+        size_t nn = (size_t)c.pair_n * (size_t)c.pair_n;
+        double *lat = OP_ARENA_NEW(&p->arena, double, nn), *bw = OP_ARENA_NEW(&p->arena, double, nn);
+        memcpy(lat, comm->pair_lat_ms, sizeof(double) * nn);
+        memcpy(bw, comm->pair_bw_GBps, sizeof(double) * nn);
+        c.pair_lat_ms = lat;
+        c.pair_bw_GBps = bw;
+    } else {
+        c.pair_n = 0;
+        c.pair_lat_ms = c.pair_bw_GBps = NULL;
+    }
+    if (c.host_n > 0 && c.host_bw_dev_GBps) { /* per-device host links */
+        double *h = OP_ARENA_NEW(&p->arena, double, c.host_n);
+        memcpy(h, comm->host_bw_dev_GBps, sizeof(double) * (size_t)c.host_n);
+        c.host_bw_dev_GBps = h;
+    } else {
+        c.host_n = 0, c.host_bw_dev_GBps = NULL;
+    }
+    p->comm = c;
+}
+
 int op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int n_layers,
                  int P, int M, int S, const op_comm *comm) {
     memset(p, 0, sizeof *p);
@@ -19,26 +42,8 @@ int op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int 
     p->P = P;
     p->M = M;
     p->S = S;
-    if (comm) p->comm = *comm;
+    if (comm) op_plan_set_comm(p, comm);
     else p->comm.none = 1;
-    if (p->comm.pair_n > 0 && p->comm.pair_lat_ms && p->comm.pair_bw_GBps) {
-        size_t nn = (size_t)p->comm.pair_n * (size_t)p->comm.pair_n;
-        double *lat = OP_ARENA_NEW(&p->arena, double, nn), *bw = OP_ARENA_NEW(&p->arena, double, nn);
-        memcpy(lat, comm->pair_lat_ms, sizeof(double) * nn);
-        memcpy(bw, comm->pair_bw_GBps, sizeof(double) * nn);
-        p->comm.pair_lat_ms = lat;
-        p->comm.pair_bw_GBps = bw;
-    } else {
-        p->comm.pair_n = 0;
-        p->comm.pair_lat_ms = p->comm.pair_bw_GBps = NULL;
-    }
-    if (p->comm.host_n > 0 && p->comm.host_bw_dev_GBps) { /* per-device host links */
-        double *h = OP_ARENA_NEW(&p->arena, double, p->comm.host_n);
-        memcpy(h, comm->host_bw_dev_GBps, sizeof(double) * (size_t)p->comm.host_n);
-        p->comm.host_bw_dev_GBps = h;
-    } else {
-        p->comm.host_n = 0, p->comm.host_bw_dev_GBps = NULL;
-    }
     p->tokens_per_mb = 0;
     p->layers = OP_ARENA_NEW(&p->arena, op_layer_cost, n_layers);
     memcpy(p->layers, layers, sizeof(op_layer_cost) * (size_t)n_layers);
@@ -426,6 +431,20 @@ static int plan_numbers_validate(const op_plan *p, op_err *err) {
         if (p->stage_act[s] >= OP_ACT_N)
             return op_errf(err, OP_EINVAL, "stage %d: unknown activation policy %d", s, p->stage_act[s]);
     return OP_OK;
+}
+
+int op_plan_ops_in_range(const op_plan *p, int d) {
+    if (op_plan_validate_layout(p, NULL) != OP_OK || d >= p->P) return 0;
+    for (int e = d < 0 ? 0 : d; e < (d < 0 ? p->P : d + 1); e++) {
+        if (p->n_ops[e] < 0) return 0;
+        for (int i = 0; i < p->n_ops[e]; i++) {
+            const op_op *o = &p->ops[e][i];
+            if (o->kind > OP_B || o->stage < 0 || o->stage >= p->S || p->stage_dev[o->stage] != e ||
+                o->mb < 0 || o->mb >= p->M)
+                return 0;
+        }
+    }
+    return 1;
 }
 
 int op_plan_validate_numbers(const op_plan *p, op_err *err) {

@@ -454,7 +454,7 @@ int op_sim_dynamic(op_plan *p, const op_sim_policy *pol_in, op_sim_ws *ws, op_er
         sim_prepare(ws, p, 1);
         double T = sim_replay_core(p, ws, 1);
         OP_ASSERT(T >= 0, "replay of a list-scheduled order deadlocked");
-        op_sim_fill_pred(p);
+        sim_fill_pred(p); /* its own ops, built on a checked layout */
     } else {
         /* its first pass over the ops is known: ends per device only grow */
         double T = 0.0;

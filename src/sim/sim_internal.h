@@ -144,9 +144,9 @@ void sim_prepare(op_sim_ws *ws, const op_plan *p, int reset_end);
 
 /* Checks stages and placement only (dynamic mode, before there are ops). */
 int sim_check_layout(const op_plan *p, op_err *err);
-/* 1 when the layout is valid and every op is in range and on its stage's device: what the
- * prediction's walks index by, checked where a caller hands in a plan of its own (O(ops)). */
-int sim_check_ops_range(const op_plan *p);
+/* op_sim_fill_pred without its range check, for plans this module has already checked (every
+ * replay runs op_plan_validate or its layout check first). */
+void sim_fill_pred(op_plan *p);
 
 /* Replays p's orders on a prepared ws.  write: store start/end into p->ops.
  * Returns the makespan, or -1 when ops remain that cannot run (deadlock / missing op). */

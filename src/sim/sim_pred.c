@@ -22,10 +22,14 @@ static double overlap(double a, double b, double lo, double hi) {
 }
 
 void op_sim_fill_pred(op_plan *p) {
-    if (!sim_check_ops_range(p)) { /* a caller's plan out of range: no prediction, no walk */
+    if (!op_plan_ops_in_range(p, -1)) { /* a caller's plan out of range: no prediction, no walk */
         p->pred.valid = 0;
         return;
     }
+    sim_fill_pred(p);
+}
+
+void sim_fill_pred(op_plan *p) {
     double T = 0.0, tb = -1.0, tf = 0.0;
     for (int d = 0; d < p->P; d++)
         for (int i = 0; i < p->n_ops[d]; i++) {
@@ -222,10 +226,10 @@ void sim_fill_pred_at(op_plan *p, double T, double tb, double tf) {
 }
 
 int64_t op_sim_peak_max(op_plan *p) {
-    if (!sim_check_ops_range(p)) return INT64_MAX; /* fits no limit */
+    if (!op_plan_ops_in_range(p, -1)) return INT64_MAX; /* fits no limit */
     for (int s = 0; s < p->S; s++)
         if (p->stage_act && p->stage_act[s] == OP_ACT_OFFLOAD) { /* peaks need the copies */
-            op_sim_fill_pred(p);
+            sim_fill_pred(p);
             return p->pred.peak_bytes_max;
         }
     int64_t *sb = stage_bytes(p), peak_max = 0;

@@ -212,7 +212,7 @@ int op_sim_replay(op_plan *p, op_sim_ws *ws, op_err *err) {
         rc = sim_deadlock_report(p, ws, err);
         p->pred.valid = 0;
     } else {
-        op_sim_fill_pred(p);
+        sim_fill_pred(p); /* validated above */
     }
     op_sim_ws_free(own);
     return rc;

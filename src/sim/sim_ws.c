@@ -127,20 +127,6 @@ void sim_prepare(op_sim_ws *ws, const op_plan *p, int reset_end) {
     for (size_t i = 0; i < nops; i++) e[i] = -1.0;
 }
 
-int sim_check_ops_range(const op_plan *p) {
-    if (op_plan_validate_layout(p, NULL) != OP_OK) return 0;
-    for (int d = 0; d < p->P; d++) {
-        if (p->n_ops[d] < 0) return 0;
-        for (int i = 0; i < p->n_ops[d]; i++) {
-            const op_op *o = &p->ops[d][i];
-            if (o->kind > OP_B || o->stage < 0 || o->stage >= p->S || p->stage_dev[o->stage] != d ||
-                o->mb < 0 || o->mb >= p->M)
-                return 0;
-        }
-    }
-    return 1;
-}
-
 int sim_check_layout(const op_plan *p, op_err *err) {
     int rc = op_plan_validate_layout(p, err);
     if (rc != OP_OK) return rc;

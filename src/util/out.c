@@ -329,15 +329,13 @@ int op_out_write_n(int n, const char *const *paths, const void *const *data, con
         }
         int exists = 0, kernel = 0, eno = 0;
         final[i] = resolve(path, &st[i], &exists, &kernel, &eno);
-        for (int j = 0; j < i && final[i]; j++) /* the second rename found the first's gone */
-            if (final[j] && !strcmp(final[j], final[i])) {
-                rc = op_errf(err, OP_EIO, "%s and %s are the same file: two outputs cannot share it",
-                             paths[j], path);
-                break;
-            }
-        if (rc != OP_OK)
-            ;
-        else if (!final[i]) rc = op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(eno));
+        int same = -1; /* an earlier output of the same file: the second rename found it gone */
+        for (int j = 0; j < i && final[i] && same < 0; j++)
+            if (final[j] && !strcmp(final[j], final[i])) same = j;
+        if (!final[i]) rc = op_errf(err, OP_EIO, "%s: cannot write: %s", path, strerror(eno));
+        else if (same >= 0)
+            rc = op_errf(err, OP_EIO, "%s and %s are the same file: two outputs cannot share it",
+                         paths[same], path);
         else if (exists && S_ISDIR(st[i].st_mode))
             rc = op_errf(err, OP_EIO, "%s: cannot write: is a directory", path);
         else if (exists && (rc = check_protected(path, &st[i], err)) != OP_OK)
