@@ -308,6 +308,146 @@ TEST(hf_zamba2_shared_blocks) {
     op_model_free(&m);
 }
 
+/* Granite 4.0 H: layer_types picks Mamba2 or attention; every block's FFN is the routed experts
+ * plus the dense shared MLP as one ungated shared expert (transformers sums the two). */
+TEST(hf_granitemoehybrid_layers) {
+    if (!load_hf("granitemoehybrid", "EM#*#M#M#L")) return;
+    CHECK_EQ_INT(L(1)->ssm_version, 2);
+    CHECK_EQ_INT(L(1)->ssm_inner, 512);
+    CHECK_EQ_INT(L(1)->ssm_heads, 16);
+    CHECK_EQ_INT(L(1)->ssm_head_dim, 32);
+    CHECK_EQ_INT(L(1)->ssm_groups, 2);
+    CHECK_EQ_INT(L(1)->ssm_state, 64);
+    CHECK_EQ_INT(L(1)->ssm_conv, 4);
+    CHECK_EQ_INT(L(3)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(L(3)->n_heads, 4);
+    CHECK_EQ_INT(L(3)->n_kv_heads, 2);
+    CHECK_EQ_INT(L(3)->head_dim, 64);
+    CHECK_EQ_INT(L(2)->ffn, OP_FFN_MOE);
+    CHECK_EQ_INT(L(2)->n_experts, 8);
+    CHECK_EQ_INT(L(2)->top_k, 2);
+    CHECK_EQ_INT(L(2)->expert_dim, 128);
+    CHECK_EQ_INT(L(2)->n_shared, 1);
+    CHECK_EQ_INT(L(2)->shared_dim, 512);
+    CHECK_EQ_INT(L(2)->ffn_gated, 1);
+    CHECK_EQ_INT(L(9)->shares_params_with, 0); /* tied */
+    op_model_free(&m);
+    /* no experts: the shared MLP alone; older configs name the list layers_block_type, and
+     * transformers' own names for the entries are read too */
+    int rc = op_model_from_hf_json("{\"model_type\": \"granitemoehybrid\", \"hidden_size\": 64,"
+                                   " \"num_hidden_layers\": 3, \"shared_intermediate_size\": 96,"
+                                   " \"num_local_experts\": 0, \"num_attention_heads\": 4,"
+                                   " \"layers_block_type\": [\"linear_attention\", \"full_attention\", \"mamba\"]}",
+                                   "g.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK(!strcmp(m.pattern, "EM-*-M-L"));
+    CHECK_EQ_INT(L(2)->ffn, OP_FFN_MLP);
+    CHECK_EQ_INT(L(2)->ffn_dim, 96);
+    CHECK_EQ_INT(L(2)->ffn_gated, 1);
+    /* transformers' defaults: 128 Mamba heads of expand x hidden / heads, 1 group, state 256,
+     * KV heads = heads, vocab 32000, untied */
+    CHECK_EQ_INT(L(1)->ssm_heads, 128);
+    CHECK_EQ_INT(L(1)->ssm_head_dim, 1);
+    CHECK_EQ_INT(L(1)->ssm_groups, 1);
+    CHECK_EQ_INT(L(1)->ssm_state, 256);
+    CHECK_EQ_INT(L(3)->n_kv_heads, 4);
+    CHECK_EQ_INT(m.vocab, 32000);
+    CHECK_EQ_INT(m.tie_embeddings, 0);
+    op_model_free(&m);
+    /* no layer_types at all: every mixer is Mamba2, as transformers builds it */
+    rc = op_model_from_hf_json("{\"model_type\": \"granitemoehybrid\", \"hidden_size\": 64,"
+                               " \"num_hidden_layers\": 2, \"shared_intermediate_size\": 96,"
+                               " \"intermediate_size\": 32}",
+                               "g.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK(!strcmp(m.pattern, "EM#M#L"));
+    CHECK_EQ_INT(L(2)->n_experts, 8); /* default num_local_experts, top 2 */
+    CHECK_EQ_INT(L(2)->top_k, 2);
+    op_model_free(&m);
+}
+
+/* Bamba: attention at attn_layer_indices (0-based), Mamba2 elsewhere, a gated MLP in every block. */
+TEST(hf_bamba_layers) {
+    if (!load_hf("bamba", "EM-M-*-M-L")) return;
+    CHECK_EQ_INT(L(1)->ssm_version, 2);
+    CHECK_EQ_INT(L(1)->ssm_heads, 8);
+    CHECK_EQ_INT(L(1)->ssm_head_dim, 64); /* "auto": expand x hidden / heads */
+    CHECK_EQ_INT(L(1)->ssm_groups, 2);
+    CHECK_EQ_INT(L(5)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(L(5)->n_heads, 8);
+    CHECK_EQ_INT(L(5)->n_kv_heads, 4);
+    CHECK_EQ_INT(L(5)->head_dim, 32);
+    CHECK_EQ_INT(L(6)->ffn_dim, 640);
+    CHECK_EQ_INT(L(6)->ffn_gated, 1);
+    CHECK_EQ_INT(L(9)->shares_params_with, -1);
+    op_model_free(&m);
+    /* no attn_layer_indices: Mamba2 throughout; vocab 128000 by default */
+    int rc = op_model_from_hf_json("{\"model_type\": \"bamba\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
+                                   " \"intermediate_size\": 32, \"attn_layer_indices\": null}",
+                                   "b.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK(!strcmp(m.pattern, "EM-M-L"));
+    CHECK_EQ_INT(m.vocab, 128000);
+    op_model_free(&m);
+}
+
+/* Pure SSM language models: one Mamba layer per block and nothing else. */
+TEST(hf_mamba_models) {
+    if (load_hf("mamba2", "EMMML")) {
+        CHECK_EQ_INT(L(1)->ssm_version, 2);
+        CHECK_EQ_INT(L(1)->ssm_inner, 512);
+        CHECK_EQ_INT(L(1)->ssm_heads, 16);
+        CHECK_EQ_INT(L(1)->ssm_head_dim, 32);
+        CHECK_EQ_INT(L(1)->ssm_groups, 4);
+        CHECK_EQ_INT(L(1)->ssm_state, 64);
+        CHECK_EQ_INT(m.tie_embeddings, 0);
+        op_model_free(&m);
+    }
+    if (load_hf("mamba", "EMMML")) {
+        CHECK_EQ_INT(L(1)->ssm_version, 1);
+        CHECK_EQ_INT(L(1)->ssm_inner, 256);
+        CHECK_EQ_INT(L(1)->ssm_state, 16);
+        CHECK_EQ_INT(L(1)->ssm_conv, 4);
+        CHECK_EQ_INT(L(1)->ssm_dt_rank, 8); /* "auto": ceil(128 / 16) */
+        CHECK_EQ_INT(L(4)->shares_params_with, 0); /* mamba ties by default */
+        op_model_free(&m);
+    }
+    if (load_hf("falcon_mamba", "EMML")) {
+        CHECK_EQ_INT(L(1)->ssm_version, 1);
+        CHECK_EQ_INT(L(1)->ssm_inner, 512);
+        CHECK_EQ_INT(L(1)->ssm_dt_rank, 12);
+        CHECK_EQ_INT(m.tie_embeddings, 0);
+        op_model_free(&m);
+    }
+    /* defaults: intermediate_size = expand x hidden, time_step_rank "auto", vocab 50280 (mamba);
+     * Mamba2: 128 heads of 64, 8 groups, state 128, vocab 32768 */
+    int rc = op_model_from_hf_json("{\"model_type\": \"falcon_mamba\", \"hidden_size\": 100, \"num_hidden_layers\": 1}",
+                                   "fm.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc == OP_OK) {
+        CHECK_EQ_INT(L(1)->ssm_inner, 200);
+        CHECK_EQ_INT(L(1)->ssm_dt_rank, 7);
+        CHECK_EQ_INT(L(1)->ssm_state, 16);
+        CHECK_EQ_INT(m.vocab, 50280);
+        CHECK_EQ_INT(m.tie_embeddings, 1);
+        op_model_free(&m);
+    }
+    rc = op_model_from_hf_json("{\"model_type\": \"mamba2\", \"hidden_size\": 4096, \"num_hidden_layers\": 1}",
+                               "m2.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc == OP_OK) {
+        CHECK_EQ_INT(L(1)->ssm_heads, 128);
+        CHECK_EQ_INT(L(1)->ssm_head_dim, 64);
+        CHECK_EQ_INT(L(1)->ssm_groups, 8);
+        CHECK_EQ_INT(L(1)->ssm_state, 128);
+        CHECK_EQ_INT(m.vocab, 32768);
+        op_model_free(&m);
+    }
+}
+
 TEST(hf_minimax_attn_type_list) {
     if (!load_hf("minimax_text_01", "E*#*#*#*#*#*#*#*#L")) return;
     for (int i = 0; i < 8; i++)
@@ -439,6 +579,24 @@ TEST(bad_missing_and_wrong_fields) {
     CHECK(op_model_from_hf_json("{\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 64}}", "g.json", &m,
                                 &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "missing required field 'text_config.num_hidden_layers'");
+    /* the SSM families: the widths a default would silently change */
+    static const struct { const char *json, *want; } req[] = {
+        {"{\"model_type\": \"granitemoehybrid\", \"hidden_size\": 64, \"num_hidden_layers\": 2}",
+         "r.json: missing required field 'shared_intermediate_size'"},
+        {"{\"model_type\": \"granitemoehybrid\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
+         " \"shared_intermediate_size\": 8}",
+         "r.json: missing required field 'intermediate_size'"}, /* 8 experts by default */
+        {"{\"model_type\": \"bamba\", \"hidden_size\": 64, \"num_hidden_layers\": 2}",
+         "r.json: missing required field 'intermediate_size'"},
+        {"{\"model_type\": \"mamba2\", \"num_hidden_layers\": 2}", "r.json: missing required field 'hidden_size'"},
+        {"{\"model_type\": \"mamba\", \"hidden_size\": 64}", "r.json: missing required field 'num_hidden_layers'"},
+        {"{\"model_type\": \"falcon_mamba\", \"hidden_size\": 64, \"num_hidden_layers\": 0}",
+         "r.json: num_hidden_layers: 0 layers; expected 1..2000"},
+    };
+    for (size_t k = 0; k < sizeof req / sizeof req[0]; k++) {
+        CHECK_MSG(op_model_from_hf_json(req[k].json, "r.json", &m, &e) == OP_EINVAL, "%s loaded", req[k].json);
+        CHECK_STR_CONTAINS(e.msg, req[k].want);
+    }
     CHECK(op_model_from_hf_json("{\"model_type\": \"mistral\", \"hidden_size\": \"big\"}", "w.json", &m, &e) ==
           OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "w.json: hidden_size: expected an integer, got a string");
@@ -515,6 +673,13 @@ TEST(bad_moe_top_k) {
         {"{\"model_type\": \"llama4_text\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
          " \"num_attention_heads\": 8, \"num_local_experts\": 16, \"num_experts_per_tok\": 32}",
          "num_experts_per_tok: 32 is more than the 16 experts (num_local_experts)"},
+        {"{\"model_type\": \"granitemoehybrid\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"shared_intermediate_size\": 8, \"intermediate_size\": 8, \"num_local_experts\": 4,"
+         " \"num_experts_per_tok\": 5}",
+         "num_experts_per_tok: 5 is more than the 4 experts (num_local_experts)"},
+        {"{\"model_type\": \"granitemoehybrid\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
+         " \"shared_intermediate_size\": 8, \"intermediate_size\": 8, \"num_experts_per_tok\": 0}",
+         "num_experts_per_tok: must be positive, got 0"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         memset(&e, 0, sizeof e);
@@ -565,6 +730,32 @@ TEST(bad_mamba_shapes) {
         {"jamba", ", \"num_experts\": 0", "num_experts: must be positive, got 0"},
         {"jamba", ", \"mamba_dt_rank\": 0", "mamba_dt_rank: must be positive, got 0"},
         {"jamba", ", \"mamba_d_conv\": 0", "mamba_d_conv: must be positive, got 0"},
+#define GRANITE ", \"shared_intermediate_size\": 16, \"num_local_experts\": 0"
+        {"granitemoehybrid", GRANITE ", \"mamba_n_groups\": 3",
+         "mamba_n_groups: 3 groups do not divide the 128 Mamba heads (mamba_n_heads)"},
+        {"granitemoehybrid", GRANITE ", \"mamba_n_heads\": 3, \"mamba_n_groups\": 1",
+         "mamba_n_heads: 3 heads do not divide mamba_expand x hidden_size 128"},
+        {"granitemoehybrid", GRANITE ", \"mamba_n_heads\": 4, \"mamba_d_head\": 16",
+         "mamba_d_head: 16 x 4 mamba_n_heads is not mamba_expand x hidden_size 128"},
+        {"granitemoehybrid", GRANITE ", \"mamba_d_head\": \"half\"",
+         "mamba_d_head: expected a whole number or \"auto\", got \"half\""},
+        {"granitemoehybrid", GRANITE ", \"mamba_expand\": 0", "mamba_expand: must be positive, got 0"},
+        {"granitemoehybrid", ", \"shared_intermediate_size\": 0", "shared_intermediate_size: must be positive, got 0"},
+        {"granitemoehybrid", ", \"shared_intermediate_size\": 8, \"num_local_experts\": -1",
+         "num_local_experts: -1 is out of range"},
+#undef GRANITE
+        {"bamba", ", \"mamba_d_state\": 0", "mamba_d_state: must be positive, got 0"},
+        {"bamba", ", \"mamba_d_conv\": -4", "mamba_d_conv: -4 is out of range"},
+        {"bamba", ", \"mamba_n_heads\": 0", "mamba_n_heads: must be positive, got 0"},
+        {"mamba2", ", \"n_groups\": 3", "n_groups: 3 groups do not divide the 128 Mamba heads (num_heads)"},
+        {"mamba2", "", "num_heads: 128 heads x head_dim 64 is not hidden_size x expand 128"},
+        {"mamba2", ", \"num_heads\": 2, \"n_groups\": 1, \"head_dim\": 0", "head_dim: must be positive, got 0"},
+        {"mamba2", ", \"state_size\": 0", "state_size: must be positive, got 0"},
+        {"mamba", ", \"time_step_rank\": \"big\"", "time_step_rank: expected a whole number or \"auto\", got \"big\""},
+        {"mamba", ", \"time_step_rank\": 0", "time_step_rank: must be positive, got 0"},
+        {"mamba", ", \"intermediate_size\": 0", "intermediate_size: must be positive, got 0"},
+        {"falcon_mamba", ", \"conv_kernel\": 0", "conv_kernel: must be positive, got 0"},
+        {"falcon_mamba", ", \"expand\": -2", "expand: -2 is out of range"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         refused(cfg1(cases[k].type, 8, cases[k].extra), "ssm.json", cases[k].want);
@@ -606,6 +797,7 @@ TEST(bad_kv_heads) {
         {"minimax", 4, ", \"attn_type_list\": [1]", "num_attention_heads: 4 is fewer than 8"},
         {"llama4_text", 4, "", "num_attention_heads: 4 is fewer than 8"},
         {"gpt_oss", 4, "", "num_attention_heads: 4 is fewer than 8"},
+        {"bamba", 4, ", \"attn_layer_indices\": [0]", "num_attention_heads: 4 is fewer than 8"},
     };
     for (size_t k = 0; k < sizeof defaults / sizeof defaults[0]; k++) {
         refused(cfg1(defaults[k].type, defaults[k].heads, defaults[k].extra), "kvd.json", defaults[k].want);
@@ -656,6 +848,21 @@ TEST(bad_layer_lists) {
          "ll.json: text_config.moe_layers: entry [0] is 7, outside 0..5 (text_config.num_hidden_layers is 6)"},
         {"{\"model_type\": \"zamba2\", " DENSE6 ", \"hybrid_layer_ids\": [2, 6]}",
          "ll.json: hybrid_layer_ids: entry [1] is 6, outside 0..5"},
+        {"{\"model_type\": \"bamba\", " DENSE6 ", \"attn_layer_indices\": [3, 6]}",
+         "ll.json: attn_layer_indices: entry [1] is 6, outside 0..5 (num_hidden_layers is 6)"},
+        {"{\"model_type\": \"bamba\", " DENSE6 ", \"attn_layer_indices\": [-1]}",
+         "ll.json: attn_layer_indices: entry [0] is -1, outside 0..5"},
+        {"{\"model_type\": \"bamba\", " DENSE6 ", \"attn_layer_indices\": [\"3\"]}",
+         "ll.json: attn_layer_indices: entry [0] is a string, expected an integer"},
+        {"{\"model_type\": \"granitemoehybrid\", " DENSE6 ", \"shared_intermediate_size\": 8,"
+         " \"layer_types\": [\"mamba\", \"attention\"]}",
+         "ll.json: layer_types: has 2 entries but the model has 6 layers"},
+        {"{\"model_type\": \"granitemoehybrid\", " DENSE6 ", \"shared_intermediate_size\": 8,"
+         " \"layer_types\": [\"mamba\", \"mamba\", \"sliding_attention\", \"mamba\", \"mamba\", \"mamba\"]}",
+         "ll.json: layer_types: entry [2]: unknown layer type 'sliding_attention' (expected \"mamba\" or \"attention\")"},
+        {"{\"model_type\": \"granitemoehybrid\", " DENSE6 ", \"shared_intermediate_size\": 8,"
+         " \"layers_block_type\": [\"mamba\", \"mamba\", \"mamba\", \"mamba\", \"mamba\", 1]}",
+         "ll.json: layers_block_type: entry [5] is an integer, expected a string"},
         /* per-layer flags: one entry per layer, each 0 or 1 */
         {"{\"model_type\": \"llama4_text\", " DENSE6 ", \"no_rope_layers\": [1, 1, 1, \"no\", 1, 1]}",
          "ll.json: no_rope_layers: entry [3]: expected 0 (NoPE) or 1 (RoPE)"},
@@ -1032,6 +1239,9 @@ int main(int argc, char **argv) {
     RUN(hf_falcon_h1_hybrid);
     RUN(hf_zamba2_shared_blocks);
     RUN(hf_minimax_attn_type_list);
+    RUN(hf_granitemoehybrid_layers);
+    RUN(hf_bamba_layers);
+    RUN(hf_mamba_models);
     RUN(hf_llama4_interleave_and_chunks);
     RUN(hf_gpt_oss_layer_types);
     RUN(presets_all_load);

@@ -6,8 +6,7 @@
 
 #include "model/model_internal.h"
 
-/* hidden, layers, vocab: required everywhere */
-static int base_dims(op_hf *h, int *hidden, int *n, int *vocab, int n_def) {
+int op_hf_base_dims(op_hf *h, int *hidden, int *n, int *vocab, int n_def) {
     *hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
     *n = op_hf_int(h, "num_hidden_layers", n_def);
     *vocab = op_hf_vocab(h);
@@ -22,11 +21,7 @@ static void period(op_hf *h, const char *pk, int p, const char *ok, int o) {
     if (!h->bad && (o < 0 || o >= p)) op_hf_fail(h, ok, "%d is outside 0..%s-1 (%d)", o, pk, p - 1);
 }
 
-/* A Mamba2 mixer's shape as transformers builds it: heads split into groups that share B and C
- * (n_groups must divide the heads), a state and a convolution of at least one.  keys name the
- * family's fields: heads, groups, state, conv.  (A config with 3 groups of 128 heads, or a
- * million, was priced as given: 199000 GiB a device.) */
-static void mamba2_shape(op_hf *h, const char *const keys[4], int heads, int groups, int state, int conv) {
+void op_hf_mamba2_shape(op_hf *h, const char *const keys[4], int heads, int groups, int state, int conv) {
     op_hf_need_pos(h, keys[0], heads);
     op_hf_need_pos(h, keys[1], groups);
     op_hf_need_pos(h, keys[2], state);
@@ -37,7 +32,7 @@ static void mamba2_shape(op_hf *h, const char *const keys[4], int heads, int gro
 
 int op_hf_build_jamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int hidden, n, vocab;
-    if (base_dims(h, &hidden, &n, &vocab, OP_HF_REQUIRED) != OP_OK) return OP_EINVAL;
+    if (op_hf_base_dims(h, &hidden, &n, &vocab, OP_HF_REQUIRED) != OP_OK) return OP_EINVAL;
     int inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
     int ap = op_hf_int(h, "attn_layer_period", 8), ao = op_hf_int(h, "attn_layer_offset", 4);
     int ep = op_hf_int(h, "expert_layer_period", 2), eo = op_hf_int(h, "expert_layer_offset", 1);
@@ -100,7 +95,7 @@ int op_hf_build_jamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
 
 int op_hf_build_nemotron_h(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int hidden, n, vocab;
-    if (base_dims(h, &hidden, &n, &vocab, 52) != OP_OK) return OP_EINVAL;
+    if (op_hf_base_dims(h, &hidden, &n, &vocab, 52) != OP_OK) return OP_EINVAL;
     const char *pat = op_hf_str(h, "hybrid_override_pattern", NEMOTRON_H_8B_PATTERN);
     int inter = op_hf_int(h, "intermediate_size", 21504);
     int m_heads = op_hf_int(h, "mamba_num_heads", 128), m_hd = op_hf_int(h, "mamba_head_dim", 64);
@@ -113,7 +108,7 @@ int op_hf_build_nemotron_h(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int shared_dim = op_hf_int(h, "moe_shared_expert_intermediate_size", 7688);
     int tie = op_hf_bool(h, "tie_word_embeddings", 0);
     static const char *const mk[4] = {"mamba_num_heads", "n_groups", "ssm_state_size", "conv_kernel"};
-    mamba2_shape(h, mk, m_heads, groups, state, conv);
+    op_hf_mamba2_shape(h, mk, m_heads, groups, state, conv);
     op_hf_need_pos(h, "mamba_head_dim", m_hd);
     if (h->bad) return OP_EINVAL;
     if ((int)strlen(pat) != n) {
@@ -162,7 +157,7 @@ int op_hf_build_nemotron_h(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
 
 int op_hf_build_falcon_h1(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int hidden, n, vocab;
-    if (base_dims(h, &hidden, &n, &vocab, OP_HF_REQUIRED) != OP_OK) return OP_EINVAL;
+    if (op_hf_base_dims(h, &hidden, &n, &vocab, OP_HF_REQUIRED) != OP_OK) return OP_EINVAL;
     int inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
     int expand = op_hf_int(h, "mamba_expand", 2);
     int inner = op_hf_int(h, "mamba_d_ssm", op_hf_derived(h, "mamba_expand", (double)expand * hidden));
@@ -183,7 +178,7 @@ int op_hf_build_falcon_h1(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int conv = op_hf_int(h, "mamba_d_conv", 4);
     int tie = op_hf_bool(h, "tie_word_embeddings", 0);
     static const char *const mk[4] = {"mamba_n_heads", "mamba_n_groups", "mamba_d_state", "mamba_d_conv"};
-    mamba2_shape(h, mk, m_heads, groups, state, conv);
+    op_hf_mamba2_shape(h, mk, m_heads, groups, state, conv);
     if (h->bad) return OP_EINVAL;
     int embed = b->n;
     op_hf_embed(b, hidden, vocab);
@@ -220,7 +215,7 @@ static void zamba2_hybrids(op_hf *h, int n, unsigned char *hybrid) {
 
 int op_hf_build_zamba2(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int hidden, n, vocab;
-    if (base_dims(h, &hidden, &n, &vocab, 54) != OP_OK) return OP_EINVAL;
+    if (op_hf_base_dims(h, &hidden, &n, &vocab, 54) != OP_OK) return OP_EINVAL;
     int heads = op_hf_int(h, "num_attention_heads", 32);
     op_hf_need_pos(h, "num_attention_heads", heads);
     if (h->bad) return OP_EINVAL;
@@ -249,7 +244,7 @@ int op_hf_build_zamba2(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
                                     "n_mamba_heads");
     int tie = op_hf_bool(h, "tie_word_embeddings", 1);
     static const char *const mk[4] = {"n_mamba_heads", "mamba_ngroups", "mamba_d_state", "mamba_d_conv"};
-    mamba2_shape(h, mk, m_heads, groups, state, conv);
+    op_hf_mamba2_shape(h, mk, m_heads, groups, state, conv);
     unsigned char hybrid[OP_HF_MAX_BLOCKS] = {0};
     zamba2_hybrids(h, n, hybrid);
     if (h->bad) return OP_EINVAL;

@@ -1,6 +1,6 @@
 /* hf_import.c: Hugging Face config.json -> op_model.  Dispatches on model_type to the
- * architecture builders (hf_dense.c, hf_moe.c, hf_vision.c, hf_hybrid.c, hf_linear.c) and holds
- * the pieces they share. */
+ * architecture builders (hf_dense.c, hf_moe.c, hf_vision.c, hf_hybrid.c, hf_ssm.c,
+ * hf_linear.c) and holds the pieces they share. */
 #include <pthread.h>
 #include <string.h>
 
@@ -40,6 +40,11 @@ static const arch archs[] = {
     {"zamba2", op_hf_build_zamba2, 0, {32000, 32, 0, 0}},
     {"minimax_text_01", op_hf_build_minimax, 0, {0, 0, 8, 0}},
     {"minimax", op_hf_build_minimax, 0, {0, 0, 8, 0}},
+    {"granitemoehybrid", op_hf_build_granitemoehybrid, 0, {32000, 32, 0, 0}},
+    {"bamba", op_hf_build_bamba, 0, {128000, 32, 8, 0}},
+    {"mamba2", op_hf_build_mamba2, 0, {32768, 0, 0, 0}},
+    {"mamba", op_hf_build_mamba, 0, {50280, 0, 0, 0}},
+    {"falcon_mamba", op_hf_build_mamba, 0, {50280, 0, 0, 0}},
 };
 #define N_ARCHS (sizeof archs / sizeof archs[0])
 

@@ -88,6 +88,10 @@ int op_hf_build_qwen3_next(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_falcon_h1(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_zamba2(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_minimax(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_granitemoehybrid(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_bamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_mamba2(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_mamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m); /* and falcon_mamba */
 
 /* Shared pieces of the builders (hf_common.c). */
 void op_hf_attn(op_hf *h, op_layer *l, int hidden);          /* heads, kv heads, head_dim */
@@ -101,6 +105,14 @@ void op_hf_head(op_mbuild *b, op_model *m, int hidden, int vocab, int tie, int e
 /* Applies layer_types[i] ("full_attention", "sliding_attention", "chunked_attention",
  * "linear_attention") to l when the config has it; returns 1 if it did. */
 int op_hf_layer_type(op_hf *h, op_layer *l, int n_layers, int i, int window);
+/* hidden_size (required), num_hidden_layers (n_def, or OP_HF_REQUIRED) and vocab_size, each
+ * checked; OP_EINVAL when one is missing or out of range. */
+int op_hf_base_dims(op_hf *h, int *hidden, int *n, int *vocab, int n_def);
+/* A Mamba2 mixer's shape as transformers builds it: heads split into groups that share B and C
+ * (n_groups must divide the heads), a state and a convolution of at least one.  keys name the
+ * family's fields: heads, groups, state, conv.  (A config with 3 groups of 128 heads, or a
+ * million, was priced as given: 199000 GiB a device.) */
+void op_hf_mamba2_shape(op_hf *h, const char *const keys[4], int heads, int groups, int state, int conv);
 /* Fills mamba fields of a Mamba2 layer. */
 void op_hf_mamba2(op_layer *l, int inner, int state, int heads, int head_dim, int groups, int conv);
 
