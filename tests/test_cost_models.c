@@ -1,6 +1,7 @@
 /* test_cost_models.c: the cost model on whole models: parameter totals of the built-in
  * presets against the published counts, a plausible utilisation for Llama-2-7B, invariants
- * on every preset and every importer test config (tp 1 and 2), boundary message widths. */
+ * on every preset and every importer test config (tp 1 and 2), boundary message widths, and
+ * the totals of released SSM models' configs. */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -197,11 +198,50 @@ TEST(boundary_message_widths) {
     } else CHECK_MSG(0, "%s", e.msg);
 }
 
+/* Full-size configs of released SSM models (tests/data/hf/<file>.json) against their published
+ * parameter counts.  Where the configs come from:
+ *   mamba-codestral-7b  mistralai/Mamba-Codestral-7B-v0.1 config.json, copied as published in
+ *                       public benchmark code (only _name_or_path, a local path, left out);
+ *                       Mistral's announcement gives 7,285,403,648 parameters.
+ *   falcon-mamba-7b     tiiuae/falcon-mamba-7b config.json, the same in several public copies
+ *                       (only _name_or_path left out); 7.27B parameters on the model page.
+ *   granite-4.0-h-tiny  ibm-granite/granite-4.0-h-tiny: the architecture fields of its
+ *                       config.json as a public test fixture gives them (hidden size, layers,
+ *                       experts, top-k, expert width and vocab agree with a second public copy);
+ *                       IBM publishes it as a 7B-total model, so the tolerance is wide.
+ * Bamba-9B has no check: no public copy of its whole config was found to verify. */
+static void check_file_params(const char *file, double want, double tol) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "hf/%s.json", file);
+    op_model m;
+    op_err e = {0};
+    if (op_model_load(data(rel), &m, &e) != OP_OK) {
+        CHECK_MSG(0, "%s: %s", rel, e.msg);
+        return;
+    }
+    op_device d = h100();
+    op_train_cfg t = cfg(4096, 1);
+    op_layer_cost *c = cost_model(&m, &t, &d);
+    if (c) {
+        double p = total_params(&m, c);
+        CHECK_MSG(fabs(p / want - 1) <= tol, "%s: %.10g params, want %.10g", file, p, want);
+    }
+    free(c);
+    op_model_free(&m);
+}
+
+TEST(ssm_config_param_totals) {
+    check_file_params("mamba-codestral-7b", 7285403648.0, 1e-9); /* every weight counted */
+    check_file_params("falcon-mamba-7b", 7.27e9, 0.005);
+    check_file_params("granite-4.0-h-tiny", 7.0e9, 0.02);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(preset_param_totals);
     RUN(llama2_utilisation_plausible);
     RUN(every_model_costs);
     RUN(boundary_message_widths);
+    RUN(ssm_config_param_totals);
     return check_report("cost_models");
 }
