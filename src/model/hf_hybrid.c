@@ -1,7 +1,8 @@
 /* hf_hybrid.c: Mamba hybrids.  Each block is split into its mixer and its FFN as separate
  * layers (Megatron's hybrid pattern): jamba, nemotron_h, falcon_h1 (the parallel attention +
  * Mamba2 mixer is one HYBRID layer, its MLP another), zamba2 (shared attention+MLP blocks in
- * front of some Mamba layers, sharing parameters). */
+ * front of some Mamba layers, sharing parameters).  The base dimension reads and the Mamba2
+ * shape check here serve hf_ssm.c too. */
 #include <string.h>
 
 #include "model/model_internal.h"

@@ -105,8 +105,9 @@ void op_hf_head(op_mbuild *b, op_model *m, int hidden, int vocab, int tie, int e
 /* Applies layer_types[i] ("full_attention", "sliding_attention", "chunked_attention",
  * "linear_attention") to l when the config has it; returns 1 if it did. */
 int op_hf_layer_type(op_hf *h, op_layer *l, int n_layers, int i, int window);
-/* hidden_size (required), num_hidden_layers (n_def, or OP_HF_REQUIRED) and vocab_size, each
- * checked; OP_EINVAL when one is missing or out of range. */
+/* For the Mamba builders (hf_hybrid.c, hf_ssm.c; defined in hf_hybrid.c): hidden_size
+ * (required), num_hidden_layers (n_def, or OP_HF_REQUIRED) and vocab_size, each checked;
+ * OP_EINVAL when one is missing or out of range. */
 int op_hf_base_dims(op_hf *h, int *hidden, int *n, int *vocab, int n_def);
 /* A Mamba2 mixer's shape as transformers builds it: heads split into groups that share B and C
  * (n_groups must divide the heads), a state and a convolution of at least one.  keys name the
