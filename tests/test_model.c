@@ -264,6 +264,156 @@ TEST(hf_qwen2_vl_vision_in_front) {
     op_model_free(&m);
 }
 
+TEST(hf_glm4_moe_dense_then_moe_and_mtp) {
+    if (!load_hf("glm4_moe", "ETTTmL")) return;
+    CHECK_EQ_INT(L(1)->ffn, OP_FFN_MLP); /* first_k_dense_replace 1 */
+    CHECK_EQ_INT(L(1)->ffn_dim, 1024);
+    CHECK_EQ_INT(L(1)->ffn_gated, 1);
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(L(1)->n_heads, 8);
+    CHECK_EQ_INT(L(1)->n_kv_heads, 2);
+    CHECK_EQ_INT(L(1)->head_dim, 64); /* head_dim given: 8 x 64 > hidden 256 */
+    for (int i = 2; i <= 4; i++) {
+        CHECK_EQ_INT(L(i)->ffn, OP_FFN_MOE);
+        CHECK_EQ_INT(L(i)->n_experts, 16);
+        CHECK_EQ_INT(L(i)->top_k, 4);
+        CHECK_EQ_INT(L(i)->expert_dim, 64);
+        CHECK_EQ_INT(L(i)->n_shared, 1);
+        CHECK_EQ_INT(L(i)->shared_dim, 64);
+    }
+    CHECK_EQ_INT(L(4)->kind, OP_LAYER_MTP);
+    CHECK_EQ_INT(L(4)->vocab, 151552);
+    CHECK(!strcmp(L(4)->name, "mtp.0"));
+    CHECK_EQ_INT(L(5)->shares_params_with, -1);
+    CHECK_EQ_INT(m.tie_embeddings, 0);
+    op_model_free(&m);
+    /* Glm4MoeConfig's defaults: 128 experts top 8 of 1408, one shared, one dense layer, one
+     * MTP block (num_mtp_layers), 96 heads / 8 KV heads, vocab 151552 */
+    int rc = op_model_from_hf_json("{\"model_type\": \"glm4_moe\", \"hidden_size\": 192,"
+                                   " \"num_hidden_layers\": 2, \"intermediate_size\": 512}",
+                                   "g.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK(!strcmp(m.pattern, "ETTmL"));
+    CHECK_EQ_INT(L(1)->ffn, OP_FFN_MLP);
+    CHECK_EQ_INT(L(2)->n_experts, 128);
+    CHECK_EQ_INT(L(2)->top_k, 8);
+    CHECK_EQ_INT(L(2)->expert_dim, 1408);
+    CHECK_EQ_INT(L(2)->n_shared, 1);
+    CHECK_EQ_INT(L(2)->n_heads, 96);
+    CHECK_EQ_INT(L(2)->n_kv_heads, 8);
+    CHECK_EQ_INT(L(2)->head_dim, 2); /* hidden / heads */
+    CHECK_EQ_INT(m.vocab, 151552);
+    op_model_free(&m);
+    /* no MTP block and no shared expert when the config says so; all layers dense */
+    rc = op_model_from_hf_json("{\"model_type\": \"glm4_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
+                               " \"intermediate_size\": 128, \"num_attention_heads\": 8,"
+                               " \"num_key_value_heads\": 8, \"num_nextn_predict_layers\": 0,"
+                               " \"n_shared_experts\": 0, \"first_k_dense_replace\": 1}",
+                               "g.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK(!strcmp(m.pattern, "ETTL"));
+    CHECK_EQ_INT(L(2)->ffn, OP_FFN_MOE);
+    CHECK_EQ_INT(L(2)->n_shared, 0);
+    CHECK_EQ_INT(L(2)->shared_dim, 0);
+    op_model_free(&m);
+}
+
+TEST(hf_olmoe_every_layer_moe) {
+    if (!load_hf("olmoe", "ETTL")) return;
+    for (int i = 1; i <= 2; i++) {
+        CHECK_EQ_INT(L(i)->ffn, OP_FFN_MOE);
+        CHECK_EQ_INT(L(i)->n_experts, 64); /* OlmoeConfig defaults */
+        CHECK_EQ_INT(L(i)->top_k, 8);
+        CHECK_EQ_INT(L(i)->expert_dim, 64);
+        CHECK_EQ_INT(L(i)->ffn_gated, 1);
+        CHECK_EQ_INT(L(i)->n_shared, 0);
+        CHECK_EQ_INT(L(i)->n_kv_heads, 8); /* None: as many as the heads */
+        CHECK_EQ_INT(L(i)->attn, OP_ATTN_FULL);
+    }
+    CHECK_EQ_INT(m.tie_embeddings, 0);
+    op_model_free(&m);
+}
+
+TEST(hf_phimoe_top2_and_window) {
+    if (!load_hf("phimoe", "ETTL")) return;
+    for (int i = 1; i <= 2; i++) {
+        CHECK_EQ_INT(L(i)->ffn, OP_FFN_MOE);
+        CHECK_EQ_INT(L(i)->n_experts, 16); /* PhimoeConfig defaults */
+        CHECK_EQ_INT(L(i)->top_k, 2);
+        CHECK_EQ_INT(L(i)->expert_dim, 128);
+        CHECK_EQ_INT(L(i)->ffn_gated, 1);
+        CHECK_EQ_INT(L(i)->attn, OP_ATTN_SLIDING); /* sliding_window applies to every layer */
+        CHECK_EQ_INT(L(i)->window, 2048);
+        CHECK_EQ_INT(L(i)->n_kv_heads, 2);
+    }
+    CHECK_EQ_INT(m.tie_embeddings, 0);
+    op_model_free(&m);
+    /* no sliding_window (PhimoeConfig's None): full attention, 8 KV heads by default */
+    int rc = op_model_from_hf_json("{\"model_type\": \"phimoe\", \"hidden_size\": 64, \"num_hidden_layers\": 1,"
+                                   " \"intermediate_size\": 32}", "p.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(L(1)->n_heads, 32);
+    CHECK_EQ_INT(L(1)->n_kv_heads, 8);
+    CHECK_EQ_INT(m.vocab, 32064);
+    op_model_free(&m);
+}
+
+TEST(hf_qwen2_5_vl_window_attention) {
+    if (!load_hf("qwen2_5_vl", "VVVVVVETTL")) return;
+    CHECK_EQ_INT(L(0)->tokens, 1024); /* 448x448, patch 14 */
+    CHECK_EQ_INT(L(0)->patch_dim, 3 * 2 * 14 * 14);
+    /* blocks 0 and 2 attend within windows of (112 / 2 / 14)^2 merged tokens of 2x2 patches */
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_SLIDING);
+    CHECK_EQ_INT(L(1)->window, 64);
+    CHECK_EQ_INT(L(3)->attn, OP_ATTN_SLIDING);
+    CHECK_EQ_INT(L(2)->attn, OP_ATTN_BIDIR); /* fullatt_block_indexes [1, 3] */
+    CHECK_EQ_INT(L(4)->attn, OP_ATTN_BIDIR);
+    CHECK_EQ_INT(L(2)->window, 0);
+    CHECK_EQ_INT(L(1)->n_heads, 4);
+    CHECK_EQ_INT(L(1)->head_dim, 32);
+    CHECK_EQ_INT(L(1)->ffn_dim, 256); /* intermediate_size, SwiGLU */
+    CHECK_EQ_INT(L(1)->ffn_gated, 1);
+    CHECK_EQ_INT(L(5)->tokens, 256); /* after the 2x2 merge */
+    CHECK_EQ_INT(L(5)->hidden, 512);
+    CHECK_EQ_INT(L(5)->ffn_dim, 512);
+    CHECK_EQ_INT(L(5)->out_hidden, 256); /* out_hidden_size */
+    CHECK_EQ_INT(L(6)->kind, OP_LAYER_EMBED);
+    CHECK_EQ_INT(L(7)->n_kv_heads, 2);
+    CHECK_EQ_INT(L(9)->shares_params_with, 6); /* tie_word_embeddings at the top level */
+    CHECK_EQ_INT(m.tie_embeddings, 1);
+    op_model_free(&m);
+    /* defaults: Qwen2_5_VLVisionConfig's full-attention blocks 7, 15, 23, 31 of 32; a window
+     * as large as the image is full attention; tie_word_embeddings in text_config ties too */
+    int rc = op_model_from_hf_json(
+        "{\"model_type\": \"qwen2_5_vl\", \"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1,"
+        " \"intermediate_size\": 128, \"num_attention_heads\": 16, \"tie_word_embeddings\": true},"
+        " \"vision_config\": {\"hidden_size\": 32, \"num_heads\": 2, \"intermediate_size\": 64,"
+        " \"out_hidden_size\": 64}}", "q.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK_EQ_INT(m.n_layers, 1 + 32 + 1 + 3);
+    for (int i = 0; i < 32; i++)
+        CHECK_EQ_INT(L(1 + i)->attn, i % 8 == 7 ? OP_ATTN_BIDIR : OP_ATTN_SLIDING);
+    CHECK_EQ_INT(L(36)->shares_params_with, 34);
+    CHECK_EQ_INT(L(35)->n_kv_heads, 8); /* Qwen2_5_VLTextConfig's default */
+    op_model_free(&m);
+    rc = op_model_from_hf_json(
+        "{\"model_type\": \"qwen2_5_vl\", \"hidden_size\": 64, \"num_hidden_layers\": 1,"
+        " \"intermediate_size\": 128, \"num_attention_heads\": 8, \"vision_config\": {\"depth\": 2,"
+        " \"hidden_size\": 32, \"num_heads\": 2, \"intermediate_size\": 64, \"out_hidden_size\": 64,"
+        " \"window_size\": 448}}", "q.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_BIDIR);
+    CHECK_EQ_INT(L(2)->attn, OP_ATTN_BIDIR);
+    CHECK_EQ_INT(m.tie_embeddings, 0);
+    op_model_free(&m);
+}
+
 TEST(hf_qwen3_next_linear_and_full) {
     if (!load_hf("qwen3_next", "E*#*#*#*#*#*#*#*#L")) return;
     for (int i = 0; i < 8; i++) {
@@ -680,6 +830,29 @@ TEST(bad_moe_top_k) {
         {"{\"model_type\": \"granitemoehybrid\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"vocab_size\": 10,"
          " \"shared_intermediate_size\": 8, \"intermediate_size\": 8, \"num_experts_per_tok\": 0}",
          "num_experts_per_tok: must be positive, got 0"},
+        {"{\"model_type\": \"glm4_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"n_routed_experts\": 4,"
+         " \"num_experts_per_tok\": 8}",
+         "num_experts_per_tok: 8 is more than the 4 experts (n_routed_experts)"},
+        {"{\"model_type\": \"glm4_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"n_routed_experts\": 0}",
+         "n_routed_experts: must be positive, got 0"},
+        {"{\"model_type\": \"glm4_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"moe_intermediate_size\": 0}",
+         "moe_intermediate_size: must be positive, got 0"},
+        {"{\"model_type\": \"olmoe\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"num_experts_per_tok\": 65}",
+         "num_experts_per_tok: 65 is more than the 64 experts (num_experts)"},
+        {"{\"model_type\": \"olmoe\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"num_experts\": 0}",
+         "num_experts: must be positive, got 0"},
+        {"{\"model_type\": \"phimoe\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"num_local_experts\": 2,"
+         " \"num_experts_per_tok\": 3}",
+         "num_experts_per_tok: 3 is more than the 2 experts (num_local_experts)"},
+        {"{\"model_type\": \"phimoe\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 10,"
+         " \"num_attention_heads\": 8, \"intermediate_size\": 8, \"num_experts_per_tok\": 0}",
+         "num_experts_per_tok: must be positive, got 0"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         memset(&e, 0, sizeof e);
@@ -880,6 +1053,53 @@ TEST(bad_layer_lists) {
         {"{\"model_type\": \"qwen2_moe\", " DENSE6 ", \"shared_expert_intermediate_size\": NaN}",
          "ll.json: shared_expert_intermediate_size: expected an integer, got NaN"},
         {"{\"model_type\": NaN, " DENSE6 "}", "ll.json: model_type: expected a string"},
+        /* glm4_moe: no more dense layers than layers */
+        {"{\"model_type\": \"glm4_moe\", " DENSE6 ", \"first_k_dense_replace\": 7}",
+         "ll.json: first_k_dense_replace: 7 is more than the 6 layers (num_hidden_layers)"},
+        {"{\"model_type\": \"glm4_moe\", " DENSE6 ", \"first_k_dense_replace\": -1}",
+         "ll.json: first_k_dense_replace: -1 is out of range"},
+        {"{\"model_type\": \"glm4_moe\", " DENSE6 ", \"num_nextn_predict_layers\": 65}",
+         "ll.json: num_nextn_predict_layers: 65; expected 0..64"},
+        {"{\"model_type\": \"glm4_moe\", " DENSE6 ", \"partial_rotary_factor\": 0}",
+         "ll.json: partial_rotary_factor: must be in (0, 1], got 0"},
+        {"{\"model_type\": \"glm4_moe\", " DENSE6 ", \"use_qk_norm\": \"yes\"}", "ll.json: use_qk_norm: "},
+        {"{\"model_type\": \"glm4_moe\", \"num_hidden_layers\": 6, \"intermediate_size\": 8}",
+         "ll.json: missing required field 'hidden_size'"},
+        {"{\"model_type\": \"olmoe\", \"hidden_size\": 64, \"num_hidden_layers\": 2}",
+         "ll.json: missing required field 'intermediate_size'"},
+        {"{\"model_type\": \"phimoe\", \"hidden_size\": 0, \"num_hidden_layers\": 2, \"intermediate_size\": 8}",
+         "ll.json: hidden_size: must be positive, got 0"},
+        /* qwen2_5_vl's vision encoder */
+        {"{\"model_type\": \"qwen2_5_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32,"
+         " \"num_heads\": 2, \"intermediate_size\": 64, \"out_hidden_size\": 64, \"fullatt_block_indexes\": [1, 4]}}",
+         "ll.json: vision_config.fullatt_block_indexes: entry [1] is 4, outside 0..3 (vision_config.depth is 4)"},
+        {"{\"model_type\": \"qwen2_5_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32,"
+         " \"num_heads\": 2, \"intermediate_size\": 64, \"out_hidden_size\": 64, \"fullatt_block_indexes\": [-1]}}",
+         "ll.json: vision_config.fullatt_block_indexes: entry [0] is -1, outside 0..3"},
+        {"{\"model_type\": \"qwen2_5_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32,"
+         " \"num_heads\": 2, \"intermediate_size\": 64, \"out_hidden_size\": 64, \"fullatt_block_indexes\": 3}}",
+         "ll.json: vision_config.fullatt_block_indexes: expected an array"},
+        {"{\"model_type\": \"qwen2_5_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32,"
+         " \"num_heads\": 2, \"intermediate_size\": 64, \"out_hidden_size\": 64, \"window_size\": 20}}",
+         "ll.json: vision_config.window_size: 20 px is less than patch_size 14 x spatial_merge_size 2"},
+        {"{\"model_type\": \"qwen2_5_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32,"
+         " \"num_heads\": 2, \"intermediate_size\": 64, \"out_hidden_size\": 64, \"window_size\": 0}}", "ll.json: vision_config.window_size: must be positive, got 0"},
+        {"{\"model_type\": \"qwen2_5_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32,"
+         " \"num_heads\": 2, \"intermediate_size\": 64, \"out_hidden_size\": 64, \"intermediate_size\": 0}}",
+         "ll.json: vision_config.intermediate_size: must be positive, got 0"},
+        {"{\"model_type\": \"qwen2_5_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 2, \"hidden_size\": 32,"
+         " \"num_heads\": 2, \"intermediate_size\": 64, \"out_hidden_size\": 96}}",
+         "ll.json: vision_config.out_hidden_size: 96 differs from the language model's hidden_size 64"},
+        {"{\"model_type\": \"qwen2_5_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 2, \"hidden_size\": 32,"
+         " \"num_heads\": 2, \"intermediate_size\": 64}}",
+         "out_hidden_size: 3584 differs from the language model's hidden_size 64 (the merger's output takes "
+         "the place of image tokens); the default is 3584: give it"},
+        {"{\"model_type\": \"qwen2_5_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 2, \"hidden_size\": 30,"
+         " \"num_heads\": 4, \"intermediate_size\": 64, \"out_hidden_size\": 64}}",
+         "ll.json: vision_config.num_heads: 4 does not divide hidden_size 30"},
+        {"{\"model_type\": \"qwen2_5_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 0}}",
+         "ll.json: vision_config.depth: 0 layers; expected 1..2000"},
+        {"{\"model_type\": \"qwen2_5_vl\", " DENSE6 ", \"tie_word_embeddings\": 2}", "ll.json: tie_word_embeddings: "},
     };
 #undef DENSE6
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) refused(cases[k].json, "ll.json", cases[k].want);
@@ -1235,6 +1455,10 @@ int main(int argc, char **argv) {
     RUN(hf_jamba_periods);
     RUN(hf_nemotron_h_pattern_moe_infinity);
     RUN(hf_qwen2_vl_vision_in_front);
+    RUN(hf_glm4_moe_dense_then_moe_and_mtp);
+    RUN(hf_olmoe_every_layer_moe);
+    RUN(hf_phimoe_top2_and_window);
+    RUN(hf_qwen2_5_vl_window_attention);
     RUN(hf_qwen3_next_linear_and_full);
     RUN(hf_falcon_h1_hybrid);
     RUN(hf_zamba2_shared_blocks);

@@ -1,6 +1,11 @@
 /* hf_dense.c: the llama-like families, one DECODER layer (attention + MLP or MoE) per block:
  * llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3(_text),
- * gpt_oss.  Defaults are those of the transformers config classes. */
+ * gpt_oss, olmoe, phimoe (and the language models of qwen2_vl / qwen2_5_vl).  Defaults are
+ * those of the transformers config classes.
+ *
+ * What the cost model leaves out of these layers, each well under 0.1% of a layer's weights
+ * and time: attention biases (qwen2, phimoe's attention_bias), q/k norms (olmoe, qwen3) and
+ * LayerNorm in place of RMSNorm (phimoe). */
 #include <string.h>
 
 #include "model/model_internal.h"
@@ -16,6 +21,7 @@ static int window_of(op_hf *h, int def) {
 typedef struct {
     int moe;          /* 0 none, 1 every layer, 2 qwen-style sparse step */
     int experts, top_k, expert_dim, shared_dim;
+    const char *experts_key; /* the config's name for the expert count (NULL: older message) */
     int sparse_step;
     int window;
     int tie, gated;
@@ -44,6 +50,15 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
         c.experts = op_hf_int(h, "num_local_experts", 128);
         c.top_k = op_hf_int(h, "num_experts_per_tok", op_hf_int(h, "experts_per_token", 4));
         c.expert_dim = inter;
+    } else if (!strcmp(t, "olmoe") || !strcmp(t, "phimoe")) {
+        /* OlmoeConfig: 64 experts, top 8; PhimoeConfig: 16 experts, top 2.  Every layer is MoE
+         * and each expert is a SwiGLU MLP of intermediate_size; no shared expert. */
+        int olmoe = !strcmp(t, "olmoe");
+        c.moe = 1;
+        c.experts_key = olmoe ? "num_experts" : "num_local_experts";
+        c.experts = op_hf_int(h, c.experts_key, olmoe ? 64 : 16);
+        c.top_k = op_hf_int(h, "num_experts_per_tok", olmoe ? 8 : 2);
+        c.expert_dim = inter;
     } else if (!strcmp(t, "qwen2_moe") || !strcmp(t, "qwen3_moe")) {
         int q2 = !strcmp(t, "qwen2_moe");
         c.moe = 2;
@@ -54,7 +69,8 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
         c.sparse_step = op_hf_int(h, "decoder_sparse_step", 1);
         op_hf_need_pos(h, "decoder_sparse_step", c.sparse_step);
     }
-    if (c.moe) {
+    if (c.moe && c.experts_key) op_hf_need_moe(h, c.experts_key, c.experts, c.top_k);
+    else if (c.moe) {
         op_hf_need_pos(h, "num_experts_per_tok", c.top_k);
         if (!h->bad && c.top_k > c.experts)
             op_hf_fail(h, "num_experts_per_tok", "%d is more than the %d experts", c.top_k, c.experts);
@@ -63,8 +79,10 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
     else if (!strcmp(t, "gemma2") || !strncmp(t, "gemma3", 6)) c.window = window_of(h, 4096);
     else if (!strcmp(t, "gpt_oss")) c.window = window_of(h, 128);
     else if (qwen) c.window = op_hf_bool(h, "use_sliding_window", 0) ? window_of(h, 4096) : 0;
-    else c.window = window_of(h, 0); /* llama, mixtral, gemma: none unless set */
-    int max_window_layers = qwen ? op_hf_int(h, "max_window_layers", 28) : 0;
+    else c.window = window_of(h, 0); /* llama, mixtral, gemma, olmoe, phimoe: none unless set */
+    /* Qwen2_5_VLTextConfig defaults max_window_layers to 80, Qwen2Config to 28 */
+    int max_window_layers =
+        qwen ? op_hf_int(h, "max_window_layers", !strcmp(t, "qwen2_5_vl") ? 80 : 28) : 0;
     /* gemma3: every sliding_window_pattern-th layer is global (older key names too) */
     int g3_pattern = op_hf_int(h, "sliding_window_pattern", op_hf_int(h, "_sliding_window_pattern", 6));
     if (!strncmp(t, "gemma3", 6)) op_hf_need_pos(h, "sliding_window_pattern", g3_pattern);

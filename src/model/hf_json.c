@@ -253,6 +253,10 @@ int op_hf_list_flag(op_hf *h, const char *key, int n, int i, const char *meaning
 }
 
 int op_hf_layer_ids(op_hf *h, const char *key, int n, unsigned char *in) {
+    return op_hf_layer_ids_of(h, key, n, in, "num_hidden_layers");
+}
+
+int op_hf_layer_ids_of(op_hf *h, const char *key, int n, unsigned char *in, const char *count_key) {
     json_t *a = op_hf_array(h, key);
     if (!a) return 0;
     size_t j;
@@ -268,8 +272,8 @@ int op_hf_layer_ids(op_hf *h, const char *key, int n, unsigned char *in) {
             return 0;
         }
         if (d < 0 || d >= n) {
-            op_hf_fail(h, key, "entry [%zu] is %.6g, outside 0..%d (%snum_hidden_layers is %d)", j, d,
-                       n - 1, h->prefix, n);
+            op_hf_fail(h, key, "entry [%zu] is %.6g, outside 0..%d (%s%s is %d)", j, d,
+                       n - 1, h->prefix, count_key, n);
             return 0;
         }
         in[(int)d] = 1;

@@ -1,5 +1,6 @@
 /* hf_moe.c: transformer families whose MoE placement and attention need more than a flag:
- * deepseek_v2 / deepseek_v3 (MLA, first_k_dense_replace, moe_layer_freq, MTP) and llama4
+ * deepseek_v2 / deepseek_v3 (MLA, first_k_dense_replace, moe_layer_freq, MTP), glm4_moe
+ * (grouped query attention, first_k_dense_replace, MTP) and llama4
  * (interleave_moe_layer_step / moe_layers, chunked attention on RoPE layers, vision encoder).
  * One DECODER layer per block; MTP blocks come after the decoders, before the head. */
 #include <string.h>
@@ -82,6 +83,75 @@ int op_hf_build_deepseek(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
             l->ffn_dim = inter;
         }
         if (is_mtp) l->vocab = vocab; /* its own (shared) output head and loss */
+    }
+    op_hf_head(b, m, hidden, vocab, tie, embed);
+    return OP_OK;
+}
+
+/* glm4_moe (GLM-4.5, GLM-4.6, GLM-4.5-Air): grouped query attention (head_dim may exceed
+ * hidden / heads), the first first_k_dense_replace layers a SwiGLU MLP of intermediate_size,
+ * the rest MoE: n_routed_experts of moe_intermediate_size, top num_experts_per_tok, and one
+ * shared MLP of n_shared_experts * moe_intermediate_size (priced as n_shared_experts experts of
+ * moe_intermediate_size: the same weights and FLOPs).  num_nextn_predict_layers MTP blocks
+ * (Glm4MoeConfig's num_mtp_layers, default 1) follow, built as DeepSeek-V3's: an MoE decoder
+ * block with its own embedding, projection and head.
+ *
+ * Left out of the cost, as for the other GQA families: attention_bias (q, k, v biases),
+ * use_qk_norm (RMSNorm over head_dim on q and k) and partial_rotary_factor (RoPE on part of
+ * each head: the cost model prices RoPE on all of q and k, an element-wise op far below the
+ * layer's GEMMs).  All are checked for type and range. */
+int op_hf_build_glm4_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
+    (void)root;
+    int hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
+    int n = op_hf_int(h, "num_hidden_layers", OP_HF_REQUIRED);
+    int vocab = op_hf_vocab(h);
+    int inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
+    op_hf_need_pos(h, "hidden_size", hidden);
+    op_hf_need_layers(h, "num_hidden_layers", n);
+    op_hf_need_pos(h, "intermediate_size", inter);
+    int experts = op_hf_int(h, "n_routed_experts", op_hf_int(h, "num_local_experts", 128));
+    int top_k = op_hf_int(h, "num_experts_per_tok", 8);
+    int moe_dim = op_hf_int(h, "moe_intermediate_size", 1408);
+    int shared = op_hf_int(h, "n_shared_experts", 1);
+    int first_dense = op_hf_int(h, "first_k_dense_replace", 1);
+    int mtp = op_hf_int(h, "num_nextn_predict_layers", op_hf_int(h, "num_mtp_layers", 1));
+    int tie = op_hf_bool(h, "tie_word_embeddings", 0);
+    (void)op_hf_bool(h, "attention_bias", 0);
+    (void)op_hf_bool(h, "use_qk_norm", 0);
+    double rot = op_hf_num(h, "partial_rotary_factor", 0.5);
+    if (!h->bad && !(rot > 0 && rot <= 1))
+        op_hf_fail(h, "partial_rotary_factor", "must be in (0, 1], got %g", rot);
+    if (!h->bad && first_dense > n)
+        op_hf_fail(h, "first_k_dense_replace", "%d is more than the %d layers (num_hidden_layers)",
+                   first_dense, n);
+    if (!h->bad && mtp > 64) op_hf_fail(h, "num_nextn_predict_layers", "%d; expected 0..64", mtp);
+    if (h->bad) return OP_EINVAL;
+
+    int embed = b->n;
+    op_hf_embed(b, hidden, vocab);
+    for (int i = 0; i < n + mtp; i++) {
+        int is_mtp = i >= n;
+        op_layer *l = is_mtp ? op_mbuild_add(b, OP_LAYER_MTP, "mtp.%d", i - n)
+                             : op_mbuild_add(b, OP_LAYER_DECODER, "layers.%d", i);
+        l->hidden = hidden;
+        op_hf_attn(h, l, hidden);
+        l->ffn_gated = 1;
+        /* an MTP block is layer n + k, past the dense ones: MoE */
+        if (i >= first_dense) {
+            op_hf_need_moe(h, "n_routed_experts", experts, top_k);
+            op_hf_need_pos(h, "moe_intermediate_size", moe_dim);
+            l->ffn = OP_FFN_MOE;
+            l->n_experts = experts;
+            l->top_k = top_k;
+            l->expert_dim = moe_dim;
+            l->n_shared = shared;
+            l->shared_dim = shared > 0 ? moe_dim : 0;
+        } else {
+            l->ffn = OP_FFN_MLP;
+            l->ffn_dim = inter;
+        }
+        if (is_mtp) l->vocab = vocab; /* its own head and loss */
+        if (h->bad) return OP_EINVAL;
     }
     op_hf_head(b, m, hidden, vocab, tie, embed);
     return OP_OK;

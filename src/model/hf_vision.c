@@ -1,4 +1,4 @@
-/* hf_vision.c: vision encoders in front of a language model (qwen2_vl, gemma3).
+/* hf_vision.c: vision encoders in front of a language model (qwen2_vl, qwen2_5_vl, gemma3).
  *
  * Tokens per sample: one OP_HF_IMAGE_SIZE x OP_HF_IMAGE_SIZE (448 x 448) image per sample,
  * unless the config fixes the image size (gemma3's SigLIP).  Qwen2-VL with patch 14 and
@@ -32,6 +32,17 @@ void op_hf_vision_tower(op_mbuild *b, const op_vis_tower *v) {
         l->hidden = v->width;
         l->tokens = v->patches;
         l->attn = OP_ATTN_BIDIR;
+        /* Window attention (Qwen2.5-VL): each patch attends, both ways, to the `window`
+         * patches of its own window, so every query sees `window` keys.  OP_ATTN_SLIDING
+         * prices exactly that (min(i + 1, window) keys for query i) except over the first
+         * `window` queries of a sample, window * (window - 1) / 2 pairs short: 3% of the
+         * windowed attention core at 448 x 448 (1024 patches, windows of 64).  OP_ATTN_CHUNKED
+         * would be causal inside each window, half the pairs.  A window as large as the image
+         * is full attention. */
+        if (v->window > 0 && v->window < v->patches && !(v->full && v->full[i])) {
+            l->attn = OP_ATTN_SLIDING;
+            l->window = v->window;
+        }
         l->n_heads = l->n_kv_heads = v->heads;
         l->head_dim = v->width / v->heads;
         l->ffn = OP_FFN_MLP;
@@ -91,6 +102,87 @@ int op_hf_build_qwen2_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
     op_hf_vision_tower(b, &v);
     return op_hf_dense_body(h, b, m, "qwen2");
+}
+
+/* qwen2_5_vl: Qwen2.5-VL's ViT, then the qwen2-style language model (Qwen2_5_VLTextConfig's
+ * defaults).  Against qwen2_vl's ViT: a SwiGLU MLP of intermediate_size (not mlp_ratio), RMSNorm
+ * (priced as any norm), the width in hidden_size (no embed_dim), attention within windows of
+ * window_size pixels except in the blocks of fullatt_block_indexes, and a merger whose output
+ * width is out_hidden_size.  A window holds (window_size / spatial_merge_size / patch_size)^2
+ * merged tokens, each spatial_merge_size^2 patches: 112 / 2 / 14 = 4, 4 x 4 x 4 = 64 patches.
+ * tie_word_embeddings may sit at the top level or (older saves) in text_config: either ties. */
+static const int q25_full_default[] = {7, 15, 23, 31};
+
+int op_hf_build_qwen2_5_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
+    op_hf vc = op_hf_sub(h, root, "vision_config", "vision_config.");
+    op_hf top = {.obj = root, .file = h->file, .prefix = "", .err = h->err};
+    int text_hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
+    int tie_top = op_hf_bool(&top, "tie_word_embeddings", 0);
+    if (fold_hf(&top, h) != OP_OK || fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+    op_vis_tower v = {.prefix = "visual"};
+    v.depth = op_hf_int(&vc, "depth", op_hf_int(&vc, "num_hidden_layers", 32));
+    v.width = op_hf_int(&vc, "hidden_size", 3584);
+    v.heads = op_hf_int(&vc, "num_heads", op_hf_int(&vc, "num_attention_heads", 16));
+    v.mlp_dim = op_hf_int(&vc, "intermediate_size", 3420);
+    int chans = op_hf_int(&vc, "in_channels", op_hf_int(&vc, "in_chans", 3));
+    int patch = op_hf_int(&vc, "patch_size", op_hf_int(&vc, "spatial_patch_size", 14));
+    int merge = op_hf_int(&vc, "spatial_merge_size", 2);
+    int tpatch = op_hf_int(&vc, "temporal_patch_size", 2);
+    int window_px = op_hf_int(&vc, "window_size", 112);
+    v.out_hidden = op_hf_int(&vc, "out_hidden_size", 3584);
+    op_hf_need_layers(&vc, "depth", v.depth);
+    op_hf_need_pos(&vc, "hidden_size", v.width);
+    op_hf_need_pos(&vc, "num_heads", v.heads);
+    op_hf_need_pos(&vc, "intermediate_size", v.mlp_dim);
+    op_hf_need_pos(&vc, "in_channels", chans);
+    op_hf_need_pos(&vc, "patch_size", patch);
+    op_hf_need_pos(&vc, "spatial_merge_size", merge);
+    op_hf_need_pos(&vc, "temporal_patch_size", tpatch);
+    op_hf_need_pos(&vc, "window_size", window_px);
+    op_hf_need_pos(&vc, "out_hidden_size", v.out_hidden);
+    op_hf_split_even(&vc, "num_heads", v.heads, "hidden_size", v.width, "head_dim");
+    if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+    /* the merger's output stands in for image tokens of the language model */
+    if (text_hidden > 0 && v.out_hidden != text_hidden) {
+        op_hf_fail(&vc, "out_hidden_size", "%d differs from the language model's hidden_size %d "
+                   "(the merger's output takes the place of image tokens)%s", v.out_hidden,
+                   text_hidden, op_hf_has(&vc, "out_hidden_size") ? "" : "; the default is 3584: give it");
+        return fold_hf(&vc, h);
+    }
+    unsigned char full[OP_HF_MAX_BLOCKS] = {0};
+    if (!op_hf_layer_ids_of(&vc, "fullatt_block_indexes", v.depth, full, "depth"))
+        for (size_t k = 0; k < sizeof q25_full_default / sizeof q25_full_default[0]; k++)
+            if (q25_full_default[k] < v.depth) full[q25_full_default[k]] = 1;
+    if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+    int win_tokens = window_px / merge / patch; /* merged tokens per window side */
+    if (win_tokens <= 0) {
+        op_hf_fail(&vc, "window_size", "%d px is less than patch_size %d x spatial_merge_size %d "
+                   "(a window of no merged patch)", window_px, patch, merge);
+        return fold_hf(&vc, h);
+    }
+    int side = OP_HF_IMAGE_SIZE / patch / merge * merge; /* as qwen2_vl */
+    if (side <= 0) {
+        op_hf_fail(&vc, "patch_size", "patch %d x merge %d does not fit a %d px image", patch, merge,
+                   OP_HF_IMAGE_SIZE);
+        return fold_hf(&vc, h);
+    }
+    v.patches = side * side;
+    v.patch_dim = op_hf_derived(&vc, "patch_size", (double)chans * tpatch * patch * patch);
+    v.merge_in = op_hf_derived(&vc, "spatial_merge_size", (double)v.width * merge * merge);
+    v.window = op_hf_derived(&vc, "window_size", (double)win_tokens * merge * win_tokens * merge);
+    v.full = full;
+    v.merge_mlp = v.merge_in;
+    v.out_tokens = v.patches / (merge * merge);
+    v.gated = 1; /* gate_proj, up_proj -> silu -> down_proj */
+    if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+    op_hf_vision_tower(b, &v);
+    int embed = b->n;
+    if (op_hf_dense_body(h, b, m, "qwen2_5_vl") != OP_OK) return OP_EINVAL;
+    if (tie_top && !m->tie_embeddings) { /* the head is the last layer, after embed */
+        b->v[b->n - 1].shares_params_with = embed;
+        m->tie_embeddings = 1;
+    }
+    return OP_OK;
 }
 
 /* gemma3: SigLIP encoder (when vision_config is present) + avg-pool projector, then the

@@ -63,6 +63,9 @@ int op_hf_list_flag(op_hf *h, const char *key, int n, int i, const char *meaning
  * caller) and returns 1, or returns 0 when the list is absent.  An entry that is not a whole
  * number in 0..n-1 is an error. */
 int op_hf_layer_ids(op_hf *h, const char *key, int n, unsigned char *in);
+/* The same, for a list whose layer count the config names otherwise (count_key, e.g. a vision
+ * encoder's "depth"): the message of an entry out of range names it. */
+int op_hf_layer_ids_of(op_hf *h, const char *key, int n, unsigned char *in, const char *count_key);
 
 /* Parses JSON text after rewriting the bare non-standard tokens Infinity and -Infinity (outside
  * strings) into numbers of the same width, so line:col in errors stay right, and NaN into a
@@ -80,8 +83,10 @@ typedef int (*op_hf_build_fn)(op_hf *h, json_t *root, op_mbuild *b, op_model *m)
 int op_hf_build_dense(op_hf *h, json_t *root, op_mbuild *b, op_model *m);    /* llama family */
 int op_hf_build_gemma3(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_deepseek(op_hf *h, json_t *root, op_mbuild *b, op_model *m); /* v2 / v3 */
+int op_hf_build_glm4_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_llama4(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_qwen2_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_qwen2_5_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_jamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_nemotron_h(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_qwen3_next(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
@@ -127,6 +132,10 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *arch);
 typedef struct op_vis_tower {
     const char *prefix;               /* layer name prefix: "visual", "vision_tower", ... */
     int depth, width, heads, mlp_dim, gated;
+    /* window attention (qwen2_5_vl): window > 0 gives every block not marked in full[] the
+     * attention of a window of `window` patches (see op_hf_vision_tower); 0: all full */
+    int window;
+    const unsigned char *full;
     int patches, patch_dim;           /* tokens per image in the encoder; values per patch */
     int merge_in, merge_mlp;          /* merger input width and MLP width (0: a plain linear) */
     int out_tokens, out_hidden;
