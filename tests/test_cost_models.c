@@ -89,6 +89,49 @@ static const char *data(const char *rel) { /* tests/data/<rel>, next to this fil
     return path;
 }
 
+/* Full-size configs of released models imported from tests/data/hf/ (only the fields the
+ * importer reads, each checked against public sources): parameter totals against the published
+ * counts.  MTP blocks are left out: the published totals count the main model.
+ *  - glm4_5_air.json: GLM-4.5-Air, 106B total / 12B active (zai-org/GLM-4.5 README).  Values as
+ *    in THUDM/slime scripts/models/glm4.5-106B-A12B.sh, the GLM team's own Megatron recipe for
+ *    zai-org/GLM-4.5-Air (46 layers, 1 dense, hidden 4096, FFN 10944, 96 heads, 8 KV groups of
+ *    128, 128 experts top 8 of 1408, one shared expert of 1408, vocab 151552, untied, qkv
+ *    bias, rotary-percent 0.5).  num_nextn_predict_layers is left to its default (1).
+ *  - olmoe_1b_7b_0924.json: allenai/OLMoE-1B-7B-0924, 6.9B total (OLMoE paper,
+ *    arXiv:2409.02060); values as quoted from its config.json by public adapters.
+ *  - phi3_5_moe.json: microsoft/Phi-3.5-MoE-instruct, 41.9B total (its model card); values as
+ *    in the trimmed config mlx-community/Phi-3.5-MoE-instruct parsers quote.
+ *  - qwen2_5_vl_7b.json: Qwen/Qwen2.5-VL-7B-Instruct, 8.29B (the Hub's count of its
+ *    safetensors); text and vision values as its config.json gives them. */
+TEST(hf_real_param_totals) {
+    static const struct { const char *file; double params, tol; } want[] = {
+        {"hf/glm4_5_air.json", 106e9, 0.01},
+        {"hf/olmoe_1b_7b_0924.json", 6.9e9, 0.01},
+        {"hf/phi3_5_moe.json", 41.9e9, 0.01},
+        {"hf/qwen2_5_vl_7b.json", 8.29e9, 0.01},
+    };
+    op_device d = h100();
+    op_train_cfg t = cfg(4096, 1);
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        op_model m;
+        op_err e = {0};
+        int rc = op_model_load(data(want[k].file), &m, &e);
+        CHECK_MSG(rc == OP_OK, "%s: %s", want[k].file, e.msg);
+        if (rc) continue;
+        op_layer_cost *c = cost_model(&m, &t, &d);
+        if (c) {
+            double p = 0;
+            for (int i = 0; i < m.n_layers; i++)
+                if (m.layers[i].shares_params_with < 0 && m.layers[i].kind != OP_LAYER_MTP)
+                    p += (double)c[i].params;
+            CHECK_MSG(fabs(p / want[k].params - 1) <= want[k].tol, "%s: %.4g params, want %.4g",
+                      want[k].file, p, want[k].params);
+        }
+        free(c);
+        op_model_free(&m);
+    }
+}
+
 /* Invariants that must hold for every layer of every model, at tp 1 and 2. */
 static void check_invariants(const op_model *m, const op_train_cfg *t, const op_device *d) {
     op_layer_cost *c = cost_model(m, t, d);
@@ -239,6 +282,7 @@ TEST(ssm_config_param_totals) {
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(preset_param_totals);
+    RUN(hf_real_param_totals);
     RUN(llama2_utilisation_plausible);
     RUN(every_model_costs);
     RUN(boundary_message_widths);
