@@ -2,8 +2,8 @@
  * block is split into its mixer and its FFN (Megatron's hybrid pattern):
  *   granitemoehybrid  Granite 4.0 H: Mamba2 or attention per layer (layer_types), then a dense
  *                     gated MLP (shared_intermediate_size), or, where num_local_experts > 0, a
- *                     MoE whose routed experts (intermediate_size) are summed with that MLP as
- *                     an ungated shared expert.
+ *                     MoE whose routed experts (intermediate_size) are added to that MLP's output
+ *                     with no gate on the sum: one shared expert of that width.
  *   bamba             Mamba2 layers, attention at attn_layer_indices, a gated MLP in every block.
  *   mamba2            Mamba2 mixers alone (Mamba-Codestral): no attention, no MLP.
  *   mamba, falcon_mamba  Mamba-1 mixers alone (FalconMamba's extra RMSNorms on dt, B and C have

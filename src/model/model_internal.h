@@ -98,7 +98,7 @@ int op_hf_build_bamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_mamba2(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_mamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m); /* and falcon_mamba */
 
-/* Shared pieces of the builders (hf_common.c). */
+/* Shared pieces of the builders (hf_import.c, unless a comment names another file). */
 void op_hf_attn(op_hf *h, op_layer *l, int hidden);          /* heads, kv heads, head_dim */
 /* num_key_value_heads, as a config gives it or as the model type defaults it when absent: at
  * most the heads and a divisor of them (grouped query attention shares each KV head among
