@@ -414,6 +414,142 @@ TEST(hf_qwen2_5_vl_window_attention) {
     op_model_free(&m);
 }
 
+/* qwen3_vl: Qwen3-VL's ViT (GELU MLP, learned position embeddings priced in the patch
+ * embedding), a DeepStack merger after each block of deepstack_visual_indexes, then the Qwen3
+ * language model; only the top-level tie_word_embeddings ties the head. */
+TEST(hf_qwen3_vl_deepstack) {
+    if (!load_hf("qwen3_vl", "VVVVVVVVETTL")) return;
+    CHECK(!strcmp(L(0)->name, "visual.patch_embed"));
+    CHECK_EQ_INT(L(0)->tokens, 784);                       /* (448 / 16)^2 patches */
+    CHECK_EQ_INT(L(0)->patch_dim, 3 * 2 * 16 * 16 + 576); /* pixels + position table */
+    CHECK_EQ_INT(L(0)->hidden, 128);
+    /* blocks 0 .. 3 at 1, 3, 4, 6; deepstack_visual_indexes [2, 0]: merger 1 after block 0,
+     * merger 0 after block 2 */
+    static const int blk[] = {1, 3, 4, 6};
+    for (int i = 0; i < 4; i++) {
+        const op_layer *l = L(blk[i]);
+        char want[32];
+        snprintf(want, sizeof want, "visual.blocks.%d", i);
+        CHECK_MSG(!strcmp(l->name, want), "%s, expected %s", l->name, want);
+        CHECK_EQ_INT(l->attn, OP_ATTN_BIDIR);
+        CHECK_EQ_INT(l->tokens, 784);
+        CHECK_EQ_INT(l->n_heads, 4);
+        CHECK_EQ_INT(l->head_dim, 32);
+        CHECK_EQ_INT(l->ffn, OP_FFN_MLP);
+        CHECK_EQ_INT(l->ffn_dim, 512);
+        CHECK_EQ_INT(l->ffn_gated, 0); /* linear_fc1 -> gelu -> linear_fc2 */
+    }
+    CHECK(!strcmp(L(2)->name, "visual.deepstack.1"));
+    CHECK(!strcmp(L(5)->name, "visual.deepstack.0"));
+    CHECK(!strcmp(L(7)->name, "visual.merger"));
+    static const int mg[] = {2, 5, 7};
+    for (int i = 0; i < 3; i++) {
+        const op_layer *l = L(mg[i]);
+        CHECK_EQ_INT(l->kind, OP_LAYER_VISION);
+        CHECK_EQ_INT(l->attn, OP_ATTN_NONE);
+        CHECK_EQ_INT(l->hidden, 512); /* 128 x 2 x 2 */
+        CHECK_EQ_INT(l->tokens, 196);
+        CHECK_EQ_INT(l->ffn_dim, 512);
+        CHECK_EQ_INT(l->out_hidden, 256);
+    }
+    CHECK_EQ_INT(L(8)->kind, OP_LAYER_EMBED);
+    CHECK_EQ_INT(L(9)->n_heads, 8);
+    CHECK_EQ_INT(L(9)->n_kv_heads, 2);
+    CHECK_EQ_INT(L(9)->head_dim, 32);
+    CHECK_EQ_INT(L(9)->ffn_dim, 1024);
+    CHECK_EQ_INT(L(9)->ffn_gated, 1);
+    CHECK_EQ_INT(L(9)->attn, OP_ATTN_FULL);
+    /* text_config says tied, the top level (which the model reads) says not */
+    CHECK_EQ_INT(L(11)->shares_params_with, -1);
+    CHECK_EQ_INT(m.tie_embeddings, 0);
+    CHECK_EQ_INT(m.vocab, 151936);
+    op_model_free(&m);
+    /* defaults: Qwen3VLVisionConfig (27 blocks of 1152, DeepStack after 8, 16, 24, 2304
+     * positions, patch 16) and Qwen3VLTextConfig (32 heads, 32 KV heads, head_dim 128, no
+     * sliding window even when asked for); the top-level flag ties */
+    int rc = op_model_from_hf_json(
+        "{\"model_type\": \"qwen3_vl\", \"tie_word_embeddings\": true, \"text_config\": {\"hidden_size\": 64,"
+        " \"num_hidden_layers\": 1, \"intermediate_size\": 128, \"use_sliding_window\": true,"
+        " \"sliding_window\": 16}, \"vision_config\": {\"out_hidden_size\": 64}}", "q.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK_EQ_INT(m.n_layers, 1 + 27 + 3 + 1 + 1 + 1 + 1);
+    CHECK_EQ_INT(L(0)->patch_dim, 3 * 2 * 16 * 16 + 2304);
+    CHECK_EQ_INT(L(0)->hidden, 1152);
+    CHECK_EQ_INT(L(1)->ffn_dim, 4304);
+    CHECK_EQ_INT(L(1)->n_heads, 16);
+    CHECK(!strcmp(L(10)->name, "visual.deepstack.0")); /* after block 8 (layer 9) */
+    CHECK(!strcmp(L(19)->name, "visual.deepstack.1"));
+    CHECK(!strcmp(L(28)->name, "visual.deepstack.2"));
+    CHECK_EQ_INT(L(28)->hidden, 1152 * 4);
+    CHECK(!strcmp(L(31)->name, "visual.merger"));
+    CHECK_EQ_INT(L(33)->n_heads, 32);
+    CHECK_EQ_INT(L(33)->n_kv_heads, 32);
+    CHECK_EQ_INT(L(33)->head_dim, 128);
+    CHECK_EQ_INT(L(33)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(L(34)->shares_params_with, 32);
+    CHECK_EQ_INT(m.tie_embeddings, 1);
+    CHECK_EQ_INT(m.vocab, 151936);
+    op_model_free(&m);
+    /* an empty deepstack_visual_indexes: no extra mergers */
+    rc = op_model_from_hf_json(
+        "{\"model_type\": \"qwen3_vl\", \"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1,"
+        " \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_key_value_heads\": 4},"
+        " \"vision_config\": {\"depth\": 2,"
+        " \"hidden_size\": 32, \"num_heads\": 2, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": []}}",
+        "q.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK(!strcmp(m.pattern, "VVVVETL"));
+    op_model_free(&m);
+}
+
+/* qwen3_vl_moe: the same encoder, then Qwen3-MoE layers (mlp_only_layers dense) */
+TEST(hf_qwen3_vl_moe_experts) {
+    if (!load_hf("qwen3_vl_moe", "VVVVVVETTTL")) return;
+    CHECK_EQ_INT(L(0)->tokens, 1024); /* patch 14: (448 / 14)^2 */
+    CHECK_EQ_INT(L(0)->patch_dim, 3 * 2 * 14 * 14 + 2304);
+    CHECK(!strcmp(L(3)->name, "visual.deepstack.0")); /* after block 1 */
+    CHECK_EQ_INT(L(3)->hidden, 256);
+    CHECK_EQ_INT(L(3)->tokens, 256);
+    CHECK_EQ_INT(L(3)->out_hidden, 256);
+    CHECK(!strcmp(L(5)->name, "visual.merger"));
+    CHECK_EQ_INT(L(4)->ffn_gated, 0);
+    for (int i = 7; i <= 9; i += 2) {
+        CHECK_EQ_INT(L(i)->ffn, OP_FFN_MOE);
+        CHECK_EQ_INT(L(i)->n_experts, 16);
+        CHECK_EQ_INT(L(i)->top_k, 4);
+        CHECK_EQ_INT(L(i)->expert_dim, 64);
+        CHECK_EQ_INT(L(i)->n_shared, 0);
+        CHECK_EQ_INT(L(i)->ffn_gated, 1);
+        CHECK_EQ_INT(L(i)->head_dim, 64);
+    }
+    CHECK_EQ_INT(L(8)->ffn, OP_FFN_MLP); /* mlp_only_layers [1] */
+    CHECK_EQ_INT(L(8)->ffn_dim, 768);
+    CHECK_EQ_INT(L(10)->shares_params_with, 6); /* tie_word_embeddings at the top level */
+    CHECK_EQ_INT(m.tie_embeddings, 1);
+    CHECK_EQ_INT(m.vocab, 1000);
+    op_model_free(&m);
+    /* Qwen3VLMoeTextConfig's defaults: 60 experts, top 4 of 1408, 16 heads and KV heads,
+     * head_dim = hidden / heads; untied unless the top level ties (its text default does not) */
+    int rc = op_model_from_hf_json(
+        "{\"model_type\": \"qwen3_vl_moe\", \"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1,"
+        " \"intermediate_size\": 128}, \"vision_config\": {\"depth\": 1, \"hidden_size\": 32,"
+        " \"num_heads\": 2, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": [0]}}", "q.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK(!strcmp(m.pattern, "VVVVETL"));
+    CHECK_EQ_INT(L(5)->n_experts, 60);
+    CHECK_EQ_INT(L(5)->top_k, 4);
+    CHECK_EQ_INT(L(5)->expert_dim, 1408);
+    CHECK_EQ_INT(L(5)->n_heads, 16);
+    CHECK_EQ_INT(L(5)->n_kv_heads, 16);
+    CHECK_EQ_INT(L(5)->head_dim, 4);
+    CHECK_EQ_INT(L(1)->ffn_dim, 4304);
+    CHECK_EQ_INT(m.tie_embeddings, 0);
+    op_model_free(&m);
+}
+
 TEST(hf_qwen3_next_linear_and_full) {
     if (!load_hf("qwen3_next", "E*#*#*#*#*#*#*#*#L")) return;
     for (int i = 0; i < 8; i++) {
@@ -1100,6 +1236,49 @@ TEST(bad_layer_lists) {
         {"{\"model_type\": \"qwen2_5_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 0}}",
          "ll.json: vision_config.depth: 0 layers; expected 1..2000"},
         {"{\"model_type\": \"qwen2_5_vl\", " DENSE6 ", \"tie_word_embeddings\": 2}", "ll.json: tie_word_embeddings: "},
+        /* qwen3_vl / qwen3_vl_moe: DeepStack blocks, the merger's width, the text model */
+        {"{\"model_type\": \"qwen3_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32, \"num_heads\": 2, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": [1, 4]}}",
+         "ll.json: vision_config.deepstack_visual_indexes: entry [1] is 4, outside 0..3 (vision_config.depth is 4)"},
+        {"{\"model_type\": \"qwen3_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32, \"num_heads\": 2, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": [-1]}}",
+         "ll.json: vision_config.deepstack_visual_indexes: entry [0] is -1, outside 0..3"},
+        {"{\"model_type\": \"qwen3_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32, \"num_heads\": 2, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": [2, 2]}}",
+         "ll.json: vision_config.deepstack_visual_indexes: entry [1] is 2, listed before as entry [0]"},
+        {"{\"model_type\": \"qwen3_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32, \"num_heads\": 2, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": 1}}",
+         "ll.json: vision_config.deepstack_visual_indexes: expected an array"},
+        {"{\"model_type\": \"qwen3_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32, \"num_heads\": 2, \"out_hidden_size\": 64}}",
+         "ll.json: vision_config.deepstack_visual_indexes: absent, and its default [8, 16, 24] names block 8, "
+         "outside 0..3 (vision_config.depth is 4); give it"},
+        {"{\"model_type\": \"qwen3_vl_moe\", " DENSE6 ", \"vision_config\": {\"depth\": 2, \"hidden_size\": 32,"
+         " \"num_heads\": 2, \"out_hidden_size\": 96, \"deepstack_visual_indexes\": []}}",
+         "ll.json: vision_config.out_hidden_size: 96 differs from the language model's hidden_size 64"},
+        {"{\"model_type\": \"qwen3_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 27}}",
+         "out_hidden_size: 3584 differs from the language model's hidden_size 64 (the merger's output takes "
+         "the place of image tokens); the default is 3584: give it"},
+        {"{\"model_type\": \"qwen3_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32, \"num_heads\": 2, \"out_hidden_size\": 64, \"num_position_embeddings\": 0}}",
+         "ll.json: vision_config.num_position_embeddings: must be positive, got 0"},
+        {"{\"model_type\": \"qwen3_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32, \"num_heads\": 2, \"out_hidden_size\": 64, \"intermediate_size\": 0}}",
+         "ll.json: vision_config.intermediate_size: must be positive, got 0"},
+        {"{\"model_type\": \"qwen3_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 4, \"hidden_size\": 32, \"num_heads\": 2, \"out_hidden_size\": 64, \"patch_size\": 300, \"deepstack_visual_indexes\": []}}",
+         "ll.json: vision_config.patch_size: patch 300 x merge 2 does not fit a 448 px image"},
+        {"{\"model_type\": \"qwen3_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 2, \"hidden_size\": 30,"
+         " \"num_heads\": 4, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": []}}",
+         "ll.json: vision_config.num_heads: 4 does not divide hidden_size 30"},
+        {"{\"model_type\": \"qwen3_vl\", " DENSE6 ", \"vision_config\": {\"depth\": 0}}",
+         "ll.json: vision_config.depth: 0 layers; expected 1..2000"},
+        {"{\"model_type\": \"qwen3_vl\", " DENSE6 ", \"vision_config\": 3}",
+         "ll.json: vision_config: expected an object"},
+        {"{\"model_type\": \"qwen3_vl\", \"text_config\": {\"num_hidden_layers\": 2, \"intermediate_size\": 8}}",
+         "ll.json: missing required field 'text_config.hidden_size'"},
+        {"{\"model_type\": \"qwen3_vl\", \"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 2,"
+         " \"intermediate_size\": 0}, \"vision_config\": {\"depth\": 2, \"hidden_size\": 32, \"num_heads\": 2, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": []}}",
+         "ll.json: text_config.intermediate_size: must be positive, got 0"},
+        {"{\"model_type\": \"qwen3_vl\", " DENSE6 ", \"tie_word_embeddings\": \"no\"}", "ll.json: tie_word_embeddings: "},
+        {"{\"model_type\": \"qwen3_vl_moe\", " DENSE6 ", \"num_experts\": 4, \"num_experts_per_tok\": 5, \"vision_config\": {\"depth\": 2, \"hidden_size\": 32, \"num_heads\": 2, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": []}}",
+         "ll.json: num_experts_per_tok: 5 is more than the 4 experts"},
+        {"{\"model_type\": \"qwen3_vl_moe\", " DENSE6 ", \"num_experts_per_tok\": 0, \"vision_config\": {\"depth\": 2, \"hidden_size\": 32, \"num_heads\": 2, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": []}}",
+         "ll.json: num_experts_per_tok: must be positive, got 0"},
+        {"{\"model_type\": \"qwen3_vl_moe\", " DENSE6 ", \"moe_intermediate_size\": 0, \"vision_config\": {\"depth\": 2, \"hidden_size\": 32, \"num_heads\": 2, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": []}}",
+         "ll.json: moe_intermediate_size: must be positive"},
     };
 #undef DENSE6
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) refused(cases[k].json, "ll.json", cases[k].want);
@@ -1459,6 +1638,8 @@ int main(int argc, char **argv) {
     RUN(hf_olmoe_every_layer_moe);
     RUN(hf_phimoe_top2_and_window);
     RUN(hf_qwen2_5_vl_window_attention);
+    RUN(hf_qwen3_vl_deepstack);
+    RUN(hf_qwen3_vl_moe_experts);
     RUN(hf_qwen3_next_linear_and_full);
     RUN(hf_falcon_h1_hybrid);
     RUN(hf_zamba2_shared_blocks);

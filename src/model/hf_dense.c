@@ -1,7 +1,7 @@
 /* hf_dense.c: the llama-like families, one DECODER layer (attention + MLP or MoE) per block:
  * llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3(_text),
- * gpt_oss, olmoe, phimoe (and the language models of qwen2_vl / qwen2_5_vl).  Defaults are
- * those of the transformers config classes.
+ * gpt_oss, olmoe, phimoe (and the language models of qwen2_vl / qwen2_5_vl / qwen3_vl /
+ * qwen3_vl_moe).  Defaults are those of the transformers config classes.
  *
  * What the cost model leaves out of these layers, each well under 0.1% of a layer's weights
  * and time: attention biases (qwen2, phimoe's attention_bias), q/k norms (olmoe, qwen3) and
@@ -59,12 +59,13 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
         c.experts = op_hf_int(h, c.experts_key, olmoe ? 64 : 16);
         c.top_k = op_hf_int(h, "num_experts_per_tok", olmoe ? 8 : 2);
         c.expert_dim = inter;
-    } else if (!strcmp(t, "qwen2_moe") || !strcmp(t, "qwen3_moe")) {
-        int q2 = !strcmp(t, "qwen2_moe");
+    } else if (!strcmp(t, "qwen2_moe") || !strcmp(t, "qwen3_moe") || !strcmp(t, "qwen3_vl_moe")) {
+        /* Qwen3VLMoeTextConfig keeps Qwen2MoeConfig's expert defaults, without its shared expert */
+        int q2 = !strcmp(t, "qwen2_moe"), q2d = q2 || !strcmp(t, "qwen3_vl_moe");
         c.moe = 2;
-        c.experts = op_hf_int(h, "num_experts", q2 ? 60 : 128);
-        c.top_k = op_hf_int(h, "num_experts_per_tok", q2 ? 4 : 8);
-        c.expert_dim = op_hf_int(h, "moe_intermediate_size", q2 ? 1408 : 768);
+        c.experts = op_hf_int(h, "num_experts", q2d ? 60 : 128);
+        c.top_k = op_hf_int(h, "num_experts_per_tok", q2d ? 4 : 8);
+        c.expert_dim = op_hf_int(h, "moe_intermediate_size", q2d ? 1408 : 768);
         c.shared_dim = q2 ? op_hf_int(h, "shared_expert_intermediate_size", 5632) : 0;
         c.sparse_step = op_hf_int(h, "decoder_sparse_step", 1);
         op_hf_need_pos(h, "decoder_sparse_step", c.sparse_step);
@@ -78,6 +79,7 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
     if (!strcmp(t, "mistral")) c.window = window_of(h, 4096);
     else if (!strcmp(t, "gemma2") || !strncmp(t, "gemma3", 6)) c.window = window_of(h, 4096);
     else if (!strcmp(t, "gpt_oss")) c.window = window_of(h, 128);
+    else if (!strncmp(t, "qwen3_vl", 8)) c.window = 0; /* its attention has no window */
     else if (qwen) c.window = op_hf_bool(h, "use_sliding_window", 0) ? window_of(h, 4096) : 0;
     else c.window = window_of(h, 0); /* llama, mixtral, gemma, olmoe, phimoe: none unless set */
     /* Qwen2_5_VLTextConfig defaults max_window_layers to 80, Qwen2Config to 28 */

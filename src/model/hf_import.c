@@ -37,6 +37,8 @@ static const arch archs[] = {
     {"llama4_text", op_hf_build_llama4, 0, {202048, 40, 8, 128}},
     {"qwen2_vl", op_hf_build_qwen2_vl, 1, {152064, 32, 0, 0}},
     {"qwen2_5_vl", op_hf_build_qwen2_5_vl, 1, {152064, 64, 8, 0}},
+    {"qwen3_vl", op_hf_build_qwen3_vl, 1, {151936, 32, 32, 128}},
+    {"qwen3_vl_moe", op_hf_build_qwen3_vl, 1, {151936, 16, 16, 0}},
     {"jamba", op_hf_build_jamba, 0, {65536, 32, 8, 0}},
     {"nemotron_h", op_hf_build_nemotron_h, 0, {131072, 32, 8, 0}},
     {"qwen3_next", op_hf_build_qwen3_next, 0, {151936, 16, 2, 256}},

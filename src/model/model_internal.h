@@ -87,6 +87,7 @@ int op_hf_build_glm4_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_llama4(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_qwen2_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_qwen2_5_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_qwen3_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m); /* and qwen3_vl_moe */
 int op_hf_build_jamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_nemotron_h(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_qwen3_next(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
