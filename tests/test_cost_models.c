@@ -102,13 +102,27 @@ static const char *data(const char *rel) { /* tests/data/<rel>, next to this fil
  *  - phi3_5_moe.json: microsoft/Phi-3.5-MoE-instruct, 41.9B total (its model card); values as
  *    in the trimmed config mlx-community/Phi-3.5-MoE-instruct parsers quote.
  *  - qwen2_5_vl_7b.json: Qwen/Qwen2.5-VL-7B-Instruct, 8.29B (the Hub's count of its
- *    safetensors); text and vision values as its config.json gives them. */
+ *    safetensors); text and vision values as its config.json gives them.
+ *  - qwen3_vl_8b.json: Qwen/Qwen3-VL-8B-Instruct, 8.77B (the Hub's count of its safetensors,
+ *    as LM Studio's card quotes it).  Values as its config.json gives them: text 36 layers of
+ *    4096, FFN 12288, 32 heads, 8 KV heads of 128, vocab 151936, untied; vision 27 blocks of
+ *    1152, MLP 4304, 16 heads, patch 16, 2304 positions, out 4096, DeepStack [8, 16, 24] (the
+ *    same values quoted by public loaders of nvidia/Cosmos-Reason2-8B, a fine-tune of it, and
+ *    of Qwen-Image-2.1's text encoder).
+ *  - qwen3_vl_30b_a3b.json: Qwen/Qwen3-VL-30B-A3B-Instruct, 31B (the size the Hub lists for
+ *    it; more digits were not found in public sources, so the check is to 1% of 31B).  Values
+ *    as its config.json at commit 1fc78ad, transcribed by public loaders (48 layers of 2048,
+ *    FFN 6144, 32 heads, 4 KV heads of 128, 128 experts top 8 of 768, vocab 151936, untied;
+ *    the 8B's vision encoder with out_hidden_size 2048); the text values match a public
+ *    Megatron recipe for the same model. */
 TEST(hf_real_param_totals) {
     static const struct { const char *file; double params, tol; } want[] = {
         {"hf/glm4_5_air.json", 106e9, 0.01},
         {"hf/olmoe_1b_7b_0924.json", 6.9e9, 0.01},
         {"hf/phi3_5_moe.json", 41.9e9, 0.01},
         {"hf/qwen2_5_vl_7b.json", 8.29e9, 0.01},
+        {"hf/qwen3_vl_8b.json", 8.77e9, 0.01},
+        {"hf/qwen3_vl_30b_a3b.json", 31e9, 0.01},
     };
     op_device d = h100();
     op_train_cfg t = cfg(4096, 1);
