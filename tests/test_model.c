@@ -320,6 +320,53 @@ TEST(hf_glm4_moe_dense_then_moe_and_mtp) {
     op_model_free(&m);
 }
 
+TEST(hf_ernie4_5_moe_layer_range) {
+    if (!load_hf("ernie4_5_moe", "ETTTTL")) return;
+    /* moe_layer_start_index 1, moe_layer_end_index 2: layers 1 and 2 MoE, 0 and 3 dense */
+    for (int i = 0; i < 4; i++) {
+        const op_layer *l = L(1 + i);
+        CHECK_EQ_INT(l->attn, OP_ATTN_FULL);
+        CHECK_EQ_INT(l->n_heads, 8);
+        CHECK_EQ_INT(l->n_kv_heads, 2);
+        CHECK_EQ_INT(l->head_dim, 16);
+        CHECK_EQ_INT(l->ffn_gated, 1);
+        if (i == 1 || i == 2) {
+            CHECK_EQ_INT(l->ffn, OP_FFN_MOE);
+            CHECK_EQ_INT(l->n_experts, 8);
+            CHECK_EQ_INT(l->top_k, 2);
+            CHECK_EQ_INT(l->expert_dim, 64);
+            CHECK_EQ_INT(l->n_shared, 1);
+            CHECK_EQ_INT(l->shared_dim, 64);
+        } else {
+            CHECK_EQ_INT(l->ffn, OP_FFN_MLP);
+            CHECK_EQ_INT(l->ffn_dim, 512);
+        }
+    }
+    CHECK_EQ_INT(m.tie_embeddings, 1); /* Ernie4_5_MoeConfig ties by default */
+    CHECK_EQ_INT(L(5)->shares_params_with, 0);
+    op_model_free(&m);
+    /* the defaults: MoE from layer 1 to the last (-1), 64 experts top 6 of 1536, 2 shared,
+     * 20 heads / 4 KV heads, vocab 103424; an interval of 2 makes every other layer MoE */
+    int rc = op_model_from_hf_json("{\"model_type\": \"ernie4_5_moe\", \"hidden_size\": 160,"
+                                   " \"num_hidden_layers\": 5, \"intermediate_size\": 256,"
+                                   " \"moe_layer_end_index\": -1, \"moe_layer_interval\": 2}",
+                                   "e.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK(!strcmp(m.pattern, "ETTTTTL"));
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ_INT(L(1 + i)->ffn, (i == 1 || i == 3) ? OP_FFN_MOE : OP_FFN_MLP);
+    CHECK_EQ_INT(L(2)->n_experts, 64);
+    CHECK_EQ_INT(L(2)->top_k, 6);
+    CHECK_EQ_INT(L(2)->expert_dim, 1536);
+    CHECK_EQ_INT(L(2)->n_shared, 2);
+    CHECK_EQ_INT(L(2)->n_heads, 20);
+    CHECK_EQ_INT(L(2)->n_kv_heads, 4);
+    CHECK_EQ_INT(L(2)->head_dim, 8);
+    CHECK_EQ_INT(m.vocab, 103424);
+    op_model_free(&m);
+}
+
 TEST(hf_olmoe_every_layer_moe) {
     if (!load_hf("olmoe", "ETTL")) return;
     for (int i = 1; i <= 2; i++) {
@@ -1189,6 +1236,23 @@ TEST(bad_layer_lists) {
         {"{\"model_type\": \"qwen2_moe\", " DENSE6 ", \"shared_expert_intermediate_size\": NaN}",
          "ll.json: shared_expert_intermediate_size: expected an integer, got NaN"},
         {"{\"model_type\": NaN, " DENSE6 "}", "ll.json: model_type: expected a string"},
+        /* ernie4_5_moe: the MoE layer range inside the layers, top-k within the experts */
+        {"{\"model_type\": \"ernie4_5_moe\", " DENSE6 ", \"moe_layer_start_index\": 6}",
+         "ll.json: moe_layer_start_index: 6 is past the last layer (num_hidden_layers 6)"},
+        {"{\"model_type\": \"ernie4_5_moe\", " DENSE6 ", \"moe_layer_end_index\": 9}",
+         "ll.json: moe_layer_end_index: 9 is past the last layer (num_hidden_layers 6)"},
+        {"{\"model_type\": \"ernie4_5_moe\", " DENSE6 ", \"moe_layer_end_index\": -2}",
+         "ll.json: moe_layer_end_index: -2 is out of range"},
+        {"{\"model_type\": \"ernie4_5_moe\", " DENSE6 ", \"moe_layer_interval\": 0}",
+         "ll.json: moe_layer_interval: must be positive, got 0"},
+        {"{\"model_type\": \"ernie4_5_moe\", " DENSE6 ", \"moe_num_experts\": 4, \"moe_k\": 5}",
+         "ll.json: moe_k: 5 is more than the 4 experts (moe_num_experts)"},
+        {"{\"model_type\": \"ernie4_5_moe\", " DENSE6 ", \"moe_num_experts\": 0}",
+         "ll.json: moe_num_experts: must be positive, got 0"},
+        {"{\"model_type\": \"ernie4_5_moe\", " DENSE6 ", \"moe_intermediate_size\": 0}",
+         "ll.json: moe_intermediate_size: must be positive, got 0"},
+        {"{\"model_type\": \"ernie4_5_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2}",
+         "ll.json: missing required field 'intermediate_size'"},
         /* glm4_moe: no more dense layers than layers */
         {"{\"model_type\": \"glm4_moe\", " DENSE6 ", \"first_k_dense_replace\": 7}",
          "ll.json: first_k_dense_replace: 7 is more than the 6 layers (num_hidden_layers)"},
@@ -1635,6 +1699,7 @@ int main(int argc, char **argv) {
     RUN(hf_nemotron_h_pattern_moe_infinity);
     RUN(hf_qwen2_vl_vision_in_front);
     RUN(hf_glm4_moe_dense_then_moe_and_mtp);
+    RUN(hf_ernie4_5_moe_layer_range);
     RUN(hf_olmoe_every_layer_moe);
     RUN(hf_phimoe_top2_and_window);
     RUN(hf_qwen2_5_vl_window_attention);

@@ -1,6 +1,7 @@
 /* hf_moe.c: transformer families whose MoE placement and attention need more than a flag:
  * deepseek_v2 / deepseek_v3 (MLA, first_k_dense_replace, moe_layer_freq, MTP), glm4_moe
- * (grouped query attention, first_k_dense_replace, MTP) and llama4
+ * (grouped query attention, first_k_dense_replace, MTP), ernie4_5_moe (MoE over a layer range
+ * and interval, shared experts) and llama4
  * (interleave_moe_layer_step / moe_layers, chunked attention on RoPE layers, vision encoder).
  * One DECODER layer per block; MTP blocks come after the decoders, before the head. */
 #include <string.h>
@@ -243,6 +244,77 @@ int op_hf_build_llama4(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         } else {
             l->ffn = OP_FFN_MLP;
             l->ffn_dim = mlp_dim;
+        }
+        if (h->bad) return OP_EINVAL;
+    }
+    op_hf_head(b, m, hidden, vocab, tie, embed);
+    return OP_OK;
+}
+
+/* ernie4_5_moe (ERNIE-4.5 MoE, e.g. ERNIE-4.5-21B-A3B, ERNIE-4.5-300B-A47B): grouped query
+ * attention; layer i is MoE when (i + 1) % moe_layer_interval == 0 and moe_layer_start_index <=
+ * i <= moe_layer_end_index (-1: the last layer), else a SwiGLU MLP of intermediate_size.  An MoE
+ * layer has moe_num_experts routed experts of moe_intermediate_size, top moe_k, and one shared
+ * MLP of moe_num_shared_experts * moe_intermediate_size (priced as that many experts of
+ * moe_intermediate_size: the same weights and FLOPs).  Ernie4_5_MoeConfig's defaults: 64
+ * experts top 6 of 1536, 2 shared, MoE from layer 1, tied embeddings, vocab 103424.
+ * The MTP block (num_nextn_predict_layers) is not built by transformers, which skips its
+ * weights on load, so it is left out here too.  use_bias (biases on every projection) is left
+ * out of the cost, well under 0.1% of a layer's weights. */
+int op_hf_build_ernie4_5_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
+    (void)root;
+    int hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
+    int n = op_hf_int(h, "num_hidden_layers", OP_HF_REQUIRED);
+    int vocab = op_hf_vocab(h);
+    int inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
+    op_hf_need_pos(h, "hidden_size", hidden);
+    op_hf_need_layers(h, "num_hidden_layers", n);
+    op_hf_need_pos(h, "intermediate_size", inter);
+    int experts = op_hf_int(h, "moe_num_experts", 64);
+    int top_k = op_hf_int(h, "moe_k", 6);
+    int moe_dim = op_hf_int(h, "moe_intermediate_size", 1536);
+    int shared = op_hf_int(h, "moe_num_shared_experts", 2);
+    int start = op_hf_int(h, "moe_layer_start_index", 1);
+    int interval = op_hf_int(h, "moe_layer_interval", 1);
+    int tie = op_hf_bool(h, "tie_word_embeddings", 1);
+    (void)op_hf_bool(h, "use_bias", 0);
+    /* moe_layer_end_index: -1 (the default) means the last layer */
+    json_t *ev = json_object_get(h->obj, "moe_layer_end_index");
+    int end = n - 1;
+    if (ev && !json_is_null(ev) && !(json_is_number(ev) && json_number_value(ev) == -1))
+        end = op_hf_int(h, "moe_layer_end_index", n - 1);
+    op_hf_need_pos(h, "moe_layer_interval", interval);
+    if (!h->bad && start >= n)
+        op_hf_fail(h, "moe_layer_start_index", "%d is past the last layer (num_hidden_layers %d)",
+                   start, n);
+    if (!h->bad && end >= n)
+        op_hf_fail(h, "moe_layer_end_index", "%d is past the last layer (num_hidden_layers %d)", end,
+                   n);
+    if (h->bad) return OP_EINVAL;
+
+    int embed = b->n;
+    op_hf_embed(b, hidden, vocab);
+    for (int i = 0; i < n; i++) {
+        op_layer *l = op_mbuild_add(b, OP_LAYER_DECODER, "layers.%d", i);
+        l->hidden = hidden;
+        op_hf_attn(h, l, hidden);
+        l->ffn_gated = 1;
+        if ((i + 1) % interval == 0 && i >= start && i <= end) {
+            op_hf_need_pos(h, "moe_num_experts", experts);
+            op_hf_need_pos(h, "moe_k", top_k);
+            op_hf_need_pos(h, "moe_intermediate_size", moe_dim);
+            if (!h->bad && top_k > experts)
+                op_hf_fail(h, "moe_k", "%d is more than the %d experts (moe_num_experts)", top_k,
+                           experts);
+            l->ffn = OP_FFN_MOE;
+            l->n_experts = experts;
+            l->top_k = top_k;
+            l->expert_dim = moe_dim;
+            l->n_shared = shared;
+            l->shared_dim = shared > 0 ? moe_dim : 0;
+        } else {
+            l->ffn = OP_FFN_MLP;
+            l->ffn_dim = inter;
         }
         if (h->bad) return OP_EINVAL;
     }
