@@ -367,6 +367,49 @@ TEST(hf_ernie4_5_moe_layer_range) {
     op_model_free(&m);
 }
 
+TEST(hf_hunyuan_v1_moe_per_layer_topk) {
+    if (!load_hf("hunyuan_v1_moe", "ETTTL")) return;
+    for (int i = 1; i <= 3; i++) {
+        CHECK_EQ_INT(L(i)->ffn, OP_FFN_MOE); /* every layer */
+        CHECK_EQ_INT(L(i)->n_experts, 8);
+        CHECK_EQ_INT(L(i)->top_k, i == 3 ? 4 : 2); /* moe_topk, one per layer */
+        CHECK_EQ_INT(L(i)->expert_dim, 96);
+        CHECK_EQ_INT(L(i)->n_shared, 1); /* the shared MLP of intermediate_size */
+        CHECK_EQ_INT(L(i)->shared_dim, 96);
+        CHECK_EQ_INT(L(i)->ffn_gated, 1);
+        CHECK_EQ_INT(L(i)->n_heads, 4);
+        CHECK_EQ_INT(L(i)->n_kv_heads, 1);
+        CHECK_EQ_INT(L(i)->head_dim, 32);
+        CHECK_EQ_INT(L(i)->attn, OP_ATTN_FULL);
+    }
+    CHECK_EQ_INT(m.tie_embeddings, 1);
+    op_model_free(&m);
+    /* HunYuanMoEV1Config's defaults: 1 expert, top 1, 32 heads and as many KV heads, vocab
+     * 290943, untied; one moe_topk for all layers */
+    int rc = op_model_from_hf_json("{\"model_type\": \"hunyuan_v1_moe\", \"hidden_size\": 256,"
+                                   " \"num_hidden_layers\": 2, \"intermediate_size\": 64}",
+                                   "h.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK(!strcmp(m.pattern, "ETTL"));
+    CHECK_EQ_INT(L(1)->n_experts, 1);
+    CHECK_EQ_INT(L(1)->top_k, 1);
+    CHECK_EQ_INT(L(1)->n_heads, 32);
+    CHECK_EQ_INT(L(1)->n_kv_heads, 32);
+    CHECK_EQ_INT(L(1)->head_dim, 8);
+    CHECK_EQ_INT(m.vocab, 290943);
+    CHECK_EQ_INT(m.tie_embeddings, 0);
+    op_model_free(&m);
+    rc = op_model_from_hf_json("{\"model_type\": \"hunyuan_v1_moe\", \"hidden_size\": 256,"
+                               " \"num_hidden_layers\": 2, \"intermediate_size\": 64,"
+                               " \"num_experts\": 16, \"moe_topk\": 8}", "h.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK_EQ_INT(L(2)->top_k, 8);
+    CHECK_EQ_INT(L(2)->n_experts, 16);
+    op_model_free(&m);
+}
+
 TEST(hf_olmoe_every_layer_moe) {
     if (!load_hf("olmoe", "ETTL")) return;
     for (int i = 1; i <= 2; i++) {
@@ -1253,6 +1296,23 @@ TEST(bad_layer_lists) {
          "ll.json: moe_intermediate_size: must be positive, got 0"},
         {"{\"model_type\": \"ernie4_5_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2}",
          "ll.json: missing required field 'intermediate_size'"},
+        /* hunyuan_v1_moe: moe_topk one value or one per layer, each within num_experts */
+        {"{\"model_type\": \"hunyuan_v1_moe\", " DENSE6 ", \"num_experts\": 4, \"moe_topk\": 5}",
+         "ll.json: moe_topk: 5 is more than the 4 experts (num_experts)"},
+        {"{\"model_type\": \"hunyuan_v1_moe\", " DENSE6 ", \"num_experts\": 4, \"moe_topk\": [1, 1, 1, 1, 1, 9]}",
+         "ll.json: moe_topk: entry [5]: 9; expected 1..4 (num_experts)"},
+        {"{\"model_type\": \"hunyuan_v1_moe\", " DENSE6 ", \"num_experts\": 4, \"moe_topk\": [1, 1]}",
+         "ll.json: moe_topk: has 2 entries but the model has 6 layers"},
+        {"{\"model_type\": \"hunyuan_v1_moe\", " DENSE6 ", \"num_experts\": 4, \"moe_topk\": [1, 1, \"2\", 1, 1, 1]}",
+         "ll.json: moe_topk: entry [2]: expected a positive integer"},
+        {"{\"model_type\": \"hunyuan_v1_moe\", " DENSE6 ", \"num_experts\": 4, \"moe_topk\": [1, 1, 0, 1, 1, 1]}",
+         "ll.json: moe_topk: entry [2]: 0; expected 1..4 (num_experts)"},
+        {"{\"model_type\": \"hunyuan_v1_moe\", " DENSE6 ", \"num_experts\": 0}",
+         "ll.json: num_experts: must be positive, got 0"},
+        {"{\"model_type\": \"hunyuan_v1_moe\", " DENSE6 ", \"num_experts\": [4, 4, 4, 4, 4, 4]}",
+         "ll.json: num_experts: expected an integer, got "},
+        {"{\"model_type\": \"hunyuan_v1_moe\", \"hidden_size\": 64, \"intermediate_size\": 8}",
+         "ll.json: missing required field 'num_hidden_layers'"},
         /* glm4_moe: no more dense layers than layers */
         {"{\"model_type\": \"glm4_moe\", " DENSE6 ", \"first_k_dense_replace\": 7}",
          "ll.json: first_k_dense_replace: 7 is more than the 6 layers (num_hidden_layers)"},
@@ -1700,6 +1760,7 @@ int main(int argc, char **argv) {
     RUN(hf_qwen2_vl_vision_in_front);
     RUN(hf_glm4_moe_dense_then_moe_and_mtp);
     RUN(hf_ernie4_5_moe_layer_range);
+    RUN(hf_hunyuan_v1_moe_per_layer_topk);
     RUN(hf_olmoe_every_layer_moe);
     RUN(hf_phimoe_top2_and_window);
     RUN(hf_qwen2_5_vl_window_attention);

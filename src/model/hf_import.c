@@ -34,6 +34,7 @@ static const arch archs[] = {
     {"deepseek_v3", op_hf_build_deepseek, 0, {129280, 128, 0, 0}},
     {"glm4_moe", op_hf_build_glm4_moe, 0, {151552, 96, 8, 0}},
     {"ernie4_5_moe", op_hf_build_ernie4_5_moe, 0, {103424, 20, 4, 0}},
+    {"hunyuan_v1_moe", op_hf_build_hunyuan_v1_moe, 0, {290943, 32, 0, 0}},
     {"llama4", op_hf_build_llama4, 1, {202048, 40, 8, 128}},
     {"llama4_text", op_hf_build_llama4, 0, {202048, 40, 8, 128}},
     {"qwen2_vl", op_hf_build_qwen2_vl, 1, {152064, 32, 0, 0}},

@@ -1,9 +1,10 @@
 /* hf_moe.c: transformer families whose MoE placement and attention need more than a flag:
  * deepseek_v2 / deepseek_v3 (MLA, first_k_dense_replace, moe_layer_freq, MTP), glm4_moe
  * (grouped query attention, first_k_dense_replace, MTP), ernie4_5_moe (MoE over a layer range
- * and interval, shared experts) and llama4
+ * and interval, shared experts), hunyuan_v1_moe (per-layer top-k, a shared MLP) and llama4
  * (interleave_moe_layer_step / moe_layers, chunked attention on RoPE layers, vision encoder).
  * One DECODER layer per block; MTP blocks come after the decoders, before the head. */
+#include <math.h>
 #include <string.h>
 
 #include "model/model_internal.h"
@@ -316,6 +317,75 @@ int op_hf_build_ernie4_5_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m) 
             l->ffn = OP_FFN_MLP;
             l->ffn_dim = inter;
         }
+        if (h->bad) return OP_EINVAL;
+    }
+    op_hf_head(b, m, hidden, vocab, tie, embed);
+    return OP_OK;
+}
+
+/* hunyuan_v1_moe's moe_topk for layer i: one integer for every layer, or a list of one per
+ * layer (HunYuanMoEV1Config accepts both).  Each must be 1..experts. */
+static int hunyuan_topk(op_hf *h, int n, int i, int experts) {
+    json_t *v = json_object_get(h->obj, "moe_topk");
+    int k;
+    if (!json_is_array(v)) {
+        k = op_hf_int(h, "moe_topk", 1);
+    } else if ((int)json_array_size(v) != n) {
+        op_hf_fail(h, "moe_topk", "has %d entries but the model has %d layers", (int)json_array_size(v), n);
+        return 0;
+    } else {
+        json_t *it = json_array_get(v, (size_t)i);
+        double d = json_is_number(it) && !op_hf_is_nan(it) ? json_number_value(it) : -1;
+        if (!(d >= 0 && d <= OP_HF_MAX_INT && d == floor(d))) {
+            op_hf_fail(h, "moe_topk", "entry [%d]: expected a positive integer", i);
+            return 0;
+        }
+        k = (int)d;
+        if (!h->bad && (k <= 0 || k > experts))
+            op_hf_fail(h, "moe_topk", "entry [%d]: %d; expected 1..%d (num_experts)", i, k, experts);
+        return k;
+    }
+    op_hf_need_pos(h, "moe_topk", k);
+    if (!h->bad && k > experts)
+        op_hf_fail(h, "moe_topk", "%d is more than the %d experts (num_experts)", k, experts);
+    return k;
+}
+
+/* hunyuan_v1_moe (Hunyuan-A13B): grouped query attention with q / k RMSNorm; every layer is MoE:
+ * num_experts routed experts of intermediate_size, top moe_topk (one value or one per layer),
+ * plus one shared SwiGLU MLP of intermediate_size, as HunYuanMoEV1Moe builds it (released
+ * configs also carry moe_intermediate_size and num_shared_expert lists, which transformers does
+ * not read).  HunYuanMoEV1Config's defaults: 1 expert, top 1, 32 heads (KV heads as many),
+ * vocab 290943, untied.  q / k norms and attention_bias are left out of the cost, as for the
+ * other GQA families. */
+int op_hf_build_hunyuan_v1_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
+    (void)root;
+    int hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
+    int n = op_hf_int(h, "num_hidden_layers", OP_HF_REQUIRED);
+    int vocab = op_hf_vocab(h);
+    int inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
+    op_hf_need_pos(h, "hidden_size", hidden);
+    op_hf_need_layers(h, "num_hidden_layers", n);
+    op_hf_need_pos(h, "intermediate_size", inter);
+    int experts = op_hf_int(h, "num_experts", 1);
+    op_hf_need_pos(h, "num_experts", experts);
+    int tie = op_hf_bool(h, "tie_word_embeddings", 0);
+    (void)op_hf_bool(h, "attention_bias", 0);
+    if (h->bad) return OP_EINVAL;
+
+    int embed = b->n;
+    op_hf_embed(b, hidden, vocab);
+    for (int i = 0; i < n; i++) {
+        op_layer *l = op_mbuild_add(b, OP_LAYER_DECODER, "layers.%d", i);
+        l->hidden = hidden;
+        op_hf_attn(h, l, hidden);
+        l->ffn_gated = 1;
+        l->ffn = OP_FFN_MOE;
+        l->n_experts = experts;
+        l->top_k = hunyuan_topk(h, n, i, experts);
+        l->expert_dim = inter;
+        l->n_shared = 1;
+        l->shared_dim = inter;
         if (h->bad) return OP_EINVAL;
     }
     op_hf_head(b, m, hidden, vocab, tie, embed);

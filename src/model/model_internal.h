@@ -85,6 +85,7 @@ int op_hf_build_gemma3(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_deepseek(op_hf *h, json_t *root, op_mbuild *b, op_model *m); /* v2 / v3 */
 int op_hf_build_glm4_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_ernie4_5_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
+int op_hf_build_hunyuan_v1_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_llama4(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_qwen2_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
 int op_hf_build_qwen2_5_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m);
