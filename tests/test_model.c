@@ -410,6 +410,39 @@ TEST(hf_hunyuan_v1_moe_per_layer_topk) {
     op_model_free(&m);
 }
 
+TEST(hf_minimax_m2_every_layer_moe) {
+    if (!load_hf("minimax_m2", "ETTTL")) return;
+    for (int i = 1; i <= 3; i++) {
+        CHECK_EQ_INT(L(i)->ffn, OP_FFN_MOE);
+        CHECK_EQ_INT(L(i)->n_experts, 16);
+        CHECK_EQ_INT(L(i)->top_k, 2);
+        CHECK_EQ_INT(L(i)->expert_dim, 64);
+        CHECK_EQ_INT(L(i)->n_shared, 0);
+        CHECK_EQ_INT(L(i)->ffn_gated, 1);
+        CHECK_EQ_INT(L(i)->attn, OP_ATTN_FULL);
+        CHECK_EQ_INT(L(i)->head_dim, 32); /* head_dim given: 8 x 32 > hidden 128 */
+        CHECK_EQ_INT(L(i)->n_kv_heads, 2);
+    }
+    CHECK_EQ_INT(m.tie_embeddings, 0);
+    op_model_free(&m);
+    /* MiniMaxM2Config's defaults: 256 experts top 8, 48 heads / 8 KV heads of 128, vocab
+     * 200064; a sliding_window in the config does not make any layer sliding */
+    int rc = op_model_from_hf_json("{\"model_type\": \"minimax_m2\", \"hidden_size\": 96,"
+                                   " \"num_hidden_layers\": 2, \"intermediate_size\": 32,"
+                                   " \"sliding_window\": 16}", "mm.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK(!strcmp(m.pattern, "ETTL"));
+    CHECK_EQ_INT(L(1)->n_experts, 256);
+    CHECK_EQ_INT(L(1)->top_k, 8);
+    CHECK_EQ_INT(L(1)->n_heads, 48);
+    CHECK_EQ_INT(L(1)->n_kv_heads, 8);
+    CHECK_EQ_INT(L(1)->head_dim, 128);
+    CHECK_EQ_INT(L(2)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(m.vocab, 200064);
+    op_model_free(&m);
+}
+
 TEST(hf_olmoe_every_layer_moe) {
     if (!load_hf("olmoe", "ETTL")) return;
     for (int i = 1; i <= 2; i++) {
@@ -1313,6 +1346,13 @@ TEST(bad_layer_lists) {
          "ll.json: num_experts: expected an integer, got "},
         {"{\"model_type\": \"hunyuan_v1_moe\", \"hidden_size\": 64, \"intermediate_size\": 8}",
          "ll.json: missing required field 'num_hidden_layers'"},
+        /* minimax_m2: experts and top-k */
+        {"{\"model_type\": \"minimax_m2\", " DENSE6 ", \"num_local_experts\": 4, \"num_experts_per_tok\": 5}",
+         "ll.json: num_experts_per_tok: 5 is more than the 4 experts (num_local_experts)"},
+        {"{\"model_type\": \"minimax_m2\", " DENSE6 ", \"num_local_experts\": 0}",
+         "ll.json: num_local_experts: must be positive, got 0"},
+        {"{\"model_type\": \"minimax_m2\", " DENSE6 ", \"head_dim\": 0}",
+         "ll.json: head_dim: must be positive, got 0"},
         /* glm4_moe: no more dense layers than layers */
         {"{\"model_type\": \"glm4_moe\", " DENSE6 ", \"first_k_dense_replace\": 7}",
          "ll.json: first_k_dense_replace: 7 is more than the 6 layers (num_hidden_layers)"},
@@ -1761,6 +1801,7 @@ int main(int argc, char **argv) {
     RUN(hf_glm4_moe_dense_then_moe_and_mtp);
     RUN(hf_ernie4_5_moe_layer_range);
     RUN(hf_hunyuan_v1_moe_per_layer_topk);
+    RUN(hf_minimax_m2_every_layer_moe);
     RUN(hf_olmoe_every_layer_moe);
     RUN(hf_phimoe_top2_and_window);
     RUN(hf_qwen2_5_vl_window_attention);

@@ -1,11 +1,11 @@
 /* hf_dense.c: the llama-like families, one DECODER layer (attention + MLP or MoE) per block:
  * llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3(_text),
- * gpt_oss, olmoe, phimoe (and the language models of qwen2_vl / qwen2_5_vl / qwen3_vl /
- * qwen3_vl_moe).  Defaults are those of the transformers config classes.
+ * gpt_oss, olmoe, phimoe, minimax_m2 (and the language models of qwen2_vl / qwen2_5_vl /
+ * qwen3_vl / qwen3_vl_moe).  Defaults are those of the transformers config classes.
  *
  * What the cost model leaves out of these layers, each well under 0.1% of a layer's weights
- * and time: attention biases (qwen2, phimoe's attention_bias), q/k norms (olmoe, qwen3) and
- * LayerNorm in place of RMSNorm (phimoe). */
+ * and time: attention biases (qwen2, phimoe's attention_bias), q/k norms (olmoe, qwen3,
+ * minimax_m2) and LayerNorm in place of RMSNorm (phimoe). */
 #include <string.h>
 
 #include "model/model_internal.h"
@@ -59,6 +59,14 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
         c.experts = op_hf_int(h, c.experts_key, olmoe ? 64 : 16);
         c.top_k = op_hf_int(h, "num_experts_per_tok", olmoe ? 8 : 2);
         c.expert_dim = inter;
+    } else if (!strcmp(t, "minimax_m2")) {
+        /* MiniMaxM2Config: 256 experts of intermediate_size, top 8, on every layer; full
+         * attention everywhere (no sliding window), no shared expert */
+        c.moe = 1;
+        c.experts_key = "num_local_experts";
+        c.experts = op_hf_int(h, "num_local_experts", 256);
+        c.top_k = op_hf_int(h, "num_experts_per_tok", 8);
+        c.expert_dim = inter;
     } else if (!strcmp(t, "qwen2_moe") || !strcmp(t, "qwen3_moe") || !strcmp(t, "qwen3_vl_moe")) {
         /* Qwen3VLMoeTextConfig keeps Qwen2MoeConfig's expert defaults, without its shared expert */
         int q2 = !strcmp(t, "qwen2_moe"), q2d = q2 || !strcmp(t, "qwen3_vl_moe");
@@ -81,6 +89,7 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
     else if (!strcmp(t, "gpt_oss")) c.window = window_of(h, 128);
     else if (!strncmp(t, "qwen3_vl", 8)) c.window = 0; /* its attention has no window */
     else if (qwen) c.window = op_hf_bool(h, "use_sliding_window", 0) ? window_of(h, 4096) : 0;
+    else if (!strcmp(t, "minimax_m2")) c.window = 0; /* its modeling reads no sliding_window */
     else c.window = window_of(h, 0); /* llama, mixtral, gemma, olmoe, phimoe: none unless set */
     /* Qwen2_5_VLTextConfig defaults max_window_layers to 80, Qwen2Config to 28 */
     int max_window_layers =

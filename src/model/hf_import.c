@@ -30,6 +30,7 @@ static const arch archs[] = {
     {"gpt_oss", op_hf_build_dense, 0, {201088, 64, 8, 64}},
     {"olmoe", op_hf_build_dense, 0, {50304, 16, 0, 0}},
     {"phimoe", op_hf_build_dense, 0, {32064, 32, 8, 0}},
+    {"minimax_m2", op_hf_build_dense, 0, {200064, 48, 8, 128}},
     {"deepseek_v2", op_hf_build_deepseek, 0, {102400, 32, 0, 0}},
     {"deepseek_v3", op_hf_build_deepseek, 0, {129280, 128, 0, 0}},
     {"glm4_moe", op_hf_build_glm4_moe, 0, {151552, 96, 8, 0}},
