@@ -443,6 +443,55 @@ TEST(hf_minimax_m2_every_layer_moe) {
     op_model_free(&m);
 }
 
+TEST(hf_olmo2_dense) {
+    if (!load_hf("olmo2", "ETTL")) return;
+    for (int i = 1; i <= 2; i++) {
+        CHECK_EQ_INT(L(i)->ffn, OP_FFN_MLP);
+        CHECK_EQ_INT(L(i)->ffn_dim, 256);
+        CHECK_EQ_INT(L(i)->ffn_gated, 1);
+        CHECK_EQ_INT(L(i)->attn, OP_ATTN_FULL);
+        CHECK_EQ_INT(L(i)->n_kv_heads, 8); /* None: as many as the heads */
+        CHECK_EQ_INT(L(i)->head_dim, 16);
+    }
+    CHECK_EQ_INT(m.tie_embeddings, 0);
+    op_model_free(&m);
+    /* Olmo2Config's defaults (32 heads, vocab 50304); no layer is sliding, whatever the config */
+    int rc = op_model_from_hf_json("{\"model_type\": \"olmo2\", \"hidden_size\": 256,"
+                                   " \"num_hidden_layers\": 2, \"intermediate_size\": 64,"
+                                   " \"sliding_window\": 16}", "o.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK_EQ_INT(L(1)->n_heads, 32);
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(m.vocab, 50304);
+    op_model_free(&m);
+}
+
+TEST(hf_olmo3_sliding_and_full) {
+    if (!load_hf("olmo3", "ETTTTL")) return;
+    for (int i = 0; i < 4; i++) { /* layer_types as given */
+        CHECK_EQ_INT(L(1 + i)->attn, i % 2 ? OP_ATTN_FULL : OP_ATTN_SLIDING);
+        CHECK_EQ_INT(L(1 + i)->window, i % 2 ? 0 : 64);
+        CHECK_EQ_INT(L(1 + i)->ffn, OP_FFN_MLP);
+    }
+    op_model_free(&m);
+    /* without layer_types: Olmo3Config's three sliding layers of 4096, then one full */
+    int rc = op_model_from_hf_json("{\"model_type\": \"olmo3\", \"hidden_size\": 256,"
+                                   " \"num_hidden_layers\": 8, \"intermediate_size\": 64}",
+                                   "o.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    for (int i = 0; i < 8; i++) {
+        int full = (i + 1) % 4 == 0;
+        CHECK_EQ_INT(L(1 + i)->attn, full ? OP_ATTN_FULL : OP_ATTN_SLIDING);
+        CHECK_EQ_INT(L(1 + i)->window, full ? 0 : 4096);
+    }
+    CHECK_EQ_INT(L(1)->n_heads, 32);
+    CHECK_EQ_INT(m.vocab, 50304);
+    CHECK_EQ_INT(m.tie_embeddings, 0);
+    op_model_free(&m);
+}
+
 TEST(hf_olmoe_every_layer_moe) {
     if (!load_hf("olmoe", "ETTL")) return;
     for (int i = 1; i <= 2; i++) {
@@ -1353,6 +1402,15 @@ TEST(bad_layer_lists) {
          "ll.json: num_local_experts: must be positive, got 0"},
         {"{\"model_type\": \"minimax_m2\", " DENSE6 ", \"head_dim\": 0}",
          "ll.json: head_dim: must be positive, got 0"},
+        /* olmo3: layer_types entries and their window */
+        {"{\"model_type\": \"olmo3\", " DENSE6 ", \"layer_types\": [\"full_attention\", \"sliding_attention\","
+         " \"full_attention\", \"full_attention\", \"global\", \"full_attention\"]}",
+         "ll.json: layer_types: entry [4]: unknown layer type 'global'"},
+        {"{\"model_type\": \"olmo3\", " DENSE6 ", \"sliding_window\": null, \"layer_types\": [\"full_attention\","
+         " \"sliding_attention\", \"full_attention\", \"full_attention\", \"full_attention\", \"full_attention\"]}",
+         "ll.json: layer_types: entry [1] is 'sliding_attention' but the config sets no window size"},
+        {"{\"model_type\": \"olmo2\", " DENSE6 ", \"num_key_value_heads\": 3}",
+         "ll.json: num_key_value_heads: 3 does not divide the 8 attention heads"},
         /* glm4_moe: no more dense layers than layers */
         {"{\"model_type\": \"glm4_moe\", " DENSE6 ", \"first_k_dense_replace\": 7}",
          "ll.json: first_k_dense_replace: 7 is more than the 6 layers (num_hidden_layers)"},
@@ -1802,6 +1860,8 @@ int main(int argc, char **argv) {
     RUN(hf_ernie4_5_moe_layer_range);
     RUN(hf_hunyuan_v1_moe_per_layer_topk);
     RUN(hf_minimax_m2_every_layer_moe);
+    RUN(hf_olmo2_dense);
+    RUN(hf_olmo3_sliding_and_full);
     RUN(hf_olmoe_every_layer_moe);
     RUN(hf_phimoe_top2_and_window);
     RUN(hf_qwen2_5_vl_window_attention);

@@ -1,11 +1,12 @@
 /* hf_dense.c: the llama-like families, one DECODER layer (attention + MLP or MoE) per block:
  * llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3(_text),
- * gpt_oss, olmoe, phimoe, minimax_m2 (and the language models of qwen2_vl / qwen2_5_vl /
- * qwen3_vl / qwen3_vl_moe).  Defaults are those of the transformers config classes.
+ * gpt_oss, olmoe, phimoe, minimax_m2, olmo2, olmo3 (and the language models of qwen2_vl /
+ * qwen2_5_vl / qwen3_vl / qwen3_vl_moe).  Defaults are those of the transformers config classes.
  *
  * What the cost model leaves out of these layers, each well under 0.1% of a layer's weights
  * and time: attention biases (qwen2, phimoe's attention_bias), q/k norms (olmoe, qwen3,
- * minimax_m2) and LayerNorm in place of RMSNorm (phimoe). */
+ * minimax_m2, olmo2, olmo3) and LayerNorm in place of RMSNorm (phimoe).  olmo2 / olmo3 norm
+ * after each sublayer rather than before it: the same kernels. */
 #include <string.h>
 
 #include "model/model_internal.h"
@@ -89,7 +90,9 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
     else if (!strcmp(t, "gpt_oss")) c.window = window_of(h, 128);
     else if (!strncmp(t, "qwen3_vl", 8)) c.window = 0; /* its attention has no window */
     else if (qwen) c.window = op_hf_bool(h, "use_sliding_window", 0) ? window_of(h, 4096) : 0;
-    else if (!strcmp(t, "minimax_m2")) c.window = 0; /* its modeling reads no sliding_window */
+    else if (!strcmp(t, "minimax_m2") || !strcmp(t, "olmo2"))
+        c.window = 0; /* their models read no sliding_window */
+    else if (!strcmp(t, "olmo3")) c.window = window_of(h, 4096);
     else c.window = window_of(h, 0); /* llama, mixtral, gemma, olmoe, phimoe: none unless set */
     /* Qwen2_5_VLTextConfig defaults max_window_layers to 80, Qwen2Config to 28 */
     int max_window_layers =
@@ -113,6 +116,7 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
         else if (!strcmp(t, "gemma2") || !strcmp(t, "gpt_oss")) sliding = i % 2 == 0;
         else if (!strncmp(t, "gemma3", 6)) sliding = (i + 1) % g3_pattern != 0;
         else if (qwen) sliding = c.window > 0 && i >= max_window_layers;
+        else if (!strcmp(t, "olmo3")) sliding = (i + 1) % 4 != 0; /* 3 sliding, 1 full */
         else sliding = c.window > 0;
         if (!op_hf_layer_type(h, l, n, i, c.window) && sliding && c.window > 0) {
             l->attn = OP_ATTN_SLIDING;

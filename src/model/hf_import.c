@@ -31,6 +31,8 @@ static const arch archs[] = {
     {"olmoe", op_hf_build_dense, 0, {50304, 16, 0, 0}},
     {"phimoe", op_hf_build_dense, 0, {32064, 32, 8, 0}},
     {"minimax_m2", op_hf_build_dense, 0, {200064, 48, 8, 128}},
+    {"olmo2", op_hf_build_dense, 0, {50304, 32, 0, 0}},
+    {"olmo3", op_hf_build_dense, 0, {50304, 32, 0, 0}},
     {"deepseek_v2", op_hf_build_deepseek, 0, {102400, 32, 0, 0}},
     {"deepseek_v3", op_hf_build_deepseek, 0, {129280, 128, 0, 0}},
     {"glm4_moe", op_hf_build_glm4_moe, 0, {151552, 96, 8, 0}},
