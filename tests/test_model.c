@@ -492,6 +492,120 @@ TEST(hf_olmo3_sliding_and_full) {
     op_model_free(&m);
 }
 
+TEST(hf_exaone4_sliding_and_global) {
+    if (!load_hf("exaone4", "ETTTTL")) return;
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ_INT(L(1 + i)->attn, i == 3 ? OP_ATTN_FULL : OP_ATTN_SLIDING);
+        CHECK_EQ_INT(L(1 + i)->window, i == 3 ? 0 : 32);
+        CHECK_EQ_INT(L(1 + i)->n_kv_heads, 2);
+        CHECK_EQ_INT(L(1 + i)->ffn_dim, 256);
+    }
+    CHECK_EQ_INT(m.tie_embeddings, 0);
+    op_model_free(&m);
+    /* without layer_types: sliding_window_pattern (Exaone4Config: 4, window 4096, 32 heads and
+     * 32 KV heads, vocab 102400), an integer or a string of L / G repeated from layer 0 */
+    static const struct { const char *extra; const char *slide; } pats[] = {
+        {"", "SSSFSS"},
+        {", \"sliding_window_pattern\": 3", "SSFSSF"},
+        {", \"sliding_window_pattern\": \"LG\"", "SFSFSF"},
+        {", \"sliding_window\": null", "FFFFFF"},
+    };
+    for (size_t k = 0; k < sizeof pats / sizeof pats[0]; k++) {
+        char js[512];
+        snprintf(js, sizeof js, "{\"model_type\": \"exaone4\", \"hidden_size\": 256,"
+                 " \"num_hidden_layers\": 6, \"intermediate_size\": 64%s}", pats[k].extra);
+        int rc = op_model_from_hf_json(js, "x.json", &m, &e);
+        CHECK_MSG(rc == OP_OK, "%s: %s", pats[k].extra, e.msg);
+        if (rc != OP_OK) continue;
+        for (int i = 0; i < 6; i++) {
+            int sl = pats[k].slide[i] == 'S';
+            CHECK_MSG(L(1 + i)->attn == (sl ? OP_ATTN_SLIDING : OP_ATTN_FULL), "%s: layer %d",
+                      pats[k].extra, i);
+            CHECK_EQ_INT(L(1 + i)->window, sl ? 4096 : 0);
+        }
+        CHECK_EQ_INT(L(1)->n_heads, 32);
+        CHECK_EQ_INT(L(1)->n_kv_heads, 32);
+        CHECK_EQ_INT(m.vocab, 102400);
+        op_model_free(&m);
+    }
+}
+
+TEST(hf_smollm3_nope_layers) {
+    /* NoPE layers cost what RoPE layers do: without sliding all are full attention */
+    if (!load_hf("smollm3", "ETTTTL")) return;
+    for (int i = 1; i <= 4; i++) {
+        CHECK_EQ_INT(L(i)->attn, OP_ATTN_FULL);
+        CHECK_EQ_INT(L(i)->ffn, OP_FFN_MLP);
+        CHECK_EQ_INT(L(i)->ffn_dim, 256);
+        CHECK_EQ_INT(L(i)->n_kv_heads, 2);
+    }
+    CHECK_EQ_INT(m.tie_embeddings, 1); /* SmolLM3Config ties by default */
+    CHECK_EQ_INT(L(5)->shares_params_with, 0);
+    op_model_free(&m);
+    /* use_sliding_window with a window: the NoPE layers slide (every no_rope_layer_interval-th,
+     * or those no_rope_layers marks 0); defaults 16 heads / 4 KV heads, vocab 128256 */
+    static const struct { const char *extra; const char *slide; } pats[] = {
+        {"", "FFFSFF"},
+        {", \"no_rope_layer_interval\": 2", "FSFSFS"},
+        {", \"no_rope_layers\": [0, 1, 1, 1, 1, 0]", "SFFFFS"},
+        {", \"layer_types\": [\"sliding_attention\", \"full_attention\", \"full_attention\","
+         " \"full_attention\", \"full_attention\", \"full_attention\"]", "SFFFFF"},
+    };
+    for (size_t k = 0; k < sizeof pats / sizeof pats[0]; k++) {
+        char js[512];
+        snprintf(js, sizeof js, "{\"model_type\": \"smollm3\", \"hidden_size\": 256,"
+                 " \"num_hidden_layers\": 6, \"intermediate_size\": 64, \"use_sliding_window\": true,"
+                 " \"sliding_window\": 128%s}", pats[k].extra);
+        int rc = op_model_from_hf_json(js, "s.json", &m, &e);
+        CHECK_MSG(rc == OP_OK, "%s: %s", pats[k].extra, e.msg);
+        if (rc != OP_OK) continue;
+        for (int i = 0; i < 6; i++) {
+            int sl = pats[k].slide[i] == 'S';
+            CHECK_MSG(L(1 + i)->attn == (sl ? OP_ATTN_SLIDING : OP_ATTN_FULL), "%s: layer %d",
+                      pats[k].extra, i);
+            CHECK_EQ_INT(L(1 + i)->window, sl ? 128 : 0);
+        }
+        CHECK_EQ_INT(L(1)->n_heads, 16);
+        CHECK_EQ_INT(L(1)->n_kv_heads, 4);
+        CHECK_EQ_INT(m.vocab, 128256);
+        op_model_free(&m);
+    }
+    /* sliding entries in layer_types without use_sliding_window: full, as in its model */
+    int rc = op_model_from_hf_json("{\"model_type\": \"smollm3\", \"hidden_size\": 256,"
+                                   " \"num_hidden_layers\": 2, \"intermediate_size\": 64,"
+                                   " \"sliding_window\": 128, \"layer_types\": [\"sliding_attention\","
+                                   " \"full_attention\"]}", "s.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK_EQ_INT(L(1)->attn, OP_ATTN_FULL);
+    CHECK_EQ_INT(L(1)->window, 0);
+    op_model_free(&m);
+}
+
+TEST(hf_seed_oss_dense) {
+    if (!load_hf("seed_oss", "ETTL")) return;
+    for (int i = 1; i <= 2; i++) {
+        CHECK_EQ_INT(L(i)->attn, OP_ATTN_FULL);
+        CHECK_EQ_INT(L(i)->head_dim, 32);
+        CHECK_EQ_INT(L(i)->n_kv_heads, 2);
+        CHECK_EQ_INT(L(i)->ffn, OP_FFN_MLP);
+        CHECK_EQ_INT(L(i)->ffn_dim, 256);
+    }
+    CHECK_EQ_INT(m.tie_embeddings, 0);
+    op_model_free(&m);
+    /* SeedOssConfig's defaults: 80 heads / 8 KV heads of 128, vocab 155136 */
+    int rc = op_model_from_hf_json("{\"model_type\": \"seed_oss\", \"hidden_size\": 256,"
+                                   " \"num_hidden_layers\": 2, \"intermediate_size\": 64}",
+                                   "s.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc != OP_OK) return;
+    CHECK_EQ_INT(L(1)->n_heads, 80);
+    CHECK_EQ_INT(L(1)->n_kv_heads, 8);
+    CHECK_EQ_INT(L(1)->head_dim, 128);
+    CHECK_EQ_INT(m.vocab, 155136);
+    op_model_free(&m);
+}
+
 TEST(hf_olmoe_every_layer_moe) {
     if (!load_hf("olmoe", "ETTL")) return;
     for (int i = 1; i <= 2; i++) {
@@ -1411,6 +1525,22 @@ TEST(bad_layer_lists) {
          "ll.json: layer_types: entry [1] is 'sliding_attention' but the config sets no window size"},
         {"{\"model_type\": \"olmo2\", " DENSE6 ", \"num_key_value_heads\": 3}",
          "ll.json: num_key_value_heads: 3 does not divide the 8 attention heads"},
+        /* exaone4: sliding_window_pattern an integer or L / G letters */
+        {"{\"model_type\": \"exaone4\", " DENSE6 ", \"sliding_window_pattern\": 0}",
+         "ll.json: sliding_window_pattern: must be positive, got 0"},
+        {"{\"model_type\": \"exaone4\", " DENSE6 ", \"sliding_window_pattern\": \"LLX\"}",
+         "ll.json: sliding_window_pattern: 'LLX': expected 'L' (local) and 'G' (global) letters"},
+        {"{\"model_type\": \"exaone4\", " DENSE6 ", \"layer_types\": \"LLLG\"}",
+         "ll.json: layer_types: expected an array, got "},
+        /* smollm3: no_rope_layers flags, one per layer; a positive interval */
+        {"{\"model_type\": \"smollm3\", " DENSE6 ", \"no_rope_layers\": [1, 1, 2, 1, 1, 1]}",
+         "ll.json: no_rope_layers: entry [2]: expected 0 (NoPE) or 1 (RoPE)"},
+        {"{\"model_type\": \"smollm3\", " DENSE6 ", \"no_rope_layers\": [1, 1]}",
+         "ll.json: no_rope_layers: has 2 entries but the model has 6 layers"},
+        {"{\"model_type\": \"smollm3\", " DENSE6 ", \"no_rope_layer_interval\": 0}",
+         "ll.json: no_rope_layer_interval: must be positive, got 0"},
+        {"{\"model_type\": \"seed_oss\", " DENSE6 ", \"head_dim\": -4}",
+         "ll.json: head_dim: -4 is out of range"},
         /* glm4_moe: no more dense layers than layers */
         {"{\"model_type\": \"glm4_moe\", " DENSE6 ", \"first_k_dense_replace\": 7}",
          "ll.json: first_k_dense_replace: 7 is more than the 6 layers (num_hidden_layers)"},
@@ -1862,6 +1992,9 @@ int main(int argc, char **argv) {
     RUN(hf_minimax_m2_every_layer_moe);
     RUN(hf_olmo2_dense);
     RUN(hf_olmo3_sliding_and_full);
+    RUN(hf_exaone4_sliding_and_global);
+    RUN(hf_smollm3_nope_layers);
+    RUN(hf_seed_oss_dense);
     RUN(hf_olmoe_every_layer_moe);
     RUN(hf_phimoe_top2_and_window);
     RUN(hf_qwen2_5_vl_window_attention);

@@ -1,11 +1,12 @@
 /* hf_dense.c: the llama-like families, one DECODER layer (attention + MLP or MoE) per block:
  * llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3(_text),
- * gpt_oss, olmoe, phimoe, minimax_m2, olmo2, olmo3 (and the language models of qwen2_vl /
- * qwen2_5_vl / qwen3_vl / qwen3_vl_moe).  Defaults are those of the transformers config classes.
+ * gpt_oss, olmoe, phimoe, minimax_m2, olmo2, olmo3, exaone4, smollm3, seed_oss (and the
+ * language models of qwen2_vl / qwen2_5_vl / qwen3_vl / qwen3_vl_moe).  Defaults are those of
+ * the transformers config classes.
  *
  * What the cost model leaves out of these layers, each well under 0.1% of a layer's weights
- * and time: attention biases (qwen2, phimoe's attention_bias), q/k norms (olmoe, qwen3,
- * minimax_m2, olmo2, olmo3) and LayerNorm in place of RMSNorm (phimoe).  olmo2 / olmo3 norm
+ * and time: attention biases (qwen2, phimoe's attention_bias, seed_oss), q/k norms (olmoe,
+ * qwen3, minimax_m2, olmo2, olmo3, exaone4) and LayerNorm in place of RMSNorm (phimoe).  olmo2 / olmo3 norm
  * after each sublayer rather than before it: the same kernels. */
 #include <string.h>
 
@@ -40,7 +41,8 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
     if (h->bad) return OP_EINVAL;
 
     int gemma = !strncmp(t, "gemma", 5), qwen = !strncmp(t, "qwen", 4);
-    dense_cfg c = {.gated = 1, .tie = op_hf_bool(h, "tie_word_embeddings", gemma)};
+    int smol = !strcmp(t, "smollm3"), exaone = !strcmp(t, "exaone4");
+    dense_cfg c = {.gated = 1, .tie = op_hf_bool(h, "tie_word_embeddings", gemma || smol)};
     if (!strcmp(t, "mixtral")) {
         c.moe = 1;
         c.experts = op_hf_int(h, "num_local_experts", 8);
@@ -90,16 +92,41 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
     else if (!strcmp(t, "gpt_oss")) c.window = window_of(h, 128);
     else if (!strncmp(t, "qwen3_vl", 8)) c.window = 0; /* its attention has no window */
     else if (qwen) c.window = op_hf_bool(h, "use_sliding_window", 0) ? window_of(h, 4096) : 0;
-    else if (!strcmp(t, "minimax_m2") || !strcmp(t, "olmo2"))
+    else if (!strcmp(t, "minimax_m2") || !strcmp(t, "olmo2") || !strcmp(t, "seed_oss"))
         c.window = 0; /* their models read no sliding_window */
-    else if (!strcmp(t, "olmo3")) c.window = window_of(h, 4096);
+    else if (!strcmp(t, "olmo3") || !strcmp(t, "exaone4")) c.window = window_of(h, 4096);
+    else if (smol) c.window = op_hf_bool(h, "use_sliding_window", 0) ? window_of(h, 0) : 0;
     else c.window = window_of(h, 0); /* llama, mixtral, gemma, olmoe, phimoe: none unless set */
     /* Qwen2_5_VLTextConfig defaults max_window_layers to 80, Qwen2Config to 28 */
     int max_window_layers =
         qwen ? op_hf_int(h, "max_window_layers", !strcmp(t, "qwen2_5_vl") ? 80 : 28) : 0;
-    /* gemma3: every sliding_window_pattern-th layer is global (older key names too) */
-    int g3_pattern = op_hf_int(h, "sliding_window_pattern", op_hf_int(h, "_sliding_window_pattern", 6));
+    /* gemma3: every sliding_window_pattern-th layer is global (older key names too); exaone4
+     * reads the key its own way below */
+    int g3_pattern =
+        exaone ? 6 : op_hf_int(h, "sliding_window_pattern", op_hf_int(h, "_sliding_window_pattern", 6));
     if (!strncmp(t, "gemma3", 6)) op_hf_need_pos(h, "sliding_window_pattern", g3_pattern);
+    /* exaone4 without layer_types: sliding_window_pattern, an integer p (every p-th layer
+     * global, the rest sliding) or a string of 'L' (local) and 'G' (global) repeated from
+     * layer 0, as Exaone4Config describes it */
+    int ex_every = 4;
+    const char *ex_pattern = NULL;
+    if (exaone && c.window > 0 && !op_hf_array(h, "layer_types")) {
+        json_t *pv = json_object_get(h->obj, "sliding_window_pattern");
+        if (json_is_string(pv) && !op_hf_is_nan(pv)) {
+            ex_pattern = json_string_value(pv);
+            if (!*ex_pattern || strspn(ex_pattern, "LG") != strlen(ex_pattern))
+                op_hf_fail(h, "sliding_window_pattern", "'%.40s': expected 'L' (local) and 'G' "
+                           "(global) letters, one per layer of the repeating pattern", ex_pattern);
+        } else {
+            ex_every = op_hf_int(h, "sliding_window_pattern", 4);
+            op_hf_need_pos(h, "sliding_window_pattern", ex_every);
+        }
+    }
+    /* smollm3: no_rope_layers[i] = 1 means RoPE; without it every no_rope_layer_interval-th
+     * layer is NoPE.  NoPE costs what RoPE does (RoPE is priced on every layer); it only
+     * decides which layers slide when layer_types is absent. */
+    int smol_every = smol ? op_hf_int(h, "no_rope_layer_interval", 4) : 1;
+    if (smol) op_hf_need_pos(h, "no_rope_layer_interval", smol_every);
     unsigned char mlp_only[OP_HF_MAX_BLOCKS] = {0};
     if (c.moe == 2) op_hf_layer_ids(h, "mlp_only_layers", n, mlp_only);
     if (h->bad) return OP_EINVAL;
@@ -117,11 +144,21 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
         else if (!strncmp(t, "gemma3", 6)) sliding = (i + 1) % g3_pattern != 0;
         else if (qwen) sliding = c.window > 0 && i >= max_window_layers;
         else if (!strcmp(t, "olmo3")) sliding = (i + 1) % 4 != 0; /* 3 sliding, 1 full */
-        else sliding = c.window > 0;
-        if (!op_hf_layer_type(h, l, n, i, c.window) && sliding && c.window > 0) {
+        else if (exaone) sliding = ex_pattern ? ex_pattern[i % strlen(ex_pattern)] == 'L'
+                                              : (i + 1) % ex_every != 0;
+        else if (smol) {
+            int rope = op_hf_list_flag(h, "no_rope_layers", n, i, "0 (NoPE) or 1 (RoPE)");
+            if (rope < 0) rope = (i + 1) % smol_every != 0;
+            sliding = !rope; /* the NoPE layers slide when sliding is on */
+        } else sliding = c.window > 0;
+        /* smollm3 slides only with use_sliding_window and a window: its layer_types entries
+         * 'sliding_attention' are full attention otherwise, as in its model */
+        int lt_window = smol && c.window <= 0 ? 1 : c.window;
+        if (!op_hf_layer_type(h, l, n, i, lt_window) && sliding && c.window > 0) {
             l->attn = OP_ATTN_SLIDING;
             l->window = c.window;
         }
+        if (smol && c.window <= 0 && l->attn == OP_ATTN_SLIDING) l->attn = OP_ATTN_FULL, l->window = 0;
         int is_moe = c.moe == 1 ||
                      (c.moe == 2 && c.experts > 0 && (i + 1) % c.sparse_step == 0 &&
                       !mlp_only[i]);
