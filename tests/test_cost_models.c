@@ -114,7 +114,22 @@ static const char *data(const char *rel) { /* tests/data/<rel>, next to this fil
  *    as its config.json at commit 1fc78ad, transcribed by public loaders (48 layers of 2048,
  *    FFN 6144, 32 heads, 4 KV heads of 128, 128 experts top 8 of 768, vocab 151936, untied;
  *    the 8B's vision encoder with out_hidden_size 2048); the text values match a public
- *    Megatron recipe for the same model. */
+ *    Megatron recipe for the same model.
+ *  - ernie4_5_21b_a3b.json: baidu/ERNIE-4.5-21B-A3B-PT, "21B total / 3B activated" (its model
+ *    card; the Hub lists its derivatives at 22B).  Values as its config.json, quoted alike by
+ *    several public loaders and tests (28 layers, MoE on layers 1..27, hidden 2560, FFN 12288,
+ *    20 heads / 4 KV heads, 64 experts top 6 of 1536, 2 shared, vocab 103424, tied).  The
+ *    importer gives 21.83B, 3.9% above the rounded "21B", hence the wider tolerance.
+ *  - hunyuan_a13b.json: tencent/Hunyuan-A13B, 80B total / 13B active (its README).  Values as
+ *    in the models/config.json of the Tencent-Hunyuan/Hunyuan-A13B repository (there
+ *    model_type "hunyuan" for its own remote code; "hunyuan_v1_moe" is the transformers name
+ *    of the same HunYuanMoEV1ForCausalLM): 32 layers, hidden 4096, 32 heads / 8 KV heads, 64
+ *    experts top 8 of 3072 plus one shared MLP of 3072, vocab 128167, tied.
+ *  - minimax_m2_230b.json: MiniMaxAI/MiniMax-M2, 230B total / 10B active (its model card).
+ *    Values as its config.json quoted in public deployment guides: 62 layers, hidden 3072, 48
+ *    heads / 8 KV heads of 128, 256 experts top 8 of 1536, vocab 200064, untied.  Its 3 MTP
+ *    modules are not built (transformers does not); the importer gives 228.70B, the Hub's
+ *    safetensors count (228,703,644,928) as public tools quote it. */
 TEST(hf_real_param_totals) {
     static const struct { const char *file; double params, tol; } want[] = {
         {"hf/glm4_5_air.json", 106e9, 0.01},
@@ -123,6 +138,9 @@ TEST(hf_real_param_totals) {
         {"hf/qwen2_5_vl_7b.json", 8.29e9, 0.01},
         {"hf/qwen3_vl_8b.json", 8.77e9, 0.01},
         {"hf/qwen3_vl_30b_a3b.json", 31e9, 0.01},
+        {"hf/ernie4_5_21b_a3b.json", 21e9, 0.04},
+        {"hf/hunyuan_a13b.json", 80e9, 0.01},
+        {"hf/minimax_m2_230b.json", 230e9, 0.01},
     };
     op_device d = h100();
     op_train_cfg t = cfg(4096, 1);

@@ -378,7 +378,7 @@ TEST(hf_hunyuan_v1_moe_per_layer_topk) {
         CHECK_EQ_INT(L(i)->shared_dim, 96);
         CHECK_EQ_INT(L(i)->ffn_gated, 1);
         CHECK_EQ_INT(L(i)->n_heads, 4);
-        CHECK_EQ_INT(L(i)->n_kv_heads, 1);
+        CHECK_EQ_INT(L(i)->n_kv_heads, 2);
         CHECK_EQ_INT(L(i)->head_dim, 32);
         CHECK_EQ_INT(L(i)->attn, OP_ATTN_FULL);
     }
