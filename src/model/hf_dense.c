@@ -6,8 +6,8 @@
  *
  * What the cost model leaves out of these layers, each well under 0.1% of a layer's weights
  * and time: attention biases (qwen2, phimoe's attention_bias, seed_oss), q/k norms (olmoe,
- * qwen3, minimax_m2, olmo2, olmo3, exaone4) and LayerNorm in place of RMSNorm (phimoe).  olmo2 / olmo3 norm
- * after each sublayer rather than before it: the same kernels. */
+ * qwen3, minimax_m2, olmo2, olmo3, exaone4) and LayerNorm in place of RMSNorm (phimoe).
+ * olmo2 / olmo3 normalise after each sublayer rather than before it: the same kernels. */
 #include <string.h>
 
 #include "model/model_internal.h"
@@ -102,8 +102,9 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
         qwen ? op_hf_int(h, "max_window_layers", !strcmp(t, "qwen2_5_vl") ? 80 : 28) : 0;
     /* gemma3: every sliding_window_pattern-th layer is global (older key names too); exaone4
      * reads the key its own way below */
-    int g3_pattern =
-        exaone ? 6 : op_hf_int(h, "sliding_window_pattern", op_hf_int(h, "_sliding_window_pattern", 6));
+    int g3_pattern = exaone ? 6
+                            : op_hf_int(h, "sliding_window_pattern",
+                                        op_hf_int(h, "_sliding_window_pattern", 6));
     if (!strncmp(t, "gemma3", 6)) op_hf_need_pos(h, "sliding_window_pattern", g3_pattern);
     /* exaone4 without layer_types: sliding_window_pattern, an integer p (every p-th layer
      * global, the rest sliding) or a string of 'L' (local) and 'G' (global) repeated from
@@ -158,7 +159,8 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
             l->attn = OP_ATTN_SLIDING;
             l->window = c.window;
         }
-        if (smol && c.window <= 0 && l->attn == OP_ATTN_SLIDING) l->attn = OP_ATTN_FULL, l->window = 0;
+        if (smol && c.window <= 0 && l->attn == OP_ATTN_SLIDING)
+            l->attn = OP_ATTN_FULL, l->window = 0;
         int is_moe = c.moe == 1 ||
                      (c.moe == 2 && c.experts > 0 && (i + 1) % c.sparse_step == 0 &&
                       !mlp_only[i]);

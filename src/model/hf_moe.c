@@ -289,8 +289,8 @@ int op_hf_build_ernie4_5_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m) 
         op_hf_fail(h, "moe_layer_start_index", "%d is past the last layer (num_hidden_layers %d)",
                    start, n);
     if (!h->bad && end >= n)
-        op_hf_fail(h, "moe_layer_end_index", "%d is past the last layer (num_hidden_layers %d)", end,
-                   n);
+        op_hf_fail(h, "moe_layer_end_index", "%d is past the last layer (num_hidden_layers %d)",
+                   end, n);
     if (h->bad) return OP_EINVAL;
 
     int embed = b->n;
@@ -331,7 +331,8 @@ static int hunyuan_topk(op_hf *h, int n, int i, int experts) {
     if (!json_is_array(v)) {
         k = op_hf_int(h, "moe_topk", 1);
     } else if ((int)json_array_size(v) != n) {
-        op_hf_fail(h, "moe_topk", "has %d entries but the model has %d layers", (int)json_array_size(v), n);
+        op_hf_fail(h, "moe_topk", "has %d entries but the model has %d layers",
+                   (int)json_array_size(v), n);
         return 0;
     } else {
         json_t *it = json_array_get(v, (size_t)i);
@@ -342,7 +343,8 @@ static int hunyuan_topk(op_hf *h, int n, int i, int experts) {
         }
         k = (int)d;
         if (!h->bad && (k <= 0 || k > experts))
-            op_hf_fail(h, "moe_topk", "entry [%d]: %d; expected 1..%d (num_experts)", i, k, experts);
+            op_hf_fail(h, "moe_topk", "entry [%d]: %d; expected 1..%d (num_experts)", i, k,
+                       experts);
         return k;
     }
     op_hf_need_pos(h, "moe_topk", k);
