@@ -35,9 +35,10 @@ static void usage(FILE *f) {
     }
     fprintf(f,
             "\n\n"
-            "Vision models (qwen2_vl, gemma3, llama4) count one image per sample: 448x448 by\n"
-            "default (qwen2_vl: 1024 patches of 14 px in the encoder, 256 tokens after the 2x2\n"
-            "merge).\n"
+            "Vision models (qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, gemma3, llama4) count\n"
+            "one image per sample: 448x448 by default (qwen2_vl: 1024 patches of 14 px in the\n"
+            "encoder, 256 tokens after the 2x2 merge; qwen3_vl: 784 patches of 16 px, 196\n"
+            "tokens).\n"
             "\n"
             "examples:\n"
             "  octopipe models\n"
