@@ -212,6 +212,21 @@ TEST(hf_deepseek_v3_defaults_and_mtp) {
     CHECK_EQ_INT(L(6)->vocab, 129280);
     CHECK_EQ_INT(L(6)->attn, OP_ATTN_MLA);
     op_model_free(&m);
+    /* without num_nextn_predict_layers: DeepseekV3Config's one MTP block; 0 builds none */
+    static const char *const cfg[2] = {
+        "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"num_hidden_layers\": 4,"
+        " \"intermediate_size\": 128, \"vocab_size\": 100}",
+        "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"num_hidden_layers\": 4,"
+        " \"intermediate_size\": 128, \"vocab_size\": 100, \"num_nextn_predict_layers\": 0}"};
+    static const char *const want[2] = {"ETTTTmL", "ETTTTL"};
+    for (int k = 0; k < 2; k++) {
+        memset(&e, 0, sizeof e);
+        int rc = op_model_from_hf_json(cfg[k], "d.json", &m, &e);
+        CHECK_MSG(rc == OP_OK, "%s", e.msg);
+        if (rc != OP_OK) continue;
+        CHECK_MSG(!strcmp(m.pattern, want[k]), "pattern %s, want %s", m.pattern, want[k]);
+        op_model_free(&m);
+    }
 }
 
 TEST(hf_jamba_periods) {

@@ -42,7 +42,8 @@ int op_hf_build_deepseek(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int moe_dim = op_hf_int(h, "moe_intermediate_size", v3 ? 2048 : 1407);
     int first_dense = op_hf_int(h, "first_k_dense_replace", v3 ? 3 : 0);
     int freq = op_hf_int(h, "moe_layer_freq", 1);
-    int mtp = op_hf_int(h, "num_nextn_predict_layers", 0);
+    /* DeepseekV3Config: num_mtp_layers (saved as num_nextn_predict_layers), default 1 */
+    int mtp = op_hf_int(h, "num_nextn_predict_layers", op_hf_int(h, "num_mtp_layers", v3 ? 1 : 0));
     int tie = op_hf_bool(h, "tie_word_embeddings", 0);
     op_hf_need_pos(h, "kv_lora_rank", kv_lora);
     op_hf_need_pos(h, "moe_layer_freq", freq);
