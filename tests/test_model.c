@@ -1496,7 +1496,7 @@ TEST(bad_layer_lists) {
         {"{\"model_type\": \"ernie4_5_moe\", " DENSE6 ", \"moe_layer_end_index\": 9}",
          "ll.json: moe_layer_end_index: 9 is past the last layer (num_hidden_layers 6)"},
         {"{\"model_type\": \"ernie4_5_moe\", " DENSE6 ", \"moe_layer_end_index\": -2}",
-         "ll.json: moe_layer_end_index: -2 is out of range"},
+         "ll.json: moe_layer_end_index: -2: expected a layer index or -1 (the last layer)"},
         {"{\"model_type\": \"ernie4_5_moe\", " DENSE6 ", \"moe_layer_interval\": 0}",
          "ll.json: moe_layer_interval: must be positive, got 0"},
         {"{\"model_type\": \"ernie4_5_moe\", " DENSE6 ", \"moe_num_experts\": 4, \"moe_k\": 5}",

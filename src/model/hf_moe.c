@@ -283,7 +283,10 @@ int op_hf_build_ernie4_5_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m) 
     /* moe_layer_end_index: -1 (the default) means the last layer */
     json_t *ev = json_object_get(h->obj, "moe_layer_end_index");
     int end = n - 1;
-    if (ev && !json_is_null(ev) && !(json_is_number(ev) && json_number_value(ev) == -1))
+    if (ev && json_is_number(ev) && json_number_value(ev) < 0 && json_number_value(ev) != -1)
+        op_hf_fail(h, "moe_layer_end_index", "%g: expected a layer index or -1 (the last layer)",
+                   json_number_value(ev));
+    else if (ev && !json_is_null(ev) && !(json_is_number(ev) && json_number_value(ev) == -1))
         end = op_hf_int(h, "moe_layer_end_index", n - 1);
     op_hf_need_pos(h, "moe_layer_interval", interval);
     if (!h->bad && start >= n)
