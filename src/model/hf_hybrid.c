@@ -1,21 +1,11 @@
 /* hf_hybrid.c: Mamba hybrids.  Each block is split into its mixer and its FFN as separate
  * layers (Megatron's hybrid pattern): jamba, nemotron_h, falcon_h1 (the parallel attention +
  * Mamba2 mixer is one HYBRID layer, its MLP another), zamba2 (shared attention+MLP blocks in
- * front of some Mamba layers, sharing parameters).  The base dimension reads and the Mamba2
- * shape check here serve hf_ssm.c too. */
+ * front of some Mamba layers, sharing parameters).  The Mamba2 shape check here serves
+ * hf_ssm.c too. */
 #include <string.h>
 
 #include "model/model_internal.h"
-
-int op_hf_base_dims(op_hf *h, int *hidden, int *n, int *vocab, int n_def) {
-    *hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
-    *n = op_hf_int(h, "num_hidden_layers", n_def);
-    *vocab = op_hf_vocab(h);
-    op_hf_need_pos(h, "hidden_size", *hidden);
-    op_hf_need_layers(h, "num_hidden_layers", *n);
-    op_hf_need_pos(h, "vocab_size", *vocab);
-    return h->bad ? OP_EINVAL : OP_OK;
-}
 
 static void period(op_hf *h, const char *pk, int p, const char *ok, int o) {
     op_hf_need_pos(h, pk, p);

@@ -191,6 +191,22 @@ int op_hf_vocab(op_hf *h) {
     return v;
 }
 
+int op_hf_base_dims(op_hf *h, int *hidden, int *n, int *vocab, int n_def) {
+    *hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
+    *n = op_hf_int(h, "num_hidden_layers", n_def);
+    *vocab = op_hf_vocab(h);
+    op_hf_need_pos(h, "hidden_size", *hidden);
+    op_hf_need_layers(h, "num_hidden_layers", *n);
+    return h->bad ? OP_EINVAL : OP_OK;
+}
+
+int op_hf_base_dims_ffn(op_hf *h, int *hidden, int *n, int *vocab, int *inter) {
+    op_hf_base_dims(h, hidden, n, vocab, OP_HF_REQUIRED);
+    *inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
+    op_hf_need_pos(h, "intermediate_size", *inter);
+    return h->bad ? OP_EINVAL : OP_OK;
+}
+
 void op_hf_embed(op_mbuild *b, int hidden, int vocab) {
     op_layer *l = op_mbuild_add(b, OP_LAYER_EMBED, "embed");
     l->hidden = hidden;

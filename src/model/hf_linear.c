@@ -5,21 +5,9 @@
 
 #include "model/model_internal.h"
 
-static int base_dims(op_hf *h, int *hidden, int *n, int *vocab, int *inter) {
-    *hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
-    *n = op_hf_int(h, "num_hidden_layers", OP_HF_REQUIRED);
-    *vocab = op_hf_vocab(h);
-    *inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
-    op_hf_need_pos(h, "hidden_size", *hidden);
-    op_hf_need_layers(h, "num_hidden_layers", *n);
-    op_hf_need_pos(h, "vocab_size", *vocab);
-    op_hf_need_pos(h, "intermediate_size", *inter);
-    return h->bad ? OP_EINVAL : OP_OK;
-}
-
 int op_hf_build_qwen3_next(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int hidden, n, vocab, inter;
-    if (base_dims(h, &hidden, &n, &vocab, &inter) != OP_OK) return OP_EINVAL;
+    if (op_hf_base_dims_ffn(h, &hidden, &n, &vocab, &inter) != OP_OK) return OP_EINVAL;
     int interval = op_hf_int(h, "full_attention_interval", 4);
     int lkh = op_hf_int(h, "linear_num_key_heads", 16), lvh = op_hf_int(h, "linear_num_value_heads", 32);
     int lkd = op_hf_int(h, "linear_key_head_dim", 128), lvd = op_hf_int(h, "linear_value_head_dim", 128);
@@ -76,7 +64,7 @@ static int minimax_softmax(op_hf *h, int n, int i) {
 
 int op_hf_build_minimax(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int hidden, n, vocab, inter;
-    if (base_dims(h, &hidden, &n, &vocab, &inter) != OP_OK) return OP_EINVAL;
+    if (op_hf_base_dims_ffn(h, &hidden, &n, &vocab, &inter) != OP_OK) return OP_EINVAL;
     int experts = op_hf_int(h, "num_local_experts", 32), top_k = op_hf_int(h, "num_experts_per_tok", 2);
     int shared_dim = op_hf_int(h, "shared_intermediate_size", 0);
     int window = op_hf_int(h, "sliding_window", 0);

@@ -19,15 +19,9 @@ static int int_or_null(op_hf *h, const char *key, int def) {
 
 int op_hf_build_deepseek(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int v3 = !strcmp(m->model_type, "deepseek_v3");
-    int hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
-    int n = op_hf_int(h, "num_hidden_layers", OP_HF_REQUIRED);
-    int vocab = op_hf_vocab(h);
-    int inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
+    int hidden, n, vocab, inter;
+    op_hf_base_dims_ffn(h, &hidden, &n, &vocab, &inter);
     int heads = op_hf_int(h, "num_attention_heads", h->defs->heads);
-    op_hf_need_pos(h, "hidden_size", hidden);
-    op_hf_need_layers(h, "num_hidden_layers", n);
-    op_hf_need_pos(h, "vocab_size", vocab);
-    op_hf_need_pos(h, "intermediate_size", inter);
     op_hf_need_pos(h, "num_attention_heads", heads);
     int kv = op_hf_int(h, "num_key_value_heads", heads);
     int q_lora = int_or_null(h, "q_lora_rank", 1536);
@@ -105,13 +99,8 @@ int op_hf_build_deepseek(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
  * layer's GEMMs).  All are checked for type and range. */
 int op_hf_build_glm4_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     (void)root;
-    int hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
-    int n = op_hf_int(h, "num_hidden_layers", OP_HF_REQUIRED);
-    int vocab = op_hf_vocab(h);
-    int inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
-    op_hf_need_pos(h, "hidden_size", hidden);
-    op_hf_need_layers(h, "num_hidden_layers", n);
-    op_hf_need_pos(h, "intermediate_size", inter);
+    int hidden, n, vocab, inter;
+    op_hf_base_dims_ffn(h, &hidden, &n, &vocab, &inter);
     int experts = op_hf_int(h, "n_routed_experts", op_hf_int(h, "num_local_experts", 128));
     int top_k = op_hf_int(h, "num_experts_per_tok", 8);
     int moe_dim = op_hf_int(h, "moe_intermediate_size", 1408);
@@ -196,12 +185,8 @@ static int llama4_vision(op_hf *h, json_t *root, op_mbuild *b, int text_hidden) 
 }
 
 int op_hf_build_llama4(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
-    int hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
-    int n = op_hf_int(h, "num_hidden_layers", OP_HF_REQUIRED);
-    int vocab = op_hf_vocab(h);
-    op_hf_need_pos(h, "hidden_size", hidden);
-    op_hf_need_layers(h, "num_hidden_layers", n);
-    op_hf_need_pos(h, "vocab_size", vocab);
+    int hidden, n, vocab;
+    op_hf_base_dims(h, &hidden, &n, &vocab, OP_HF_REQUIRED);
     int expert_dim = op_hf_int(h, "intermediate_size", 8192);
     int mlp_dim = op_hf_int(h, "intermediate_size_mlp", 16384);
     int experts = op_hf_int(h, "num_local_experts", 16);
@@ -265,13 +250,8 @@ int op_hf_build_llama4(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
  * out of the cost, well under 0.1% of a layer's weights. */
 int op_hf_build_ernie4_5_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     (void)root;
-    int hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
-    int n = op_hf_int(h, "num_hidden_layers", OP_HF_REQUIRED);
-    int vocab = op_hf_vocab(h);
-    int inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
-    op_hf_need_pos(h, "hidden_size", hidden);
-    op_hf_need_layers(h, "num_hidden_layers", n);
-    op_hf_need_pos(h, "intermediate_size", inter);
+    int hidden, n, vocab, inter;
+    op_hf_base_dims_ffn(h, &hidden, &n, &vocab, &inter);
     int experts = op_hf_int(h, "moe_num_experts", 64);
     int top_k = op_hf_int(h, "moe_k", 6);
     int moe_dim = op_hf_int(h, "moe_intermediate_size", 1536);
@@ -366,13 +346,8 @@ static int hunyuan_topk(op_hf *h, int n, int i, int experts) {
  * other GQA families. */
 int op_hf_build_hunyuan_v1_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     (void)root;
-    int hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
-    int n = op_hf_int(h, "num_hidden_layers", OP_HF_REQUIRED);
-    int vocab = op_hf_vocab(h);
-    int inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
-    op_hf_need_pos(h, "hidden_size", hidden);
-    op_hf_need_layers(h, "num_hidden_layers", n);
-    op_hf_need_pos(h, "intermediate_size", inter);
+    int hidden, n, vocab, inter;
+    op_hf_base_dims_ffn(h, &hidden, &n, &vocab, &inter);
     int experts = op_hf_int(h, "num_experts", 1);
     op_hf_need_pos(h, "num_experts", experts);
     int tie = op_hf_bool(h, "tie_word_embeddings", 0);

@@ -59,9 +59,46 @@ void op_hf_vision_tower(op_mbuild *b, const op_vis_tower *v) {
     }
 }
 
-static int fold_hf(op_hf *from, op_hf *to) {
+int op_hf_fold(op_hf *from, op_hf *to) {
     if (from->bad && !to->bad) to->bad = 1;
     return to->bad ? OP_EINVAL : OP_OK;
+}
+
+int op_hf_qwen_vit(op_hf *vc, op_hf *h, int text_hidden, op_vis_tower *v, op_qwen_vit *q) {
+    /* attribute_map: num_hidden_layers -> depth, num_attention_heads -> num_heads */
+    v->depth = op_hf_int(vc, "depth", op_hf_int(vc, "num_hidden_layers", q->depth_def));
+    v->width = op_hf_int(vc, "hidden_size", q->width_def);
+    v->heads = op_hf_int(vc, "num_heads", op_hf_int(vc, "num_attention_heads", 16));
+    v->mlp_dim = op_hf_int(vc, "intermediate_size", q->mlp_def);
+    q->chans = op_hf_int(vc, "in_channels", op_hf_int(vc, "in_chans", 3));
+    q->patch = op_hf_int(vc, "patch_size", op_hf_int(vc, "spatial_patch_size", q->patch_def));
+    q->merge = op_hf_int(vc, "spatial_merge_size", 2);
+    q->tpatch = op_hf_int(vc, "temporal_patch_size", 2);
+    v->out_hidden = op_hf_int(vc, "out_hidden_size", 3584);
+    op_hf_need_layers(vc, "depth", v->depth);
+    op_hf_need_pos(vc, "hidden_size", v->width);
+    op_hf_need_pos(vc, "num_heads", v->heads);
+    op_hf_need_pos(vc, "intermediate_size", v->mlp_dim);
+    op_hf_need_pos(vc, "in_channels", q->chans);
+    op_hf_need_pos(vc, "patch_size", q->patch);
+    op_hf_need_pos(vc, "spatial_merge_size", q->merge);
+    op_hf_need_pos(vc, "temporal_patch_size", q->tpatch);
+    op_hf_need_pos(vc, "out_hidden_size", v->out_hidden);
+    op_hf_split_even(vc, "num_heads", v->heads, "hidden_size", v->width, "head_dim");
+    if (op_hf_fold(vc, h) != OP_OK) return OP_EINVAL;
+    /* the merger's output stands in for image tokens of the language model */
+    if (text_hidden > 0 && v->out_hidden != text_hidden)
+        op_hf_fail(vc, "out_hidden_size", "%d differs from the language model's hidden_size %d "
+                   "(the merger's output takes the place of image tokens)%s", v->out_hidden,
+                   text_hidden, op_hf_has(vc, "out_hidden_size") ? "" : "; the default is 3584: give it");
+    if (op_hf_fold(vc, h) != OP_OK) return OP_EINVAL;
+    int side = OP_HF_IMAGE_SIZE / q->patch / q->merge * q->merge; /* as qwen2_vl */
+    if (side <= 0)
+        op_hf_fail(vc, "patch_size", "patch %d x merge %d does not fit a %d px image", q->patch,
+                   q->merge, OP_HF_IMAGE_SIZE);
+    v->patches = side * side;
+    v->out_tokens = v->patches / (q->merge * q->merge);
+    return op_hf_fold(vc, h);
 }
 
 int op_hf_build_qwen2_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
@@ -83,13 +120,13 @@ int op_hf_build_qwen2_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     op_hf_need_pos(&vc, "spatial_merge_size", merge);
     op_hf_need_pos(&vc, "temporal_patch_size", tpatch);
     op_hf_split_even(&vc, "num_heads", v.heads, "embed_dim", v.width, "head_dim");
-    if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+    if (op_hf_fold(&vc, h) != OP_OK) return OP_EINVAL;
     /* grid side rounded down to a multiple of the merge size, as the image processor resizes */
     int side = OP_HF_IMAGE_SIZE / patch / merge * merge;
     if (side <= 0) {
         op_hf_fail(&vc, "patch_size", "patch %d x merge %d does not fit a %d px image", patch, merge,
                    OP_HF_IMAGE_SIZE);
-        return fold_hf(&vc, h);
+        return op_hf_fold(&vc, h);
     }
     v.patches = side * side;
     v.patch_dim = op_hf_derived(&vc, "patch_size", (double)chans * tpatch * patch * patch);
@@ -99,7 +136,7 @@ int op_hf_build_qwen2_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     v.merge_mlp = v.merge_in;
     v.out_tokens = v.patches / (merge * merge);
     v.out_hidden = text_hidden;
-    if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+    if (op_hf_fold(&vc, h) != OP_OK) return OP_EINVAL;
     op_hf_vision_tower(b, &v);
     return op_hf_dense_body(h, b, m, "qwen2");
 }
@@ -118,63 +155,32 @@ int op_hf_build_qwen2_5_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     op_hf top = {.obj = root, .file = h->file, .prefix = "", .err = h->err};
     int text_hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
     int tie_top = op_hf_bool(&top, "tie_word_embeddings", 0);
-    if (fold_hf(&top, h) != OP_OK || fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+    if (op_hf_fold(&top, h) != OP_OK || op_hf_fold(&vc, h) != OP_OK) return OP_EINVAL;
     op_vis_tower v = {.prefix = "visual"};
-    v.depth = op_hf_int(&vc, "depth", op_hf_int(&vc, "num_hidden_layers", 32));
-    v.width = op_hf_int(&vc, "hidden_size", 3584);
-    v.heads = op_hf_int(&vc, "num_heads", op_hf_int(&vc, "num_attention_heads", 16));
-    v.mlp_dim = op_hf_int(&vc, "intermediate_size", 3420);
-    int chans = op_hf_int(&vc, "in_channels", op_hf_int(&vc, "in_chans", 3));
-    int patch = op_hf_int(&vc, "patch_size", op_hf_int(&vc, "spatial_patch_size", 14));
-    int merge = op_hf_int(&vc, "spatial_merge_size", 2);
-    int tpatch = op_hf_int(&vc, "temporal_patch_size", 2);
+    op_qwen_vit q = {.depth_def = 32, .width_def = 3584, .mlp_def = 3420, .patch_def = 14};
+    if (op_hf_qwen_vit(&vc, h, text_hidden, &v, &q) != OP_OK) return OP_EINVAL;
+    int chans = q.chans, patch = q.patch, merge = q.merge, tpatch = q.tpatch;
     int window_px = op_hf_int(&vc, "window_size", 112);
-    v.out_hidden = op_hf_int(&vc, "out_hidden_size", 3584);
-    op_hf_need_layers(&vc, "depth", v.depth);
-    op_hf_need_pos(&vc, "hidden_size", v.width);
-    op_hf_need_pos(&vc, "num_heads", v.heads);
-    op_hf_need_pos(&vc, "intermediate_size", v.mlp_dim);
-    op_hf_need_pos(&vc, "in_channels", chans);
-    op_hf_need_pos(&vc, "patch_size", patch);
-    op_hf_need_pos(&vc, "spatial_merge_size", merge);
-    op_hf_need_pos(&vc, "temporal_patch_size", tpatch);
     op_hf_need_pos(&vc, "window_size", window_px);
-    op_hf_need_pos(&vc, "out_hidden_size", v.out_hidden);
-    op_hf_split_even(&vc, "num_heads", v.heads, "hidden_size", v.width, "head_dim");
-    if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
-    /* the merger's output stands in for image tokens of the language model */
-    if (text_hidden > 0 && v.out_hidden != text_hidden) {
-        op_hf_fail(&vc, "out_hidden_size", "%d differs from the language model's hidden_size %d "
-                   "(the merger's output takes the place of image tokens)%s", v.out_hidden,
-                   text_hidden, op_hf_has(&vc, "out_hidden_size") ? "" : "; the default is 3584: give it");
-        return fold_hf(&vc, h);
-    }
+    if (op_hf_fold(&vc, h) != OP_OK) return OP_EINVAL;
     unsigned char full[OP_HF_MAX_BLOCKS] = {0};
     if (!op_hf_layer_ids_of(&vc, "fullatt_block_indexes", v.depth, full, "depth"))
         for (size_t k = 0; k < sizeof q25_full_default / sizeof q25_full_default[0]; k++)
             if (q25_full_default[k] < v.depth) full[q25_full_default[k]] = 1;
-    if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+    if (op_hf_fold(&vc, h) != OP_OK) return OP_EINVAL;
     int win_tokens = window_px / merge / patch; /* merged tokens per window side */
     if (win_tokens <= 0) {
         op_hf_fail(&vc, "window_size", "%d px is less than patch_size %d x spatial_merge_size %d "
                    "(a window of no merged patch)", window_px, patch, merge);
-        return fold_hf(&vc, h);
+        return op_hf_fold(&vc, h);
     }
-    int side = OP_HF_IMAGE_SIZE / patch / merge * merge; /* as qwen2_vl */
-    if (side <= 0) {
-        op_hf_fail(&vc, "patch_size", "patch %d x merge %d does not fit a %d px image", patch, merge,
-                   OP_HF_IMAGE_SIZE);
-        return fold_hf(&vc, h);
-    }
-    v.patches = side * side;
     v.patch_dim = op_hf_derived(&vc, "patch_size", (double)chans * tpatch * patch * patch);
     v.merge_in = op_hf_derived(&vc, "spatial_merge_size", (double)v.width * merge * merge);
     v.window = op_hf_derived(&vc, "window_size", (double)win_tokens * merge * win_tokens * merge);
     v.full = full;
     v.merge_mlp = v.merge_in;
-    v.out_tokens = v.patches / (merge * merge);
     v.gated = 1; /* gate_proj, up_proj -> silu -> down_proj */
-    if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+    if (op_hf_fold(&vc, h) != OP_OK) return OP_EINVAL;
     op_hf_vision_tower(b, &v);
     int embed = b->n;
     if (op_hf_dense_body(h, b, m, "qwen2_5_vl") != OP_OK) return OP_EINVAL;
@@ -207,11 +213,11 @@ int op_hf_build_gemma3(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         op_hf_need_pos(&vc, "num_attention_heads", v.heads);
         op_hf_need_pos(&vc, "patch_size", patch);
         op_hf_split_even(&vc, "num_attention_heads", v.heads, "hidden_size", v.width, "head_dim");
-        if (fold_hf(&top, h) != OP_OK || fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+        if (op_hf_fold(&top, h) != OP_OK || op_hf_fold(&vc, h) != OP_OK) return OP_EINVAL;
         double side = (double)(image / patch);
         v.patches = op_hf_derived(&vc, "image_size", side * side);
         v.patch_dim = op_hf_derived(&vc, "patch_size", (double)chans * patch * patch);
-        if (fold_hf(&vc, h) != OP_OK) return OP_EINVAL;
+        if (op_hf_fold(&vc, h) != OP_OK) return OP_EINVAL;
         v.gated = 0; /* gelu MLP */
         v.merge_in = v.width;
         v.merge_mlp = 0; /* avg pool + RMSNorm + one linear */

@@ -34,11 +34,6 @@
 
 #include "model/model_internal.h"
 
-static int fold(op_hf *from, op_hf *to) {
-    if (from->bad && !to->bad) to->bad = 1;
-    return to->bad ? OP_EINVAL : OP_OK;
-}
-
 static const int deepstack_default[] = {8, 16, 24};
 
 /* ds[block] = k + 1 for the k-th entry of deepstack_visual_indexes (or its default); returns
@@ -80,54 +75,21 @@ int op_hf_build_qwen3_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     op_hf top = {.obj = root, .file = h->file, .prefix = "", .err = h->err};
     int text_hidden = op_hf_int(h, "hidden_size", OP_HF_REQUIRED);
     int tie = op_hf_bool(&top, "tie_word_embeddings", 0);
-    if (fold(&top, h) != OP_OK || fold(&vc, h) != OP_OK) return OP_EINVAL;
+    if (op_hf_fold(&top, h) != OP_OK || op_hf_fold(&vc, h) != OP_OK) return OP_EINVAL;
     op_vis_tower v = {.prefix = "visual"};
-    /* attribute_map: num_hidden_layers -> depth, num_attention_heads -> num_heads */
-    v.depth = op_hf_int(&vc, "depth", op_hf_int(&vc, "num_hidden_layers", 27));
-    v.width = op_hf_int(&vc, "hidden_size", 1152);
-    v.heads = op_hf_int(&vc, "num_heads", op_hf_int(&vc, "num_attention_heads", 16));
-    v.mlp_dim = op_hf_int(&vc, "intermediate_size", 4304);
-    int chans = op_hf_int(&vc, "in_channels", 3);
-    int patch = op_hf_int(&vc, "patch_size", 16);
-    int merge = op_hf_int(&vc, "spatial_merge_size", 2);
-    int tpatch = op_hf_int(&vc, "temporal_patch_size", 2);
+    op_qwen_vit q = {.depth_def = 27, .width_def = 1152, .mlp_def = 4304, .patch_def = 16};
+    if (op_hf_qwen_vit(&vc, h, text_hidden, &v, &q) != OP_OK) return OP_EINVAL;
+    int chans = q.chans, patch = q.patch, merge = q.merge, tpatch = q.tpatch;
     int n_pos = op_hf_int(&vc, "num_position_embeddings", 2304);
-    v.out_hidden = op_hf_int(&vc, "out_hidden_size", 3584);
-    op_hf_need_layers(&vc, "depth", v.depth);
-    op_hf_need_pos(&vc, "hidden_size", v.width);
-    op_hf_need_pos(&vc, "num_heads", v.heads);
-    op_hf_need_pos(&vc, "intermediate_size", v.mlp_dim);
-    op_hf_need_pos(&vc, "in_channels", chans);
-    op_hf_need_pos(&vc, "patch_size", patch);
-    op_hf_need_pos(&vc, "spatial_merge_size", merge);
-    op_hf_need_pos(&vc, "temporal_patch_size", tpatch);
     op_hf_need_pos(&vc, "num_position_embeddings", n_pos);
-    op_hf_need_pos(&vc, "out_hidden_size", v.out_hidden);
-    op_hf_split_even(&vc, "num_heads", v.heads, "hidden_size", v.width, "head_dim");
-    if (fold(&vc, h) != OP_OK) return OP_EINVAL;
-    /* the mergers' output stands in for image tokens of the language model (and is added to
-     * its first hidden states) */
-    if (text_hidden > 0 && v.out_hidden != text_hidden) {
-        op_hf_fail(&vc, "out_hidden_size", "%d differs from the language model's hidden_size %d "
-                   "(the merger's output takes the place of image tokens)%s", v.out_hidden,
-                   text_hidden, op_hf_has(&vc, "out_hidden_size") ? "" : "; the default is 3584: give it");
-        return fold(&vc, h);
-    }
+    if (op_hf_fold(&vc, h) != OP_OK) return OP_EINVAL;
     int ds[OP_HF_MAX_BLOCKS] = {0};
-    if (deepstack_blocks(&vc, v.depth, ds) < 0) return fold(&vc, h);
-    int side = OP_HF_IMAGE_SIZE / patch / merge * merge; /* as qwen2_vl */
-    if (side <= 0) {
-        op_hf_fail(&vc, "patch_size", "patch %d x merge %d does not fit a %d px image", patch, merge,
-                   OP_HF_IMAGE_SIZE);
-        return fold(&vc, h);
-    }
-    v.patches = side * side;
+    if (deepstack_blocks(&vc, v.depth, ds) < 0) return op_hf_fold(&vc, h);
     v.patch_dim = op_hf_derived(&vc, "patch_size", (double)chans * tpatch * patch * patch + n_pos);
     v.merge_in = op_hf_derived(&vc, "spatial_merge_size", (double)v.width * merge * merge);
     v.merge_mlp = v.merge_in;
-    v.out_tokens = v.patches / (merge * merge);
     v.gated = 0; /* linear_fc1 -> hidden_act -> linear_fc2 */
-    if (fold(&vc, h) != OP_OK) return OP_EINVAL;
+    if (op_hf_fold(&vc, h) != OP_OK) return OP_EINVAL;
 
     /* the shared tower (patch embedding, blocks, merger), with a DeepStack merger after each
      * block that feeds one: the tower's layer 1 + i is block i, its last the merger */

@@ -113,10 +113,11 @@ void op_hf_head(op_mbuild *b, op_model *m, int hidden, int vocab, int tie, int e
 /* Applies layer_types[i] ("full_attention", "sliding_attention", "chunked_attention",
  * "linear_attention") to l when the config has it; returns 1 if it did. */
 int op_hf_layer_type(op_hf *h, op_layer *l, int n_layers, int i, int window);
-/* For the Mamba builders (hf_hybrid.c, hf_ssm.c; defined in hf_hybrid.c): hidden_size
- * (required), num_hidden_layers (n_def, or OP_HF_REQUIRED) and vocab_size, each checked;
- * OP_EINVAL when one is missing or out of range. */
+/* hidden_size (required), num_hidden_layers (n_def, or OP_HF_REQUIRED) and vocab_size, each
+ * checked; OP_EINVAL when one is missing or out of range.  _ffn: all required, and
+ * intermediate_size too (the families whose FFN width has no default). */
 int op_hf_base_dims(op_hf *h, int *hidden, int *n, int *vocab, int n_def);
+int op_hf_base_dims_ffn(op_hf *h, int *hidden, int *n, int *vocab, int *inter);
 /* A Mamba2 mixer's shape as transformers builds it: heads split into groups that share B and C
  * (n_groups must divide the heads), a state and a convolution of at least one.  keys name the
  * family's fields: heads, groups, state, conv.  (A config with 3 groups of 128 heads, or a
@@ -144,6 +145,18 @@ typedef struct op_vis_tower {
     int out_tokens, out_hidden;
 } op_vis_tower;
 void op_hf_vision_tower(op_mbuild *b, const op_vis_tower *v);
+/* A sub-object's error carried to its parent: OP_EINVAL once either is bad. */
+int op_hf_fold(op_hf *from, op_hf *to);
+/* Qwen2.5-VL's and Qwen3-VL's ViT, the fields both read alike (hf_vision.c): depth and width
+ * (their defaults depth_def, width_def), heads, intermediate_size (mlp_def), in_channels,
+ * patch_size (patch_def), spatial_merge_size, temporal_patch_size and out_hidden_size, each
+ * checked, and out_hidden_size against the language model's text_hidden.  Fills those fields
+ * of v and the image fields of q; OP_EINVAL with the error in h. */
+typedef struct op_qwen_vit {
+    int chans, patch, merge, tpatch;
+    int depth_def, width_def, mlp_def, patch_def; /* in: the family's defaults */
+} op_qwen_vit;
+int op_hf_qwen_vit(op_hf *vc, op_hf *h, int text_hidden, op_vis_tower *v, op_qwen_vit *q);
 /* Sub-object `key` of root as an op_hf (obj NULL when absent: every look-up gives its default). */
 op_hf op_hf_sub(op_hf *parent, json_t *root, const char *key, const char *prefix);
 /* Default image for vision models: one 448x448 image per sample. */
