@@ -507,6 +507,24 @@ TEST(hf_olmo3_sliding_and_full) {
     op_model_free(&m);
 }
 
+/* Imports js and checks each decoder's attention against slide ('S' sliding with this window,
+ * 'F' full) and the first decoder's heads, KV heads and the vocab. */
+static void check_slides(const char *js, const char *slide, int window, int heads, int kv, int vocab) {
+    memset(&e, 0, sizeof e);
+    int rc = op_model_from_hf_json(js, "s.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s: %s", js, e.msg);
+    if (rc != OP_OK) return;
+    for (int i = 0; slide[i]; i++) {
+        int sl = slide[i] == 'S';
+        CHECK_MSG(L(1 + i)->attn == (sl ? OP_ATTN_SLIDING : OP_ATTN_FULL), "%s: layer %d", js, i);
+        CHECK_EQ_INT(L(1 + i)->window, sl ? window : 0);
+    }
+    CHECK_EQ_INT(L(1)->n_heads, heads);
+    CHECK_EQ_INT(L(1)->n_kv_heads, kv);
+    CHECK_EQ_INT(m.vocab, vocab);
+    op_model_free(&m);
+}
+
 TEST(hf_exaone4_sliding_and_global) {
     if (!load_hf("exaone4", "ETTTTL")) return;
     for (int i = 0; i < 4; i++) {
@@ -529,19 +547,7 @@ TEST(hf_exaone4_sliding_and_global) {
         char js[512];
         snprintf(js, sizeof js, "{\"model_type\": \"exaone4\", \"hidden_size\": 256,"
                  " \"num_hidden_layers\": 6, \"intermediate_size\": 64%s}", pats[k].extra);
-        int rc = op_model_from_hf_json(js, "x.json", &m, &e);
-        CHECK_MSG(rc == OP_OK, "%s: %s", pats[k].extra, e.msg);
-        if (rc != OP_OK) continue;
-        for (int i = 0; i < 6; i++) {
-            int sl = pats[k].slide[i] == 'S';
-            CHECK_MSG(L(1 + i)->attn == (sl ? OP_ATTN_SLIDING : OP_ATTN_FULL), "%s: layer %d",
-                      pats[k].extra, i);
-            CHECK_EQ_INT(L(1 + i)->window, sl ? 4096 : 0);
-        }
-        CHECK_EQ_INT(L(1)->n_heads, 32);
-        CHECK_EQ_INT(L(1)->n_kv_heads, 32);
-        CHECK_EQ_INT(m.vocab, 102400);
-        op_model_free(&m);
+        check_slides(js, pats[k].slide, 4096, 32, 32, 102400);
     }
 }
 
@@ -571,19 +577,7 @@ TEST(hf_smollm3_nope_layers) {
         snprintf(js, sizeof js, "{\"model_type\": \"smollm3\", \"hidden_size\": 256,"
                  " \"num_hidden_layers\": 6, \"intermediate_size\": 64, \"use_sliding_window\": true,"
                  " \"sliding_window\": 128%s}", pats[k].extra);
-        int rc = op_model_from_hf_json(js, "s.json", &m, &e);
-        CHECK_MSG(rc == OP_OK, "%s: %s", pats[k].extra, e.msg);
-        if (rc != OP_OK) continue;
-        for (int i = 0; i < 6; i++) {
-            int sl = pats[k].slide[i] == 'S';
-            CHECK_MSG(L(1 + i)->attn == (sl ? OP_ATTN_SLIDING : OP_ATTN_FULL), "%s: layer %d",
-                      pats[k].extra, i);
-            CHECK_EQ_INT(L(1 + i)->window, sl ? 128 : 0);
-        }
-        CHECK_EQ_INT(L(1)->n_heads, 16);
-        CHECK_EQ_INT(L(1)->n_kv_heads, 4);
-        CHECK_EQ_INT(m.vocab, 128256);
-        op_model_free(&m);
+        check_slides(js, pats[k].slide, 128, 16, 4, 128256);
     }
     /* sliding entries in layer_types without use_sliding_window: full, as in its model */
     int rc = op_model_from_hf_json("{\"model_type\": \"smollm3\", \"hidden_size\": 256,"
