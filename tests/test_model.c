@@ -1407,6 +1407,23 @@ TEST(bad_kv_heads) {
         refused(cfg1(defaults[k].type, defaults[k].heads, defaults[k].extra), "kvd.json", defaults[k].want);
         CHECK_STR_CONTAINS(e.msg, "(num_key_value_heads is absent; give it)");
     }
+    /* null: as many KV heads as heads (the config classes resolve None so), not the default */
+    for (size_t k = 0; k < sizeof defaults / sizeof defaults[0]; k++) {
+        char x[160];
+        snprintf(x, sizeof x, "%s, \"num_key_value_heads\": null", defaults[k].extra);
+        int rn = op_model_from_hf_json(cfg1(defaults[k].type, defaults[k].heads, x), "kvn.json", &m, &e);
+        CHECK_MSG(rn == OP_OK, "%s: %s", defaults[k].type, e.msg);
+        if (rn != OP_OK) continue;
+        int found = 0;
+        for (int i = 0; i < m.n_layers; i++)
+            if (m.layers[i].n_heads > 0) {
+                CHECK_MSG(m.layers[i].n_kv_heads == defaults[k].heads, "%s: layer %d has %d KV heads",
+                          defaults[k].type, i, m.layers[i].n_kv_heads);
+                found = 1;
+            }
+        CHECK_MSG(found, "%s: no attention layer", defaults[k].type);
+        op_model_free(&m);
+    }
     CHECK(op_model_from_hf_json("{\"model_type\": \"mistral\", \"hidden_size\": 96, \"num_hidden_layers\": 1,"
                                 " \"vocab_size\": 10, \"num_attention_heads\": 12, \"intermediate_size\": 8}",
                                 "kvd.json", &m, &e) == OP_EINVAL);

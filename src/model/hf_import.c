@@ -152,14 +152,16 @@ out:
 
 /* ---- shared pieces ---- */
 
-
 void op_hf_attn(op_hf *h, op_layer *l, int hidden) {
     const op_hf_defaults *d = h->defs;
     l->attn = OP_ATTN_FULL;
     l->n_heads = op_hf_int(h, "num_attention_heads", d && d->heads ? d->heads : OP_HF_REQUIRED);
     op_hf_need_pos(h, "num_attention_heads", l->n_heads);
     if (h->bad) return;
-    l->n_kv_heads = op_hf_int(h, "num_key_value_heads", d && d->kv ? d->kv : l->n_heads);
+    /* null: as many as the heads, as the config classes resolve None; absent: the default */
+    json_t *kv = json_object_get(h->obj, "num_key_value_heads");
+    int kv_def = d && d->kv && !(kv && json_is_null(kv)) ? d->kv : l->n_heads;
+    l->n_kv_heads = op_hf_int(h, "num_key_value_heads", kv_def);
     /* a head_dim derived as 0 comes from the head count, which the message must name */
     if (!(d && d->head_dim) && !op_hf_has(h, "head_dim") && hidden / l->n_heads == 0) {
         op_hf_fail(h, "num_attention_heads", "%d heads are more than hidden_size %d (head_dim = "
