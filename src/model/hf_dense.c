@@ -165,11 +165,7 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
                      (c.moe == 2 && c.experts > 0 && (i + 1) % c.sparse_step == 0 &&
                       !mlp_only[i]);
         if (is_moe) {
-            l->ffn = OP_FFN_MOE;
-            l->n_experts = c.experts;
-            l->top_k = c.top_k;
-            l->expert_dim = c.expert_dim;
-            if (c.shared_dim > 0) l->n_shared = 1, l->shared_dim = c.shared_dim;
+            op_hf_set_moe(l, c.experts, c.top_k, c.expert_dim, c.shared_dim > 0, c.shared_dim);
         } else {
             l->ffn = OP_FFN_MLP;
             l->ffn_dim = inter;

@@ -297,13 +297,17 @@ op_layer *op_hf_moe_layer(op_hf *h, op_mbuild *b, int i, const char *experts_key
                           int top_k, int expert_dim, int n_shared, int shared_dim) {
     op_hf_need_moe(h, experts_key, experts, top_k);
     op_layer *l = op_mbuild_add(b, OP_LAYER_MOE, "layers.%d.moe", i);
+    op_hf_set_moe(l, experts, top_k, expert_dim, n_shared, shared_dim);
+    return l;
+}
+
+void op_hf_set_moe(op_layer *l, int experts, int top_k, int expert_dim, int n_shared, int shared_dim) {
     l->ffn = OP_FFN_MOE;
     l->n_experts = experts;
     l->top_k = top_k;
     l->expert_dim = expert_dim;
     l->n_shared = n_shared > 0 ? n_shared : 0;
     l->shared_dim = n_shared > 0 ? shared_dim : 0;
-    return l;
 }
 
 void op_hf_need_layers(op_hf *h, const char *key, int n) {

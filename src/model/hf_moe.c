@@ -69,12 +69,7 @@ int op_hf_build_deepseek(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         l->ffn_gated = 1;
         /* MTP blocks are full decoder layers at index n + k, so the same MoE rule applies */
         if (experts > 0 && i >= first_dense && i % freq == 0) {
-            l->ffn = OP_FFN_MOE;
-            l->n_experts = experts;
-            l->top_k = top_k;
-            l->expert_dim = moe_dim;
-            l->n_shared = shared;
-            l->shared_dim = shared > 0 ? moe_dim : 0;
+            op_hf_set_moe(l, experts, top_k, moe_dim, shared, moe_dim);
         } else {
             l->ffn = OP_FFN_MLP;
             l->ffn_dim = inter;
@@ -132,12 +127,7 @@ int op_hf_build_glm4_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         if (i >= first_dense) {
             op_hf_need_moe(h, "n_routed_experts", experts, top_k);
             op_hf_need_pos(h, "moe_intermediate_size", moe_dim);
-            l->ffn = OP_FFN_MOE;
-            l->n_experts = experts;
-            l->top_k = top_k;
-            l->expert_dim = moe_dim;
-            l->n_shared = shared;
-            l->shared_dim = shared > 0 ? moe_dim : 0;
+            op_hf_set_moe(l, experts, top_k, moe_dim, shared, moe_dim);
         } else {
             l->ffn = OP_FFN_MLP;
             l->ffn_dim = inter;
@@ -222,12 +212,8 @@ int op_hf_build_llama4(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
         l->ffn_gated = 1;
         if (is_moe && experts > 0) {
             op_hf_need_moe(h, "num_local_experts", experts, top_k);
-            l->ffn = OP_FFN_MOE;
-            l->n_experts = experts;
-            l->top_k = top_k;
-            l->expert_dim = expert_dim;
-            l->n_shared = 1; /* llama4's shared expert, same size as a routed one */
-            l->shared_dim = expert_dim;
+            /* llama4's shared expert, same size as a routed one */
+            op_hf_set_moe(l, experts, top_k, expert_dim, 1, expert_dim);
         } else {
             l->ffn = OP_FFN_MLP;
             l->ffn_dim = mlp_dim;
@@ -291,12 +277,7 @@ int op_hf_build_ernie4_5_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m) 
             if (!h->bad && top_k > experts)
                 op_hf_fail(h, "moe_k", "%d is more than the %d experts (moe_num_experts)", top_k,
                            experts);
-            l->ffn = OP_FFN_MOE;
-            l->n_experts = experts;
-            l->top_k = top_k;
-            l->expert_dim = moe_dim;
-            l->n_shared = shared;
-            l->shared_dim = shared > 0 ? moe_dim : 0;
+            op_hf_set_moe(l, experts, top_k, moe_dim, shared, moe_dim);
         } else {
             l->ffn = OP_FFN_MLP;
             l->ffn_dim = inter;
@@ -361,12 +342,7 @@ int op_hf_build_hunyuan_v1_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m
         l->hidden = hidden;
         op_hf_attn(h, l, hidden);
         l->ffn_gated = 1;
-        l->ffn = OP_FFN_MOE;
-        l->n_experts = experts;
-        l->top_k = hunyuan_topk(h, n, i, experts);
-        l->expert_dim = inter;
-        l->n_shared = 1;
-        l->shared_dim = inter;
+        op_hf_set_moe(l, experts, hunyuan_topk(h, n, i, experts), inter, 1, inter);
         if (h->bad) return OP_EINVAL;
     }
     op_hf_head(b, m, hidden, vocab, tie, embed);

@@ -179,6 +179,9 @@ void op_hf_need_moe(op_hf *h, const char *experts_key, int experts, int top_k);
  * caller sets hidden and ffn_gated. */
 op_layer *op_hf_moe_layer(op_hf *h, op_mbuild *b, int i, const char *experts_key, int experts,
                           int top_k, int expert_dim, int n_shared, int shared_dim);
+/* Makes l's FFN a MoE: experts of expert_dim, top_k of them per token, and n_shared shared
+ * experts of shared_dim (none when n_shared is 0). */
+void op_hf_set_moe(op_layer *l, int experts, int top_k, int expert_dim, int n_shared, int shared_dim);
 /* A layer count: 1..OP_HF_MAX_BLOCKS. */
 #define OP_HF_MAX_BLOCKS 2000
 void op_hf_need_layers(op_hf *h, const char *key, int n);
