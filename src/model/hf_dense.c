@@ -23,7 +23,7 @@ static int window_of(op_hf *h, int def) {
 typedef struct {
     int moe;          /* 0 none, 1 every layer, 2 qwen-style sparse step */
     int experts, top_k, expert_dim, shared_dim;
-    const char *experts_key; /* the config's name for the expert count (NULL: older message) */
+    const char *experts_key; /* the config's name for the expert count, for messages */
     int sparse_step;
     int window;
     int tie, gated;
@@ -45,12 +45,14 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
     dense_cfg c = {.gated = 1, .tie = op_hf_bool(h, "tie_word_embeddings", gemma || smol)};
     if (!strcmp(t, "mixtral")) {
         c.moe = 1;
-        c.experts = op_hf_int(h, "num_local_experts", 8);
+        c.experts_key = "num_local_experts";
+        c.experts = op_hf_int(h, c.experts_key, 8);
         c.top_k = op_hf_int(h, "num_experts_per_tok", 2);
         c.expert_dim = inter;
     } else if (!strcmp(t, "gpt_oss")) {
         c.moe = 1;
-        c.experts = op_hf_int(h, "num_local_experts", 128);
+        c.experts_key = "num_local_experts";
+        c.experts = op_hf_int(h, c.experts_key, 128);
         c.top_k = op_hf_int(h, "num_experts_per_tok", op_hf_int(h, "experts_per_token", 4));
         c.expert_dim = inter;
     } else if (!strcmp(t, "olmoe") || !strcmp(t, "phimoe")) {
@@ -74,19 +76,15 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
         /* Qwen3VLMoeTextConfig keeps Qwen2MoeConfig's expert defaults, without its shared expert */
         int q2 = !strcmp(t, "qwen2_moe"), q2d = q2 || !strcmp(t, "qwen3_vl_moe");
         c.moe = 2;
-        c.experts = op_hf_int(h, "num_experts", q2d ? 60 : 128);
+        c.experts_key = "num_experts";
+        c.experts = op_hf_int(h, c.experts_key, q2d ? 60 : 128);
         c.top_k = op_hf_int(h, "num_experts_per_tok", q2d ? 4 : 8);
         c.expert_dim = op_hf_int(h, "moe_intermediate_size", q2d ? 1408 : 768);
         c.shared_dim = q2 ? op_hf_int(h, "shared_expert_intermediate_size", 5632) : 0;
         c.sparse_step = op_hf_int(h, "decoder_sparse_step", 1);
         op_hf_need_pos(h, "decoder_sparse_step", c.sparse_step);
     }
-    if (c.moe && c.experts_key) op_hf_need_moe(h, c.experts_key, c.experts, c.top_k);
-    else if (c.moe) {
-        op_hf_need_pos(h, "num_experts_per_tok", c.top_k);
-        if (!h->bad && c.top_k > c.experts)
-            op_hf_fail(h, "num_experts_per_tok", "%d is more than the %d experts", c.top_k, c.experts);
-    }
+    if (c.moe) op_hf_need_moe(h, c.experts_key, c.experts, c.top_k);
     if (!strcmp(t, "mistral")) c.window = window_of(h, 4096);
     else if (!strcmp(t, "gemma2") || !strncmp(t, "gemma3", 6)) c.window = window_of(h, 4096);
     else if (!strcmp(t, "gpt_oss")) c.window = window_of(h, 128);
@@ -162,7 +160,7 @@ int op_hf_dense_body(op_hf *h, op_mbuild *b, op_model *m, const char *t) {
         if (smol && c.window <= 0 && l->attn == OP_ATTN_SLIDING)
             l->attn = OP_ATTN_FULL, l->window = 0;
         int is_moe = c.moe == 1 ||
-                     (c.moe == 2 && c.experts > 0 && (i + 1) % c.sparse_step == 0 &&
+                     (c.moe == 2 && (i + 1) % c.sparse_step == 0 &&
                       !mlp_only[i]);
         if (is_moe) {
             op_hf_set_moe(l, c.experts, c.top_k, c.expert_dim, c.shared_dim > 0, c.shared_dim);

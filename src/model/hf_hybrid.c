@@ -31,12 +31,8 @@ int op_hf_build_jamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int d_state = op_hf_int(h, "mamba_d_state", 16), d_conv = op_hf_int(h, "mamba_d_conv", 4);
     int expand = op_hf_int(h, "mamba_expand", 2);
     int window = op_hf_int(h, "sliding_window", 0);
-    /* mamba_dt_rank: an integer or "auto" = ceil(hidden / 16) */
-    int dt_rank = (hidden + 15) / 16;
-    json_t *dt = json_object_get(h->obj, "mamba_dt_rank");
-    if (dt && (!json_is_string(dt) || op_hf_is_nan(dt))) dt_rank = op_hf_int(h, "mamba_dt_rank", dt_rank);
-    else if (dt && strcmp(json_string_value(dt), "auto") != 0)
-        op_hf_fail(h, "mamba_dt_rank", "expected an integer or \"auto\"");
+    int dt_rank = (hidden + 15) / 16; /* mamba_dt_rank "auto": ceil(hidden / 16) */
+    op_hf_int_auto(h, "mamba_dt_rank", &dt_rank);
     op_hf_need_pos(h, "intermediate_size", inter);
     period(h, "attn_layer_period", ap, "attn_layer_offset", ao);
     period(h, "expert_layer_period", ep, "expert_layer_offset", eo);
@@ -156,14 +152,8 @@ int op_hf_build_falcon_h1(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     op_hf_need_pos(h, "mamba_n_heads", m_heads);
     op_hf_need_pos(h, "mamba_d_ssm", inner);
     if (h->bad) return OP_EINVAL;
-    json_t *dh = json_object_get(h->obj, "mamba_d_head");
-    if (dh && json_is_null(dh)) dh = NULL; /* null: "auto" */
     int m_hd = 0;
-    if (dh && (!json_is_string(dh) || op_hf_is_nan(dh))) m_hd = op_hf_int(h, "mamba_d_head", 0);
-    else if (dh && strcmp(json_string_value(dh), "auto")) /* transformers knows "auto" alone */
-        op_hf_fail(h, "mamba_d_head", "expected a whole number or \"auto\", got \"%s\"",
-                   json_string_value(dh));
-    else /* "auto": mamba_d_ssm / heads, which more heads than that width make 0 */
+    if (op_hf_int_auto(h, "mamba_d_head", &m_hd)) /* mamba_d_ssm / heads, 0 with more heads */
         m_hd = op_hf_split(h, "mamba_n_heads", m_heads, "mamba_d_ssm", inner, "mamba_d_head");
     int groups = op_hf_int(h, "mamba_n_groups", 1), state = op_hf_int(h, "mamba_d_state", 256);
     int conv = op_hf_int(h, "mamba_d_conv", 4);

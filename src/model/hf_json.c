@@ -281,16 +281,31 @@ int op_hf_layer_ids_of(op_hf *h, const char *key, int n, unsigned char *in, cons
     return 1;
 }
 
+int op_hf_int_auto(op_hf *h, const char *key, int *v) {
+    json_t *j = json_object_get(h->obj, key);
+    if (!j || json_is_null(j)) return 1;
+    if (json_is_string(j) && !op_hf_is_nan(j)) {
+        if (!strcmp(json_string_value(j), "auto")) return 1; /* transformers knows "auto" alone */
+        op_hf_fail(h, key, "expected a whole number or \"auto\", got \"%.40s\"", json_string_value(j));
+        return 0;
+    }
+    *v = op_hf_int(h, key, 0);
+    return 0;
+}
+
 void op_hf_need_pos(op_hf *h, const char *key, int v) {
     if (!h->bad && v <= 0) op_hf_fail(h, key, "must be positive, got %d", v);
 }
 
 void op_hf_need_moe(op_hf *h, const char *experts_key, int experts, int top_k) {
+    op_hf_need_moe_k(h, experts_key, experts, "num_experts_per_tok", top_k);
+}
+
+void op_hf_need_moe_k(op_hf *h, const char *experts_key, int experts, const char *top_k_key, int top_k) {
     op_hf_need_pos(h, experts_key, experts);
-    op_hf_need_pos(h, "num_experts_per_tok", top_k);
+    op_hf_need_pos(h, top_k_key, top_k);
     if (!h->bad && top_k > experts)
-        op_hf_fail(h, "num_experts_per_tok", "%d is more than the %d experts (%s)", top_k, experts,
-                   experts_key);
+        op_hf_fail(h, top_k_key, "%d is more than the %d experts (%s)", top_k, experts, experts_key);
 }
 
 op_layer *op_hf_moe_layer(op_hf *h, op_mbuild *b, int i, const char *experts_key, int experts,

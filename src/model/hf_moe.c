@@ -271,12 +271,8 @@ int op_hf_build_ernie4_5_moe(op_hf *h, json_t *root, op_mbuild *b, op_model *m) 
         op_hf_attn(h, l, hidden);
         l->ffn_gated = 1;
         if ((i + 1) % interval == 0 && i >= start && i <= end) {
-            op_hf_need_pos(h, "moe_num_experts", experts);
-            op_hf_need_pos(h, "moe_k", top_k);
+            op_hf_need_moe_k(h, "moe_num_experts", experts, "moe_k", top_k);
             op_hf_need_pos(h, "moe_intermediate_size", moe_dim);
-            if (!h->bad && top_k > experts)
-                op_hf_fail(h, "moe_k", "%d is more than the %d experts (moe_num_experts)", top_k,
-                           experts);
             op_hf_set_moe(l, experts, top_k, moe_dim, shared, moe_dim);
         } else {
             l->ffn = OP_FFN_MLP;
@@ -312,9 +308,7 @@ static int hunyuan_topk(op_hf *h, int n, int i, int experts) {
                        experts);
         return k;
     }
-    op_hf_need_pos(h, "moe_topk", k);
-    if (!h->bad && k > experts)
-        op_hf_fail(h, "moe_topk", "%d is more than the %d experts (num_experts)", k, experts);
+    op_hf_need_moe_k(h, "num_experts", experts, "moe_topk", k);
     return k;
 }
 

@@ -31,13 +31,8 @@ static void bamba_mixer(op_hf *h, int hidden, ssm2 *s) {
     if (h->bad) return;
     s->inner = op_hf_derived(h, "mamba_expand", (double)expand * hidden);
     if (h->bad) return;
-    json_t *dh = json_object_get(h->obj, "mamba_d_head");
-    if (dh && json_is_null(dh)) dh = NULL;
-    if (dh && (!json_is_string(dh) || op_hf_is_nan(dh))) {
-        s->head_dim = op_hf_int(h, "mamba_d_head", 0);
+    if (!op_hf_int_auto(h, "mamba_d_head", &s->head_dim)) {
         op_hf_need_pos(h, "mamba_d_head", s->head_dim);
-    } else if (dh && strcmp(json_string_value(dh), "auto")) {
-        op_hf_fail(h, "mamba_d_head", "expected a whole number or \"auto\", got \"%s\"", json_string_value(dh));
     } else if (s->inner % s->heads) {
         op_hf_fail(h, "mamba_n_heads", "%d heads do not divide mamba_expand x hidden_size %d", s->heads,
                    s->inner);
@@ -128,10 +123,8 @@ int op_hf_build_granitemoehybrid(op_hf *h, json_t *root, op_mbuild *b, op_model 
 
 int op_hf_build_bamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     (void)root;
-    int hidden, n, vocab;
-    if (op_hf_base_dims(h, &hidden, &n, &vocab, OP_HF_REQUIRED) != OP_OK) return OP_EINVAL;
-    int inter = op_hf_int(h, "intermediate_size", OP_HF_REQUIRED);
-    op_hf_need_pos(h, "intermediate_size", inter);
+    int hidden, n, vocab, inter;
+    if (op_hf_base_dims_ffn(h, &hidden, &n, &vocab, &inter) != OP_OK) return OP_EINVAL;
     ssm2 s = {0};
     if (!h->bad) bamba_mixer(h, hidden, &s);
     unsigned char attn[OP_HF_MAX_BLOCKS] = {0};
@@ -197,13 +190,8 @@ int op_hf_build_mamba(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     int inner = op_hf_has(h, "intermediate_size") ? op_hf_int(h, "intermediate_size", 0)
                                                   : op_hf_derived(h, "expand", (double)expand * hidden);
     op_hf_need_pos(h, "intermediate_size", inner);
-    /* time_step_rank: a whole number or "auto" = ceil(hidden_size / 16) */
-    int dt_rank = (hidden + 15) / 16;
-    json_t *dt = json_object_get(h->obj, "time_step_rank");
-    if (dt && json_is_null(dt)) dt = NULL;
-    if (dt && (!json_is_string(dt) || op_hf_is_nan(dt))) dt_rank = op_hf_int(h, "time_step_rank", dt_rank);
-    else if (dt && strcmp(json_string_value(dt), "auto"))
-        op_hf_fail(h, "time_step_rank", "expected a whole number or \"auto\", got \"%s\"", json_string_value(dt));
+    int dt_rank = (hidden + 15) / 16; /* time_step_rank "auto": ceil(hidden_size / 16) */
+    op_hf_int_auto(h, "time_step_rank", &dt_rank);
     op_hf_need_pos(h, "time_step_rank", dt_rank);
     if (h->bad) return OP_EINVAL;
     int tie = op_hf_bool(h, "tie_word_embeddings", 1);

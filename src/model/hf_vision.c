@@ -22,6 +22,17 @@ op_hf op_hf_sub(op_hf *parent, json_t *root, const char *key, const char *prefix
     return s;
 }
 
+/* the merger's fields on l: the tower's last layer and each DeepStack merger */
+static void add_merger(const op_vis_tower *v, op_layer *l) {
+    l->hidden = v->merge_in;
+    l->tokens = v->out_tokens;
+    l->out_hidden = v->out_hidden;
+    if (v->merge_mlp > 0) {
+        l->ffn = OP_FFN_MLP;
+        l->ffn_dim = v->merge_mlp;
+    }
+}
+
 void op_hf_vision_tower(op_mbuild *b, const op_vis_tower *v) {
     op_layer *l = op_mbuild_add(b, OP_LAYER_VISION, "%s.patch_embed", v->prefix);
     l->hidden = v->width;
@@ -48,15 +59,11 @@ void op_hf_vision_tower(op_mbuild *b, const op_vis_tower *v) {
         l->ffn = OP_FFN_MLP;
         l->ffn_dim = v->mlp_dim;
         l->ffn_gated = v->gated;
+        if (v->deepstack && v->deepstack[i])
+            add_merger(v, op_mbuild_add(b, OP_LAYER_VISION, "%s.deepstack.%d", v->prefix,
+                                           v->deepstack[i] - 1));
     }
-    l = op_mbuild_add(b, OP_LAYER_VISION, "%s.merger", v->prefix);
-    l->hidden = v->merge_in;
-    l->tokens = v->out_tokens;
-    l->out_hidden = v->out_hidden;
-    if (v->merge_mlp > 0) {
-        l->ffn = OP_FFN_MLP;
-        l->ffn_dim = v->merge_mlp;
-    }
+    add_merger(v, op_mbuild_add(b, OP_LAYER_VISION, "%s.merger", v->prefix));
 }
 
 int op_hf_fold(op_hf *from, op_hf *to) {

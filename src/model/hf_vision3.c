@@ -91,24 +91,8 @@ int op_hf_build_qwen3_vl(op_hf *h, json_t *root, op_mbuild *b, op_model *m) {
     v.gated = 0; /* linear_fc1 -> hidden_act -> linear_fc2 */
     if (op_hf_fold(&vc, h) != OP_OK) return OP_EINVAL;
 
-    /* the shared tower (patch embedding, blocks, merger), with a DeepStack merger after each
-     * block that feeds one: the tower's layer 1 + i is block i, its last the merger */
-    op_mbuild tower = {0};
-    op_hf_vision_tower(&tower, &v);
-    const op_layer merger = tower.v[tower.n - 1];
-    for (int k = 0; k < tower.n; k++) {
-        op_layer *l = op_mbuild_add(b, tower.v[k].kind, "%s", tower.v[k].name);
-        *l = tower.v[k];
-        int blk = k - 1;
-        if (blk >= 0 && blk < v.depth && ds[blk]) {
-            l = op_mbuild_add(b, OP_LAYER_VISION, "visual.deepstack.%d", ds[blk] - 1);
-            char name[sizeof l->name];
-            memcpy(name, l->name, sizeof name);
-            *l = merger;
-            memcpy(l->name, name, sizeof name);
-        }
-    }
-    op_mbuild_free(&tower);
+    v.deepstack = ds;
+    op_hf_vision_tower(b, &v);
 
     int embed = b->n;
     if (op_hf_dense_body(h, b, m, moe ? "qwen3_vl_moe" : "qwen3_vl") != OP_OK) return OP_EINVAL;

@@ -143,6 +143,9 @@ typedef struct op_vis_tower {
     int patches, patch_dim;           /* tokens per image in the encoder; values per patch */
     int merge_in, merge_mlp;          /* merger input width and MLP width (0: a plain linear) */
     int out_tokens, out_hidden;
+    /* DeepStack (qwen3_vl): deepstack[i] = k + 1 puts "<prefix>.deepstack.<k>", a merger of the
+     * merger's shape, right after block i; NULL or 0: none */
+    const int *deepstack;
 } op_vis_tower;
 void op_hf_vision_tower(op_mbuild *b, const op_vis_tower *v);
 /* A sub-object's error carried to its parent: OP_EINVAL once either is bad. */
@@ -168,12 +171,18 @@ int op_model_text_is_profile(const char *text);
 /* m->name from a path or preset name ("dir/x.json" -> "x"). */
 void op_model_set_name(op_model *m, const char *name);
 
+/* key as a whole number or "auto": 1 when the config leaves it to the model (absent, null or
+ * "auto"; *v untouched), 0 when *v holds the number read; another string is refused (0, the
+ * error in h). */
+int op_hf_int_auto(op_hf *h, const char *key, int *v);
 /* Positive-value check for a dimension already read. */
 void op_hf_need_pos(op_hf *h, const char *key, int v);
 /* Expert counts of a MoE layer the builder appends: `experts_key` (the config's name for the
  * expert count) and num_experts_per_tok positive, and no more experts per token than there
  * are.  Checked where a MoE layer is made, so expert fields a dense layout never reads pass. */
 void op_hf_need_moe(op_hf *h, const char *experts_key, int experts, int top_k);
+/* The same where the config names top-k otherwise (ERNIE's moe_k, Hunyuan's moe_topk). */
+void op_hf_need_moe_k(op_hf *h, const char *experts_key, int experts, const char *top_k_key, int top_k);
 /* Layer i's MoE FFN, "layers.<i>.moe", after op_hf_need_moe: experts routed experts of
  * expert_dim (top_k per token) and n_shared shared experts of shared_dim each (0: none).  The
  * caller sets hidden and ffn_gated. */
