@@ -52,6 +52,22 @@ for a in "--zero1" "--dp 4"; do
 done
 "$OP" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --dp 4 --zero1 > /dev/null 2> "$tmp/err" \
   && [ ! -s "$tmp/err" ] && ok || bad "compare --dp 4 --zero1 printed: $(cat "$tmp/err")"
+# --ep: its ranks are data-parallel ranks holding whole experts; a dense model gains nothing
+expect_err "--ep 8 needs a data-parallel degree it divides" compare --model mixtral-8x7b --devices 4 --microbatches 8 --no-tune --ep 8
+expect_err "give --dp as a multiple of 4, such as 8" compare --model mixtral-8x7b --devices 4 --microbatches 8 --no-tune --ep 4 --dp 6
+expect_err "--ep 16 does not divide the routed experts of every MoE layer of mixtral-8x7b (their common divisor is 8)" \
+  compare --model mixtral-8x7b --devices 4 --microbatches 8 --no-tune --ep 16 --dp 16
+"$OP" compare --model llama2-7b --devices 4 --microbatches 8 --no-tune --ep 2 --dp 2 > /dev/null 2> "$tmp/err"; rc=$?
+[ $rc -eq 0 ] && [ "$(cat "$tmp/err")" = "octopipe compare: note: --ep 2 changes nothing: llama2-7b has no MoE layer whose experts the cost model sizes" ] \
+  && ok || bad "compare llama2-7b --ep 2: rc=$rc $(cat "$tmp/err")"
+# Mixtral's experts split over 8 ranks: no note, and the header says ep 8
+"$OP" compare --model mixtral-8x7b --devices 16 --microbatches 32 --no-tune --ep 8 --dp 8 > "$tmp/out" 2> "$tmp/err"; rc=$?
+[ $rc -eq 0 ] && [ ! -s "$tmp/err" ] && grep -q "mbs 1, tp 1, ep 8, memory limit" "$tmp/out" \
+  && ok || bad "compare mixtral --ep 8: rc=$rc $(cat "$tmp/err") $(head -n 3 "$tmp/out")"
+# what would fit: Mixtral on 8 devices at tp 1 does not; experts over 2 DP ranks do
+"$OP" plan --model mixtral-8x7b --devices 8 --microbatches 16 --quiet --out "$tmp/mx.json" > /dev/null 2> "$tmp/err"; rc=$?
+[ $rc -eq 1 ] && [ ! -e "$tmp/mx.json" ] && grep -q "^--ep 2 --dp 2: each MoE layer's routed experts split over 2 data-parallel ranks, a plan fits" "$tmp/err" \
+  && ok || bad "plan mixtral P=8 advice: rc=$rc $(cat "$tmp/err")"
 # the image's 256 merged tokens sit inside each sample's sequence: --seq 128 cannot carry them
 expect_err "hands 256 image tokens per sample to the language model, more than --seq 128 holds" \
   compare --model qwen2-vl-7b --devices 4 --microbatches 8 --seq 128 --no-tune

@@ -243,6 +243,33 @@ TEST(static_bytes_18_and_zero1) {
     CHECK_EQ_INT(c.static_bytes, 18 * c.params);
 }
 
+/* ZeRO-1 with expert parallelism (Megatron's distributed optimizer): a routed expert's master
+ * weights and Adam state are sharded over the dp / ep ranks that hold the same experts, the
+ * rest over all dp ranks; the same total per device as sharding everything over dp, but each
+ * device holds 1/ep of the experts' weights and gradients. */
+TEST(zero1_shards_experts_over_dp_over_ep) {
+    op_device d = h100();
+    op_train_cfg t = cfg(4096, 1);
+    const double experts = 8.0 * 3 * 4096 * 14336, dense = 4096.0 * 8 + 4096; /* router, norm */
+    t.ep = 4, t.dp = 8, t.zero1 = 1;
+    op_layer_cost c = cost1(moe_layer(4096, 8, 2, 14336), &t, &d);
+    /* dense: 2 + 4 + 12/8 bytes a parameter; experts: a quarter of them at 2 + 4 + 12/(8/4) */
+    CHECK_NEAR((double)c.static_bytes, dense * 7.5 + experts / 4 * 12.0, 1e-12);
+    t.zero1 = 0;
+    c = cost1(moe_layer(4096, 8, 2, 14336), &t, &d);
+    CHECK_NEAR((double)c.static_bytes, dense * 18.0 + experts / 4 * 18.0, 1e-12);
+    /* the expert-data-parallel group must be whole ranks */
+    t.zero1 = 1, t.dp = 6;
+    op_model m = one_layer(moe_layer(4096, 8, 2, 14336));
+    op_err e = {0};
+    CHECK(op_cost_layers(&m, &t, &d, &c, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "dp 6, ep 4");
+    /* an expert count ep does not divide */
+    t.zero1 = 0, t.ep = 3;
+    CHECK(op_cost_layers(&m, &t, &d, &c, &e) == OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "does not divide its 8 experts");
+}
+
 TEST(head_scales_with_vocab) {
     op_layer l;
     memset(&l, 0, sizeof l);
@@ -542,6 +569,7 @@ int main(int argc, char **argv) {
     RUN(tp_halves_a_layer);
     RUN(moe_scales_with_topk_not_experts);
     RUN(static_bytes_18_and_zero1);
+    RUN(zero1_shards_experts_over_dp_over_ep);
     RUN(head_scales_with_vocab);
     RUN(fiw_relations);
     RUN(mamba_scan_memory_bound);

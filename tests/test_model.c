@@ -1109,6 +1109,24 @@ TEST(presets_all_load) {
     CHECK_STR_CONTAINS(e.msg, "jamba-v0.1");
 }
 
+/* The expert counts an EP degree must divide: MoE layers and MoE FFNs inside decoders alike;
+ * none in a dense model or where a profile measured the layers. */
+TEST(expert_gcd) {
+    static const struct { const char *name; int g; } want[] = {
+        {"mixtral-8x7b", 8}, {"jamba-v0.1", 16}, {"deepseek-v2-lite", 64},
+        {"llama2-7b", 0},    {"nemotron-h-8b-profile", 0}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        CHECK(op_model_preset(want[i].name, &m, &e) == OP_OK);
+        CHECK_MSG(op_model_expert_gcd(&m) == want[i].g, "%s: %d", want[i].name, op_model_expert_gcd(&m));
+        op_model_free(&m);
+    }
+    CHECK(op_model_preset("mixtral-8x7b", &m, &e) == OP_OK);
+    m.layers[5].n_experts = 12; /* gcd(8, 12) */
+    CHECK_EQ_INT(op_model_expert_gcd(&m), 4);
+    op_model_free(&m);
+    CHECK_EQ_INT(op_model_expert_gcd(NULL), 0);
+}
+
 TEST(utf8_bom_accepted) {
     const char *txt = "\xEF\xBB\xBF{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 1,"
                       " \"num_attention_heads\": 4, \"intermediate_size\": 128}";
@@ -2053,5 +2071,6 @@ int main(int argc, char **argv) {
     RUN(profile_megatron_style);
     RUN(profile_bad_inputs);
     RUN(cli_models);
+    RUN(expert_gcd);
     return check_report("model");
 }

@@ -150,6 +150,11 @@ const char *op_model_preset_desc(const char *name);
 /* Supported HF model_type values, NULL-terminated. */
 const char *const *op_model_supported_types(void);
 
+/* Greatest common divisor of the routed-expert counts of m's MoE layers (kind MoE, or an MoE
+ * FFN inside a block) that the cost model derives from dimensions; 0 when it has none.  An
+ * expert-parallel degree must divide it (each rank holds whole experts). */
+int op_model_expert_gcd(const op_model *m);
+
 char op_layer_kind_sym(op_layer_kind k);        /* '?' for a value outside the enum */
 const char *op_layer_kind_name(op_layer_kind k); /* "?" likewise */
 int op_layer_kind_from_sym(char sym); /* -1 if unknown */

@@ -75,8 +75,14 @@ const char *op_cli_setup_help(void) {
            "  --seq N               tokens per sample (default 4096)\n"
            "  --mbs N               samples per microbatch (default 1)\n"
            "  --tp N                tensor-parallel degree inside each stage (default 1)\n"
-           "  --dp N                data-parallel degree, for --zero1 (default 1)\n"
-           "  --zero1               shard optimizer state over the DP group (ZeRO-1)\n"
+           "  --dp N                data-parallel degree, for --zero1 and --ep (default 1)\n"
+           "  --zero1               shard optimizer state over the DP group (ZeRO-1; a routed\n"
+           "                        expert's over the dp / ep ranks that hold it)\n"
+           "  --ep N                expert-parallel degree: each MoE layer's routed experts\n"
+           "                        split over N data-parallel ranks (Megatron's\n"
+           "                        --expert-model-parallel-size; N divides --dp and every MoE\n"
+           "                        layer's expert count), with the token all-to-all priced\n"
+           "                        on the in-node link (default 1)\n"
            "  --gpu NAME            a100-80gb | h100-80gb | h200 (default h100-80gb); with\n"
            "                        --gpus, the GPU a profile's times were measured on\n"
            "  --gpus NAME:N,...     mixed cluster: each device's GPU in rank order, e.g.\n"
@@ -121,6 +127,9 @@ int op_cli_setup_flag(op_cli_setup *s, int argc, char **argv, int *i, const char
     } else if (!strcmp(f, "--dp")) {
         VALUE();
         if (op_cli_int(cmd, f, v, 1, 1 << 20, &s->train.dp)) return -1;
+    } else if (!strcmp(f, "--ep")) {
+        VALUE();
+        if (op_cli_int(cmd, f, v, 1, 1024, &s->train.ep)) return -1;
     } else if (!strcmp(f, "--zero1")) {
         s->train.zero1 = 1;
     } else if (!strcmp(f, "--gpu")) {
@@ -184,6 +193,44 @@ static void mem_partial_note(const op_cli_setup *s, const char *cmd) {
             cmd, n, pr->n_layers, kinds);
 }
 
+/* --ep: the expert-parallel ranks are data-parallel ranks (Megatron builds the EP group inside
+ * the DP group), each holding whole experts; a model without routed experts gains nothing,
+ * which a reader of the unchanged figures could not tell.  0, or -1 after saying why. */
+static int ep_check(const op_cli_setup *s, const char *cmd) {
+    int ep = s->train.ep, dp = s->train.dp > 1 ? s->train.dp : 1;
+    if (ep <= 1) return 0;
+    if (dp % ep != 0) {
+        fprintf(stderr, "octopipe %s: --ep %d needs a data-parallel degree it divides: the "
+                        "expert-parallel ranks are data-parallel ranks holding the same stage "
+                        "(Megatron's --expert-model-parallel-size divides the data-parallel "
+                        "size); give --dp as a multiple of %d, such as %d\n",
+                cmd, ep, ep, dp > ep ? (dp + ep - 1) / ep * ep : ep);
+        return -1;
+    }
+    int g = op_model_expert_gcd(&s->model);
+    if (g == 0) {
+        fprintf(stderr, "octopipe %s: note: --ep %d changes nothing: %s has no MoE layer whose "
+                        "experts the cost model sizes%s\n",
+                cmd, ep, s->model.name,
+                strcmp(s->model.model_type, "profile") ? ""
+                                                       : " (a profile's measured layers keep their "
+                                                         "measured times and bytes)");
+        return 0;
+    }
+    if (g % ep != 0) {
+        fprintf(stderr, "octopipe %s: --ep %d does not divide the routed experts of every MoE "
+                        "layer of %s (their common divisor is %d): each rank holds whole experts\n",
+                cmd, ep, s->model.name, g);
+        return -1;
+    }
+    if (ep > 8)
+        fprintf(stderr, "octopipe %s: note: --ep %d spans more than the 8 GPUs of a node: its "
+                        "all-to-all is priced at the in-node link's speed, which it would not get "
+                        "across nodes\n",
+                cmd, ep);
+    return 0;
+}
+
 int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
     op_err e = {0};
     if (!s->model_arg) {
@@ -217,6 +264,7 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
         fprintf(stderr, "octopipe %s: %s\n", cmd, e.msg);
         return -1;
     }
+    if (ep_check(s, cmd)) return -1;
     /* costs, tokens, links and the memory limit: the library's op_problem_from_model */
     op_problem_opts o;
     op_problem_opts_default(&o);
@@ -257,7 +305,7 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
         fprintf(stderr, "octopipe %s: note: --zero1 without --dp N shards the optimizer state over "
                         "one rank, which saves nothing; give the data-parallel degree with --dp\n",
                 cmd);
-    else if (!s->train.zero1 && s->train.dp > 1)
+    else if (!s->train.zero1 && s->train.dp > 1 && s->train.ep <= 1)
         fprintf(stderr, "octopipe %s: note: --dp %d changes nothing without --zero1: only ZeRO-1's "
                         "sharding depends on the data-parallel degree here\n",
                 cmd, s->train.dp);

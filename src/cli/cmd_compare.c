@@ -287,8 +287,10 @@ int cmd_compare(int argc, char **argv) {
     } else {
         printf("model %s: %d layers (%s)\n", s.model.name, s.model.n_layers,
                strlen(s.model.pattern) > 72 ? "pattern: octopipe models NAME" : s.model.pattern);
-        printf("%d devices (%s, nodes of %d), %d microbatches, seq %d, mbs %d, tp %d, %s%s\n",
-               s.P, op_cli_mixed(&s) ? "mixed" : s.dev.name, s.pr.comm.none ? s.nodes_of : s.pr.comm.nodes_of, s.M, s.train.seq, s.train.mbs, s.train.tp,
+        char ep[24] = "";
+        if (s.train.ep > 1) snprintf(ep, sizeof ep, ", ep %d", s.train.ep);
+        printf("%d devices (%s, nodes of %d), %d microbatches, seq %d, mbs %d, tp %d%s, %s%s\n",
+               s.P, op_cli_mixed(&s) ? "mixed" : s.dev.name, s.pr.comm.none ? s.nodes_of : s.pr.comm.nodes_of, s.M, s.train.seq, s.train.mbs, s.train.tp, ep,
                !mem ? "memory not modelled (the profile has no memory fields)"
                : s.pr.dev_mem_limit ? "memory limits per device type (below)" : "memory limit ",
                !mem || s.pr.dev_mem_limit ? "" : (limit > 0 ? (snprintf(lim, sizeof lim, limit >= 1073741824.0 ? "%.1f GiB" : "%.3g GiB", limit / 1073741824.0), lim) : "none"));

@@ -279,7 +279,7 @@ int cmd_plan(int argc, char **argv) {
              * while, and a silent wait after an error looks like a hang */
             if (!quiet)
                 fprintf(stderr, "octopipe plan: looking for the smallest change that fits "
-                                "(a short search for each of --tp, --zero1, --devices, --mem-limit)...\n");
+                                "(a short search for each of --tp, --ep, --zero1, --devices, --mem-limit)...\n");
             double t_adv = op_now_s();
             /* --time-budget covers the advice too: its searches stop where the budget ends */
             op_tune_advise_progress pg = {o.verbose ? advice_trying : NULL, &t_adv,

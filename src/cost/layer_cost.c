@@ -24,6 +24,12 @@ static int check_cfg(const op_train_cfg *t, const op_device *d, op_err *err) {
                        "device '%s': need peak_tflops > 0, mem_bw_GBps > 0, mfu and bw_eff in "
                        "(0, 1], launch_ms >= 0",
                        d->name);
+    /* ZeRO-1 shards the experts' optimizer state over the expert-data-parallel group, the dp / ep
+     * ranks that hold the same experts (Megatron's distributed optimizer) */
+    if (t->zero1 && t->ep > 1 && (t->dp < t->ep || t->dp % t->ep != 0))
+        return op_errf(err, OP_EINVAL, "ZeRO-1 with expert parallelism needs the data-parallel "
+                       "degree to be a multiple of the expert-parallel one (dp %d, ep %d)",
+                       t->dp, t->ep);
     if ((t->tp > 1 || t->ep > 1) && !(d->tp_bw_GBps > 0 && d->tp_lat_ms >= 0))
         return op_errf(err, OP_EINVAL, "device '%s': TP/EP > 1 needs tp_bw_GBps > 0", d->name);
     return OP_OK;
@@ -255,9 +261,11 @@ int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
     double tp = t->tp, dt = t->dtype_bytes, mbs = t->mbs;
     int ep = t->ep > 1 ? t->ep : 1, dp = t->dp > 1 ? t->dp : 1;
     /* bytes per parameter: weight, fp32 gradient, fp32 master (unless the weights are fp32),
-     * Adam m and v; ZeRO-1 shards master + Adam over dp */
+     * Adam m and v; ZeRO-1 shards master + Adam over dp, a routed expert's over the dp / ep
+     * ranks that hold it (check_cfg: ep divides dp) */
     double opt = (t->dtype_bytes < 4 ? 4.0 : 0.0) + 8.0;
     double per_param = dt + 4.0 + (t->zero1 ? opt / dp : opt);
+    double per_expert = dt + 4.0 + (t->zero1 ? opt * ep / dp : opt);
     for (int i = 0; i < m->n_layers; i++) {
         const op_layer *l = &m->layers[i];
         op_layer_cost *c = &out[i];
@@ -302,16 +310,17 @@ int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
         c->flops_i = a.flops[OP_PASS_I];
         c->flops_w = a.flops[OP_PASS_W];
 
-        double local = a.params_shard / tp + a.params_rep + a.params_expert / (tp * ep);
+        double dense = a.params_shard / tp + a.params_rep, experts = a.params_expert / (tp * ep);
+        double local = dense + experts, stat = dense * per_param + experts * per_expert;
         double ow = T * out_width(m, i, h) * dt / tp;
         if (!l->has_measured) {
             const double ms[3] = {c->f_ms, c->i_ms, c->w_ms};
-            const double by[4] = {local * dt, local * per_param, a.act / tp, ow};
+            const double by[4] = {local * dt, stat, a.act / tp, ow};
             if ((rc = check_figures(where, ms, by, err))) return rc;
         }
         c->params = to_i64(a.params_shard + a.params_rep + a.params_expert);
         c->param_bytes = to_i64(local * dt);
-        c->static_bytes = to_i64(local * per_param);
+        c->static_bytes = to_i64(stat);
         double act_w = a.act_w_in + a.act_w_grad;
         if (act_w > a.act) act_w = a.act; /* W cannot hold more than F stashed (see docs) */
         c->act_bytes = to_i64(a.act / tp);

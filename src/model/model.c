@@ -32,6 +32,22 @@ int op_layer_kind_from_sym(char sym) {
     return -1;
 }
 
+int op_model_expert_gcd(const op_model *m) {
+    int g = 0;
+    for (int i = 0; m && i < m->n_layers; i++) {
+        const op_layer *l = &m->layers[i];
+        if (l->has_measured || l->n_experts <= 0) continue;
+        if (l->kind != OP_LAYER_MOE && l->ffn != OP_FFN_MOE) continue;
+        int a = l->n_experts, b = g;
+        while (b) { /* Euclid */
+            int r = a % b;
+            a = b, b = r;
+        }
+        g = a;
+    }
+    return g;
+}
+
 op_layer *op_mbuild_add(op_mbuild *b, op_layer_kind k, const char *fmt, ...) {
     if (b->n == b->cap) {
         b->cap = b->cap ? 2 * b->cap : 64;

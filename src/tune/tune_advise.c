@@ -1,7 +1,7 @@
 /* tune_advise.c: when no plan fits, the smallest change that would (op_tune_advise).
  *
  * Each suggestion is computed, not guessed: the model is re-costed with the change (a TP
- * degree, ZeRO-1 over a data-parallel group) or the problem widened (more devices, a higher
+ * degree, an expert-parallel degree, ZeRO-1 over a data-parallel group) or the problem widened (more devices, a higher
  * limit) and tuned briefly with recomputation allowed; a change is suggested only if that tune
  * returns a plan that fits.  Static memory is checked first with a bound every plan obeys
  * (plan/problem_static.c), per device on a mixed cluster: each device's own type and limit. */
@@ -258,11 +258,11 @@ static void job_tp(adv_job *j) {
     else if (t->tp * 2 < 8) NONE("--tp %d to 8", t->tp * 2);
 }
 
-/* ZeRO-1 over the data-parallel group (of 2 when none was given). */
+/* ZeRO-1 over the data-parallel group (of 2 when none was given, or of the EP degree). */
 static void job_zero1(adv_job *j) {
     const op_train_cfg *t = j->t;
     op_train_cfg tt = *t;
-    tt.dp = t->dp > 1 ? t->dp : 2;
+    tt.dp = t->dp > 1 ? t->dp : t->ep > 2 ? t->ep : 2;
     tt.zero1 = 1;
     char what[96];
     snprintf(what, sizeof what, "--dp %d --zero1", tt.dp);
@@ -271,6 +271,40 @@ static void job_zero1(adv_job *j) {
         SAY("--dp %d --zero1: optimizer state sharded over the data-parallel group, a plan "
             "fits (%.1f ms)\n", tt.dp, mk);
     else NONE("--dp %d --zero1", tt.dp);
+}
+
+/* The next expert-parallel degree e (doubling, each dividing every MoE layer's experts, up to
+ * the 8 GPUs of a node, where the all-to-all is priced) that fits; the data-parallel degree
+ * grows to a multiple of e where it is not one (the EP ranks are DP ranks). */
+static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
+
+static int next_ep(const op_model *m, int ep) {
+    int g = op_model_expert_gcd(m), e = (ep > 1 ? ep : 1) * 2;
+    return g > 0 && e <= 8 && g % e == 0 ? e : 0;
+}
+
+static void job_ep(adv_job *j) {
+    const op_train_cfg *t = j->t;
+    char what[96];
+    int first = 0, last = 0;
+    for (int e = next_ep(j->m, t->ep); e; e = next_ep(j->m, e)) {
+        op_train_cfg tt = *t;
+        int dp = t->dp > 1 ? t->dp : 1;
+        tt.ep = e;
+        tt.dp = dp / gcd(dp, e) * e; /* lcm */
+        if (tt.dp == dp) snprintf(what, sizeof what, "--ep %d", e);
+        else snprintf(what, sizeof what, "--ep %d --dp %d", e, tt.dp);
+        if (!first) first = e;
+        last = e;
+        double mk = with_cfg(j->m, t, &tt, j->d, j->pr, j->pg, what);
+        if (mk > 0) {
+            SAY("%s: each MoE layer's routed experts split over %d data-parallel ranks, a plan "
+                "fits (%.1f ms)\n", what, e, mk);
+            return;
+        }
+    }
+    if (first == last) NONE("--ep %d", first);
+    else NONE("--ep %d to %d", first, last);
 }
 
 /* More devices; on a mixed cluster copies of the device with the most memory (the first such),
@@ -411,10 +445,11 @@ int op_tune_advise_with(const op_model *m, const op_train_cfg *t, const op_devic
         pg_locked.ctx = &said;
         pg = &pg_locked;
     }
-    enum { NJ = 4 };
+    enum { NJ = 5 };
     adv_job *jobs = op_xcalloc(NJ, sizeof *jobs);
-    void (*const run[NJ])(adv_job *) = {job_tp, job_zero1, job_devices, job_limit};
-    const int want[NJ] = {m && t && d && t->tp * 2 <= 8, m && t && d && !t->zero1, 1, 1};
+    void (*const run[NJ])(adv_job *) = {job_tp, job_ep, job_zero1, job_devices, job_limit};
+    const int want[NJ] = {m && t && d && t->tp * 2 <= 8, m && t && d && next_ep(m, t->ep),
+                          m && t && d && !t->zero1, 1, 1};
     pthread_t th[NJ];
     int started[NJ] = {0};
     for (int i = 0; i < NJ; i++) {
