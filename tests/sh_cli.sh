@@ -68,6 +68,12 @@ expect_err "--ep 16 does not divide the routed experts of every MoE layer of mix
 "$OP" plan --model mixtral-8x7b --devices 8 --microbatches 16 --quiet --out "$tmp/mx.json" > /dev/null 2> "$tmp/err"; rc=$?
 [ $rc -eq 1 ] && [ ! -e "$tmp/mx.json" ] && grep -q "^--ep 2 --dp 2: each MoE layer's routed experts split over 2 data-parallel ranks, a plan fits" "$tmp/err" \
   && ok || bad "plan mixtral P=8 advice: rc=$rc $(cat "$tmp/err")"
+# the plan records the TP and EP degrees its costs assume; the Megatron export passes them on
+"$OP" plan --model mixtral-8x7b --devices 4 --microbatches 8 --tp 2 --ep 4 --dp 4 --placement loop --quiet \
+  --out "$tmp/tpep.json" > /dev/null 2> "$tmp/err" && grep -q '"parallel": {"tp": 2, "ep": 4}' "$tmp/tpep.json" \
+  && "$OP" export "$tmp/tpep.json" --megatron-layout - 2> /dev/null \
+     | grep -q "^--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 4 --pipeline-model-parallel-size 4 --pipeline-model-parallel-layout 'E" \
+  && ok || bad "plan --tp 2 --ep 4 export: $(cat "$tmp/err")"
 # the image's 256 merged tokens sit inside each sample's sequence: --seq 128 cannot carry them
 expect_err "hands 256 image tokens per sample to the language model, more than --seq 128 holds" \
   compare --model qwen2-vl-7b --devices 4 --microbatches 8 --seq 128 --no-tune

@@ -187,6 +187,45 @@ TEST(activation_policy_round_trip) {
     op_plan_free(&p);
 }
 
+static void expect_bad(const op_plan *p, const char *from, const char *to, int code,
+                       const char *want);
+
+/* The TP and EP degrees the costs assume round-trip under "parallel", written only where one is
+ * above 1 (older files and plain plans load as 1 and 1); bad values are refused by path. */
+TEST(parallel_degrees_round_trip) {
+    op_plan p, q, c;
+    plan_1f1b(&p, 4, 8, 1, 0.013);
+    op_err e = {0};
+    op_buf b = {0};
+    CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
+    CHECK(!strstr(b.data, "parallel"));
+    CHECK_EQ_INT(op_plan_from_json(b.data, "plain.json", &q, &e), OP_OK);
+    CHECK(q.tp == 1 && q.ep == 1);
+    op_plan_free(&q);
+    op_buf_free(&b);
+    p.tp = 2, p.ep = 4;
+    CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
+    CHECK_STR_CONTAINS(b.data, "\"parallel\": {\"tp\": 2, \"ep\": 4}");
+    int rc = op_plan_from_json(b.data, "par.json", &q, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc == OP_OK) {
+        CHECK(q.tp == 2 && q.ep == 4);
+        op_plan_copy(&c, &q);
+        CHECK(c.tp == 2 && c.ep == 4);
+        op_plan_free(&c);
+        op_plan_free(&q);
+    }
+    static const struct { const char *to, *want; } bad[] = {
+        {"\"parallel\": {\"tp\": 0, \"ep\": 4}", "bad.json: parallel.tp: "},
+        {"\"parallel\": {\"tp\": 2, \"ep\": 2048}", "bad.json: parallel.ep: "},
+        {"\"parallel\": {\"tp\": 2, \"pp\": 4}", "bad.json: parallel: unknown key \"pp\""},
+        {"\"parallel\": 2", "bad.json: parallel: expected an object"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_bad(&p, "\"parallel\": {\"tp\": 2, \"ep\": 4}", bad[i].to, OP_EINVAL, bad[i].want);
+    op_buf_free(&b);
+    op_plan_free(&p);
+}
+
 /* act_i_bytes round-trips (with act_w > act, now legal); files without it load as 0. */
 TEST(act_i_bytes_round_trip_and_optional) {
     op_plan p, q;
@@ -475,6 +514,7 @@ int main(int argc, char **argv) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/octopipe-plan-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     RUN(round_trip_exact);
+    RUN(parallel_degrees_round_trip);
     RUN(unused_links_round_trip);
     RUN(older_lower_bound_loads);
     RUN(act_i_bytes_round_trip_and_optional);

@@ -53,6 +53,9 @@ typedef struct op_plan {
     double tokens_per_mb;  /* for tokens/s */
     double op_overhead_ms; /* added to every op's duration (executor dispatch cost) */
     double mem_limit_bytes; /* 0 = none; what the plan was built to fit */
+    /* TP and EP degrees inside each stage that the layer costs assume (0 or 1: none); the
+     * plan file records them ("parallel") so an export can give a framework the same ones */
+    int tp, ep;
 
     int S;
     int *stage_first;     /* [S+1]: stage s = layers [stage_first[s], stage_first[s+1]) */
@@ -86,6 +89,7 @@ typedef struct op_problem {
     double tokens_per_mb;          /* tokens in one microbatch (seq * mbs), for tokens/s */
     double mem_limit_bytes;        /* per device; 0 = no limit */
     double op_overhead_ms;         /* per-op dispatch cost the executor adds */
+    int tp, ep;                    /* TP and EP degrees the costs were made for (0 or 1: none) */
     /* Mixed clusters (all zero/NULL: every device alike, costs `layers`, limit mem_limit_bytes):
      * device d is of type dev_type[d], whose per-layer costs are row dev_type[d] of type_layers
      * ([n_types * n_layers], row 0 equal to `layers`) and GPU preset name type_name[t]. */

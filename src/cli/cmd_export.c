@@ -48,8 +48,11 @@ static void usage(FILE *f) {
             "                          transformer models (E t m L, '|' between stages, repeats\n"
             "                          compressed), --hybrid-layer-pattern with '|' segments for\n"
             "                          hybrid models (M * - E).  Only loop placement maps; V and\n"
-            "                          irregular placements are refused with the reason.  Default:\n"
-            "                          stdout (put PLAN first when FILE is omitted)\n"
+            "                          irregular placements are refused with the reason.  A plan\n"
+            "                          made with --tp or --ep adds --tensor-model-parallel-size\n"
+            "                          (with --sequence-parallel, as costed) and\n"
+            "                          --expert-model-parallel-size.  Default: stdout (put PLAN\n"
+            "                          first when FILE is omitted)\n"
             "  --chrome-trace FILE     Chrome/Perfetto trace JSON: one row per device, ops in real\n"
             "                          time, per-device memory counters, arrows for messages\n"
             "  --svg FILE              SVG timeline: devices as rows, ops coloured by kind (F blue,\n"
@@ -216,6 +219,11 @@ int cmd_export(int argc, char **argv) {
         op_megatron_kind kind;
         rc = op_export_megatron(&p, &s, &kind, &notes, &e);
         if (rc == OP_OK) {
+            /* the degrees the plan's costs assume: TP with sequence parallelism, as costed */
+            if (p.tp > 1)
+                op_buf_printf(&buf[O_MEGATRON], "--tensor-model-parallel-size %d --sequence-parallel ",
+                              p.tp);
+            if (p.ep > 1) op_buf_printf(&buf[O_MEGATRON], "--expert-model-parallel-size %d ", p.ep);
             op_buf_printf(&buf[O_MEGATRON], "--pipeline-model-parallel-size %d %s '%s'\n", p.P,
                           op_megatron_flag(kind), s.data);
             snprintf(done[O_MEGATRON], sizeof done[O_MEGATRON], "%s, VPP %d",

@@ -74,6 +74,7 @@ void op_plan_init_problem(op_plan *p, const char *name, const op_problem *pr, in
     p->tokens_per_mb = pr->tokens_per_mb;
     p->op_overhead_ms = pr->op_overhead_ms;
     p->mem_limit_bytes = pr->mem_limit_bytes;
+    p->tp = pr->tp, p->ep = pr->ep;
     if (pr->n_types > 1 || pr->dev_mem_limit)
         op_plan_set_types(p, pr->n_types > 1 ? pr->n_types : 1, pr->type_name,
                           pr->n_types > 1 ? pr->type_layers : pr->layers,
@@ -166,6 +167,7 @@ void op_plan_copy(op_plan *dst, const op_plan *src) {
     dst->tokens_per_mb = src->tokens_per_mb;
     dst->op_overhead_ms = src->op_overhead_ms;
     dst->mem_limit_bytes = src->mem_limit_bytes;
+    dst->tp = src->tp, dst->ep = src->ep;
     memcpy(dst->stage_first, src->stage_first, sizeof(int) * (size_t)(src->S + 1));
     memcpy(dst->stage_dev, src->stage_dev, sizeof(int) * (size_t)src->S);
     memcpy(dst->stage_split, src->stage_split, (size_t)src->S);

@@ -69,7 +69,7 @@ static const char *const k_root[] = {"format", "name", "model", "devices", "micr
                                      "tokens_per_mb", "op_overhead_ms", "mem_limit_bytes",
                                      "comm", "layers", "stages", "split", "activation", "placement",
                                      "schedule", "predicted", "device_types", "device_type",
-                                     "device_mem_limit_bytes", NULL};
+                                     "device_mem_limit_bytes", "parallel", NULL};
 static const char *const k_root_req[] = {"format", "devices", "microbatches", "layers",
                                          "stages", "placement", "schedule", NULL};
 static const char *const k_comm[] = {"none", "nodes_of", "intra_lat_ms", "intra_bw_GBps",
@@ -77,6 +77,7 @@ static const char *const k_comm[] = {"none", "nodes_of", "intra_lat_ms", "intra_
                                      "host_bw_GBps", "host_mem_bytes", "pair_lat_ms",
                                      "pair_bw_GBps", "host_bw_GBps_per_device", NULL};
 static const char *const k_none[] = {NULL};
+static const char *const k_parallel[] = {"tp", "ep", NULL};
 static const char *const k_layer[] = {"name", "kind", "F", "I", "W", "out_bytes", "act_bytes",
                                       "act_w_bytes", "act_i_bytes", "param_bytes",
                                       "static_bytes", "F_sel", "act_sel_bytes", NULL};
@@ -191,6 +192,19 @@ static int read_pairs(pj_rd *r, json_t *o, int P, op_comm *c, double **lat, doub
     c->pair_lat_ms = *lat;
     c->pair_bw_GBps = *bw;
     return OP_OK;
+}
+
+/* "parallel": the TP and EP degrees the costs assume (optional; absent = none). */
+static int read_parallel(pj_rd *r, json_t *o, int *tp, int *ep) {
+    *tp = *ep = 1;
+    if (!o) return OP_OK;
+    int rc = pj_check_keys(r, o, "parallel", k_parallel, k_none);
+    int64_t t = 1, e = 1;
+    json_t *v;
+    if (!rc && (v = json_object_get(o, "tp"))) rc = pj_get_int(r, v, "parallel.tp", 1, 1024, &t);
+    if (!rc && (v = json_object_get(o, "ep"))) rc = pj_get_int(r, v, "parallel.ep", 1, 1024, &e);
+    *tp = (int)t, *ep = (int)e;
+    return rc;
 }
 
 static int read_comm(pj_rd *r, json_t *o, int P, op_comm *c) {
@@ -453,7 +467,8 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
         if (!json_is_string(v)) { rc = pj_fail(&r, "model", "expected a string"); goto out; }
         op_copy_name(p->model, sizeof p->model, json_string_value(v));
     }
-    if ((rc = opt_num(&r, root, "tokens_per_mb", "", &p->tokens_per_mb)) ||
+    if ((rc = read_parallel(&r, json_object_get(root, "parallel"), &p->tp, &p->ep)) ||
+        (rc = opt_num(&r, root, "tokens_per_mb", "", &p->tokens_per_mb)) ||
         (rc = opt_num(&r, root, "op_overhead_ms", "", &p->op_overhead_ms)) ||
         (rc = opt_num(&r, root, "mem_limit_bytes", "", &p->mem_limit_bytes)))
         goto out;

@@ -144,6 +144,7 @@ int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *de
     pr->P = P;
     pr->M = M;
     pr->tokens_per_mb = (double)o->train.seq * o->train.mbs;
+    pr->tp = o->train.tp, pr->ep = o->train.ep;
     pr->op_overhead_ms = o->op_overhead_ms;
     if (o->comm_none) pr->comm.none = 1;
     else if (cl->has_links) pr->comm = cl->comm;
