@@ -74,6 +74,9 @@ expect_err "--ep 16 does not divide the routed experts of every MoE layer of mix
   && "$OP" export "$tmp/tpep.json" --megatron-layout - 2> /dev/null \
      | grep -q "^--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 4 --pipeline-model-parallel-size 4 --pipeline-model-parallel-layout 'E" \
   && ok || bad "plan --tp 2 --ep 4 export: $(cat "$tmp/err")"
+"$OP" export "$tmp/tpep.json" --torch-csv "$tmp/tpep.csv" > "$tmp/out" 2>&1 \
+  && grep -q "^torchtitan: parallelism.tensor_parallel_degree=2, parallelism.expert_parallel_degree=4, parallelism.pipeline_parallel_degree=4," "$tmp/out" \
+  && ok || bad "torchtitan hint with --tp 2 --ep 4: $(cat "$tmp/out")"
 # the image's 256 merged tokens sit inside each sample's sequence: --seq 128 cannot carry them
 expect_err "hands 256 image tokens per sample to the language model, more than --seq 128 holds" \
   compare --model qwen2-vl-7b --devices 4 --microbatches 8 --seq 128 --no-tune
