@@ -14,12 +14,17 @@ expect_err() { # expected-substring args...
   else bad "octopipe $* -> rc=$rc (want 2) stderr: $(cat "$tmp/err")"; fi
 }
 base=(--model llama2-7b --microbatches 8)
-expect_err "unknown device 'v100' (known: a100-80gb" compare "${base[@]}" --gpus v100:4 --no-tune
+expect_err "unknown device 'v100' (known: a100-40gb, a100-80gb" compare "${base[@]}" --gpus v100:4 --no-tune
 expect_err "--gpus lists 4 devices but --devices is 8: the counts must add up" \
   compare "${base[@]}" --devices 8 --gpus h100:2,a100:2 --no-tune
 expect_err "count 'two' of h100" plan "${base[@]}" --gpus h100:two --out "$tmp/x.json"
 # --gpu beside listed devices names a profile's GPU; for an HF model or preset it would be dropped
 expect_err "--gpu a100-80gb has no effect here: --gpus lists each device's GPU" plan "${base[@]}" --gpu a100-80gb --gpus h100:2,a100:2 --out "$tmp/x.json"
+# B200 next to H100: each type with its own memory and limit
+timeout -k 5 120 "$OP" compare "${base[@]}" --gpus b200:2,h100:2 --no-tune > "$tmp/out" 2> "$tmp/err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "2 x b200 (devices 0-1): 168 GiB, limit 150.87 GiB" "$tmp/out" \
+   && grep -q "2 x h100-80gb (devices 2-3): 80 GiB, limit 72.00 GiB" "$tmp/out"; then ok
+else bad "compare --gpus b200:2,h100:2: rc=$rc $(cat "$tmp/err") $(head -n 5 "$tmp/out")"; fi
 cat > "$tmp/c4.json" <<'J'
 {"format": "octopipe.cluster/1", "nodes_of": 8, "intra_lat_ms": 0.01, "intra_bw_GBps": 300,
  "inter_lat_ms": 0.03, "inter_bw_GBps": 40, "gpus": "h100-80gb:2,a100-80gb:2"}

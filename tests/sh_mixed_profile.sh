@@ -32,7 +32,7 @@ expect_err() { # expected-substring file
   else bad "$2 -> rc=$rc (want 2) stderr: $(cat "$tmp/err")"; fi
 }
 jq '.by_gpu = {"v100": .by_gpu["a100-80gb"]}' $P/by_gpu.json > "$tmp/unknown.json"
-expect_err "unknown.json: by_gpu: unknown device 'v100' (known: a100-80gb" "$tmp/unknown.json"
+expect_err "unknown.json: by_gpu: unknown device 'v100' (known: a100-40gb, a100-80gb" "$tmp/unknown.json"
 jq '.by_gpu["a100-80gb"].backward_ms.M = -1' $P/by_gpu.json > "$tmp/neg.json"
 expect_err "neg.json: by_gpu.a100-80gb.backward_ms['M']: expected a number >= 0" "$tmp/neg.json"
 jq 'del(.by_gpu["a100-80gb"].forward_ms)' $P/by_gpu.json > "$tmp/nofwd.json"

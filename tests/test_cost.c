@@ -529,7 +529,14 @@ TEST(device_presets) {
     const char *const *n = op_device_preset_names();
     int k = 0;
     for (; n[k]; k++) CHECK(op_device_preset(n[k], &d, &e) == OP_OK);
-    CHECK_EQ_INT(k, 3);
+    CHECK_EQ_INT(k, 5);
+    /* the 40 GB A100: the 80 GB one's compute, its own HBM2 and memory */
+    CHECK(op_device_preset("A100-SXM4-40GB", &d, &e) == OP_OK && !strcmp(d.name, "a100-40gb"));
+    CHECK(d.peak_tflops == 312 && d.mem_bw_GBps == 1555 && d.mem_GiB == 40 && d.host_bw_GBps == 25);
+    /* B200: 2.25 PF dense bf16, 7.68 TB/s, 180 GB, NVLink 5 at 80% of 900 GB/s, PCIe Gen5 */
+    CHECK(op_device_preset("B200", &d, &e) == OP_OK && !strcmp(d.name, "b200"));
+    CHECK(d.peak_tflops == 2250 && d.mem_bw_GBps == 7680 && d.tp_bw_GBps == 720 && d.host_bw_GBps == 50);
+    CHECK_NEAR(d.mem_GiB * 1073741824.0, 180e9, 1e-12);
     /* the same GEMM-bound layer is faster on H100 than on A100 */
     op_device a, h;
     CHECK(op_device_preset("a100", &a, &e) == OP_OK && op_device_preset("h100", &h, &e) == OP_OK);

@@ -698,7 +698,7 @@ TEST(gpus_list) {
     CHECK(c.dev_type[0] == 0 && c.dev_type[1] == 0 && c.dev_type[2] == 1 && c.dev_type[3] == 0);
     op_cluster_free(&c);
     const struct { const char *spec, *want; } bad[] = {
-        {"v100:4", "unknown device 'v100' (known: a100-80gb"},
+        {"v100:4", "unknown device 'v100' (known: a100-40gb, a100-80gb"},
         {"h100:0", "count '0' of h100 must be a whole number from 1 to 4096"},
         {"h100:x", "count 'x'"},
         {"h100:4,,a100:4", "item 2 is empty"},
@@ -840,9 +840,9 @@ TEST(problem_from_gpus) {
     memset(&e, 0, sizeof e);
     CHECK_EQ_INT(op_problem_build(&b, "llama2-7b", NULL, 8, 8, &o, &e), OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "--gpus lists 4 devices but --devices is 8");
-    o.gpus = "h100:4,b200:4";
+    o.gpus = "h100:4,mi300x:4";
     CHECK_EQ_INT(op_problem_build(&b, "llama2-7b", NULL, 8, 8, &o, &e), OP_EINVAL);
-    CHECK_STR_CONTAINS(e.msg, "unknown device 'b200' (known:");
+    CHECK_STR_CONTAINS(e.msg, "unknown device 'mi300x' (known:");
     /* op_problem_from_model without storage refuses a list of devices */
     op_model m;
     CHECK_EQ_INT(op_model_load("llama2-7b", &m, &e), OP_OK);

@@ -271,7 +271,7 @@ TEST(profile_by_gpu_base_and_uniform) {
 /* Bad by_gpu entries: one line naming the file and the field. */
 TEST(profile_by_gpu_rejects_bad_input) {
     static const struct { const char *by_gpu, *want; } cases[] = {
-        {"{\"v100\": {}}", "p.json: by_gpu: unknown device 'v100' (known: a100-80gb"},
+        {"{\"v100\": {}}", "p.json: by_gpu: unknown device 'v100' (known: a100-40gb, a100-80gb"},
         {"{\"a100\": {\"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}}}",
          "p.json: by_gpu.a100-80gb.forward_ms: missing"},
         {"{\"a100\": {\"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}, \"backward_ms\": {\"E\": 1, \"L\": 1}}}",

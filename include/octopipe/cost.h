@@ -112,7 +112,8 @@ typedef struct op_train_cfg {
 } op_train_cfg;
 
 void op_train_cfg_default(op_train_cfg *t); /* seq 4096, mbs 1, tp 1, bf16, dp 1 */
-int op_device_preset(const char *name, op_device *d, op_err *err); /* a100-80gb h100-80gb h200 */
+/* a100-40gb a100-80gb h100-80gb h200 b200, or an alias (op_gpu_name) */
+int op_device_preset(const char *name, op_device *d, op_err *err);
 const char *const *op_device_preset_names(void);
 void op_comm_default(op_comm *c, int nodes_of); /* NVLink inside a node, IB between nodes;
                                                   * host link PCIe Gen4 (25 GB/s, 10 us) */

@@ -130,7 +130,7 @@ typedef struct op_model {
  * [n_layers * 4] as gpu_ms above; NULL when m has none for it. */
 const double *op_model_gpu_ms(const op_model *m, const char *gpu);
 
-/* The GPU a name means: *canonical = its own name ("a100-80gb", "h100-80gb", "h200") for the
+/* The GPU a name means: *canonical = its own name ("a100-80gb", "h100-80gb", "b200", ...) for the
  * name or an alias (a100, h100-sxm, ...; case, '_' and ' ' ignored).  The names live with the
  * model because profiles name GPUs; each one's numbers are op_device_preset's (cost.h). */
 int op_gpu_name(const char *name, const char **canonical, op_err *err);

@@ -8,13 +8,15 @@
 
 /* Names as op_gpu_name (model/gpu_names.c) gives them; the aliases are resolved there. */
 static const op_device presets[] = {
+    {"a100-40gb", 312, 1555, 40, 0.60, 0.80, 0.003, 240, 0.010, 25},
     {"a100-80gb", 312, 2039, 80, 0.60, 0.80, 0.003, 240, 0.010, 25},
     {"h100-80gb", 989, 3350, 80, 0.55, 0.80, 0.003, 360, 0.010, 50},
     {"h200", 989, 4800, 141 * GB_IN_GIB, 0.55, 0.80, 0.003, 360, 0.010, 50},
+    {"b200", 2250, 7680, 180 * GB_IN_GIB, 0.55, 0.80, 0.003, 720, 0.010, 50},
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
-static const char *const preset_names[] = {"a100-80gb", "h100-80gb", "h200", NULL};
+static const char *const preset_names[] = {"a100-40gb", "a100-80gb", "h100-80gb", "h200", "b200", NULL};
 
 const char *const *op_device_preset_names(void) { return preset_names; }
 

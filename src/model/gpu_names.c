@@ -10,9 +10,11 @@ static const struct {
     const char *name;
     const char *aliases[6]; /* NULL-terminated; compared after normalisation */
 } gpus[] = {
+    {"a100-40gb", {"a100-40g", "a100-sxm4-40gb", NULL}},
     {"a100-80gb", {"a100", "a100-80g", "a100-sxm", "a100-sxm4-80gb", NULL}},
     {"h100-80gb", {"h100", "h100-80g", "h100-sxm", "h100-sxm5-80gb", NULL}},
     {"h200", {"h200-141gb", "h200-sxm", NULL}},
+    {"b200", {"b200-180gb", "b200-sxm", NULL}},
 };
 
 /* lower case, '_' and ' ' become '-' */
@@ -27,7 +29,7 @@ static void normalise(const char *in, char *out, size_t cap) {
 
 int op_gpu_name(const char *name, const char **canonical, op_err *err) {
     char key[64];
-    if (!name || !*name) return op_errf(err, OP_EINVAL, "empty device name (known: a100-80gb, h100-80gb, h200)");
+    if (!name || !*name) return op_errf(err, OP_EINVAL, "empty device name (known: a100-40gb, a100-80gb, h100-80gb, h200, b200)");
     normalise(name, key, sizeof key);
     for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
         int hit = !strcmp(key, gpus[i].name);
@@ -38,7 +40,7 @@ int op_gpu_name(const char *name, const char **canonical, op_err *err) {
         }
     }
     return op_errf(err, OP_EINVAL,
-                   "unknown device '%s' (known: a100-80gb (alias a100), h100-80gb (alias h100), "
-                   "h200)",
+                   "unknown device '%s' (known: a100-40gb, a100-80gb (alias a100), h100-80gb "
+                   "(alias h100), h200, b200)",
                    name);
 }

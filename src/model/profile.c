@@ -21,7 +21,7 @@
  *     "name": "...", "description": "..." }
  *
  * The top-level times are taken as measured on the GPU the caller names (--gpu).  by_gpu keys
- * are GPU presets (a100-80gb, h100-80gb, h200, or an alias); on a GPU it lists the cost model
+ * are GPU presets (a100-40gb, a100-80gb, h100-80gb, h200, b200, or an alias); on a GPU it lists the cost model
  * uses those times, on any other GPU the top-level ones (scaled per layer kind on a mixed
  * cluster, problem.h).  Sizes are per layer, not per GPU: they stay at the top level.
  *
