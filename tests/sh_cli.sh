@@ -77,6 +77,14 @@ expect_err "--ep 16 does not divide the routed experts of every MoE layer of mix
 "$OP" export "$tmp/tpep.json" --torch-csv "$tmp/tpep.csv" > "$tmp/out" 2>&1 \
   && grep -q "^torchtitan: parallelism.tensor_parallel_degree=2, parallelism.expert_parallel_degree=4, parallelism.pipeline_parallel_degree=4," "$tmp/out" \
   && ok || bad "torchtitan hint with --tp 2 --ep 4: $(cat "$tmp/out")"
+# --placement loop is kept even where a baseline of another layout is faster (ZB-V's V plan was
+# returned here, which the Megatron export then refused): the summary says what it costs
+"$OP" plan --model mixtral-8x7b --devices 16 --microbatches 32 --ep 8 --dp 8 --placement loop --quiet \
+  --out "$tmp/mxl.json" > "$tmp/out" 2> "$tmp/err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "^plan: 32 stages, placement loop," "$tmp/out" \
+   && grep -q "^best baseline zbv [0-9.]* ms: speedup 0\.[0-9]*x" "$tmp/out" \
+   && "$OP" export "$tmp/mxl.json" --megatron-layout - > /dev/null 2>&1; then ok
+else bad "plan --placement loop returned another layout: rc=$rc $(cat "$tmp/err") $(grep -v '^  device' "$tmp/out")"; fi
 # the image's 256 merged tokens sit inside each sample's sequence: --seq 128 cannot carry them
 expect_err "hands 256 image tokens per sample to the language model, more than --seq 128 holds" \
   compare --model qwen2-vl-7b --devices 4 --microbatches 8 --seq 128 --no-tune

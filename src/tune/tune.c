@@ -237,14 +237,11 @@ static void run_baselines(tn_search *st, tn_pool *pl, const op_problem *pr, op_p
         if (!b) continue;
         if (b->pred.peak_bytes_max < *min_peak) *min_peak = b->pred.peak_bytes_max;
         int fits = op_plan_fits(b);
-        int layout_ok = st->mode == OP_TUNE_PLACE_ANY;
         c.S = b->S;
         memcpy(c.first, b->stage_first, sizeof(int) * (size_t)(b->S + 1));
         memcpy(c.dev, b->stage_dev, sizeof(int) * (size_t)b->S);
         const char *shape = tn_shape(&c, st->pb->P);
-        if (st->mode == OP_TUNE_PLACE_LOOP) layout_ok = !strcmp(shape, "loop") || !strcmp(shape, "seq");
-        if (st->mode == OP_TUNE_PLACE_V) layout_ok = !strcmp(shape, "v");
-        if (layout_ok) {
+        if (tn_shape_allowed(shape, st->mode)) {
             /* V-Half / V-Min share ZB-V's layouts; their memory caps say nothing new */
             if (strcmp(*n, "vhalf") && strcmp(*n, "vmin")) seed_knobs(st, pl, &c, shape);
             if (fits && (!*have_bl || b->pred.makespan_ms < best_bl->pred.makespan_ms)) {

@@ -124,8 +124,11 @@ void tn_partition_balanced(const tn_prob *pb, tn_cand *c, double front);
 /* Contiguous partition giving device d about want[d] ms of work per microbatch; front < 0:
  * each device's first stage keeps its current layer count. */
 void tn_partition_targets(const tn_prob *pb, tn_cand *c, const double *want, double front);
-/* Placement family name of c: "seq", "loop", "v" or "irregular". */
+/* Placement family name of c (of stage_dev dev [S] on P devices): "seq", "loop", "v" or
+ * "irregular"; whether a --placement mode admits it (loop: seq or loop; v: v; any: all). */
 const char *tn_shape(const tn_cand *c, int P);
+const char *tn_shape_of(const int *dev, int S, int P);
+int tn_shape_allowed(const char *shape, op_tune_placement mode);
 
 #endif
 

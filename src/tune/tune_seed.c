@@ -110,16 +110,24 @@ void tn_place_v(tn_cand *c, int P, int S) {
     }
 }
 
-const char *tn_shape(const tn_cand *c, int P) {
-    int loop = c->S % P == 0, v = c->S % P == 0;
-    for (int s = 0; s < c->S; s++) {
+const char *tn_shape_of(const int *dev, int S, int P) {
+    int loop = S % P == 0, v = S % P == 0;
+    for (int s = 0; s < S; s++) {
         int round = s / P, pos = s % P;
-        if (c->dev[s] != pos) loop = 0;
-        if (c->dev[s] != (round % 2 == 0 ? pos : P - 1 - pos)) v = 0;
+        if (dev[s] != pos) loop = 0;
+        if (dev[s] != (round % 2 == 0 ? pos : P - 1 - pos)) v = 0;
     }
-    if (loop) return c->S == P ? "seq" : "loop";
+    if (loop) return S == P ? "seq" : "loop";
     if (v) return "v";
     return "irregular";
+}
+
+const char *tn_shape(const tn_cand *c, int P) { return tn_shape_of(c->dev, c->S, P); }
+
+int tn_shape_allowed(const char *shape, op_tune_placement mode) {
+    if (mode == OP_TUNE_PLACE_LOOP) return !strcmp(shape, "loop") || !strcmp(shape, "seq");
+    if (mode == OP_TUNE_PLACE_V) return !strcmp(shape, "v");
+    return 1;
 }
 
 /* One greedy pass: cut stage s when its work is closest to the device's remaining budget
