@@ -77,6 +77,8 @@ expect_err "--ep 16 does not divide the routed experts of every MoE layer of mix
 "$OP" export "$tmp/tpep.json" --torch-csv "$tmp/tpep.csv" > "$tmp/out" 2>&1 \
   && grep -q "^torchtitan: parallelism.tensor_parallel_degree=2, parallelism.expert_parallel_degree=4, parallelism.pipeline_parallel_degree=4," "$tmp/out" \
   && ok || bad "torchtitan hint with --tp 2 --ep 4: $(cat "$tmp/out")"
+"$OP" sim "$tmp/tpep.json" 2>&1 | grep -q "^plan .*tpep.json: \"octopipe\" for mixtral-8x7b: 4 devices, 8 microbatches, .* layers (costed at tp 2, ep 4)$" \
+  && ok || bad "sim header of a tp 2 ep 4 plan: $("$OP" sim "$tmp/tpep.json" 2>&1 | head -n 1)"
 # --placement loop is kept even where a baseline of another layout is faster (ZB-V's V plan was
 # returned here, which the Megatron export then refused): the summary says what it costs
 "$OP" plan --model mixtral-8x7b --devices 16 --microbatches 32 --ep 8 --dp 8 --placement loop --quiet \

@@ -54,9 +54,12 @@ static void print_text(const char *path, const op_plan *p, const op_plan_file_in
     const op_pred *r = &p->pred;
     const double GiB = 1024.0 * 1024 * 1024;
     double gap = op_gap(r->makespan_ms, r->lower_bound_ms);
-    printf("plan %s: \"%s\" for %s: %d devices, %d microbatches, %d stages over %d layers\n",
+    char par[48] = ""; /* the degrees the costs assume, as the plan records them */
+    if (p->tp > 1 || p->ep > 1)
+        snprintf(par, sizeof par, " (costed at tp %d, ep %d)", p->tp > 1 ? p->tp : 1, p->ep > 1 ? p->ep : 1);
+    printf("plan %s: \"%s\" for %s: %d devices, %d microbatches, %d stages over %d layers%s\n",
            path, p->name, p->model[0] ? p->model : "(no model name)", p->P, p->M, p->S,
-           p->n_layers);
+           p->n_layers, par);
     printf("  makespan      %.6g ms\n", r->makespan_ms);
     printf("  lower bound   %.6g ms (gap %.2f%%)\n", r->lower_bound_ms, 100 * gap);
     printf("  tokens/s      %.6g\n", r->tokens_per_s);
