@@ -120,8 +120,8 @@ static void print_json(const char *path, const op_plan *p, const op_plan_file_in
      * made a line no JSON parser takes */
     op_buf_printf(&b, "{\"file\": ");
     op_buf_json_str(&b, path);
-    op_buf_printf(&b, ", \"devices\": %d, \"microbatches\": %d, \"stages\": %d", p->P, p->M,
-                  p->S);
+    op_buf_printf(&b, ", \"devices\": %d, \"microbatches\": %d, \"stages\": %d, \"tp\": %d, \"ep\": %d",
+                  p->P, p->M, p->S, p->tp > 1 ? p->tp : 1, p->ep > 1 ? p->ep : 1);
     const char *k[] = {"makespan_ms", "lower_bound_ms", "gap", "tokens_per_s", "bubble_ratio"};
     double v[] = {r->makespan_ms, r->lower_bound_ms,
                   op_gap(r->makespan_ms, r->lower_bound_ms),
