@@ -64,6 +64,9 @@ expect_err "--ep 16 does not divide the routed experts of every MoE layer of mix
 "$OP" compare --model mixtral-8x7b --devices 16 --microbatches 32 --no-tune --ep 8 --dp 8 > "$tmp/out" 2> "$tmp/err"; rc=$?
 [ $rc -eq 0 ] && [ ! -s "$tmp/err" ] && grep -q "mbs 1, tp 1, ep 8, memory limit" "$tmp/out" \
   && ok || bad "compare mixtral --ep 8: rc=$rc $(cat "$tmp/err") $(head -n 3 "$tmp/out")"
+"$OP" compare --model mixtral-8x7b --devices 16 --microbatches 32 --no-tune --ep 8 --dp 8 --tp 2 --json 2> /dev/null \
+  | python3 -c 'import json, sys; d = json.load(sys.stdin); sys.exit(not (d["seq"], d["mbs"], d["tp"], d["ep"]) == (4096, 1, 2, 8))' \
+  && ok || bad "compare --json settings"
 # what would fit: Mixtral on 8 devices at tp 1 does not; experts over 2 DP ranks do
 "$OP" plan --model mixtral-8x7b --devices 8 --microbatches 16 --quiet --out "$tmp/mx.json" > /dev/null 2> "$tmp/err"; rc=$?
 [ $rc -eq 1 ] && [ ! -e "$tmp/mx.json" ] && grep -q "^--ep 2 --dp 2: each MoE layer's routed experts split over 2 data-parallel ranks, a plan fits" "$tmp/err" \
