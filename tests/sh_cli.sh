@@ -93,6 +93,13 @@ if [ $rc -eq 0 ] && grep -q "^plan: 32 stages, placement loop," "$tmp/out" \
    && grep -q "^best baseline zbv [0-9.]* ms: speedup 0\.[0-9]*x" "$tmp/out" \
    && "$OP" export "$tmp/mxl.json" --megatron-layout - > /dev/null 2>&1; then ok
 else bad "plan --placement loop returned another layout: rc=$rc $(cat "$tmp/err") $(grep -v '^  device' "$tmp/out")"; fi
+# models NAME: the parameter count under its header, active per token for MoE models, MTP
+# blocks apart; none for a profile whose layers have no dimensions
+[ "$("$OP" models mixtral-8x7b | sed -n 2p)" = "parameters 46.70B (12.88B active per token)" ] \
+  && [ "$("$OP" models llama2-7b | sed -n 2p)" = "parameters 6.74B" ] \
+  && [ "$("$OP" models tests/data/hf/glm4_5_air.json | sed -n 2p)" = "parameters 106.85B (13.42B active per token), and 3.62B in MTP blocks" ] \
+  && "$OP" models nemotron-h-8b-profile | sed -n 2p | grep -q "^pattern " \
+  && ok || bad "models parameter line: $("$OP" models mixtral-8x7b | sed -n 2p)"
 # the image's 256 merged tokens sit inside each sample's sequence: --seq 128 cannot carry them
 expect_err "hands 256 image tokens per sample to the language model, more than --seq 128 holds" \
   compare --model qwen2-vl-7b --devices 4 --microbatches 8 --seq 128 --no-tune

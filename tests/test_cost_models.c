@@ -21,17 +21,19 @@ static op_layer_cost *cost_model(const op_model *m, const op_train_cfg *t, const
 
 static double total_params(const op_model *m, const op_layer_cost *c) {
     double p = 0;
-    for (int i = 0; i < m->n_layers; i++)
-        if (m->layers[i].shares_params_with < 0) p += (double)c[i].params;
+    op_cost_param_totals(m, c, &p, NULL, NULL);
     return p;
 }
 
 TEST(preset_param_totals) {
-    static const struct { const char *name; double params, tol; } want[] = {
-        {"llama2-7b", 6.74e9, 0.01},       {"mixtral-8x7b", 46.7e9, 0.01},
-        {"deepseek-v2-lite", 15.7e9, 0.01}, {"nemotron-h-8b", 8.0e9, 0.03},
-        {"jamba-v0.1", 51.6e9, 0.01},      {"gemma2-9b", 9.24e9, 0.01},
-        {"qwen2-vl-7b", 8.29e9, 0.01},
+    /* active: Mixtral's 12.9B (Mistral's announcement) and Jamba's 12B (AI21's) count the
+     * embedding and head as ours does; -1: a dense model, active = total; 0: not checked
+     * (DeepSeek's 2.4B leaves the embedding out) */
+    static const struct { const char *name; double params, tol, active; } want[] = {
+        {"llama2-7b", 6.74e9, 0.01, -1},       {"mixtral-8x7b", 46.7e9, 0.01, 12.9e9},
+        {"deepseek-v2-lite", 15.7e9, 0.01, 0}, {"nemotron-h-8b", 8.0e9, 0.03, -1},
+        {"jamba-v0.1", 51.6e9, 0.01, 12e9},    {"gemma2-9b", 9.24e9, 0.01, -1},
+        {"qwen2-vl-7b", 8.29e9, 0.01, -1},
     };
     op_device d = h100();
     op_train_cfg t = cfg(4096, 1);
@@ -43,9 +45,13 @@ TEST(preset_param_totals) {
         if (rc) continue;
         op_layer_cost *c = cost_model(&m, &t, &d);
         if (c) {
-            double p = total_params(&m, c);
+            double p = 0, act = 0;
+            op_cost_param_totals(&m, c, &p, &act, NULL);
             CHECK_MSG(fabs(p / want[k].params - 1) <= want[k].tol, "%s: %.4g params, want %.4g",
                       want[k].name, p, want[k].params);
+            double wa = want[k].active < 0 ? p : want[k].active;
+            CHECK_MSG(!wa || fabs(act / wa - 1) <= (want[k].active < 0 ? 1e-12 : 0.025),
+                      "%s: %.4g active, want %.4g", want[k].name, act, wa);
         }
         free(c);
         op_model_free(&m);
@@ -130,17 +136,23 @@ static const char *data(const char *rel) { /* tests/data/<rel>, next to this fil
  *    heads / 8 KV heads of 128, 256 experts top 8 of 1536, vocab 200064, untied.  Its 3 MTP
  *    modules are not built (transformers does not); the importer gives 228.70B, the Hub's
  *    safetensors count (228,703,644,928) as public tools quote it. */
+/* Active parameters (op_cost_param_totals: every weight outside the routed experts, embedding
+ * and head included, plus top_k / E of those) against the published figures that count the
+ * same way: OLMoE 1.3B (its paper), Phi-3.5-MoE 6.6B (its model card), Hunyuan-A13B 13B (its
+ * README), within 2.5% (the figures are rounded).  GLM-4.5-Air's 12B, MiniMax-M2's 10B and
+ * DeepSeek's are counted without the embedding and head (ours less those: 12.2B, 9.8B), and
+ * the A3B names round further, so those are not checked. */
 TEST(hf_real_param_totals) {
-    static const struct { const char *file; double params, tol; } want[] = {
-        {"hf/glm4_5_air.json", 106e9, 0.01},
-        {"hf/olmoe_1b_7b_0924.json", 6.9e9, 0.01},
-        {"hf/phi3_5_moe.json", 41.9e9, 0.01},
-        {"hf/qwen2_5_vl_7b.json", 8.29e9, 0.01},
-        {"hf/qwen3_vl_8b.json", 8.77e9, 0.01},
-        {"hf/qwen3_vl_30b_a3b.json", 31e9, 0.01},
-        {"hf/ernie4_5_21b_a3b.json", 21e9, 0.04},
-        {"hf/hunyuan_a13b.json", 80e9, 0.01},
-        {"hf/minimax_m2_230b.json", 230e9, 0.01},
+    static const struct { const char *file; double params, tol, active; } want[] = {
+        {"hf/glm4_5_air.json", 106e9, 0.01, 0},
+        {"hf/olmoe_1b_7b_0924.json", 6.9e9, 0.01, 1.3e9},
+        {"hf/phi3_5_moe.json", 41.9e9, 0.01, 6.6e9},
+        {"hf/qwen2_5_vl_7b.json", 8.29e9, 0.01, 0},
+        {"hf/qwen3_vl_8b.json", 8.77e9, 0.01, 0},
+        {"hf/qwen3_vl_30b_a3b.json", 31e9, 0.01, 0},
+        {"hf/ernie4_5_21b_a3b.json", 21e9, 0.04, 0},
+        {"hf/hunyuan_a13b.json", 80e9, 0.01, 13e9},
+        {"hf/minimax_m2_230b.json", 230e9, 0.01, 0},
     };
     op_device d = h100();
     op_train_cfg t = cfg(4096, 1);
@@ -152,12 +164,12 @@ TEST(hf_real_param_totals) {
         if (rc) continue;
         op_layer_cost *c = cost_model(&m, &t, &d);
         if (c) {
-            double p = 0;
-            for (int i = 0; i < m.n_layers; i++)
-                if (m.layers[i].shares_params_with < 0 && m.layers[i].kind != OP_LAYER_MTP)
-                    p += (double)c[i].params;
+            double p = 0, act = 0;
+            op_cost_param_totals(&m, c, &p, &act, NULL);
             CHECK_MSG(fabs(p / want[k].params - 1) <= want[k].tol, "%s: %.4g params, want %.4g",
                       want[k].file, p, want[k].params);
+            CHECK_MSG(!want[k].active || fabs(act / want[k].active - 1) <= 0.025,
+                      "%s: %.4g active, want %.4g", want[k].file, act, want[k].active);
         }
         free(c);
         op_model_free(&m);

@@ -1958,6 +1958,11 @@ TEST(cli_models) {
     CHECK_EQ_INT(run_cli("models jamba-v0.1 --json", out, sizeof out), 0);
     CHECK_STR_CONTAINS(out, "\"n_layers\": 66");
     CHECK_STR_CONTAINS(out, "\"n_experts\": 16");
+    CHECK_STR_CONTAINS(out, "\"parameters\": 51570"); /* 51.57B, 12.11B active */
+    CHECK_STR_CONTAINS(out, "\"parameters_active\": 12110");
+    CHECK_STR_CONTAINS(out, "\"parameters_mtp\": 0");
+    CHECK_EQ_INT(run_cli("models nemotron-h-8b-profile --json", out, sizeof out), 0);
+    CHECK_STR_CONTAINS(out, "\"parameters\": null"); /* its MLP and attention layers have no size */
     CHECK_EQ_INT(run_cli("models --json", out, sizeof out), 0);
     CHECK_STR_CONTAINS(out, "\"supported_model_types\"");
     CHECK_EQ_INT(run_cli("models --help", out, sizeof out), 0);

@@ -29,6 +29,8 @@ typedef struct op_layer_cost {
     int64_t static_bytes;    /* weights + gradients + optimizer state while training */
     /* added by the cost model (0 for measured layers without dimensions): */
     int64_t params;          /* parameter count of the whole layer, before TP/EP sharding */
+    int64_t params_active;   /* of them, what one token passes through: a routed expert counts
+                              * top_k / E (= params where the layer has no routed experts) */
     double flops_f, flops_i, flops_w; /* per device (after TP), per microbatch */
     double comm_f_ms, comm_i_ms;      /* TP / EP collectives included in f_ms, i_ms */
     int64_t act_i_bytes;     /* transient: live only while I (or B) runs, on top of what is held */
@@ -139,6 +141,13 @@ void op_comm_set_host_devs(op_comm *c, const op_device *types, const int *dev_ty
  * Returns 1 when a ratio was computed, 0 when none could be (r then all 1). */
 int op_cost_kind_ratio(int kind, const op_train_cfg *t, const op_device *to, const op_device *from,
                        double r[3]);
+
+/* Parameter totals of a model from its costs c [n_layers] (op_cost_layers): each weight once
+ * (a layer that shares another's weights adds none), MTP blocks apart, as published totals
+ * count the main model.  *active: what one token passes through (top_k of each MoE layer's
+ * routed experts); *mtp: the MTP blocks' parameters (0 without).  Any output may be NULL. */
+void op_cost_param_totals(const op_model *m, const op_layer_cost *c, double *total,
+                          double *active, double *mtp);
 
 /* Fills out[0..m->n_layers) with per-microbatch costs. */
 int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,

@@ -2,11 +2,40 @@
  * layers with the dimensions the cost model reads. */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "cli/cli_common.h"
+#include "octopipe/cost.h"
 #include "octopipe/model.h"
+
+/* "parameters 51.57B (12.11B active per token)": the cost model's count, each weight once, MTP
+ * blocks apart; nothing where some layer has no size (a profile's layers without dimensions
+ * count 0, and a total without them would mislead). */
+static int param_totals(const op_model *m, double *total, double *active, double *mtp) {
+    op_train_cfg t;
+    op_train_cfg_default(&t);
+    op_device d;
+    op_err e = {0};
+    op_layer_cost *c = op_xcalloc((size_t)m->n_layers + 1, sizeof *c);
+    *total = *active = *mtp = 0;
+    int sized = op_device_preset("h100-80gb", &d, &e) == OP_OK && op_cost_layers(m, &t, &d, c, &e) == OP_OK;
+    for (int i = 0; sized && i < m->n_layers; i++)
+        if (m->layers[i].shares_params_with < 0 && c[i].params <= 0) sized = 0;
+    if (sized) op_cost_param_totals(m, c, total, active, mtp);
+    free(c);
+    return sized && *total > 0;
+}
+
+static void param_line(const op_model *m) {
+    double total, active, mtp;
+    if (!param_totals(m, &total, &active, &mtp)) return;
+    printf("parameters %.2fB", total / 1e9);
+    if (active < total * (1 - 1e-9)) printf(" (%.2fB active per token)", active / 1e9);
+    if (mtp > 0) printf(", and %.2fB in MTP blocks", mtp / 1e9);
+    printf("\n");
+}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -14,8 +43,11 @@ static void usage(FILE *f) {
             "\n"
             "Without NAME: lists the built-in model presets (name, model type, layer count,\n"
             "layer-kind counts, description).  With NAME (a preset, an HF config.json or a\n"
-            "profile JSON): prints every layer in model order: index, name, kind symbol and\n"
-            "the dimensions the cost model uses.\n"
+            "profile JSON): prints the parameter count (each weight once; for MoE models\n"
+            "also what one token passes through: every weight outside the routed experts,\n"
+            "embedding and head included, and top_k / E of those; MTP blocks apart), then\n"
+            "every layer in model order: index, name, kind symbol and the dimensions the\n"
+            "cost model uses.\n"
             "\n"
             "options:\n"
             "  --json      machine-readable output instead of tables\n"
@@ -187,9 +219,15 @@ static int show_model(const char *name, int json) {
     if (json) {
         json_t *layers = json_array();
         for (int i = 0; i < m.n_layers; i++) json_array_append_new(layers, layer_json(&m.layers[i], i));
-        json_t *root = json_pack("{s:s, s:s, s:i, s:i, s:b, s:i, s:s, s:o}", "name", m.name, "model_type",
+        json_t *root = json_pack("{s:s, s:s, s:i, s:i, s:b, s:i, s:s}", "name", m.name, "model_type",
                                  m.model_type, "hidden", m.hidden, "vocab", m.vocab, "tie_embeddings",
-                                 m.tie_embeddings, "n_layers", m.n_layers, "pattern", m.pattern, "layers", layers);
+                                 m.tie_embeddings, "n_layers", m.n_layers, "pattern", m.pattern);
+        double total, active, mtp; /* null where some layer has no size (as the text leaves it out) */
+        int sized = param_totals(&m, &total, &active, &mtp);
+        json_object_set_new(root, "parameters", sized ? json_integer((json_int_t)total) : json_null());
+        json_object_set_new(root, "parameters_active", sized ? json_integer((json_int_t)active) : json_null());
+        json_object_set_new(root, "parameters_mtp", sized ? json_integer((json_int_t)mtp) : json_null());
+        json_object_set_new(root, "layers", layers);
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
         printf("\n");
         json_decref(root);
@@ -198,6 +236,7 @@ static int show_model(const char *name, int json) {
         kind_counts(&m, counts, sizeof counts);
         printf("model %s (%s): %d layers [%s], hidden %d, vocab %d%s\n", m.name, m.model_type, m.n_layers,
                counts, m.hidden, m.vocab, m.tie_embeddings ? ", tied embeddings" : "");
+        param_line(&m);
         printf("pattern %s\n\n", m.pattern);
         printf("%5s  %-24s %s  %s\n", "INDEX", "NAME", "K", "DIMENSIONS");
         for (int i = 0; i < m.n_layers; i++) {

@@ -21,6 +21,7 @@ typedef struct op_cost_acc {
     double params_shard;  /* parameters split over tp (GEMM weights, per-head tensors) */
     double params_rep;    /* parameters replicated over tp (norm scales, routers) */
     double params_expert; /* routed-expert parameters (split over tp and ep); not in the above */
+    double params_expert_active; /* those of them one token passes through (top_k of E) */
     double act;           /* bytes F stashes, whole microbatch (before /tp) */
     double act_w_in;      /* bytes of weight-GEMM inputs among act (W needs them) */
     double act_w_grad;    /* bytes of weight-GEMM output gradients I leaves for W */

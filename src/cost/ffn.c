@@ -42,6 +42,7 @@ void op_cost_part_moe(op_cost_acc *a, const op_layer *l, double T, double h, int
     op_cost_eltwise(a, Tk * up, Tk * d, l->ffn_gated ? 5 : 3);
     op_cost_gemm_grouped(a, Tk, d, h, held, touched);
     a->params_expert += E * (h * up + d * h);
+    a->params_expert_active += k * (h * up + d * h);
     /* unpermute and weighted combine: F reads expert outputs and probs, writes T*h;
      * I reads dY and the expert outputs (for d probs), writes their gradients */
     op_cost_kernel(a, OP_PASS_F, 2 * Tk * h, dt * (Tk * h + T * h));

@@ -319,6 +319,7 @@ int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
             if ((rc = check_figures(where, ms, by, err))) return rc;
         }
         c->params = to_i64(a.params_shard + a.params_rep + a.params_expert);
+        c->params_active = to_i64(a.params_shard + a.params_rep + a.params_expert_active);
         c->param_bytes = to_i64(local * dt);
         c->static_bytes = to_i64(stat);
         double act_w = a.act_w_in + a.act_w_grad;
