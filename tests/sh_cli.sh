@@ -73,7 +73,8 @@ expect_err "--ep 16 does not divide the routed experts of every MoE layer of mix
   && ok || bad "plan mixtral P=8 advice: rc=$rc $(cat "$tmp/err")"
 # the plan records the TP and EP degrees its costs assume; the Megatron export passes them on
 "$OP" plan --model mixtral-8x7b --devices 4 --microbatches 8 --tp 2 --ep 4 --dp 4 --placement loop --quiet \
-  --out "$tmp/tpep.json" > /dev/null 2> "$tmp/err" && grep -q '"parallel": {"tp": 2, "ep": 4}' "$tmp/tpep.json" \
+  --out "$tmp/tpep.json" > "$tmp/out" 2> "$tmp/err" && grep -q '"parallel": {"tp": 2, "ep": 4}' "$tmp/tpep.json" \
+  && grep -q "^model mixtral-8x7b: 34 layers on 4 devices (h100-80gb), 8 microbatches, tp 2, ep 4$" "$tmp/out" \
   && "$OP" export "$tmp/tpep.json" --megatron-layout - 2> /dev/null \
      | grep -q "^--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 4 --pipeline-model-parallel-size 4 --pipeline-model-parallel-layout 'E" \
   && ok || bad "plan --tp 2 --ep 4 export: $(cat "$tmp/err")"
