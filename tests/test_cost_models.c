@@ -25,6 +25,31 @@ static double total_params(const op_model *m, const op_layer_cost *c) {
     return p;
 }
 
+/* One model (a preset name or a file, as op_model_load takes them) against its published
+ * parameter count: total within tol; active (what one token passes through) within 2.5%
+ * where given, equal to the total for -1 (a dense model), not checked for 0. */
+static void check_params(const char *model, double want, double tol, double active) {
+    op_model m;
+    op_err e = {0};
+    if (op_model_load(model, &m, &e) != OP_OK) {
+        CHECK_MSG(0, "%s: %s", model, e.msg);
+        return;
+    }
+    op_device d = h100();
+    op_train_cfg t = cfg(4096, 1);
+    op_layer_cost *c = cost_model(&m, &t, &d);
+    if (c) {
+        double p = 0, act = 0;
+        op_cost_param_totals(&m, c, &p, &act, NULL);
+        CHECK_MSG(fabs(p / want - 1) <= tol, "%s: %.10g params, want %.10g", model, p, want);
+        double wa = active < 0 ? p : active;
+        CHECK_MSG(!wa || fabs(act / wa - 1) <= (active < 0 ? 1e-12 : 0.025),
+                  "%s: %.4g active, want %.4g", model, act, wa);
+    }
+    free(c);
+    op_model_free(&m);
+}
+
 TEST(preset_param_totals) {
     /* active: Mixtral's 12.9B (Mistral's announcement) and Jamba's 12B (AI21's) count the
      * embedding and head as ours does; -1: a dense model, active = total; 0: not checked
@@ -35,27 +60,8 @@ TEST(preset_param_totals) {
         {"jamba-v0.1", 51.6e9, 0.01, 12e9},    {"gemma2-9b", 9.24e9, 0.01, -1},
         {"qwen2-vl-7b", 8.29e9, 0.01, -1},
     };
-    op_device d = h100();
-    op_train_cfg t = cfg(4096, 1);
-    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
-        op_model m;
-        op_err e = {0};
-        int rc = op_model_preset(want[k].name, &m, &e);
-        CHECK_MSG(rc == OP_OK, "%s: %s", want[k].name, e.msg);
-        if (rc) continue;
-        op_layer_cost *c = cost_model(&m, &t, &d);
-        if (c) {
-            double p = 0, act = 0;
-            op_cost_param_totals(&m, c, &p, &act, NULL);
-            CHECK_MSG(fabs(p / want[k].params - 1) <= want[k].tol, "%s: %.4g params, want %.4g",
-                      want[k].name, p, want[k].params);
-            double wa = want[k].active < 0 ? p : want[k].active;
-            CHECK_MSG(!wa || fabs(act / wa - 1) <= (want[k].active < 0 ? 1e-12 : 0.025),
-                      "%s: %.4g active, want %.4g", want[k].name, act, wa);
-        }
-        free(c);
-        op_model_free(&m);
-    }
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        check_params(want[k].name, want[k].params, want[k].tol, want[k].active);
 }
 
 /* Llama-2-7B on H100 at seq 4096: the model FLOPs (6 N T + causal attention) over the
@@ -154,26 +160,8 @@ TEST(hf_real_param_totals) {
         {"hf/hunyuan_a13b.json", 80e9, 0.01, 13e9},
         {"hf/minimax_m2_230b.json", 230e9, 0.01, 0},
     };
-    op_device d = h100();
-    op_train_cfg t = cfg(4096, 1);
-    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
-        op_model m;
-        op_err e = {0};
-        int rc = op_model_load(data(want[k].file), &m, &e);
-        CHECK_MSG(rc == OP_OK, "%s: %s", want[k].file, e.msg);
-        if (rc) continue;
-        op_layer_cost *c = cost_model(&m, &t, &d);
-        if (c) {
-            double p = 0, act = 0;
-            op_cost_param_totals(&m, c, &p, &act, NULL);
-            CHECK_MSG(fabs(p / want[k].params - 1) <= want[k].tol, "%s: %.4g params, want %.4g",
-                      want[k].file, p, want[k].params);
-            CHECK_MSG(!want[k].active || fabs(act / want[k].active - 1) <= 0.025,
-                      "%s: %.4g active, want %.4g", want[k].file, act, want[k].active);
-        }
-        free(c);
-        op_model_free(&m);
-    }
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        check_params(data(want[k].file), want[k].params, want[k].tol, want[k].active);
 }
 
 /* Invariants that must hold for every layer of every model, at tp 1 and 2. */
@@ -300,21 +288,7 @@ TEST(boundary_message_widths) {
 static void check_file_params(const char *file, double want, double tol) {
     char rel[128];
     snprintf(rel, sizeof rel, "hf/%s.json", file);
-    op_model m;
-    op_err e = {0};
-    if (op_model_load(data(rel), &m, &e) != OP_OK) {
-        CHECK_MSG(0, "%s: %s", rel, e.msg);
-        return;
-    }
-    op_device d = h100();
-    op_train_cfg t = cfg(4096, 1);
-    op_layer_cost *c = cost_model(&m, &t, &d);
-    if (c) {
-        double p = total_params(&m, c);
-        CHECK_MSG(fabs(p / want - 1) <= tol, "%s: %.10g params, want %.10g", file, p, want);
-    }
-    free(c);
-    op_model_free(&m);
+    check_params(data(rel), want, tol, 0);
 }
 
 TEST(ssm_config_param_totals) {

@@ -53,8 +53,9 @@ typedef struct op_plan {
     double tokens_per_mb;  /* for tokens/s */
     double op_overhead_ms; /* added to every op's duration (executor dispatch cost) */
     double mem_limit_bytes; /* 0 = none; what the plan was built to fit */
-    /* TP and EP degrees inside each stage that the layer costs assume (0 or 1: none); the
-     * plan file records them ("parallel") so an export can give a framework the same ones */
+    /* TP and EP degrees inside each stage that the layer costs assume (1: none; op_plan_init
+     * sets 1); the plan file records them ("parallel") so an export can give a framework the
+     * same ones */
     int tp, ep;
 
     int S;

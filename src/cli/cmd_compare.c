@@ -247,7 +247,7 @@ int cmd_compare(int argc, char **argv) {
         json_object_set_new(root, "seq", json_integer(s.train.seq));
         json_object_set_new(root, "mbs", json_integer(s.train.mbs));
         json_object_set_new(root, "tp", json_integer(s.train.tp));
-        json_object_set_new(root, "ep", json_integer(s.train.ep > 1 ? s.train.ep : 1));
+        json_object_set_new(root, "ep", json_integer(s.train.ep));
         json_object_set_new(root, "lower_bound_ms", json_real(lb));
         /* +inf (no plan fits) has no JSON number: null, as for the other absent values */
         json_object_set_new(root, "lower_bound_mem_ms", isinf(lbm) ? json_null() : json_real(lbm));

@@ -312,7 +312,7 @@ int cmd_plan(int argc, char **argv) {
     char lim[32];
     char par[48] = ""; /* the degrees inside each stage, where any is above 1 */
     if (s.train.tp > 1 || s.train.ep > 1)
-        snprintf(par, sizeof par, ", tp %d, ep %d", s.train.tp, s.train.ep > 1 ? s.train.ep : 1);
+        snprintf(par, sizeof par, ", tp %d, ep %d", s.train.tp, s.train.ep);
     fprintf(info, "model %s: %d layers on %d devices (%s), %d microbatches%s\n", s.model.name,
            s.model.n_layers, s.P, op_cli_mixed(&s) ? "mixed" : s.dev.name, s.M, par);
     op_cli_print_types(info, &s);

@@ -56,7 +56,7 @@ static void print_text(const char *path, const op_plan *p, const op_plan_file_in
     double gap = op_gap(r->makespan_ms, r->lower_bound_ms);
     char par[48] = ""; /* the degrees the costs assume, as the plan records them */
     if (p->tp > 1 || p->ep > 1)
-        snprintf(par, sizeof par, " (costed at tp %d, ep %d)", p->tp > 1 ? p->tp : 1, p->ep > 1 ? p->ep : 1);
+        snprintf(par, sizeof par, " (costed at tp %d, ep %d)", p->tp, p->ep);
     printf("plan %s: \"%s\" for %s: %d devices, %d microbatches, %d stages over %d layers%s\n",
            path, p->name, p->model[0] ? p->model : "(no model name)", p->P, p->M, p->S,
            p->n_layers, par);
@@ -121,7 +121,7 @@ static void print_json(const char *path, const op_plan *p, const op_plan_file_in
     op_buf_printf(&b, "{\"file\": ");
     op_buf_json_str(&b, path);
     op_buf_printf(&b, ", \"devices\": %d, \"microbatches\": %d, \"stages\": %d, \"tp\": %d, \"ep\": %d",
-                  p->P, p->M, p->S, p->tp > 1 ? p->tp : 1, p->ep > 1 ? p->ep : 1);
+                  p->P, p->M, p->S, p->tp, p->ep);
     const char *k[] = {"makespan_ms", "lower_bound_ms", "gap", "tokens_per_s", "bubble_ratio"};
     double v[] = {r->makespan_ms, r->lower_bound_ms,
                   op_gap(r->makespan_ms, r->lower_bound_ms),

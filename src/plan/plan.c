@@ -45,6 +45,7 @@ int op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int 
     if (comm) op_plan_set_comm(p, comm);
     else p->comm.none = 1;
     p->tokens_per_mb = 0;
+    p->tp = p->ep = 1;
     p->layers = OP_ARENA_NEW(&p->arena, op_layer_cost, n_layers);
     memcpy(p->layers, layers, sizeof(op_layer_cost) * (size_t)n_layers);
     p->n_types = 1;
@@ -74,7 +75,7 @@ void op_plan_init_problem(op_plan *p, const char *name, const op_problem *pr, in
     p->tokens_per_mb = pr->tokens_per_mb;
     p->op_overhead_ms = pr->op_overhead_ms;
     p->mem_limit_bytes = pr->mem_limit_bytes;
-    p->tp = pr->tp, p->ep = pr->ep;
+    p->tp = pr->tp > 1 ? pr->tp : 1, p->ep = pr->ep > 1 ? pr->ep : 1; /* a problem may say 0 */
     if (pr->n_types > 1 || pr->dev_mem_limit)
         op_plan_set_types(p, pr->n_types > 1 ? pr->n_types : 1, pr->type_name,
                           pr->n_types > 1 ? pr->type_layers : pr->layers,

@@ -143,8 +143,7 @@ int op_plan_to_json(const op_plan *p, op_buf *out) {
     op_buf_printf(b, ",\n  \"mem_limit_bytes\": ");
     NUM(p->mem_limit_bytes);
     if (p->tp > 1 || p->ep > 1) /* absent: none, as files written before it */
-        op_buf_printf(b, ",\n  \"parallel\": {\"tp\": %d, \"ep\": %d}", p->tp > 1 ? p->tp : 1,
-                      p->ep > 1 ? p->ep : 1);
+        op_buf_printf(b, ",\n  \"parallel\": {\"tp\": %d, \"ep\": %d}", p->tp, p->ep);
     const op_comm *c = &p->comm;
     op_buf_printf(b, ",\n  \"comm\": {\"none\": %s, \"nodes_of\": %d, \"intra_lat_ms\": ",
                   c->none ? "true" : "false", c->nodes_of);

@@ -276,8 +276,6 @@ static void job_zero1(adv_job *j) {
 /* The next expert-parallel degree e (doubling, each dividing every MoE layer's experts, up to
  * the 8 GPUs of a node, where the all-to-all is priced) that fits; the data-parallel degree
  * grows to a multiple of e where it is not one (the EP ranks are DP ranks). */
-static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
-
 static int next_ep(const op_model *m, int ep) {
     int g = op_model_expert_gcd(m), e = (ep > 1 ? ep : 1) * 2;
     return g > 0 && e <= 8 && g % e == 0 ? e : 0;
@@ -291,7 +289,8 @@ static void job_ep(adv_job *j) {
         op_train_cfg tt = *t;
         int dp = t->dp > 1 ? t->dp : 1;
         tt.ep = e;
-        tt.dp = dp / gcd(dp, e) * e; /* lcm */
+        for (tt.dp = dp; tt.dp % e; tt.dp += dp) { /* the least multiple of dp that e divides */
+        }
         if (tt.dp == dp) snprintf(what, sizeof what, "--ep %d", e);
         else snprintf(what, sizeof what, "--ep %d --dp %d", e, tt.dp);
         if (!first) first = e;
