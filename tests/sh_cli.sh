@@ -71,15 +71,17 @@ expect_err "--ep 16 does not divide the routed experts of every MoE layer of mix
 "$OP" plan --model mixtral-8x7b --devices 8 --microbatches 16 --quiet --out "$tmp/mx.json" > /dev/null 2> "$tmp/err"; rc=$?
 [ $rc -eq 1 ] && [ ! -e "$tmp/mx.json" ] && grep -q "^--ep 2 --dp 2: each MoE layer's routed experts split over 2 data-parallel ranks, a plan fits" "$tmp/err" \
   && ok || bad "plan mixtral P=8 advice: rc=$rc $(cat "$tmp/err")"
-# the plan records the TP and EP degrees its costs assume; the Megatron export passes them on
+# the plan records the TP, EP and DP degrees and the batch its costs assume; the Megatron
+# export passes them on (global batch = 8 microbatches x mbs 1 x dp 4)
 "$OP" plan --model mixtral-8x7b --devices 4 --microbatches 8 --tp 2 --ep 4 --dp 4 --placement loop --quiet \
-  --out "$tmp/tpep.json" > "$tmp/out" 2> "$tmp/err" && grep -q '"parallel": {"tp": 2, "ep": 4}' "$tmp/tpep.json" \
+  --out "$tmp/tpep.json" > "$tmp/out" 2> "$tmp/err" && grep -q '"parallel": {"tp": 2, "ep": 4, "dp": 4}' "$tmp/tpep.json" \
+  && grep -q '"batch": {"seq": 4096, "mbs": 1}' "$tmp/tpep.json" \
   && grep -q "^model mixtral-8x7b: 34 layers on 4 devices (h100-80gb), 8 microbatches, tp 2, ep 4$" "$tmp/out" \
   && "$OP" export "$tmp/tpep.json" --megatron-layout - 2> /dev/null \
-     | grep -q "^--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 4 --pipeline-model-parallel-size 4 --pipeline-model-parallel-layout 'E" \
+     | grep -q "^--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 4 --pipeline-model-parallel-size 4 --pipeline-model-parallel-layout 'E.*' --seq-length 4096 --micro-batch-size 1 --global-batch-size 32$" \
   && ok || bad "plan --tp 2 --ep 4 export: $(cat "$tmp/err")"
 "$OP" export "$tmp/tpep.json" --torch-csv "$tmp/tpep.csv" > "$tmp/out" 2>&1 \
-  && grep -q "^torchtitan: parallelism.tensor_parallel_degree=2, parallelism.expert_parallel_degree=4, parallelism.pipeline_parallel_degree=4," "$tmp/out" \
+  && grep -q "^torchtitan: parallelism.tensor_parallel_degree=2, parallelism.expert_parallel_degree=4, training.seq_len=4096, training.local_batch_size=8, parallelism.pipeline_parallel_microbatch_size=1, parallelism.pipeline_parallel_degree=4," "$tmp/out" \
   && ok || bad "torchtitan hint with --tp 2 --ep 4: $(cat "$tmp/out")"
 "$OP" sim "$tmp/tpep.json" 2>&1 | grep -q "^plan .*tpep.json: \"octopipe\" for mixtral-8x7b: 4 devices, 8 microbatches, .* layers (costed at tp 2, ep 4)$" \
   && ok || bad "sim header of a tp 2 ep 4 plan: $("$OP" sim "$tmp/tpep.json" 2>&1 | head -n 1)"

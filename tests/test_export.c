@@ -311,6 +311,66 @@ static void expect_layout(const char *syms, int P, int S, const int *first, cons
     op_plan_free(&p);
 }
 
+/* The training settings: batch flags from seq/mbs/dp, the distributed optimizer for ZeRO-1,
+ * and the strongest stage policy as Megatron's one recompute setting, with notes where the
+ * plan's stages differ (hand-written expectations). */
+TEST(megatron_settings) {
+    static const int f4[5] = {0, 3, 6, 8, 10}, d4[4] = {0, 1, 0, 1};
+    op_plan p;
+    mk_plan(&p, "ETTTTTTTTL", 2, 8, 4, f4, d4, 0, NULL);
+    op_buf b = {0}, n = {0};
+    op_export_megatron_settings(&p, OP_MEGATRON_LAYOUT, &b, &n);
+    CHECK(b.len == 0); /* nothing recorded, all keep: no flags */
+    CHECK_STR_CONTAINS(n.data, "does not record its sequence length");
+    CHECK_STR_CONTAINS(n.data, "--global-batch-size = 8 x --micro-batch-size");
+    op_buf_free(&b), op_buf_free(&n);
+
+    p.seq = 2048, p.mbs = 2, p.dp = 4, p.zero1 = 1;
+    op_export_megatron_settings(&p, OP_MEGATRON_LAYOUT, &b, &n);
+    op_buf_put(&b, "", 0);
+    CHECK_MSG(!strcmp(b.data, " --seq-length 2048 --micro-batch-size 2 --global-batch-size 64 "
+                              "--use-distributed-optimizer"), "got '%s'", b.data);
+    CHECK(n.len == 0);
+    op_buf_free(&b);
+
+    /* every stage selective: Megatron's selective (core_attn), no note */
+    p.zero1 = 0, p.dp = 1;
+    for (int s = 0; s < 4; s++) p.stage_act[s] = OP_ACT_SELECTIVE;
+    op_export_megatron_settings(&p, OP_MEGATRON_LAYOUT, &b, &n);
+    op_buf_put(&b, "", 0);
+    CHECK_MSG(!strcmp(b.data, " --seq-length 2048 --micro-batch-size 2 --global-batch-size 16 "
+                              "--recompute-granularity selective"), "got '%s'", b.data);
+    CHECK(n.len == 0);
+    op_buf_free(&b);
+
+    /* stage 1 full, stage 2 offload, the rest keep: full everywhere, one checkpoint per stage
+     * (the largest holds 3 decoder layers: stage 1's TTT; E and L are not counted) */
+    for (int s = 0; s < 4; s++) p.stage_act[s] = OP_ACT_KEEP;
+    p.stage_act[1] = OP_ACT_FULL, p.stage_act[2] = OP_ACT_OFFLOAD;
+    op_export_megatron_settings(&p, OP_MEGATRON_LAYOUT, &b, &n);
+    op_buf_put(&b, "", 0);
+    op_buf_put(&n, "", 0);
+    CHECK_STR_CONTAINS(b.data, " --recompute-granularity full --recompute-method uniform "
+                               "--recompute-num-layers 3");
+    CHECK_STR_CONTAINS(n.data, "note: stage 2 offloads its stash to host memory");
+    CHECK_STR_CONTAINS(n.data, "give every stage full recomputation");
+    op_buf_free(&b), op_buf_free(&n);
+
+    /* torchtitan: local batch M x mbs, full checkpointing, the same notes */
+    op_export_torchtitan_settings(&p, &b, &n);
+    op_buf_put(&b, "", 0);
+    op_buf_put(&n, "", 0);
+    CHECK_MSG(!strcmp(b.data, "training.seq_len=2048, training.local_batch_size=16, "
+                              "parallelism.pipeline_parallel_microbatch_size=2, "
+                              "activation_checkpoint.mode=full, "), "got '%s'", b.data);
+    CHECK_STR_CONTAINS(n.data, "torchtitan takes one setting for all");
+    op_buf_free(&b), op_buf_free(&n);
+    int mixed = 0;
+    CHECK_EQ_INT(op_export_act_strongest(&p, &mixed), OP_ACT_FULL);
+    CHECK(mixed);
+    op_plan_free(&p);
+}
+
 TEST(megatron_layout_golden) {
     static const int f4[5] = {0, 3, 6, 8, 10}, d4[4] = {0, 1, 0, 1};
     expect_layout("ETTTTTTTTL", 2, 4, f4, d4, "Ett|t*3|tt|tL", OP_MEGATRON_LAYOUT);
@@ -718,5 +778,6 @@ int main(int argc, char **argv) {
     RUN(svg_large);
     RUN(times_rejected);
     RUN(every_baseline_exports);
+    RUN(megatron_settings);
     return check_report("export");
 }

@@ -226,6 +226,52 @@ TEST(parallel_degrees_round_trip) {
     op_plan_free(&p);
 }
 
+/* The batch (seq, mbs) and the DP degree with ZeRO-1 round-trip under "batch" and "parallel";
+ * files without them load as unknown / 1 / off; inconsistent or bad values are refused. */
+TEST(batch_and_dp_round_trip) {
+    op_plan p, q, c;
+    plan_1f1b(&p, 4, 8, 1, 0.013);
+    op_err e = {0};
+    op_buf b = {0};
+    CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
+    CHECK(!strstr(b.data, "\"batch\""));
+    CHECK_EQ_INT(op_plan_from_json(b.data, "plain.json", &q, &e), OP_OK);
+    CHECK(q.seq == 0 && q.mbs == 0 && q.dp == 1 && q.zero1 == 0);
+    op_plan_free(&q);
+    op_buf_free(&b);
+    p.seq = 2048, p.mbs = 2 /* tokens_per_mb 4096 */, p.dp = 8, p.zero1 = 1;
+    CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
+    CHECK_STR_CONTAINS(b.data, "\"batch\": {\"seq\": 2048, \"mbs\": 2}");
+    CHECK_STR_CONTAINS(b.data, "\"parallel\": {\"tp\": 1, \"ep\": 1, \"dp\": 8, \"zero1\": true}");
+    int rc = op_plan_from_json(b.data, "bd.json", &q, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc == OP_OK) {
+        CHECK(q.seq == 2048 && q.mbs == 2 && q.dp == 8 && q.zero1 == 1);
+        op_plan_copy(&c, &q);
+        CHECK(c.seq == 2048 && c.mbs == 2 && c.dp == 8 && c.zero1 == 1);
+        op_plan_free(&c);
+        op_plan_free(&q);
+    }
+    const char *from = "\"batch\": {\"seq\": 2048, \"mbs\": 2}";
+    static const struct { const char *to, *want; } bad[] = {
+        {"\"batch\": {\"seq\": 2048, \"mbs\": 1}",
+         "bad.json: batch: seq 2048 x mbs 1 is 2048 tokens, but tokens_per_mb is 4096"},
+        {"\"batch\": {\"seq\": 8192}", "bad.json: batch: "},
+        {"\"batch\": {\"seq\": 0, \"mbs\": 2}", "bad.json: batch.seq: "},
+        {"\"batch\": {\"seq\": 2048, \"mbs\": 2, \"gbs\": 4}", "bad.json: batch: unknown key \"gbs\""}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_bad(&p, from, bad[i].to, OP_EINVAL, bad[i].want);
+    const char *pf = "\"dp\": 8, \"zero1\": true}";
+    static const struct { const char *to, *want; } badp[] = {
+        {"\"dp\": 1, \"zero1\": true}", "bad.json: parallel.zero1: ZeRO-1 shards over the data-parallel group"},
+        {"\"dp\": 8, \"zero1\": 1}", "bad.json: parallel.zero1: expected true or false"},
+        {"\"dp\": 0, \"zero1\": true}", "bad.json: parallel.dp: "}};
+    for (size_t i = 0; i < sizeof badp / sizeof badp[0]; i++)
+        expect_bad(&p, pf, badp[i].to, OP_EINVAL, badp[i].want);
+    op_buf_free(&b);
+    op_plan_free(&p);
+}
+
 /* act_i_bytes round-trips (with act_w > act, now legal); files without it load as 0. */
 TEST(act_i_bytes_round_trip_and_optional) {
     op_plan p, q;
@@ -515,6 +561,7 @@ int main(int argc, char **argv) {
     if (!mkdtemp(tmpdir)) return 1;
     RUN(round_trip_exact);
     RUN(parallel_degrees_round_trip);
+    RUN(batch_and_dp_round_trip);
     RUN(unused_links_round_trip);
     RUN(older_lower_bound_loads);
     RUN(act_i_bytes_round_trip_and_optional);

@@ -52,7 +52,9 @@ int op_export_torch_comms_csv(const op_plan *p, op_buf *out, op_err *err);
  * and on a mixed plan "rank_types": ["h100-80gb", ...] (each rank's GPU type, [P]). */
 int op_export_torch_stage_map(const op_plan *p, op_buf *out, op_err *err);
 
-/* One line telling the torchtitan settings that build the stages this CSV expects. */
+/* One line telling the torchtitan settings that build the stages this CSV expects (batch,
+ * parallel degrees, activation checkpointing as the plan records them), then any notes on
+ * settings torchtitan cannot take from the plan. */
 void op_export_torch_hint(const op_plan *p, op_buf *out);
 
 /* torchtitan's parallelism.module_fqns_per_model_part as JSON (one FQN list per stage):
@@ -100,6 +102,18 @@ typedef enum op_megatron_kind {
  * NULL) gets lines worth telling the user (e.g. an empty hybrid segment). */
 int op_export_megatron(const op_plan *p, op_buf *out, op_megatron_kind *kind, op_buf *notes,
                        op_err *err);
+/* The training settings p's costs assume, appended to out as Megatron flags, each with a
+ * leading space: --seq-length, --micro-batch-size, --global-batch-size (M x mbs x dp) where
+ * the plan records them, --use-distributed-optimizer for ZeRO-1, and --recompute-* for the
+ * strongest activation policy any stage has (Megatron sets one for all; notes say where that
+ * differs from the plan).  kind: which layer count --recompute-num-layers counts. */
+void op_export_megatron_settings(const op_plan *p, op_megatron_kind kind, op_buf *out,
+                                 op_buf *notes);
+/* The same as torchtitan settings ("key=value, " each) for the export's hint line. */
+void op_export_torchtitan_settings(const op_plan *p, op_buf *out, op_buf *notes);
+/* The policy that frees the most memory among p's stages (offload given as full, which the
+ * frameworks have per stage-wide setting), and in *mixed whether the stages differ. */
+int op_export_act_strongest(const op_plan *p, int *mixed);
 const char *op_megatron_flag(op_megatron_kind k); /* "--pipeline-model-parallel-layout", ... */
 
 /* Compresses an expanded layout ("Ettt|tt|tt|m|L": tokens E t m L, `|` between stages). */

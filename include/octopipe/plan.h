@@ -57,6 +57,12 @@ typedef struct op_plan {
      * sets 1); the plan file records them ("parallel") so an export can give a framework the
      * same ones */
     int tp, ep;
+    /* The rest of the training setup the costs assume (the plan file's "parallel" and
+     * "batch"), for exports: data-parallel degree (1: none) and ZeRO-1 (optimizer state
+     * sharded over dp); tokens per sample and samples per microbatch (0: not recorded, as in
+     * files written before them; tokens_per_mb = seq * mbs where both are known). */
+    int dp, zero1;
+    int seq, mbs;
 
     int S;
     int *stage_first;     /* [S+1]: stage s = layers [stage_first[s], stage_first[s+1]) */
@@ -91,6 +97,8 @@ typedef struct op_problem {
     double mem_limit_bytes;        /* per device; 0 = no limit */
     double op_overhead_ms;         /* per-op dispatch cost the executor adds */
     int tp, ep;                    /* TP and EP degrees the costs were made for (0 or 1: none) */
+    int dp, zero1;                 /* data-parallel degree (0 or 1: none), ZeRO-1 over it */
+    int seq, mbs;                  /* tokens per sample, samples per microbatch (0: unknown) */
     /* Mixed clusters (all zero/NULL: every device alike, costs `layers`, limit mem_limit_bytes):
      * device d is of type dev_type[d], whose per-layer costs are row dev_type[d] of type_layers
      * ([n_types * n_layers], row 0 equal to `layers`) and GPU preset name type_name[t]. */

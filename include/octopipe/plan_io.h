@@ -3,7 +3,10 @@
  * The plan file `octopipe.plan/1` (plan/plan_json*.c):
  *   { "format": "octopipe.plan/1", "name", "model", "devices": P, "microbatches": M,
  *     "tokens_per_mb", "op_overhead_ms", "mem_limit_bytes",
- *     "parallel": {"tp", "ep"} (the TP and EP degrees the costs assume, 1..1024),
+ *     "batch": {"seq", "mbs"} (tokens per sample and samples per microbatch the costs assume;
+ *              seq x mbs = tokens_per_mb),
+ *     "parallel": {"tp", "ep" (the TP and EP degrees the costs assume, 1..1024), "dp" (the
+ *                  data-parallel degree), "zero1" (true: optimizer state sharded over dp >= 2)},
  *     "comm": {"none", "nodes_of", "intra_lat_ms", "intra_bw_GBps", "inter_lat_ms", "inter_bw_GBps",
  *              "host_lat_ms", "host_bw_GBps", "host_mem_bytes" (the host link offload uses)},
  *     "layers": [{"name", "kind" (symbol, e.g. "M"), "F", "I", "W" (ms per microbatch),
@@ -24,8 +27,9 @@
  *     and in "comm": "pair_lat_ms", "pair_bw_GBps" ([P][P], a -> b) for measured pair links,
  *     "host_bw_GBps_per_device" ([P], where the devices' host links differ) }
  * Required: format, devices, microbatches, layers, stages, placement, schedule.  Optional:
- * name, model, tokens_per_mb, op_overhead_ms, mem_limit_bytes (0), parallel (written only
- * where a degree is above 1; absent, and each key absent: 1), comm (none; its host link
+ * name, model, tokens_per_mb, op_overhead_ms, mem_limit_bytes (0), batch (absent: not recorded;
+ * both keys when present), parallel (written only where a degree is above 1; absent, and each
+ * key absent: 1, zero1 false), comm (none; its host link
  * 0.01 ms and 25 GB/s, no host budget), split (inferred from the op kinds), activation (keep
  * on every stage), the mixed-cluster keys (absent: uniform; device_types and device_type
  * together, pair_lat_ms and pair_bw_GBps together), start/end (all ops or none), predicted

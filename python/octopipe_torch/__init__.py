@@ -8,7 +8,11 @@ infers the stage -> rank map from the rows.  This module
 
   - turns the plan into those rows (compute_only; or reads `octopipe export --torch-csv`),
   - checks them with torch's own loader and dry run, without processes (check_plan),
-  - builds this rank's PipelineStage objects from your layers (build_stages),
+  - builds this rank's PipelineStage objects from your layers (build_stages), with each
+    stage's activation policy from the plan: "full" keeps only the stage's input and re-runs
+    its forward once, when the backward first needs it (before I), "offload"
+    keeps the stage's saved tensors in host memory (torch.autograd.graph.save_on_cpu);
+    "selective" (the attention core alone) needs the layers' own help and is left to them,
   - loads the actions and runs one training step, recording the order in which the stages
     really executed F / I / W / B (run_step).
 
@@ -30,6 +34,9 @@ __all__ = ["load_plan", "plan_rows", "check_plan", "build_stages", "make_schedul
            "Plan"]
 
 
+POLICIES = ("keep", "selective", "full", "offload")
+
+
 class Plan:
     """The parts of a plan the runtime needs (names as in the plan file)."""
 
@@ -46,6 +53,10 @@ class Plan:
             for s in sts:
                 self.stage_to_rank[int(s)] = d
         self.schedule = [[(o["op"], int(o["stage"]), int(o["mb"])) for o in row] for row in js["schedule"]]
+        # per stage: keep, selective, full or offload (files without the key keep everything)
+        self.activation = [str(a) for a in js.get("activation", ["keep"] * self.S)]
+        if len(self.activation) != self.S or any(a not in POLICIES for a in self.activation):
+            raise ValueError(f"activation: expected {self.S} of {', '.join(POLICIES)}")
 
     def stages_of(self, rank):
         return sorted(s for s, r in self.stage_to_rank.items() if r == rank)
@@ -107,27 +118,95 @@ def check_plan(P, S, M, csv_path, fmt="compute_only"):
     return dict(ld.stage_index_to_group_rank), rows
 
 
-class _StageModule(nn.Module):
-    """Layers [first, last) of the model as one stage; `layers` are registered, not copied."""
+def _run(layers, x):
+    for l in layers:
+        x = l(x)
+    return x
 
-    def __init__(self, layers):
+
+class _StageModule(nn.Module):
+    """Layers [first, last) of the model as one stage; `layers` are registered, not copied.
+    policy "full": autograd keeps only the stage input and the layers re-run once, when the
+    backward first needs their tensors (_RecomputeOnce);
+    "offload": autograd's saved tensors go to host memory and come back when needed."""
+
+    def __init__(self, layers, policy="keep"):
         super().__init__()
         self.layers = nn.ModuleList(layers)
+        self.policy = policy
 
     def forward(self, x):
-        for l in self.layers:
-            x = l(x)
-        return x
+        return _apply_policy(self.policy, lambda y: _run(self.layers, y), x)
+
+
+class _PolicyModule(nn.Module):
+    """A stage module of the caller's with the plan's policy around its forward."""
+
+    def __init__(self, inner, policy):
+        super().__init__()
+        self.inner, self.policy = inner, policy
+
+    def forward(self, x):
+        return _apply_policy(self.policy, self.inner, x)
+
+
+class _RecomputeOnce:
+    """Full recomputation of one microbatch's stage forward, run once.
+
+    torch.utils.checkpoint recomputes in every backward call that needs the tensors, and a
+    split backward makes several: the input gradient (I), then the weight gradients (W, one
+    autograd call per parameter group in torch's pipelining).  Here the forward keeps only the
+    stage input; the first unpack re-runs the forward and keeps what it saves until the graph
+    is freed after W, as the plan's "full" does (one re-run before I)."""
+
+    def __init__(self, fn, x):
+        self.fn, self.n, self.saved = fn, 0, None
+        self.x = x.detach()
+        self.x_grad = x.requires_grad  # the re-run saves what the first saved only if equal
+
+    def pack(self, t):
+        self.n += 1
+        return self.n - 1
+
+    def unpack(self, k):
+        if self.saved is None:
+            saved = []
+            x = self.x.requires_grad_(self.x_grad) if self.x_grad else self.x
+            with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(
+                    lambda t: saved.append(t.detach()), lambda t: t):
+                self.fn(x)
+            if len(saved) != self.n:
+                raise RuntimeError(f"recomputation saved {len(saved)} tensors, the forward {self.n}: "
+                                   "the stage's forward is not deterministic in what it saves")
+            self.saved, self.x = saved, None
+        return self.saved[k]
+
+
+def _apply_policy(policy, fn, x):
+    if policy == "full" and torch.is_grad_enabled():
+        r = _RecomputeOnce(fn, x)
+        with torch.autograd.graph.saved_tensors_hooks(r.pack, r.unpack):
+            return fn(x)
+    if policy == "offload":
+        with torch.autograd.graph.save_on_cpu(pin_memory=torch.cuda.is_available()):
+            return fn(x)
+    return fn(x)
 
 
 def build_stages(plan, rank, layers, device, group=None):
     """This rank's PipelineStage objects, one per stage the plan places here.  `layers`: one
     module per plan layer (model order), or a callable (stage, first, last) -> module.  Stage
-    numbering, num_stages and the stage -> rank map are the plan's."""
+    numbering, num_stages and the stage -> rank map are the plan's; each stage runs with the
+    plan's activation policy (full, offload; keep and selective run as given)."""
     out = []
     for s in plan.stages_of(rank):
         first, last = plan.stages[s]
-        mod = layers(s, first, last) if callable(layers) else _StageModule(layers[first:last])
+        pol = plan.activation[s]
+        if callable(layers):
+            mod = layers(s, first, last)
+            mod = _PolicyModule(mod, pol) if pol in ("full", "offload") else mod
+        else:
+            mod = _StageModule(layers[first:last], pol)
         st = PipelineStage(mod.to(device), s, plan.S, device, group=group)
         st.stage_index_to_group_rank = dict(plan.stage_to_rank)
         out.append(st)

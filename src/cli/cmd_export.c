@@ -51,8 +51,13 @@ static void usage(FILE *f) {
             "                          irregular placements are refused with the reason.  A plan\n"
             "                          made with --tp or --ep adds --tensor-model-parallel-size\n"
             "                          (with --sequence-parallel, as costed) and\n"
-            "                          --expert-model-parallel-size.  Default: stdout (put PLAN\n"
-            "                          first when FILE is omitted)\n"
+            "                          --expert-model-parallel-size; the plan's batch adds\n"
+            "                          --seq-length, --micro-batch-size and --global-batch-size\n"
+            "                          (M x mbs x dp: Megatron then runs M microbatches),\n"
+            "                          ZeRO-1 as --use-distributed-optimizer, recomputing\n"
+            "                          stages --recompute-* (one setting for all stages: the\n"
+            "                          strongest any stage has, with a note where they differ).\n"
+            "                          Default: stdout (put PLAN first when FILE is omitted)\n"
             "  --chrome-trace FILE     Chrome/Perfetto trace JSON: one row per device, ops in real\n"
             "                          time, per-device memory counters, arrows for messages\n"
             "  --svg FILE              SVG timeline: devices as rows, ops coloured by kind (F blue,\n"
@@ -224,8 +229,10 @@ int cmd_export(int argc, char **argv) {
                 op_buf_printf(&buf[O_MEGATRON], "--tensor-model-parallel-size %d --sequence-parallel ",
                               p.tp);
             if (p.ep > 1) op_buf_printf(&buf[O_MEGATRON], "--expert-model-parallel-size %d ", p.ep);
-            op_buf_printf(&buf[O_MEGATRON], "--pipeline-model-parallel-size %d %s '%s'\n", p.P,
+            op_buf_printf(&buf[O_MEGATRON], "--pipeline-model-parallel-size %d %s '%s'", p.P,
                           op_megatron_flag(kind), s.data);
+            op_export_megatron_settings(&p, kind, &buf[O_MEGATRON], &notes);
+            op_buf_printf(&buf[O_MEGATRON], "\n");
             snprintf(done[O_MEGATRON], sizeof done[O_MEGATRON], "%s, VPP %d",
                      op_megatron_flag(kind), p.S / p.P);
         }

@@ -151,16 +151,19 @@ void op_export_torch_hint(const op_plan *p, op_buf *out) {
                            "--torch-stage-map (python/octopipe_torch does this)\n");
         return;
     }
+    op_buf notes = {0};
     op_buf_printf(out, "torchtitan: ");
     if (p->tp > 1) op_buf_printf(out, "parallelism.tensor_parallel_degree=%d, ", p->tp);
     if (p->ep > 1) op_buf_printf(out, "parallelism.expert_parallel_degree=%d, ", p->ep);
+    op_export_torchtitan_settings(p, out, &notes);
     op_buf_printf(out,
                   "parallelism.pipeline_parallel_degree=%d, "
-                  "pipeline_parallel_schedule=%s, pipeline_parallel_schedule_csv=<the CSV>, "
-                  "local_batch_size = %d x pipeline_parallel_microbatch_size; %d stages (%d per "
-                  "rank, %s map): module_fqns_per_model_part from --torch-fqns\n",
-                  p->P, st == OP_TORCH_V ? "ZBVZeroBubble" : "PipelineScheduleMulti", p->M, p->S,
-                  per, st == OP_TORCH_V ? "v" : "loop");
+                  "pipeline_parallel_schedule=%s, pipeline_parallel_schedule_csv=<the CSV>; %d "
+                  "stages (%d per rank, %s map): module_fqns_per_model_part from --torch-fqns\n",
+                  p->P, st == OP_TORCH_V ? "ZBVZeroBubble" : "PipelineScheduleMulti", p->S, per,
+                  st == OP_TORCH_V ? "v" : "loop");
+    if (notes.len) op_buf_put(out, notes.data, notes.len);
+    op_buf_free(&notes);
 }
 
 int op_export_torch_fqns(const op_plan *p, op_buf *out, op_err *err) {

@@ -45,7 +45,8 @@ int op_plan_init(op_plan *p, const char *name, const op_layer_cost *layers, int 
     if (comm) op_plan_set_comm(p, comm);
     else p->comm.none = 1;
     p->tokens_per_mb = 0;
-    p->tp = p->ep = 1;
+    p->tp = p->ep = p->dp = 1;
+    p->zero1 = p->seq = p->mbs = 0;
     p->layers = OP_ARENA_NEW(&p->arena, op_layer_cost, n_layers);
     memcpy(p->layers, layers, sizeof(op_layer_cost) * (size_t)n_layers);
     p->n_types = 1;
@@ -76,6 +77,8 @@ void op_plan_init_problem(op_plan *p, const char *name, const op_problem *pr, in
     p->op_overhead_ms = pr->op_overhead_ms;
     p->mem_limit_bytes = pr->mem_limit_bytes;
     p->tp = pr->tp > 1 ? pr->tp : 1, p->ep = pr->ep > 1 ? pr->ep : 1; /* a problem may say 0 */
+    p->dp = pr->dp > 1 ? pr->dp : 1, p->zero1 = pr->zero1 != 0 && p->dp > 1;
+    if (pr->seq > 0 && pr->mbs > 0) p->seq = pr->seq, p->mbs = pr->mbs;
     if (pr->n_types > 1 || pr->dev_mem_limit)
         op_plan_set_types(p, pr->n_types > 1 ? pr->n_types : 1, pr->type_name,
                           pr->n_types > 1 ? pr->type_layers : pr->layers,
@@ -168,7 +171,8 @@ void op_plan_copy(op_plan *dst, const op_plan *src) {
     dst->tokens_per_mb = src->tokens_per_mb;
     dst->op_overhead_ms = src->op_overhead_ms;
     dst->mem_limit_bytes = src->mem_limit_bytes;
-    dst->tp = src->tp, dst->ep = src->ep;
+    dst->tp = src->tp, dst->ep = src->ep, dst->dp = src->dp, dst->zero1 = src->zero1;
+    dst->seq = src->seq, dst->mbs = src->mbs;
     memcpy(dst->stage_first, src->stage_first, sizeof(int) * (size_t)(src->S + 1));
     memcpy(dst->stage_dev, src->stage_dev, sizeof(int) * (size_t)src->S);
     memcpy(dst->stage_split, src->stage_split, (size_t)src->S);

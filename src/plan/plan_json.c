@@ -69,7 +69,7 @@ static const char *const k_root[] = {"format", "name", "model", "devices", "micr
                                      "tokens_per_mb", "op_overhead_ms", "mem_limit_bytes",
                                      "comm", "layers", "stages", "split", "activation", "placement",
                                      "schedule", "predicted", "device_types", "device_type",
-                                     "device_mem_limit_bytes", "parallel", NULL};
+                                     "device_mem_limit_bytes", "parallel", "batch", NULL};
 static const char *const k_root_req[] = {"format", "devices", "microbatches", "layers",
                                          "stages", "placement", "schedule", NULL};
 static const char *const k_comm[] = {"none", "nodes_of", "intra_lat_ms", "intra_bw_GBps",
@@ -77,7 +77,8 @@ static const char *const k_comm[] = {"none", "nodes_of", "intra_lat_ms", "intra_
                                      "host_bw_GBps", "host_mem_bytes", "pair_lat_ms",
                                      "pair_bw_GBps", "host_bw_GBps_per_device", NULL};
 static const char *const k_none[] = {NULL};
-static const char *const k_parallel[] = {"tp", "ep", NULL};
+static const char *const k_parallel[] = {"tp", "ep", "dp", "zero1", NULL};
+static const char *const k_batch[] = {"seq", "mbs", NULL};
 static const char *const k_layer[] = {"name", "kind", "F", "I", "W", "out_bytes", "act_bytes",
                                       "act_w_bytes", "act_i_bytes", "param_bytes",
                                       "static_bytes", "F_sel", "act_sel_bytes", NULL};
@@ -194,16 +195,41 @@ static int read_pairs(pj_rd *r, json_t *o, int P, op_comm *c, double **lat, doub
     return OP_OK;
 }
 
-/* "parallel": the TP and EP degrees the costs assume (optional; absent = none). */
-static int read_parallel(pj_rd *r, json_t *o, int *tp, int *ep) {
-    *tp = *ep = 1;
+/* "parallel": the TP, EP and DP degrees and ZeRO-1 the costs assume (optional; absent = none).
+ * ZeRO-1 shards over the DP group, so it needs dp > 1. */
+static int read_parallel(pj_rd *r, json_t *o, op_plan *p) {
+    p->tp = p->ep = p->dp = 1, p->zero1 = 0;
     if (!o) return OP_OK;
     int rc = pj_check_keys(r, o, "parallel", k_parallel, k_none);
-    int64_t t = 1, e = 1;
+    int64_t t = 1, e = 1, d = 1;
     json_t *v;
     if (!rc && (v = json_object_get(o, "tp"))) rc = pj_get_int(r, v, "parallel.tp", 1, 1024, &t);
     if (!rc && (v = json_object_get(o, "ep"))) rc = pj_get_int(r, v, "parallel.ep", 1, 1024, &e);
-    *tp = (int)t, *ep = (int)e;
+    if (!rc && (v = json_object_get(o, "dp"))) rc = pj_get_int(r, v, "parallel.dp", 1, 1 << 20, &d);
+    if (!rc && (v = json_object_get(o, "zero1"))) {
+        if (!json_is_boolean(v)) rc = pj_fail(r, "parallel.zero1", "expected true or false");
+        else if (json_is_true(v) && d < 2)
+            rc = pj_fail(r, "parallel.zero1", "ZeRO-1 shards over the data-parallel group: it "
+                                               "needs \"dp\" of 2 or more");
+        else p->zero1 = json_is_true(v);
+    }
+    p->tp = (int)t, p->ep = (int)e, p->dp = (int)d;
+    return rc;
+}
+
+/* "batch": tokens per sample and samples per microbatch (optional; both or neither), which
+ * must multiply to tokens_per_mb where that is given. */
+static int read_batch(pj_rd *r, json_t *o, op_plan *p, int have_tokens) {
+    p->seq = p->mbs = 0;
+    if (!o) return OP_OK;
+    int rc = pj_check_keys(r, o, "batch", k_batch, k_batch);
+    int64_t s = 0, b = 0;
+    if (!rc) rc = pj_get_int(r, json_object_get(o, "seq"), "batch.seq", 1, 1 << 24, &s);
+    if (!rc) rc = pj_get_int(r, json_object_get(o, "mbs"), "batch.mbs", 1, 1 << 20, &b);
+    if (!rc && have_tokens && (double)s * (double)b != p->tokens_per_mb)
+        rc = pj_fail(r, "batch", "seq %lld x mbs %lld is %.0f tokens, but tokens_per_mb is %g",
+                     (long long)s, (long long)b, (double)s * (double)b, p->tokens_per_mb);
+    p->seq = (int)s, p->mbs = (int)b;
     return rc;
 }
 
@@ -467,8 +493,10 @@ int op_plan_from_json_ex(const char *text, const char *srcname, op_plan *p,
         if (!json_is_string(v)) { rc = pj_fail(&r, "model", "expected a string"); goto out; }
         op_copy_name(p->model, sizeof p->model, json_string_value(v));
     }
-    if ((rc = read_parallel(&r, json_object_get(root, "parallel"), &p->tp, &p->ep)) ||
+    if ((rc = read_parallel(&r, json_object_get(root, "parallel"), p)) ||
         (rc = opt_num(&r, root, "tokens_per_mb", "", &p->tokens_per_mb)) ||
+        (rc = read_batch(&r, json_object_get(root, "batch"), p,
+                         json_object_get(root, "tokens_per_mb") != NULL)) ||
         (rc = opt_num(&r, root, "op_overhead_ms", "", &p->op_overhead_ms)) ||
         (rc = opt_num(&r, root, "mem_limit_bytes", "", &p->mem_limit_bytes)))
         goto out;

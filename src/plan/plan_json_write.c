@@ -142,8 +142,14 @@ int op_plan_to_json(const op_plan *p, op_buf *out) {
     NUM(p->op_overhead_ms);
     op_buf_printf(b, ",\n  \"mem_limit_bytes\": ");
     NUM(p->mem_limit_bytes);
-    if (p->tp > 1 || p->ep > 1) /* absent: none, as files written before it */
-        op_buf_printf(b, ",\n  \"parallel\": {\"tp\": %d, \"ep\": %d}", p->tp, p->ep);
+    if (p->seq > 0 && p->mbs > 0) /* absent: not recorded, as files written before it */
+        op_buf_printf(b, ",\n  \"batch\": {\"seq\": %d, \"mbs\": %d}", p->seq, p->mbs);
+    if (p->tp > 1 || p->ep > 1 || p->dp > 1) { /* absent: none, as files written before it */
+        op_buf_printf(b, ",\n  \"parallel\": {\"tp\": %d, \"ep\": %d", p->tp, p->ep);
+        if (p->dp > 1) op_buf_printf(b, ", \"dp\": %d", p->dp);
+        if (p->zero1 && p->dp > 1) op_buf_printf(b, ", \"zero1\": true");
+        op_buf_printf(b, "}");
+    }
     const op_comm *c = &p->comm;
     op_buf_printf(b, ",\n  \"comm\": {\"none\": %s, \"nodes_of\": %d, \"intra_lat_ms\": ",
                   c->none ? "true" : "false", c->nodes_of);

@@ -7,7 +7,10 @@ reference model (ref_model.py), loads the actions into torch's _PipelineSchedule
 one step.  Checked: loss and every parameter gradient equal the single-process step (fp32,
 relative error <= 1e-5), the executed F/I/W/B order per rank equals the plan's, and the comms
 CSV equals torch's own lowering (every plan) and runs to the same numbers (zbv and the tuned
-plan: the I/W split and the irregular map).  A deadlocking order is refused
+plan: the I/W split and the irregular map).  The tuned plan runs once more with the
+activation policies full, offload, selective and keep over its stages in turn: the same
+numbers, and every layer of a full stage runs its forward twice per microbatch (the
+recomputation), the others once.  A deadlocking order is refused
 by `octopipe export --check-csv` and by torch's loader before any step runs.
 
 Usage: test_pipeline.py OCTOPIPE WORKDIR
@@ -31,6 +34,7 @@ import ref_model as R  # noqa: E402
 PATTERN = "EM*-#M*-#*-L"  # 12 layers: every kind, enough for 2 stages per rank at P=4
 PLANS = ["1f1b", "i1f1b", "zbv", "dualpipev", "octopipe"]
 COMMS_RUNS = ("zbv", "octopipe")  # plans also run from the compute_comms CSV
+ACTS = ("full", "offload", "selective", "keep")  # stage s of the policy run gets ACTS[s % 4]
 MBS = 2  # samples per microbatch
 TOL = 1e-5
 CFG = dict(R.TINY, aux_coef=0.0)  # the balance loss is a side output torch's schedule drops
@@ -73,12 +77,34 @@ def worker(rank, P, cases, work):
     try:
         for name, plan_path, csv_path, fmt in cases:
             plan = ot.load_plan(plan_path)
+            if name.endswith("+acts"):
+                plan.activation = [ACTS[s % len(ACTS)] for s in range(plan.S)]
             layers = R.build_layers(PATTERN, CFG, seed=3)  # same seed: same weights everywhere
             stages = ot.build_stages(plan, rank, layers, torch.device("cpu"))
+            runs, active = {}, [0]
+
+            def count(m, i):  # inside the plan's actions: not torch's metadata-inference probe
+                if active[0]:
+                    runs[m.index] = runs.get(m.index, 0) + 1
+
+            def within(f):
+                def g(*a, **k):
+                    active[0] += 1
+                    try:
+                        return f(*a, **k)
+                    finally:
+                        active[0] -= 1
+                return g
+            for st in stages:
+                for l in st.submod.layers:
+                    l.register_forward_pre_hook(count)
+                st.forward_one_chunk = within(st.forward_one_chunk)
+                st.backward_one_chunk = within(st.backward_one_chunk)
+                st.backward_weight_one_chunk = within(st.backward_weight_one_chunk)
             tok, tgt = batch(plan.M)
             losses, log = ot.run_step(plan, rank, stages, R.ce_loss, tok, tgt, csv_path, fmt)
             mine = {l.index: l.p.grad.clone() for st in stages for l in st.submod.layers}
-            torch.save({"losses": losses, "log": log, "grads": mine},
+            torch.save({"losses": losses, "log": log, "grads": mine, "runs": runs},
                        os.path.join(work, f"{name}.{fmt}.r{rank}.pt"))
             dist.barrier()
     finally:
@@ -132,6 +158,8 @@ def main():
             cases.append((name, pj, base + ".csv", "compute_only"))
             if name in COMMS_RUNS:  # the lowered file runs too (every one is compared above)
                 cases.append((name, pj, base + ".comms.csv", "compute_comms"))
+            if name == "octopipe":  # the same actions with activation policies on its stages
+                cases.append((name + "+acts", pj, base + ".csv", "compute_only"))
         mp.spawn(worker, args=(P, cases, d), nprocs=P, join=True)
         ref_losses, ref_grads = reference(M)
         for name, pj, _, fmt in cases:
@@ -150,6 +178,15 @@ def main():
             check(lerr <= TOL, f"{tag} loss rel err {lerr:.1e} over {M} microbatches")
             check(gerr <= TOL, f"{tag} max grad rel err {gerr:.1e} over {len(ref_grads)} layers")
             check(same, f"{tag} executed order equals the plan's on all {P} ranks")
+            if name.endswith("+acts"):
+                runs = {}
+                for x in res:
+                    runs.update(x["runs"])
+                want = {l: M * (2 if ACTS[s % len(ACTS)] == "full" else 1)
+                        for s, (a, b) in enumerate(plan.stages) for l in range(a, b)}
+                check(runs == want, f"{tag} forwards per layer: twice per microbatch in full "
+                      f"stages, once elsewhere ({sum(runs.values())} runs, want {sum(want.values())}"
+                      + ("" if runs == want else f": {sorted(runs.items())}") + ")")
 
     # a deadlocking order: counts and F-before-B are fine, the send/recv lowering is stuck
     d = os.path.join(work, "p2")
