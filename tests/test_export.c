@@ -311,6 +311,16 @@ static void expect_layout(const char *syms, int P, int S, const int *first, cons
     op_plan_free(&p);
 }
 
+/* p's Megatron settings are exactly `want`, with no note. */
+static void expect_settings(const op_plan *p, const char *want) {
+    op_buf b = {0}, n = {0};
+    op_export_megatron_settings(p, OP_MEGATRON_LAYOUT, &b, &n);
+    op_buf_put(&b, "", 0);
+    CHECK_MSG(!strcmp(b.data, want), "got '%s' want '%s'", b.data, want);
+    CHECK_MSG(n.len == 0, "notes: %.*s", (int)n.len, n.data ? n.data : "");
+    op_buf_free(&b), op_buf_free(&n);
+}
+
 /* The training settings: batch flags from seq/mbs/dp, the distributed optimizer for ZeRO-1,
  * and the strongest stage policy as Megatron's one recompute setting, with notes where the
  * plan's stages differ (hand-written expectations). */
@@ -326,22 +336,13 @@ TEST(megatron_settings) {
     op_buf_free(&b), op_buf_free(&n);
 
     p.seq = 2048, p.mbs = 2, p.dp = 4, p.zero1 = 1;
-    op_export_megatron_settings(&p, OP_MEGATRON_LAYOUT, &b, &n);
-    op_buf_put(&b, "", 0);
-    CHECK_MSG(!strcmp(b.data, " --seq-length 2048 --micro-batch-size 2 --global-batch-size 64 "
-                              "--use-distributed-optimizer"), "got '%s'", b.data);
-    CHECK(n.len == 0);
-    op_buf_free(&b);
-
+    expect_settings(&p, " --seq-length 2048 --micro-batch-size 2 --global-batch-size 64 "
+                        "--use-distributed-optimizer");
     /* every stage selective: Megatron's selective (core_attn), no note */
     p.zero1 = 0, p.dp = 1;
     for (int s = 0; s < 4; s++) p.stage_act[s] = OP_ACT_SELECTIVE;
-    op_export_megatron_settings(&p, OP_MEGATRON_LAYOUT, &b, &n);
-    op_buf_put(&b, "", 0);
-    CHECK_MSG(!strcmp(b.data, " --seq-length 2048 --micro-batch-size 2 --global-batch-size 16 "
-                              "--recompute-granularity selective"), "got '%s'", b.data);
-    CHECK(n.len == 0);
-    op_buf_free(&b);
+    expect_settings(&p, " --seq-length 2048 --micro-batch-size 2 --global-batch-size 16 "
+                        "--recompute-granularity selective");
 
     /* stage 1 full, stage 2 offload, the rest keep: full everywhere, one checkpoint per stage
      * (the largest holds 3 decoder layers: stage 1's TTT; E and L are not counted) */

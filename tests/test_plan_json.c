@@ -191,7 +191,8 @@ static void expect_bad(const op_plan *p, const char *from, const char *to, int c
                        const char *want);
 
 /* The TP and EP degrees the costs assume round-trip under "parallel", written only where one is
- * above 1 (older files and plain plans load as 1 and 1); bad values are refused by path. */
+ * above 1 (older files and plain plans load as 1 and 1, with DP 1, no ZeRO-1 and no batch);
+ * bad values are refused by path. */
 TEST(parallel_degrees_round_trip) {
     op_plan p, q, c;
     plan_1f1b(&p, 4, 8, 1, 0.013);
@@ -199,8 +200,9 @@ TEST(parallel_degrees_round_trip) {
     op_buf b = {0};
     CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
     CHECK(!strstr(b.data, "parallel"));
+    CHECK(!strstr(b.data, "\"batch\""));
     CHECK_EQ_INT(op_plan_from_json(b.data, "plain.json", &q, &e), OP_OK);
-    CHECK(q.tp == 1 && q.ep == 1);
+    CHECK(q.tp == 1 && q.ep == 1 && q.dp == 1 && q.zero1 == 0 && q.seq == 0 && q.mbs == 0);
     op_plan_free(&q);
     op_buf_free(&b);
     p.tp = 2, p.ep = 4;
@@ -226,19 +228,14 @@ TEST(parallel_degrees_round_trip) {
     op_plan_free(&p);
 }
 
-/* The batch (seq, mbs) and the DP degree with ZeRO-1 round-trip under "batch" and "parallel";
- * files without them load as unknown / 1 / off; inconsistent or bad values are refused. */
+/* The batch (seq, mbs) and the DP degree with ZeRO-1 round-trip under "batch" and "parallel"
+ * (files without them load as unknown / 1 / off: parallel_degrees_round_trip); inconsistent or
+ * bad values are refused. */
 TEST(batch_and_dp_round_trip) {
     op_plan p, q, c;
     plan_1f1b(&p, 4, 8, 1, 0.013);
     op_err e = {0};
     op_buf b = {0};
-    CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
-    CHECK(!strstr(b.data, "\"batch\""));
-    CHECK_EQ_INT(op_plan_from_json(b.data, "plain.json", &q, &e), OP_OK);
-    CHECK(q.seq == 0 && q.mbs == 0 && q.dp == 1 && q.zero1 == 0);
-    op_plan_free(&q);
-    op_buf_free(&b);
     p.seq = 2048, p.mbs = 2 /* tokens_per_mb 4096 */, p.dp = 8, p.zero1 = 1;
     CHECK_EQ_INT(op_plan_to_json(&p, &b), OP_OK);
     CHECK_STR_CONTAINS(b.data, "\"batch\": {\"seq\": 2048, \"mbs\": 2}");
