@@ -287,6 +287,15 @@ TEST(head_scales_with_vocab) {
     CHECK_EQ_INT(b.act_w_bytes, 2LL * 4096 * 4096 + 4LL * 4096 * 256000);
     CHECK_EQ_INT(b.out_bytes, 0); /* last layer: only the loss */
     CHECK_EQ_INT(b.params, 256000LL * 4096 + 4096);
+    /* under TP the vocabulary is padded as Megatron pads it, to a multiple of 128 x tp:
+     * 32000 rows are whole at tp 2 (256 x 125), 32256 at tp 4 (512 x 63) */
+    l.vocab = 32000;
+    t.tp = 2;
+    CHECK_EQ_INT(cost1(l, &t, &d).params, 32000LL * 4096 + 4096);
+    t.tp = 4;
+    op_layer_cost c4 = cost1(l, &t, &d);
+    CHECK_EQ_INT(c4.params, 32256LL * 4096 + 4096);
+    CHECK_EQ_INT(c4.act_bytes, (2LL * 2 * 4096 * 4096 + 4LL * 4096 * 32256) / 4);
 }
 
 TEST(fiw_relations) {

@@ -297,6 +297,9 @@ int op_cost_layers(const op_model *m, const op_train_cfg *t, const op_device *d,
             return op_errf(err, OP_EINVAL, "%s: hands %d image tokens per sample to the language "
                            "model, more than --seq %d holds; give --seq %d or more",
                            where, l->tokens, t->seq, l->tokens);
+        /* Megatron pads the vocabulary under TP to a multiple of 128 x tp
+         * (--make-vocab-size-divisible-by 128), so every rank holds whole rows of 128 */
+        if (t->tp > 1) V = ceil(V / (128.0 * t->tp)) * 128.0 * t->tp;
         if (!rc) derive(&a, l, mbs, s, h, V, ep); /* measured layers may lack dimensions */
 
         double comm[OP_PASS_N];
