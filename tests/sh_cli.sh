@@ -85,9 +85,9 @@ expect_err "--ep 16 does not divide the routed experts of every MoE layer of mix
   && ok || bad "torchtitan hint with --tp 2 --ep 4: $(cat "$tmp/out")"
 "$OP" sim "$tmp/tpep.json" 2>&1 | grep -q "^plan .*tpep.json: \"octopipe\" for mixtral-8x7b: 4 devices, 8 microbatches, .* layers (costed at tp 2, ep 4)$" \
   && ok || bad "sim header of a tp 2 ep 4 plan: $("$OP" sim "$tmp/tpep.json" 2>&1 | head -n 1)"
-"$OP" sim "$tmp/tpep.json" --json 2>&1 | grep -q '"stages": [0-9]*, "tp": 2, "ep": 4,' \
-  && "$OP" sim tests/data/plans/1f1b-p4-m8.json --json 2>&1 | grep -q '"stages": 4, "tp": 1, "ep": 1,' \
-  && ok || bad "sim --json tp and ep: $("$OP" sim "$tmp/tpep.json" --json 2>&1 | head -c 300)"
+"$OP" sim "$tmp/tpep.json" --json 2>&1 | grep -q '"stages": [0-9]*, "tp": 2, "ep": 4, "dp": 4, "zero1": false, "seq": 4096, "mbs": 1,' \
+  && "$OP" sim tests/data/plans/1f1b-p4-m8.json --json 2>&1 | grep -q '"stages": 4, "tp": 1, "ep": 1, "dp": 1, "zero1": false, "seq": null, "mbs": null,' \
+  && ok || bad "sim --json setup: $("$OP" sim "$tmp/tpep.json" --json 2>&1 | head -c 300)"
 # --placement loop is kept even where a baseline of another layout is faster (ZB-V's V plan was
 # returned here, which the Megatron export then refused): the summary says what it costs
 "$OP" plan --model mixtral-8x7b --devices 16 --microbatches 32 --ep 8 --dp 8 --placement loop --quiet \

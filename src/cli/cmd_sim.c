@@ -23,7 +23,8 @@ static void usage(FILE *f) {
             "stored in the file exactly.\n"
             "\n"
             "  PLAN      plan file, as written by `octopipe plan` or `octopipe compare --plans-dir`\n"
-            "  --json    print the same as one JSON object\n"
+            "  --json    print the same as one JSON object (with the setup the plan records:\n"
+            "            tp, ep, dp, zero1, seq, mbs; seq and mbs null where not recorded)\n"
             "  --help    this text\n"
             "\n"
             "exit status: 0 ok, 2 bad usage or a plan file that does not check out.\n"
@@ -122,6 +123,10 @@ static void print_json(const char *path, const op_plan *p, const op_plan_file_in
     op_buf_json_str(&b, path);
     op_buf_printf(&b, ", \"devices\": %d, \"microbatches\": %d, \"stages\": %d, \"tp\": %d, \"ep\": %d",
                   p->P, p->M, p->S, p->tp, p->ep);
+    /* the rest of the setup the costs assume, as the plan records it (null: not recorded) */
+    op_buf_printf(&b, ", \"dp\": %d, \"zero1\": %s", p->dp, p->zero1 ? "true" : "false");
+    if (p->seq > 0 && p->mbs > 0) op_buf_printf(&b, ", \"seq\": %d, \"mbs\": %d", p->seq, p->mbs);
+    else op_buf_printf(&b, ", \"seq\": null, \"mbs\": null");
     const char *k[] = {"makespan_ms", "lower_bound_ms", "gap", "tokens_per_s", "bubble_ratio"};
     double v[] = {r->makespan_ms, r->lower_bound_ms,
                   op_gap(r->makespan_ms, r->lower_bound_ms),
