@@ -80,6 +80,15 @@ printf '\x55' | dd of="$tmp/c.ckpt" bs=1 seek=200 conv=notrunc status=none
 cp "$tmp/c.ckpt" "$tmp/corrupt/model.ckpt"
 "$OP" train $T --devices 2 --plan 1f1b --steps 6 --threads --checkpoint "$tmp/corrupt" --resume > "$tmp/c.out" 2> "$tmp/c.err"
 [ $? -ne 0 ] && grep -qi "checksum" "$tmp/c.err" && ok || bad "corrupted checkpoint accepted: $(cat "$tmp/c.err")"
+# a resume with another --lr goes on, saying first that it is no longer bitwise the
+# uninterrupted run (the checkpoint records the settings); the same settings say nothing
+cp -r "$tmp/ref" "$tmp/lr"
+"$OP" train $T --devices 1 --plan 1f1b --steps 5 --threads --checkpoint "$tmp/lr" --resume --lr 0.001 > "$tmp/lr.out" 2> "$tmp/lr.err"; rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c "note: resuming" "$tmp/lr.err")" -eq 1 ] \
+  && grep -q "^octopipe train: note: resuming .*/lr/model.ckpt with --lr 0.001 (it had 0.003): training goes on, but not bitwise" "$tmp/lr.err" \
+  && ok || bad "resume with another --lr: rc=$rc $(cat "$tmp/lr.err")"
+"$OP" train $T --devices 1 --plan 1f1b --steps 6 --threads --checkpoint "$tmp/lr" --resume --lr 0.001 > "$tmp/lr.out" 2> "$tmp/lr.err"; rc=$?
+[ $rc -eq 0 ] && ! grep -q "note: resuming" "$tmp/lr.err" && ok || bad "resume with the same settings: rc=$rc $(cat "$tmp/lr.err")"
 # ... and under the user's own mpirun (no launcher check): rank 0 checks it before the profile
 # and says why in one line, every rank exits 2 (rank 1's "rank 0 could not load PATH" once
 # stopped the job before rank 0 said "checksum"; then each rank said it, with an MPI_ABORT)

@@ -583,7 +583,8 @@ TEST(checkpoint_checked_and_temps_cleaned) {
      * in a row the data never reads trained on with a finite loss */
     memcpy(big, data, len);
     float nan = NAN;
-    memcpy(big + len - 8 - 3 * m.off[m.n_layers] * sizeof(float), &nan, sizeof nan);
+    /* parameter 0: before the three arrays and the (empty) run block of 32 bytes */
+    memcpy(big + len - 8 - 32 - 3 * m.off[m.n_layers] * sizeof(float), &nan, sizeof nan);
     seal_ckpt(big, len);
     CHECK_EQ_INT(op_write_file_atomic(path, big, len, &e), OP_OK);
     memset(&e, 0, sizeof e);
@@ -609,6 +610,52 @@ TEST(checkpoint_checked_and_temps_cleaned) {
     op_nn_stage_free(&s);
 }
 
+/* The run's settings round-trip (version 2); a version-1 file (no run block) still checks and
+ * loads, with nothing recorded; a run block whose data length overruns the file is refused. */
+TEST(checkpoint_records_run_settings) {
+    op_nn_model m;
+    CHECK_EQ_INT(op_nn_model_from_spec(&m, "tiny", &e), OP_OK);
+    op_nn_stage s;
+    op_nn_stage_init(&s, &m, 0, m.n_layers, 1);
+    op_nn_stage *sp[1] = {&s};
+    const char *path = tmp("run.ckpt");
+    op_adamw opt;
+    op_adamw_default(&opt);
+    opt.lr = 1e-3f;
+    op_ckpt_run run, got;
+    op_ckpt_run_set(&run, 8, &opt, "copy");
+    CHECK_EQ_INT(op_ckpt_save_run(path, &m, sp, 1, 5, &run, &e), OP_OK);
+    int64_t next = -1;
+    CHECK_EQ_INT(op_ckpt_check_run(path, &m, &next, &got, &e), OP_OK);
+    CHECK(next == 5 && got.microbatches == 8 && got.opt.lr == 1e-3f && got.opt.wd == opt.wd &&
+          got.opt.warmup == opt.warmup && !strcmp(got.data, "copy"));
+    CHECK_EQ_INT(op_ckpt_load(path, &m, sp, 1, &next, &e), OP_OK);
+    /* version 1: the same image without the run block */
+    char *data = NULL;
+    size_t len = 0, blk = 32 + 4; /* the run block with "copy" */
+    CHECK_EQ_INT(op_read_file(path, &data, &len, &e), OP_OK);
+    char *v1 = malloc(len - blk);
+    memcpy(v1, data, len - 8 - blk);
+    uint32_t one = 1;
+    memcpy(v1 + 8, &one, 4);
+    seal_ckpt(v1, len - blk);
+    CHECK_EQ_INT(op_write_file_atomic(path, v1, len - blk, &e), OP_OK);
+    memset(&e, 0, sizeof e);
+    CHECK_MSG(op_ckpt_check_run(path, &m, &next, &got, &e) == OP_OK, "%s", e.msg);
+    CHECK(next == 5 && got.microbatches == 0 && got.data[0] == 0);
+    CHECK_EQ_INT(op_ckpt_load(path, &m, sp, 1, &next, &e), OP_OK);
+    /* the data length says 1000 bytes where 4 are */
+    uint32_t dl = 1000;
+    memcpy(data + len - 8 - 4 - 4, &dl, 4);
+    seal_ckpt(data, len);
+    CHECK_EQ_INT(op_write_file_atomic(path, data, len, &e), OP_OK);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_ckpt_check_run(path, &m, &next, &got, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "a run block of 1000 data bytes");
+    free(v1), free(data);
+    op_nn_stage_free(&s);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     if (!mkdtemp(tmpdir)) return 1;
@@ -625,6 +672,7 @@ int main(int argc, char **argv) {
     RUN(plan_file_figures_bounded);
     RUN(torch_csv_huge_indices_refused);
     RUN(checkpoint_checked_and_temps_cleaned);
+    RUN(checkpoint_records_run_settings);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

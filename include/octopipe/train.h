@@ -49,10 +49,24 @@ void op_adamw_update(const op_adamw *o, int64_t t, float *p, const float *g, flo
 void op_adamw_stage(const op_adamw *o, int64_t t, op_nn_stage *s);
 
 /* ---- checkpoints ---- */
+/* The settings of the run that wrote a checkpoint besides the model (which a resume must
+ * match): a resume with others continues, but is not bitwise the uninterrupted run, so the
+ * launcher says which differ. */
+typedef struct op_ckpt_run {
+    int microbatches; /* per step; 0: not recorded (older files, or saved without) */
+    op_adamw opt;     /* as the run used it (defaults filled in) */
+    char data[4096];  /* op_train_data_open spec */
+} op_ckpt_run;
+/* r's fields from a run's settings (data NULL: the default "text"; a spec longer than r->data
+ * holds is cut, and the launcher then compares the cut text). */
+void op_ckpt_run_set(op_ckpt_run *r, int microbatches, const op_adamw *opt, const char *data);
 /* Writes the parameters and AdamW state of `stages` (which together hold layers
- * [0, n_layers) in order) and the next step to PATH atomically, with a checksum. */
+ * [0, n_layers) in order) and the next step to PATH atomically, with a checksum; run (may
+ * be NULL: not recorded) the settings it trained with. */
+int op_ckpt_save_run(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
+                     int64_t next_step, const op_ckpt_run *run, op_err *err);
 int op_ckpt_save(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
-                 int64_t next_step, op_err *err);
+                 int64_t next_step, op_err *err); /* op_ckpt_save_run without settings */
 /* Reads PATH back into the stages (any partition).  Refuses a file whose checksum, size or
  * model does not match, with a message saying which. */
 int op_ckpt_load(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
@@ -60,6 +74,9 @@ int op_ckpt_load(const char *path, const op_nn_model *m, op_nn_stage *const *sta
 /* The same checks without loading (a launcher refusing a bad checkpoint before any rank
  * starts): OP_OK with the step it resumes at, or the message op_ckpt_load would give. */
 int op_ckpt_check(const char *path, const op_nn_model *m, int64_t *next_step, op_err *err);
+/* The same, and the run settings the file records into *run (microbatches 0 where none). */
+int op_ckpt_check_run(const char *path, const op_nn_model *m, int64_t *next_step,
+                      op_ckpt_run *run, op_err *err);
 /* OP_EINVAL, saying so, when PATH exists and is not a regular file (a directory, FIFO or
  * device): checkpoints are replaced by rename and read twice.  Save, load and check apply it. */
 int op_ckpt_check_file(const char *path, op_err *err);

@@ -486,6 +486,31 @@ static int check_outputs(const targs *a) {
     return 0;
 }
 
+/* Settings of this run that differ from those of the run that wrote the checkpoint (the file
+ * records them since version 2): a note each, since the resumed run is then not bitwise the
+ * uninterrupted one.  Said, not refused: a new learning rate on resume is a choice. */
+static void resume_notes(const targs *a, const char *path, const op_ckpt_run *was) {
+    if (was->microbatches <= 0) return; /* not recorded */
+    op_ptrain_opts o;
+    fill_opts(a, &o);
+    const char *data = o.data ? o.data : "text";
+    const op_adamw *w = &was->opt, *n = &o.opt;
+    char diff[3][160];
+    int k = 0;
+    if (was->microbatches != a->M)
+        snprintf(diff[k++], sizeof diff[0], "--microbatches %d (it had %d)", a->M, was->microbatches);
+    if (w->lr != n->lr)
+        snprintf(diff[k++], sizeof diff[0], "--lr %g (it had %g)", (double)n->lr, (double)w->lr);
+    else if (w->beta1 != n->beta1 || w->beta2 != n->beta2 || w->eps != n->eps || w->wd != n->wd ||
+             w->warmup != n->warmup)
+        snprintf(diff[k++], sizeof diff[0], "other AdamW settings (another build's defaults)");
+    if (strcmp(was->data, data))
+        snprintf(diff[k++], sizeof diff[0], "--data %.60s (it had %.60s)", data, was->data);
+    for (int i = 0; i < k; i++)
+        fprintf(stderr, "octopipe train: note: resuming %s with %s: training goes on, but not "
+                        "bitwise as the uninterrupted run would\n", path, diff[i]);
+}
+
 /* --resume: the checkpoint DIR/model.ckpt checked (op_ckpt_check) before any work.  0 to go on,
  * 2 for a bad one (its line said), 1 when it is at or past --steps (nothing to do, said). */
 static int resume_check(const targs *a, const op_nn_model *m) {
@@ -494,10 +519,14 @@ static int resume_check(const targs *a, const op_nn_model *m) {
     int64_t next = 0;
     op_err e = {0};
     snprintf(path, sizeof path, "%s/model.ckpt", a->ckpt);
-    if (op_ckpt_check(path, m, &next, &e)) {
+    op_ckpt_run *was = op_xcalloc(1, sizeof *was);
+    if (op_ckpt_check_run(path, m, &next, was, &e)) {
         fprintf(stderr, "octopipe train: %s\n", e.msg);
+        free(was);
         return 2;
     }
+    resume_notes(a, path, was);
+    free(was);
     if (next >= a->steps) {
         fprintf(info_of(a), "nothing to do: %s is at step %lld and --steps is %d (raise --steps to train on)\n",
                 path, (long long)next, a->steps);

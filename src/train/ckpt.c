@@ -2,11 +2,14 @@
  * Layout (little-endian, as written by this machine):
  *   "OPCKPT01" | u32 version | u32 pattern length | pattern bytes | cfg block (op_nn_cfg
  *   fields, fixed order) | i64 next step | u64 n params | f32 params[n] | f32 m[n] | f32 v[n]
- *   | u64 FNV-1a of everything before.
+ *   | run block (version 2: i32 microbatches | f32 lr, beta1, beta2, eps, wd | i32 warmup |
+ *   u32 data length | data spec bytes) | u64 FNV-1a of everything before.
+ * Version 1 files (no run block) still load.
  * Written through op_out_write (octopipe/out.h: temp file, fsync, rename for a regular file),
  * so a crash leaves the old checkpoint whole; the next save removes temp files whose writer is
  * gone.  Floats are stored bit for bit: resuming continues bitwise. */
 #include <dirent.h>
+#include <stdio.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -19,7 +22,8 @@
 #include "octopipe/train.h"
 
 #define MAGIC "OPCKPT01"
-#define VERSION 1u
+#define VERSION 2u
+#define RUN_FIXED 32 /* the run block before its data bytes */
 
 static uint64_t fnv1a(const unsigned char *p, size_t n) {
     uint64_t h = 1469598103934665603ull;
@@ -118,8 +122,32 @@ static const char *value_name(size_t i, uint64_t np) {
                                              : "AdamW second moment of parameter";
 }
 
+void op_ckpt_run_set(op_ckpt_run *r, int microbatches, const op_adamw *opt, const char *data) {
+    memset(r, 0, sizeof *r);
+    r->microbatches = microbatches;
+    if (opt) r->opt = *opt;
+    snprintf(r->data, sizeof r->data, "%s", data ? data : "text");
+}
+
+static void put_run(op_buf *b, const op_ckpt_run *r) {
+    int32_t mb = r ? r->microbatches : 0, warm = r ? r->opt.warmup : 0;
+    float f[5] = {0, 0, 0, 0, 0};
+    if (r) f[0] = r->opt.lr, f[1] = r->opt.beta1, f[2] = r->opt.beta2, f[3] = r->opt.eps, f[4] = r->opt.wd;
+    uint32_t dl = r ? (uint32_t)strnlen(r->data, sizeof r->data - 1) : 0;
+    op_buf_put(b, &mb, 4);
+    op_buf_put(b, f, sizeof f);
+    op_buf_put(b, &warm, 4);
+    op_buf_put(b, &dl, 4);
+    if (dl) op_buf_put(b, r->data, dl);
+}
+
 int op_ckpt_save(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
                  int64_t next_step, op_err *err) {
+    return op_ckpt_save_run(path, m, stages, n, next_step, NULL, err);
+}
+
+int op_ckpt_save_run(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
+                     int64_t next_step, const op_ckpt_run *run, op_err *err) {
     int rc = check_cover(m, stages, n, err);
     if (rc || (rc = op_ckpt_check_file(path, err))) return rc;
     remove_stale_temps(path);
@@ -150,6 +178,7 @@ int op_ckpt_save(const char *path, const op_nn_model *m, op_nn_stage *const *sta
                                     "keeps what it held", path, value_name(bad, np),
                        (size_t)(bad % np), op_shown(x));
     }
+    put_run(&b, run);
     uint64_t h = fnv1a((const unsigned char *)b.data, b.len);
     op_buf_put(&b, &h, 8);
     rc = op_out_write(path, b.data, b.len, err);
@@ -161,7 +190,7 @@ int op_ckpt_save(const char *path, const op_nn_model *m, op_nn_stage *const *sta
  * dimensions, parameter count.  On success *next_step is read and *params_at is where the
  * parameters start. */
 static int check_image(const unsigned char *p, size_t len, const char *path, const op_nn_model *m,
-                       int64_t *next_step, size_t *params_at, op_err *err) {
+                       int64_t *next_step, size_t *params_at, op_ckpt_run *run, op_err *err) {
     int rc = OP_EINVAL;
     if (len < 24 || memcmp(p, MAGIC, 8))
         return op_errf(err, rc, "%s: not an OctoPipe checkpoint (bad magic or too short)", path);
@@ -173,8 +202,9 @@ static int check_image(const unsigned char *p, size_t len, const char *path, con
     uint32_t ver, plen;
     memcpy(&ver, p + 8, 4);
     memcpy(&plen, p + 12, 4);
-    if (ver != VERSION)
-        return op_errf(err, rc, "%s: checkpoint version %u, this build reads %u", path, ver, VERSION);
+    if (ver != 1 && ver != VERSION)
+        return op_errf(err, rc, "%s: checkpoint version %u, this build reads 1 and %u", path, ver,
+                       VERSION);
     op_buf want = {0};
     put_cfg(&want, &m->cfg);
     size_t off = 16;
@@ -211,9 +241,23 @@ static int check_image(const unsigned char *p, size_t len, const char *path, con
         return op_errf(err, rc, "%s: holds %llu parameters, the model has %zu", path,
                        (unsigned long long)np, m->off[m->n_layers]);
     /* the count is right but the bytes are not (said "holds N parameters, the model has N") */
-    if (off + 3 * np * sizeof(float) + 8 != len)
+    size_t end = off + 3 * (size_t)np * sizeof(float), tail = 0; /* tail: the run block */
+    if (ver >= 2 && end + RUN_FIXED + 8 <= len) {
+        uint32_t dl;
+        memcpy(&dl, p + end + RUN_FIXED - 4, 4);
+        tail = RUN_FIXED + (size_t)dl;
+        if (dl >= sizeof run->data || end + tail + 8 != len)
+            return op_errf(err, rc, "%s: %zu bytes, but %llu parameters with their AdamW state and "
+                                    "a run block of %u data bytes take %zu", path, len,
+                           (unsigned long long)np, dl, end + RUN_FIXED + (size_t)dl + 8);
+    } else if (ver >= 2) {
+        return op_errf(err, rc, "%s: %zu bytes, but %llu parameters with their AdamW state and "
+                                "the run block take at least %zu", path, len, (unsigned long long)np,
+                       end + RUN_FIXED + 8);
+    }
+    if (end + tail + 8 != len)
         return op_errf(err, rc, "%s: %zu bytes, but %llu parameters with their AdamW state take %zu",
-                       path, len, (unsigned long long)np, off + 3 * (size_t)np * sizeof(float) + 8);
+                       path, len, (unsigned long long)np, end + 8);
     if (*next_step < 0)
         return op_errf(err, rc, "%s: step %lld is negative", path, (long long)*next_step);
     /* The checksum only says the bytes are the ones written: a run that diverged wrote NaN
@@ -226,18 +270,37 @@ static int check_image(const unsigned char *p, size_t len, const char *path, con
                                 "altered; refusing to resume from it", path, value_name(i, np),
                        (size_t)(i % np), op_shown(x));
     *params_at = off;
+    if (run) {
+        memset(run, 0, sizeof *run);
+        if (tail) {
+            const unsigned char *q = p + end;
+            int32_t mb, warm;
+            float f[5];
+            memcpy(&mb, q, 4), memcpy(f, q + 4, sizeof f), memcpy(&warm, q + 24, 4);
+            run->microbatches = mb > 0 ? mb : 0;
+            run->opt.lr = f[0], run->opt.beta1 = f[1], run->opt.beta2 = f[2];
+            run->opt.eps = f[3], run->opt.wd = f[4], run->opt.warmup = warm;
+            memcpy(run->data, q + RUN_FIXED, tail - RUN_FIXED);
+            run->data[tail - RUN_FIXED] = 0;
+        }
+    }
     return OP_OK;
 }
 
-int op_ckpt_check(const char *path, const op_nn_model *m, int64_t *next_step, op_err *err) {
+int op_ckpt_check_run(const char *path, const op_nn_model *m, int64_t *next_step,
+                      op_ckpt_run *run, op_err *err) {
     char *data = NULL;
     size_t len = 0, at;
     int rc = op_ckpt_check_file(path, err);
     if (rc == OP_OK) rc = op_read_file(path, &data, &len, err);
     if (rc) return rc;
-    rc = check_image((const unsigned char *)data, len, path, m, next_step, &at, err);
+    rc = check_image((const unsigned char *)data, len, path, m, next_step, &at, run, err);
     free(data);
     return rc;
+}
+
+int op_ckpt_check(const char *path, const op_nn_model *m, int64_t *next_step, op_err *err) {
+    return op_ckpt_check_run(path, m, next_step, NULL, err);
 }
 
 int op_ckpt_load(const char *path, const op_nn_model *m, op_nn_stage *const *stages, int n,
@@ -249,7 +312,7 @@ int op_ckpt_load(const char *path, const op_nn_model *m, op_nn_stage *const *sta
     if ((rc = op_ckpt_check_file(path, err)) == OP_OK) rc = op_read_file(path, &data, &len, err);
     if (rc) return rc;
     const unsigned char *p = (const unsigned char *)data;
-    rc = check_image(p, len, path, m, next_step, &off, err);
+    rc = check_image(p, len, path, m, next_step, &off, NULL, err);
     if (rc == OP_OK)
         for (int which = 0; which < 3; which++)
             for (int i = 0; i < n; i++) {

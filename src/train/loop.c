@@ -123,7 +123,9 @@ int op_train_single(const op_train_opts *o, op_err *err) {
             fflush(log);
         }
         if (path[0] && (last || (o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0))) {
-            rc = op_ckpt_save(path, &t.m, t.sp, S, step + 1, err);
+            op_ckpt_run run;
+            op_ckpt_run_set(&run, M, &opt, o->data);
+            rc = op_ckpt_save_run(path, &t.m, t.sp, S, step + 1, &run, err);
             if (rc) break;
         }
     }

@@ -46,7 +46,8 @@ static int rank0_error(op_xport *x, int code, const char *what, op_err *err) {
 }
 
 static int mpi_save(op_ptrain *t, op_ptrain **full, const op_nn_model *m, const op_train_data *d,
-                    const op_plan *p, op_xport *x, const char *path, int64_t next, op_err *err) {
+                    const op_plan *p, op_xport *x, const char *path, int64_t next,
+                    const op_ckpt_run *run, op_err *err) {
     size_t n = pack(t, p, NULL);
     float *mine = op_xmalloc((n ? n : 1) * sizeof(float));
     pack(t, p, mine);
@@ -71,7 +72,7 @@ static int mpi_save(op_ptrain *t, op_ptrain **full, const op_nn_model *m, const 
             off[r] += 3 * sp[s]->n_params;
         }
         free(off);
-        rc = op_ckpt_save(path, m, sp, ns, next, err);
+        rc = op_ckpt_save_run(path, m, sp, ns, next, run, err);
     }
     if (all)
         for (int r = 0; r < x->size; r++) free(all[r]);
@@ -212,7 +213,11 @@ int op_ptrain_run_rank(const op_nn_model *m, const op_plan *p, op_xport *x,
                 op_exec_result_free(&res);
             }
         }
-        if (rc == OP_OK && path[0] && op_ptrain_want_ckpt(o, step)) rc = mpi_save(t, &full, m, &d, p, x, path, step + 1, err);
+        if (rc == OP_OK && path[0] && op_ptrain_want_ckpt(o, step)) {
+            op_ckpt_run run;
+            op_ckpt_run_set(&run, p->M, &opt, o->data);
+            rc = mpi_save(t, &full, m, &d, p, x, path, step + 1, &run, err);
+        }
     }
     if (x->rank == 0) op_pstats_finish(&st, rep, m, p);
     op_pstats_free(&st);

@@ -125,8 +125,11 @@ int op_ptrain_session_step(op_ptrain_session *s, op_err *err) {
     } else {
         op_exec_result_free(&res);
     }
-    if (s->path[0] && op_ptrain_want_ckpt(&s->o, s->step))
-        rc = op_ckpt_save(s->path, s->m, s->sp, s->ns, s->step + 1, err);
+    if (s->path[0] && op_ptrain_want_ckpt(&s->o, s->step)) {
+        op_ckpt_run run;
+        op_ckpt_run_set(&run, s->p->M, &s->opt, s->o.data);
+        rc = op_ckpt_save_run(s->path, s->m, s->sp, s->ns, s->step + 1, &run, err);
+    }
     s->step++;
     return rc;
 }
