@@ -50,7 +50,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     fuzz_tmp_path("in.ckpt", ck_in, sizeof ck_in);
     fuzz_tmp_path("out.ckpt", ck_out, sizeof ck_out);
     int64_t step = -1;
-    if (op_ckpt_save(ck_out, &ck_model, ck_sp, 2, 7, &e) != OP_OK ||
+    op_adamw opt;
+    op_adamw_default(&opt);
+    op_ckpt_run run; /* the seed records a run's settings, as `octopipe train` writes them */
+    op_ckpt_run_set(&run, 4, &opt, "copy");
+    if (op_ckpt_save_run(ck_out, &ck_model, ck_sp, 2, 7, &run, &e) != OP_OK ||
         op_read_file(ck_out, &ck_ref, &ck_ref_len, &e) != OP_OK ||
         op_ckpt_load(ck_out, &ck_model, ck_sp, 2, &step, &e) != OP_OK || step != 7) {
         fprintf(stderr, "fuzz_ckpt: the reference checkpoint does not round-trip: %s\n", e.msg);
@@ -69,7 +73,8 @@ static void ck_read(const uint8_t *data, size_t size) {
     op_err ec = {0}, el = {0};
     int64_t sc = -1, sl = -1;
     if (op_ckpt_check_file(ck_in, &ec) != OP_OK) abort(); /* a regular file */
-    int rc = op_ckpt_check(ck_in, &ck_model, &sc, &ec);
+    op_ckpt_run run;
+    int rc = op_ckpt_check_run(ck_in, &ck_model, &sc, &run, &ec);
     int rl = op_ckpt_load(ck_in, &ck_model, ck_sp, 2, &sl, &el);
     if (rc != rl || (rc && strcmp(ec.msg, el.msg)) || (!rc && sc != sl)) abort();
     if (size == ck_ref_len && !memcmp(data, ck_ref, size) && (rc || sl != 7)) abort();
@@ -78,12 +83,18 @@ static void ck_read(const uint8_t *data, size_t size) {
         return;
     }
     if (sl < 0) abort();
-    /* accepted: saving what was loaded must give the same bytes */
+    /* accepted: saving what was loaded (with the run settings read) must give the same bytes;
+     * a version-1 file comes back as version 2, which must load to the same step */
     char *back = NULL;
     size_t n = 0;
-    if (op_ckpt_save(ck_out, &ck_model, ck_sp, 2, sl, &el) != OP_OK ||
-        op_read_file(ck_out, &back, &n, &el) != OP_OK || n != size || memcmp(back, data, n))
+    uint32_t ver;
+    memcpy(&ver, data + 8, 4);
+    if (op_ckpt_save_run(ck_out, &ck_model, ck_sp, 2, sl, &run, &el) != OP_OK ||
+        op_read_file(ck_out, &back, &n, &el) != OP_OK)
         abort();
+    if (ver == 2 && (n != size || memcmp(back, data, n))) abort();
+    int64_t s2 = -1;
+    if (ver == 1 && (op_ckpt_load(ck_out, &ck_model, ck_sp, 2, &s2, &el) != OP_OK || s2 != sl)) abort();
     free(back);
 }
 

@@ -652,6 +652,16 @@ TEST(checkpoint_records_run_settings) {
     memset(&e, 0, sizeof e);
     CHECK_EQ_INT(op_ckpt_check_run(path, &m, &next, &got, &e), OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "a run block of 1000 data bytes");
+    /* a negative microbatch count (the length right again) */
+    dl = 4;
+    int32_t neg = -1;
+    memcpy(data + len - 8 - 4 - 4, &dl, 4);
+    memcpy(data + len - 8 - blk, &neg, 4);
+    seal_ckpt(data, len);
+    CHECK_EQ_INT(op_write_file_atomic(path, data, len, &e), OP_OK);
+    memset(&e, 0, sizeof e);
+    CHECK_EQ_INT(op_ckpt_check_run(path, &m, &next, &got, &e), OP_EINVAL);
+    CHECK_STR_CONTAINS(e.msg, "run.ckpt: the run block has a negative microbatch count");
     free(v1), free(data);
     op_nn_stage_free(&s);
 }

@@ -250,6 +250,11 @@ static int check_image(const unsigned char *p, size_t len, const char *path, con
             return op_errf(err, rc, "%s: %zu bytes, but %llu parameters with their AdamW state and "
                                     "a run block of %u data bytes take %zu", path, len,
                            (unsigned long long)np, dl, end + RUN_FIXED + (size_t)dl + 8);
+        int32_t mb;
+        memcpy(&mb, p + end, 4);
+        if (mb < 0 || memchr(p + end + RUN_FIXED, 0, dl))
+            return op_errf(err, rc, "%s: the run block %s", path,
+                           mb < 0 ? "has a negative microbatch count" : "has a NUL in its data spec");
     } else if (ver >= 2) {
         return op_errf(err, rc, "%s: %zu bytes, but %llu parameters with their AdamW state and "
                                 "the run block take at least %zu", path, len, (unsigned long long)np,
@@ -277,7 +282,7 @@ static int check_image(const unsigned char *p, size_t len, const char *path, con
             int32_t mb, warm;
             float f[5];
             memcpy(&mb, q, 4), memcpy(f, q + 4, sizeof f), memcpy(&warm, q + 24, 4);
-            run->microbatches = mb > 0 ? mb : 0;
+            run->microbatches = mb;
             run->opt.lr = f[0], run->opt.beta1 = f[1], run->opt.beta2 = f[2];
             run->opt.eps = f[3], run->opt.wd = f[4], run->opt.warmup = warm;
             memcpy(run->data, q + RUN_FIXED, tail - RUN_FIXED);
