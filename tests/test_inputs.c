@@ -537,12 +537,16 @@ static void seal_ckpt(char *img, size_t len) {
     memcpy(img + len - 8, &h, 8);
 }
 
+/* The tiny model as one stage holding every layer (what a one-process run saves). */
+static void tiny_one_stage(op_nn_model *m, op_nn_stage *s) {
+    CHECK_EQ_INT(op_nn_model_from_spec(m, "tiny", &e), OP_OK);
+    op_nn_stage_init(s, m, 0, m->n_layers, 1);
+}
+
 TEST(checkpoint_checked_and_temps_cleaned) {
     op_nn_model m;
-    CHECK_EQ_INT(op_nn_model_from_spec(&m, "tiny", &e), OP_OK);
-    op_nn_stage s;
-    op_nn_stage_init(&s, &m, 0, m.n_layers, 1);
-    op_nn_stage *sp[1] = {&s};
+    op_nn_stage s, *sp[1] = {&s};
+    tiny_one_stage(&m, &s);
     const char *path = tmp("model.ckpt");
     char stale[300], live[300];
     snprintf(stale, sizeof stale, "%s.tmp.%ld", path, (long)dead_pid());
@@ -614,10 +618,8 @@ TEST(checkpoint_checked_and_temps_cleaned) {
  * loads, with nothing recorded; a run block whose data length overruns the file is refused. */
 TEST(checkpoint_records_run_settings) {
     op_nn_model m;
-    CHECK_EQ_INT(op_nn_model_from_spec(&m, "tiny", &e), OP_OK);
-    op_nn_stage s;
-    op_nn_stage_init(&s, &m, 0, m.n_layers, 1);
-    op_nn_stage *sp[1] = {&s};
+    op_nn_stage s, *sp[1] = {&s};
+    tiny_one_stage(&m, &s);
     const char *path = tmp("run.ckpt");
     op_adamw opt;
     op_adamw_default(&opt);
