@@ -346,6 +346,12 @@ double op_cli_min_mem_GiB(const op_cli_setup *s) {
     return m;
 }
 
+const char *op_cli_zero1_text(const op_train_cfg *t, char *buf, size_t cap) {
+    if (t->zero1 && t->dp > 1) snprintf(buf, cap, ", ZeRO-1 over dp %d", t->dp);
+    else if (cap) buf[0] = 0;
+    return buf;
+}
+
 int op_cli_mixed(const op_cli_setup *s) { return s->pr.n_types > 1 || s->pr.dev_mem_limit != NULL; }
 
 const char *op_cli_dev_type(const op_cli_setup *s, int d) {

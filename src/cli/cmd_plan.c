@@ -310,11 +310,12 @@ int cmd_plan(int argc, char **argv) {
     double limit = s.pr.mem_limit_bytes;
     int mem = op_cli_mem_modelled(s.pr.layers, s.pr.n_layers);
     char lim[32];
-    char par[48] = ""; /* the degrees inside each stage, where any is above 1 */
+    char par[48] = "", z1[40]; /* the degrees inside each stage, where any is above 1 */
     if (s.train.tp > 1 || s.train.ep > 1)
         snprintf(par, sizeof par, ", tp %d, ep %d", s.train.tp, s.train.ep);
-    fprintf(info, "model %s: %d layers on %d devices (%s), %d microbatches%s\n", s.model.name,
-           s.model.n_layers, s.P, op_cli_mixed(&s) ? "mixed" : s.dev.name, s.M, par);
+    fprintf(info, "model %s: %d layers on %d devices (%s), %d microbatches%s%s\n", s.model.name,
+           s.model.n_layers, s.P, op_cli_mixed(&s) ? "mixed" : s.dev.name, s.M, par,
+           op_cli_zero1_text(&s.train, z1, sizeof z1));
     op_cli_print_types(info, &s);
     fprintf(info, "plan: %d stages, placement %s, %s\n", p.S, st.shape,
            p.stage_split[0] ? "split backward (I + W)" : "fused backward (B)");
