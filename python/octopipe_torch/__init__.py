@@ -24,6 +24,7 @@ import io
 import json
 import os
 import tempfile
+import warnings
 
 import torch
 import torch.nn as nn
@@ -197,8 +198,15 @@ def build_stages(plan, rank, layers, device, group=None):
     """This rank's PipelineStage objects, one per stage the plan places here.  `layers`: one
     module per plan layer (model order), or a callable (stage, first, last) -> module.  Stage
     numbering, num_stages and the stage -> rank map are the plan's; each stage runs with the
-    plan's activation policy (full, offload; keep and selective run as given)."""
+    plan's activation policy (full, offload; keep and selective run as given, selective with a
+    warning: the plan counted the attention core's output as dropped)."""
     out = []
+    sel = [s for s in plan.stages_of(rank) if plan.activation[s] == "selective"]
+    if sel:  # the plan's memory assumed the attention core dropped: say that it is not here
+        warnings.warn(f"octopipe_torch: stage(s) {', '.join(map(str, sel))} of rank {rank} have "
+                      "the selective policy (recompute the attention core), which needs the "
+                      "layers' own help; they run as keep and hold the attention output the plan "
+                      "counted as dropped", stacklevel=2)
     for s in plan.stages_of(rank):
         first, last = plan.stages[s]
         pol = plan.activation[s]

@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -80,7 +81,10 @@ def worker(rank, P, cases, work):
             if name.endswith("+acts"):
                 plan.activation = [ACTS[s % len(ACTS)] for s in range(plan.S)]
             layers = R.build_layers(PATTERN, CFG, seed=3)  # same seed: same weights everywhere
-            stages = ot.build_stages(plan, rank, layers, torch.device("cpu"))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                stages = ot.build_stages(plan, rank, layers, torch.device("cpu"))
+            sel_warned = sum("selective policy" in str(w.message) for w in caught)
             runs, active = {}, [0]
 
             def count(m, i):  # inside the plan's actions: not torch's metadata-inference probe
@@ -104,7 +108,7 @@ def worker(rank, P, cases, work):
             tok, tgt = batch(plan.M)
             losses, log = ot.run_step(plan, rank, stages, R.ce_loss, tok, tgt, csv_path, fmt)
             mine = {l.index: l.p.grad.clone() for st in stages for l in st.submod.layers}
-            torch.save({"losses": losses, "log": log, "grads": mine, "runs": runs},
+            torch.save({"losses": losses, "log": log, "grads": mine, "runs": runs, "sel_warned": sel_warned},
                        os.path.join(work, f"{name}.{fmt}.r{rank}.pt"))
             dist.barrier()
     finally:
@@ -184,6 +188,12 @@ def main():
                     runs.update(x["runs"])
                 want = {l: M * (2 if ACTS[s % len(ACTS)] == "full" else 1)
                         for s, (a, b) in enumerate(plan.stages) for l in range(a, b)}
+                # a rank with a selective stage is told once that it runs as keep; others not
+                warned = [x["sel_warned"] for x in res]
+                has_sel = [any(ACTS[s % len(ACTS)] == "selective" for s in plan.stages_of(r))
+                           for r in range(P)]
+                check(warned == [int(h) for h in has_sel],
+                      f"{tag} selective stages warned once per rank holding one ({warned})")
                 check(runs == want, f"{tag} forwards per layer: twice per microbatch in full "
                       f"stages, once elsewhere ({sum(runs.values())} runs, want {sum(want.values())}"
                       + ("" if runs == want else f": {sorted(runs.items())}") + ")")
