@@ -244,9 +244,11 @@ TEST(csv_v_and_irregular) {
     CHECK(b.data && !strcmp(b.data, "0F0,1F0,0F1,1F1,1B0,0B0,1B1,0B1\n"
                                     "2F0,3F0,3B0,2B0,2F1,3F1,3B1,2B1\n"));
     b.len = 0;
+    p.stage_act[1] = OP_ACT_FULL, p.stage_act[2] = OP_ACT_OFFLOAD;
     CHECK(op_export_torch_stage_map(&p, &b, &e) == OP_OK);
     CHECK_STR_CONTAINS(b.data, "\"stage_to_rank\": [0, 0, 1, 1]");
     CHECK_STR_CONTAINS(b.data, "\"style\": \"irregular\"");
+    CHECK_STR_CONTAINS(b.data, "\"activation\": [\"keep\", \"full\", \"offload\", \"keep\"]");
     op_buf_free(&b);
     /* the compute_comms lowering torch itself makes (torch 2.15 defaults; the rows were
      * compared with torch's _dump_csv by tests/torch): one send each way per microbatch */

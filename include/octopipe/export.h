@@ -48,7 +48,8 @@ int op_export_torch_comms_csv(const op_plan *p, op_buf *out, op_err *err);
 /* The stage -> rank map and partition as JSON, for runtimes that build the stages first:
  *   {"format": "octopipe.torch-stages/1", "ranks": P, "stages": S, "microbatches": M,
  *    "style": "loop"|"v"|"irregular", "stage_to_rank": [S], "stage_layers": [[first, last)...],
- *    "layer_kinds": ["E", ...], "split_backward": [0|1 per stage]}
+ *    "layer_kinds": ["E", ...], "split_backward": [0|1 per stage],
+ *    "activation": ["keep"|"selective"|"full"|"offload" per stage]}
  * and on a mixed plan "rank_types": ["h100-80gb", ...] (each rank's GPU type, [P]). */
 int op_export_torch_stage_map(const op_plan *p, op_buf *out, op_err *err);
 

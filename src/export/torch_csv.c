@@ -130,6 +130,11 @@ int op_export_torch_stage_map(const op_plan *p, op_buf *out, op_err *err) {
     }
     op_buf_printf(out, "],\n \"split_backward\": [");
     for (int s = 0; s < p->S; s++) op_buf_printf(out, "%s%d", s ? ", " : "", p->stage_split[s] ? 1 : 0);
+    /* each stage's activation policy, as the plan file's "activation" (python/octopipe_torch
+     * applies full and offload) */
+    op_buf_printf(out, "],\n \"activation\": [");
+    for (int s = 0; s < p->S; s++)
+        op_buf_printf(out, "%s\"%s\"", s ? ", " : "", op_act_policy_name(p->stage_act[s]));
     op_buf_printf(out, "]");
     /* a mixed cluster: which GPU each rank must be (CSV rows have no room for it) */
     for (int d = 0; op_export_dev_type(p, 0) && d < p->P; d++) {
