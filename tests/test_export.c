@@ -346,15 +346,17 @@ TEST(megatron_settings) {
     expect_settings(&p, " --seq-length 2048 --micro-batch-size 2 --global-batch-size 16 "
                         "--recompute-granularity selective");
 
-    /* stage 1 full, stage 2 offload, the rest keep: full everywhere, one checkpoint per stage
-     * (the largest holds 3 decoder layers: stage 1's TTT; E and L are not counted) */
+    /* stage 1 full, stage 2 offload, the rest keep: full everywhere; the stages hold 2, 3, 2
+     * and 1 decoder layers (E and L are not counted), so one checkpoint per layer, said */
     for (int s = 0; s < 4; s++) p.stage_act[s] = OP_ACT_KEEP;
     p.stage_act[1] = OP_ACT_FULL, p.stage_act[2] = OP_ACT_OFFLOAD;
     op_export_megatron_settings(&p, OP_MEGATRON_LAYOUT, &b, &n);
     op_buf_put(&b, "", 0);
     op_buf_put(&n, "", 0);
     CHECK_STR_CONTAINS(b.data, " --recompute-granularity full --recompute-method uniform "
-                               "--recompute-num-layers 3");
+                               "--recompute-num-layers 1");
+    CHECK_STR_CONTAINS(n.data, "--recompute-num-layers 1 divides them all: Megatron keeps the "
+                               "input of every layer where the plan keeps one per stage");
     CHECK_STR_CONTAINS(n.data, "note: stage 2 offloads its stash to host memory");
     CHECK_STR_CONTAINS(n.data, "give every stage full recomputation");
     op_buf_free(&b), op_buf_free(&n);
@@ -371,6 +373,25 @@ TEST(megatron_settings) {
     int mixed = 0;
     CHECK_EQ_INT(op_export_act_strongest(&p, &mixed), OP_ACT_FULL);
     CHECK(mixed);
+    op_plan_free(&p);
+    /* every stage full, 4 and 2 decoder layers: groups of 2 (divides both), said; equal
+     * stages of 3: one group per stage, nothing said */
+    static const int f2[3] = {0, 5, 8}, d2[2] = {0, 1}, f3[3] = {0, 4, 8};
+    mk_plan(&p, "ETTTTTTL", 2, 8, 2, f2, d2, 0, NULL);
+    p.stage_act[0] = p.stage_act[1] = OP_ACT_FULL;
+    op_export_megatron_settings(&p, OP_MEGATRON_LAYOUT, &b, &n);
+    op_buf_put(&b, "", 0), op_buf_put(&n, "", 0);
+    CHECK_STR_CONTAINS(b.data, "--recompute-num-layers 2");
+    CHECK_STR_CONTAINS(n.data, "Megatron keeps the input of every 2 layers");
+    op_buf_free(&b), op_buf_free(&n);
+    op_plan_free(&p);
+    mk_plan(&p, "ETTTTTTL", 2, 8, 2, f3, d2, 0, NULL);
+    p.stage_act[0] = p.stage_act[1] = OP_ACT_FULL;
+    op_export_megatron_settings(&p, OP_MEGATRON_LAYOUT, &b, &n);
+    op_buf_put(&b, "", 0), op_buf_put(&n, "", 0);
+    CHECK_STR_CONTAINS(b.data, "--recompute-num-layers 3");
+    CHECK_MSG(!strstr(n.data, "divides them all"), "%s", n.data);
+    op_buf_free(&b), op_buf_free(&n);
     op_plan_free(&p);
 }
 

@@ -10,6 +10,8 @@
  * activation_checkpoint.mode), where the plan may choose per stage.  Where the stages differ,
  * the export gives every stage the strongest policy any stage has (so the plan still fits,
  * only slower than predicted) and says so. */
+#include <stdio.h>
+
 #include "octopipe/export.h"
 
 /* Memory a policy frees, for "strongest": offload counts as full, the nearest setting the
@@ -87,9 +89,11 @@ void op_export_megatron_settings(const op_plan *p, op_megatron_kind kind, op_buf
         /* Megatron's default selective module is core_attn: the plan's selective */
         op_buf_printf(out, " --recompute-granularity selective");
     } else if (best == OP_ACT_FULL) {
-        /* uniform over groups of N layers with N the largest stage: one checkpoint per stage,
-         * only its input kept, as the plan's full */
-        int most = 0;
+        /* uniform over groups of N layers: with N the stages' common layer count one checkpoint
+         * per stage, only its input kept, as the plan's full.  Megatron versions before the
+         * last group was cut at the stage's end need N to divide every stage's count, so N is
+         * their greatest common divisor (stages without decoder layers aside) */
+        int g = 0, most = 0;
         for (int s = 0; s < p->S; s++) {
             int n = 0;
             for (int l = p->stage_first[s]; l < p->stage_first[s + 1]; l++) {
@@ -97,10 +101,23 @@ void op_export_megatron_settings(const op_plan *p, op_megatron_kind kind, op_buf
                 n += kind == OP_MEGATRON_HYBRID ? (c == 'M' || c == '*' || c == '-' || c == '#')
                                                 : c == 'T';
             }
+            for (int a = n; a;) { /* g = gcd(g, n) */
+                int t = g % a;
+                g = a, a = t;
+            }
             if (n > most) most = n;
         }
+        if (g < 1) g = 1;
         op_buf_printf(out, " --recompute-granularity full --recompute-method uniform "
-                           "--recompute-num-layers %d", most > 0 ? most : 1);
+                           "--recompute-num-layers %d", g);
+        if (g < most && notes) {
+            char every[32] = "every layer";
+            if (g > 1) snprintf(every, sizeof every, "every %d layers", g);
+            op_buf_printf(notes, "note: the stages hold different numbers of layers, and "
+                                 "--recompute-num-layers %d divides them all: Megatron keeps the "
+                                 "input of %s where the plan keeps one per stage (one [s/tp, b, "
+                                 "h] tensor a microbatch each)\n", g, every);
+        }
     }
     act_notes(p, "Megatron", notes);
 }
