@@ -216,4 +216,13 @@ while read -r line; do
   else bad "help example 'octopipe $line': $(head -c 300 "$tmp/ex.err")"; fi
 done <"$tmp/examples.txt"
 
+# a plan from a profile whose every layer is measured records no batch (the profile holds for
+# the batch it was measured at and does not say which): the Megatron export says how to set it
+"$OCTOPIPE" plan --model tests/data/profiles/tiny.json --devices 2 --microbatches 4 --placement loop \
+  --quiet --out "$tmp/prof.json" >/dev/null 2>&1
+if ! grep -q '"batch"' "$tmp/prof.json" &&
+   "$OCTOPIPE" export "$tmp/prof.json" --megatron-layout - 2>"$tmp/prof.err" | grep -q "^--pipeline-model-parallel-size 2 --hybrid-layer-pattern '[^']*'$" &&
+   grep -q "^note: the plan file does not record its sequence length and micro-batch size .*--global-batch-size = 4 x --micro-batch-size" "$tmp/prof.err"; then ok
+else bad "profile plan's batch: $(grep -c batch "$tmp/prof.json") $(cat "$tmp/prof.err")"; fi
+
 finish

@@ -80,7 +80,8 @@ void op_export_megatron_settings(const op_plan *p, op_megatron_kind kind, op_buf
                       p->seq, p->mbs, (long long)p->M * p->mbs * (p->dp > 1 ? p->dp : 1));
     else if (notes)
         op_buf_printf(notes, "note: the plan file does not record its sequence length and "
-                             "micro-batch size (written before they were); give Megatron "
+                             "micro-batch size (a profile's measured times hold for the batch "
+                             "they were measured at, or the file predates the record); give Megatron "
                              "--global-batch-size = %d x --micro-batch-size x the data-parallel "
                              "size, so that it runs %d microbatches\n", p->M, p->M);
     if (p->zero1 && p->dp > 1) op_buf_printf(out, " --use-distributed-optimizer");

@@ -146,7 +146,11 @@ int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *de
     pr->tokens_per_mb = (double)o->train.seq * o->train.mbs;
     pr->tp = o->train.tp, pr->ep = o->train.ep;
     pr->dp = o->train.dp, pr->zero1 = o->train.zero1;
-    pr->seq = o->train.seq, pr->mbs = o->train.mbs;
+    /* the batch the costs assume: not where every layer's times are a profile's measurements,
+     * which hold for whatever batch they were measured at (the profile does not say) */
+    int measured = 1;
+    for (int i = 0; i < m->n_layers; i++) measured &= m->layers[i].has_measured != 0;
+    if (!measured) pr->seq = o->train.seq, pr->mbs = o->train.mbs;
     pr->op_overhead_ms = o->op_overhead_ms;
     if (o->comm_none) pr->comm.none = 1;
     else if (cl->has_links) pr->comm = cl->comm;
