@@ -393,6 +393,21 @@ TEST(megatron_settings) {
     CHECK_MSG(!strstr(n.data, "divides them all"), "%s", n.data);
     op_buf_free(&b), op_buf_free(&n);
     op_plan_free(&p);
+    /* a hybrid plan: Megatron's hybrid stack has no full-layer recomputation, so full and
+     * offload stages get its attention layers' selective and a note that memory will not hold */
+    static const int fh[3] = {0, 4, 7};
+    mk_plan(&p, "EM*-M-L", 2, 4, 2, fh, d2, 0, NULL);
+    p.seq = 4096, p.mbs = 1;
+    p.stage_act[1] = OP_ACT_OFFLOAD;
+    op_export_megatron_settings(&p, OP_MEGATRON_HYBRID, &b, &n);
+    op_buf_put(&b, "", 0), op_buf_put(&n, "", 0);
+    CHECK_MSG(!strcmp(b.data, " --seq-length 4096 --micro-batch-size 1 --global-batch-size 4 "
+                              "--recompute-granularity selective"), "got '%s'", b.data);
+    CHECK_STR_CONTAINS(n.data, "note: the plan recomputes in full or offloads on stage(s) 1, "
+                               "which Megatron's hybrid stack (--hybrid-layer-pattern) cannot run");
+    CHECK_MSG(!strstr(n.data, "recompute them in full instead"), "%s", n.data);
+    op_buf_free(&b), op_buf_free(&n);
+    op_plan_free(&p);
 }
 
 TEST(megatron_layout_golden) {

@@ -107,7 +107,9 @@ int op_export_megatron(const op_plan *p, op_buf *out, op_megatron_kind *kind, op
  * leading space: --seq-length, --micro-batch-size, --global-batch-size (M x mbs x dp) where
  * the plan records them, --use-distributed-optimizer for ZeRO-1, and --recompute-* for the
  * strongest activation policy any stage has (Megatron sets one for all; notes say where that
- * differs from the plan).  kind: which layer count --recompute-num-layers counts. */
+ * differs from the plan).  kind: which layer count --recompute-num-layers counts; Megatron's
+ * hybrid stack has no full-layer recomputation, so a hybrid plan with full or offload stages
+ * gets selective and a note that its memory will not hold. */
 void op_export_megatron_settings(const op_plan *p, op_megatron_kind kind, op_buf *out,
                                  op_buf *notes);
 /* The same as torchtitan settings ("key=value, " each) for the export's hint line. */

@@ -31,12 +31,18 @@ int op_export_act_strongest(const op_plan *p, int *mixed) {
     return best;
 }
 
+#define FULL_OR_OFFLOAD (-1) /* list_stages: the stages whose stash leaves the device */
+
+static int stage_has(const op_plan *p, int s, int a) {
+    return a == FULL_OR_OFFLOAD ? act_rank(p->stage_act[s]) == 2 : p->stage_act[s] == a;
+}
+
 /* The stages with policy `a` as "1, 4 and 7" (at most 12 listed). */
 static void list_stages(const op_plan *p, int a, op_buf *out) {
     int n = 0, total = 0;
-    for (int s = 0; s < p->S; s++) total += p->stage_act[s] == a;
+    for (int s = 0; s < p->S; s++) total += stage_has(p, s, a);
     for (int s = 0; s < p->S; s++) {
-        if (p->stage_act[s] != a) continue;
+        if (!stage_has(p, s, a)) continue;
         if (n == 12) {
             op_buf_printf(out, " and %d more", total - n);
             break;
@@ -86,6 +92,23 @@ void op_export_megatron_settings(const op_plan *p, op_megatron_kind kind, op_buf
                              "size, so that it runs %d microbatches\n", p->M, p->M);
     if (p->zero1 && p->dp > 1) op_buf_printf(out, " --use-distributed-optimizer");
     int best = op_export_act_strongest(p, NULL);
+    if (kind == OP_MEGATRON_HYBRID && best == OP_ACT_FULL) {
+        /* Megatron's hybrid stack runs its layers one after another with no full-layer
+         * checkpointing (only the attention layers, TransformerLayers, take selective): the
+         * closest it has, and a note that the plan's memory will not hold */
+        op_buf_printf(out, " --recompute-granularity selective");
+        if (notes) {
+            op_buf_printf(notes, "note: the plan recomputes in full or offloads on stage(s) ");
+            list_stages(p, FULL_OR_OFFLOAD, notes);
+            op_buf_printf(notes, ", which Megatron's hybrid stack (--hybrid-layer-pattern) cannot "
+                                 "run: it has no full-layer recomputation and no per-stage "
+                                 "offload, so these flags give its attention layers selective "
+                                 "recomputation only and the plan's peak memory will not hold "
+                                 "(for a plan it runs: octopipe plan --recompute selective "
+                                 "--offload none)\n");
+        }
+        return;
+    }
     if (best == OP_ACT_SELECTIVE) {
         /* Megatron's default selective module is core_attn: the plan's selective */
         op_buf_printf(out, " --recompute-granularity selective");
