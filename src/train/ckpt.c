@@ -9,10 +9,10 @@
  * so a crash leaves the old checkpoint whole; the next save removes temp files whose writer is
  * gone.  Floats are stored bit for bit: resuming continues bitwise. */
 #include <dirent.h>
-#include <stdio.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
