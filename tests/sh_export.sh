@@ -224,5 +224,18 @@ if ! grep -q '"batch"' "$tmp/prof.json" &&
    "$OCTOPIPE" export "$tmp/prof.json" --megatron-layout - 2>"$tmp/prof.err" | grep -q "^--pipeline-model-parallel-size 2 --hybrid-layer-pattern '[^']*'$" &&
    grep -q "^note: the plan file does not record its sequence length and micro-batch size .*--global-batch-size = 4 x --micro-batch-size" "$tmp/prof.err"; then ok
 else bad "profile plan's batch: $(grep -c batch "$tmp/prof.json") $(cat "$tmp/prof.err")"; fi
+# ... and one that says its batch ("seq", "mbs") is planned and exported at it; another --seq
+# on the command line is refused in one line (its times hold for the profile's batch only)
+jq '. + {seq: 2048, mbs: 2}' tests/data/profiles/tiny.json > "$tmp/profb.json"
+"$OCTOPIPE" plan --model "$tmp/profb.json" --devices 2 --microbatches 4 --placement loop \
+  --quiet --out "$tmp/profb.plan" >/dev/null 2>&1
+if grep -q '"batch": {"seq": 2048, "mbs": 2}' "$tmp/profb.plan" &&
+   "$OCTOPIPE" export "$tmp/profb.plan" --megatron-layout - 2>/dev/null | grep -q " --seq-length 2048 --micro-batch-size 2 --global-batch-size 8$"; then ok
+else bad "profile with a batch: $(grep batch "$tmp/profb.plan")"; fi
+"$OCTOPIPE" plan --model "$tmp/profb.json" --devices 2 --microbatches 4 --seq 4096 --quiet \
+  --out "$tmp/profc.plan" >/dev/null 2>"$tmp/profc.err"; rc=$?
+[ $rc -eq 2 ] && [ ! -e "$tmp/profc.plan" ] && [ "$(wc -l <"$tmp/profc.err")" -eq 1 ] &&
+  grep -q "profb.json was measured at seq 2048, mbs 2 (its \"seq\" and \"mbs\"); --seq 4096 --mbs 1 would need" "$tmp/profc.err" \
+  && ok || bad "--seq against a profile's batch: rc=$rc $(cat "$tmp/profc.err")"
 
 finish

@@ -14,6 +14,7 @@
 #include "octopipe/cluster.h"
 #include "octopipe/export.h"
 #include "octopipe/plan.h"
+#include "octopipe/problem.h"
 #include "octopipe/sched.h"
 #include "octopipe/train.h"
 #include "octopipe/tune.h"
@@ -668,6 +669,40 @@ TEST(checkpoint_records_run_settings) {
     op_nn_stage_free(&s);
 }
 
+/* A problem from a profile is costed and recorded at the batch the profile says its times were
+ * measured at, whatever the options say; one of only measured layers that says none records
+ * none; an analytic model records the options' batch. */
+TEST(profile_batch_in_problem) {
+    const char *base = "{\"pattern\": \"M\", \"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1},"
+                       " \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}";
+    char js[512];
+    op_device d;
+    CHECK_EQ_INT(op_device_preset("h100-80gb", &d, &e), OP_OK);
+    op_problem_opts o;
+    op_problem_opts_default(&o);
+    o.train.seq = 8192, o.train.mbs = 1;
+    for (int said = 1; said >= 0; said--) {
+        snprintf(js, sizeof js, "%s%s}", base, said ? ", \"seq\": 2048, \"mbs\": 2" : "");
+        op_model m;
+        CHECK_EQ_INT(op_model_from_profile_json(js, "p.json", &m, &e), OP_OK);
+        op_problem pr;
+        op_layer_cost c[3];
+        int rc = op_problem_from_model(&pr, &m, &d, 2, 4, &o, c, &e);
+        CHECK_MSG(rc == OP_OK, "%s", e.msg);
+        if (said) CHECK(pr.seq == 2048 && pr.mbs == 2 && pr.tokens_per_mb == 4096);
+        else CHECK(pr.seq == 0 && pr.mbs == 0 && pr.tokens_per_mb == 8192);
+        op_model_free(&m);
+    }
+    op_model m;
+    CHECK_EQ_INT(op_model_load("llama2-7b", &m, &e), OP_OK);
+    op_layer_cost *c = calloc((size_t)m.n_layers, sizeof *c);
+    op_problem pr;
+    CHECK_EQ_INT(op_problem_from_model(&pr, &m, &d, 2, 4, &o, c, &e), OP_OK);
+    CHECK(pr.seq == 8192 && pr.mbs == 1);
+    free(c);
+    op_model_free(&m);
+}
+
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     if (!mkdtemp(tmpdir)) return 1;
@@ -685,6 +720,7 @@ int main(int argc, char **argv) {
     RUN(torch_csv_huge_indices_refused);
     RUN(checkpoint_checked_and_temps_cleaned);
     RUN(checkpoint_records_run_settings);
+    RUN(profile_batch_in_problem);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

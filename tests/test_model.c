@@ -1852,6 +1852,35 @@ TEST(profile_megatron_style) {
     op_model_free(&m);
 }
 
+/* "seq" and "mbs": the batch a profile's times were measured at, both or neither (a problem
+ * from such a profile: test_inputs profile_batch_in_problem). */
+TEST(profile_measured_batch) {
+    const char *base = "{\"pattern\": \"M\", \"forward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1},"
+                       " \"backward_ms\": {\"E\": 1, \"M\": 1, \"L\": 1}";
+    char js[512];
+    snprintf(js, sizeof js, "%s, \"seq\": 2048, \"mbs\": 2}", base);
+    int rc = op_model_from_profile_json(js, "p.json", &m, &e);
+    CHECK_MSG(rc == OP_OK, "%s", e.msg);
+    if (rc == OP_OK) {
+        CHECK(m.measured_seq == 2048 && m.measured_mbs == 2);
+        op_model_free(&m);
+    }
+    static const struct { const char *tail, *want; } bad[] = {
+        {", \"seq\": 2048}", "p.json: \"seq\" without \"mbs\": give both"},
+        {", \"mbs\": 2}", "p.json: \"mbs\" without \"seq\": give both"},
+        {", \"seq\": 0, \"mbs\": 1}", "p.json: seq: expected a positive integer"},
+        {", \"seq\": 4096, \"mbs\": 100000}", "p.json: seq 4096, mbs 100000: at most"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        snprintf(js, sizeof js, "%s%s", base, bad[k].tail);
+        CHECK_MSG(op_model_from_profile_json(js, "p.json", &m, &e) == OP_EINVAL, "%s", bad[k].tail);
+        CHECK_STR_CONTAINS(e.msg, bad[k].want);
+    }
+    snprintf(js, sizeof js, "%s}", base); /* without them: not said */
+    CHECK_EQ_INT(op_model_from_profile_json(js, "p.json", &m, &e), OP_OK);
+    CHECK(m.measured_seq == 0 && m.measured_mbs == 0);
+    op_model_free(&m);
+}
+
 TEST(profile_bad_inputs) {
     CHECK(op_model_load(data("profiles/bad_symbol.json"), &m, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "bad_symbol.json: pattern[6]: unknown symbol 'x'");
@@ -2075,6 +2104,7 @@ int main(int argc, char **argv) {
     RUN(profile_octopipe_with_memory);
     RUN(profile_megatron_style);
     RUN(profile_bad_inputs);
+    RUN(profile_measured_batch);
     RUN(cli_models);
     RUN(expert_gcd);
     return check_report("model");

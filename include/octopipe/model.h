@@ -113,6 +113,9 @@ typedef struct op_model {
     char model_type[32]; /* HF model_type, or "profile" */
     char pattern[OP_MODEL_MAX_LAYERS + 1]; /* one symbol per layer, e.g. "EM-M*-L" (op_layer_kind_sym) */
     int hidden, vocab;
+    /* The batch a profile's times were measured at (its "seq" and "mbs"; 0: not said).  Where
+     * given, problems from the model are costed at it (op_problem_from_model). */
+    int measured_seq, measured_mbs;
     int tie_embeddings;
     int n_layers;
     op_layer *layers; /* n_layers, in model order */

@@ -4,7 +4,8 @@
  *   { "format": "octopipe.plan/1", "name", "model", "devices": P, "microbatches": M,
  *     "tokens_per_mb", "op_overhead_ms", "mem_limit_bytes",
  *     "batch": {"seq", "mbs"} (tokens per sample and samples per microbatch the costs assume;
- *              seq x mbs = tokens_per_mb; absent for a profile whose every layer is measured),
+ *              seq x mbs = tokens_per_mb; absent for a profile of only measured layers that
+ *              does not say the batch it was measured at),
  *     "parallel": {"tp", "ep" (the TP and EP degrees the costs assume, 1..1024), "dp" (the
  *                  data-parallel degree), "zero1" (true: optimizer state sharded over dp >= 2)},
  *     "comm": {"none", "nodes_of", "intra_lat_ms", "intra_bw_GBps", "inter_lat_ms", "inter_bw_GBps",

@@ -72,8 +72,9 @@ const char *op_cli_setup_help(void) {
            "                        a --cluster file lists them (or its per-pair links)\n"
            "  --microbatches M      microbatches per iteration (1..65536; our executor, `run`,\n"
            "                        runs plans of up to 65535: its message tags)\n"
-           "  --seq N               tokens per sample (default 4096)\n"
-           "  --mbs N               samples per microbatch (default 1)\n"
+           "  --seq N               tokens per sample (default 4096; a profile's own \"seq\"\n"
+           "                        where it gives one)\n"
+           "  --mbs N               samples per microbatch (default 1; a profile's \"mbs\")\n"
            "  --tp N                tensor-parallel degree inside each stage (default 1)\n"
            "  --dp N                data-parallel degree, for --zero1 and --ep (default 1)\n"
            "  --zero1               shard optimizer state over the DP group (ZeRO-1; a routed\n"
@@ -119,9 +120,11 @@ int op_cli_setup_flag(op_cli_setup *s, int argc, char **argv, int *i, const char
     } else if (!strcmp(f, "--seq")) {
         VALUE();
         if (op_cli_int(cmd, f, v, 1, 16777216, &s->train.seq)) return -1;
+        s->batch_given = 1;
     } else if (!strcmp(f, "--mbs")) {
         VALUE();
         if (op_cli_int(cmd, f, v, 1, 65536, &s->train.mbs)) return -1;
+        s->batch_given = 1;
     } else if (!strcmp(f, "--tp")) {
         VALUE();
         if (op_cli_int(cmd, f, v, 1, 1024, &s->train.tp)) return -1;
@@ -266,6 +269,18 @@ int op_cli_setup_finish(op_cli_setup *s, const char *cmd) {
         return -1;
     }
     if (ep_check(s, cmd)) return -1;
+    /* a profile that says the batch its times were measured at: costed at it (the library
+     * does so too); another batch on the command line would need other measurements */
+    if (s->model.measured_seq > 0) {
+        if (s->batch_given && (s->train.seq != s->model.measured_seq || s->train.mbs != s->model.measured_mbs)) {
+            fprintf(stderr, "octopipe %s: %s was measured at seq %d, mbs %d (its \"seq\" and "
+                            "\"mbs\"); --seq %d --mbs %d would need times measured at that "
+                            "batch: drop --seq/--mbs or give the profile's\n", cmd, s->model_arg,
+                    s->model.measured_seq, s->model.measured_mbs, s->train.seq, s->train.mbs);
+            return -1;
+        }
+        s->train.seq = s->model.measured_seq, s->train.mbs = s->model.measured_mbs;
+    }
     /* costs, tokens, links and the memory limit: the library's op_problem_from_model */
     op_problem_opts o;
     op_problem_opts_default(&o);

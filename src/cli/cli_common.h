@@ -19,6 +19,7 @@ typedef struct op_cli_setup {
     op_train_cfg train;       /* --seq --mbs --tp --dp --zero1 */
     const char *gpu;          /* --gpu NAME */
     int gpu_given;            /* --gpu was on the command line (not the default) */
+    int batch_given;          /* --seq or --mbs was on the command line */
     int nodes_of_given;       /* --nodes-of was on the command line */
     const char *gpus;         /* --gpus NAME:COUNT,... (mixed clusters, in rank order) */
     int nodes_of;             /* --nodes-of N (devices per node) */

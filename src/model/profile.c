@@ -14,6 +14,9 @@
  *                                          (what selective recomputation re-runs)
  *     "act_sel_bytes": {sym: n},           optional, what F stashes under selective
  *     "hidden": n, "vocab": n,             optional, for whatever the cost model derives
+ *     "seq": n, "mbs": n,                  optional, both or neither: the batch the times were
+ *                                          measured at (tokens per sample, samples per
+ *                                          microbatch); plans are costed and recorded at it
  *     "by_gpu": {                          optional: times measured on other GPUs
  *       "a100-80gb": {"forward_ms": {...}, "backward_ms": {...},        required, every symbol
  *                     "weight_ms": {...}, "recompute_ms": {...}}, ...},  optional, as above
@@ -35,7 +38,8 @@
 static const char *const known_keys[] = {"pattern", "pattern_style", "forward_ms", "backward_ms",
                                          "weight_ms", "act_bytes", "param_bytes", "out_bytes",
                                          "hidden", "vocab", "name", "description",
-                                         "recompute_ms", "act_sel_bytes", "by_gpu", NULL};
+                                         "recompute_ms", "act_sel_bytes", "by_gpu", "seq", "mbs",
+                                         NULL};
 
 typedef struct {
     const char *file;
@@ -373,6 +377,21 @@ int op_model_from_profile_json(const char *json_text, const char *name, op_model
     json_t *hv = json_object_get(root, "hidden"), *vv = json_object_get(root, "vocab");
     m->hidden = hv ? (int)json_integer_value(hv) : 0;
     m->vocab = vv ? (int)json_integer_value(vv) : 0;
+    /* the batch the times hold for: both or neither, in the ranges --seq and --mbs take */
+    if ((rc = opt_int(&c, root, "seq", &m->measured_seq)) ||
+        (rc = opt_int(&c, root, "mbs", &m->measured_mbs)))
+        goto out;
+    if (!m->measured_seq != !m->measured_mbs) {
+        rc = op_errf(err, OP_EINVAL, "%s: \"%s\" without \"%s\": give both (the batch the times "
+                     "were measured at) or neither", c.file, m->measured_seq ? "seq" : "mbs",
+                     m->measured_seq ? "mbs" : "seq");
+        goto out;
+    }
+    if (m->measured_seq > 16777216 || m->measured_mbs > 65536) { /* as --seq and --mbs */
+        rc = op_errf(err, OP_EINVAL, "%s: seq %d, mbs %d: at most 16777216 and 65536", c.file,
+                     m->measured_seq, m->measured_mbs);
+        goto out;
+    }
     rc = op_mbuild_finish(&b, m, err);
 out:
     op_mbuild_free(&b);

@@ -104,6 +104,14 @@ int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *de
         op_problem_opts_default(&def);
         o = &def;
     }
+    /* a profile that says the batch its times were measured at is costed at that batch */
+    op_problem_opts at_batch;
+    if (m->measured_seq > 0 && m->measured_mbs > 0 &&
+        (o->train.seq != m->measured_seq || o->train.mbs != m->measured_mbs)) {
+        at_batch = *o;
+        at_batch.train.seq = m->measured_seq, at_batch.train.mbs = m->measured_mbs;
+        o = &at_batch;
+    }
     memset(pr, 0, sizeof *pr);
     if (m->n_layers < 1) return op_errf(err, OP_EINVAL, "model %s has no layers", m->name);
     if (P < 1) return op_errf(err, OP_EINVAL, "devices must be at least 1, got %d", P);
@@ -146,11 +154,11 @@ int op_problem_from_model(op_problem *pr, const op_model *m, const op_device *de
     pr->tokens_per_mb = (double)o->train.seq * o->train.mbs;
     pr->tp = o->train.tp, pr->ep = o->train.ep;
     pr->dp = o->train.dp, pr->zero1 = o->train.zero1;
-    /* the batch the costs assume: not where every layer's times are a profile's measurements,
-     * which hold for whatever batch they were measured at (the profile does not say) */
+    /* the batch the costs assume: not where every layer's times are a profile's measurements
+     * and the profile does not say the batch they were measured at */
     int measured = 1;
     for (int i = 0; i < m->n_layers; i++) measured &= m->layers[i].has_measured != 0;
-    if (!measured) pr->seq = o->train.seq, pr->mbs = o->train.mbs;
+    if (!measured || m->measured_seq > 0) pr->seq = o->train.seq, pr->mbs = o->train.mbs;
     pr->op_overhead_ms = o->op_overhead_ms;
     if (o->comm_none) pr->comm.none = 1;
     else if (cl->has_links) pr->comm = cl->comm;

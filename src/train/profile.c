@@ -133,6 +133,8 @@ void op_train_profile_json(const op_nn_model *m, const op_layer_prof *p, int n, 
                        "microbatch of %d x %d tokens, d=%d, FP32, one thread, median of %d\",\n",
                   m->cfg.batch, m->cfg.seq, m->cfg.d, repeats);
     op_buf_printf(out, "  \"pattern\": \"%s\",\n", m->pattern);
+    /* the batch the times hold for: plans from this profile are costed and exported at it */
+    op_buf_printf(out, "  \"seq\": %d,\n  \"mbs\": %d,\n", m->cfg.seq, m->cfg.batch);
     dict(out, "forward_ms", p, n, 0);
     dict(out, "backward_ms", p, n, 1);
     dict(out, "weight_ms", p, n, 2);
