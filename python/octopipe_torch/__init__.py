@@ -158,12 +158,17 @@ class _RecomputeOnce:
     split backward makes several: the input gradient (I), then the weight gradients (W, one
     autograd call per parameter group in torch's pipelining).  Here the forward keeps only the
     stage input; the first unpack re-runs the forward and keeps what it saves until the graph
-    is freed after W, as the plan's "full" does (one re-run before I)."""
+    is freed after W, as the plan's "full" does (one re-run before I).  The re-run draws the
+    random numbers the forward drew (dropout masks): the RNG state at the forward is restored
+    for it, and the caller's stream is left as it was."""
 
     def __init__(self, fn, x):
         self.fn, self.n, self.saved = fn, 0, None
         self.x = x.detach()
         self.x_grad = x.requires_grad  # the re-run saves what the first saved only if equal
+        self.cpu_rng = torch.get_rng_state()
+        self.dev = x.device if x.is_cuda else None
+        self.dev_rng = torch.cuda.get_rng_state(x.device) if self.dev is not None else None
 
     def pack(self, t):
         self.n += 1
@@ -173,8 +178,13 @@ class _RecomputeOnce:
         if self.saved is None:
             saved = []
             x = self.x.requires_grad_(self.x_grad) if self.x_grad else self.x
-            with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(
-                    lambda t: saved.append(t.detach()), lambda t: t):
+            devs = [self.dev] if self.dev is not None else []
+            with torch.random.fork_rng(devices=devs), torch.enable_grad(), \
+                    torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.detach()),
+                                                             lambda t: t):
+                torch.set_rng_state(self.cpu_rng)
+                if self.dev is not None:
+                    torch.cuda.set_rng_state(self.dev_rng, self.dev)
                 self.fn(x)
             if len(saved) != self.n:
                 raise RuntimeError(f"recomputation saved {len(saved)} tensors, the forward {self.n}: "

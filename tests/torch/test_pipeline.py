@@ -10,7 +10,7 @@ CSV equals torch's own lowering (every plan) and runs to the same numbers (zbv a
 plan: the I/W split and the irregular map).  The tuned plan runs once more with the
 activation policies full, offload, selective and keep over its stages in turn: the same
 numbers, and every layer of a full stage runs its forward twice per microbatch (the
-recomputation), the others once.  A deadlocking order is refused
+recomputation), the others once; a stage with dropout recomputes with the forward's masks.  A deadlocking order is refused
 by `octopipe export --check-csv` and by torch's loader before any step runs.
 
 Usage: test_pipeline.py OCTOPIPE WORKDIR
@@ -115,6 +115,30 @@ def worker(rank, P, cases, work):
         dist.destroy_process_group()
 
 
+def recompute_with_dropout():
+    """A stage with dropout under "full": the re-run must draw the forward's masks (the RNG state
+    at the forward restored for it) and leave the caller's stream where the forward left it.
+    Returns (input grads equal, weight grads equal, next random number equal) against keep."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.5), torch.nn.GELU(),
+                            torch.nn.Linear(16, 4))
+    x = torch.randn(5, 8, requires_grad=True)
+
+    def run(policy):
+        for p in m.parameters():
+            p.grad = None
+        torch.manual_seed(1)
+        y = ot._apply_policy(policy, m, x)
+        after = torch.rand(1)
+        gx, = torch.autograd.grad(y.sum(), x, retain_graph=True)  # I, then W: two calls
+        y.sum().backward()
+        return gx, [p.grad.clone() for p in m.parameters()], after
+
+    a, b = run("keep"), run("full")
+    return (torch.equal(a[0], b[0]), all(torch.equal(u, v) for u, v in zip(a[1], b[1])),
+            torch.equal(a[2], b[2]))
+
+
 def rel(a, b):
     return float((a.double() - b.double()).norm() / max(b.double().norm(), 1e-30))
 
@@ -131,6 +155,10 @@ def main():
         passed += bool(ok)
         failed += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {what}")
+
+    gi, gw, rng = recompute_with_dropout()
+    check(gi and gw and rng, f"full recomputation with dropout: input grads equal {gi}, weight "
+          f"grads equal {gw}, the caller's RNG stream unchanged {rng}")
 
     for P, M in ((2, 4), (4, 8)):
         d = os.path.join(work, f"p{P}")
