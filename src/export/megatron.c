@@ -17,6 +17,9 @@ const char *op_megatron_flag(op_megatron_kind k) {
     return k == OP_MEGATRON_HYBRID ? "--hybrid-layer-pattern" : "--pipeline-model-parallel-layout";
 }
 
+/* What makes a plan Megatron runs, said after each placement refusal. */
+#define LOOP_HINT " (a plan made with --placement loop has the shape Megatron runs)"
+
 /* Loop placement with S a multiple of P, or an error saying why not. */
 static int check_loop(const op_plan *p, const char *what, op_err *err) {
     int P = p->P, S = p->S;
@@ -33,20 +36,22 @@ static int check_loop(const op_plan *p, const char *what, op_err *err) {
         return op_errf(err, OP_EINVAL,
                        "%s: device %d holds %d stages but device %d holds %d; Megatron gives "
                        "every pipeline rank the same number of virtual stages (VPP = stages / "
-                       "P)", what, dmax, hi, dmin, lo);
+                       "P)%s", what, dmax, hi, dmin, lo, LOOP_HINT);
     int v = S == 2 * P;
     for (int s = 0; s < S && v; s++) v = p->stage_dev[s] == (s < P ? s : 2 * P - 1 - s);
     if (v && P > 1)
         return op_errf(err, OP_EINVAL,
                        "%s: V placement (device 0 holds stages 0 and %d) cannot be expressed: "
                        "Megatron always puts virtual stage v of rank r at global stage v*P + r "
-                       "(loop) and has no V or custom stage-to-rank map", what, 2 * P - 1);
+                       "(loop) and has no V or custom stage-to-rank map%s", what, 2 * P - 1,
+                       LOOP_HINT);
     for (int s = 0; s < S; s++)
         if (p->stage_dev[s] != s % P)
             return op_errf(err, OP_EINVAL,
                            "%s: stage %d is on device %d, but Megatron would run it on device "
                            "%d: it only knows the loop placement (global stage v*P + r on rank "
-                           "r), not this irregular one", what, s, p->stage_dev[s], s % P);
+                           "r), not this irregular one%s", what, s, p->stage_dev[s], s % P,
+                           LOOP_HINT);
     return OP_OK;
 }
 
