@@ -454,18 +454,21 @@ TEST(megatron_refusals) {
     CHECK(op_export_megatron(&p, &b, NULL, NULL, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "V placement");
     CHECK_STR_CONTAINS(e.msg, "v*P + r");
+    CHECK_STR_CONTAINS(e.msg, "(a plan made with --placement loop has the shape Megatron runs)");
     op_plan_free(&p);
     /* sequential (irregular for Megatron) */
     static const int sq[4] = {0, 0, 1, 1};
     mk_plan(&p, "ETTTTL", 2, 1, 4, f4, sq, 0, NULL);
     CHECK(op_export_megatron(&p, &b, NULL, NULL, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "stage 1 is on device 0, but Megatron would run it on device 1");
+    CHECK_STR_CONTAINS(e.msg, "(a plan made with --placement loop has the shape Megatron runs)");
     op_plan_free(&p);
     /* unequal */
     static const int f3[4] = {0, 2, 4, 6}, u[3] = {0, 1, 0};
     mk_plan(&p, "ETTTTL", 2, 1, 3, f3, u, 0, NULL);
     CHECK(op_export_megatron(&p, &b, NULL, NULL, &e) == OP_EINVAL);
     CHECK_STR_CONTAINS(e.msg, "device 0 holds 2 stages but device 1 holds 1");
+    CHECK_STR_CONTAINS(e.msg, "(a plan made with --placement loop has the shape Megatron runs)");
     op_plan_free(&p);
     /* MTP on pipeline rank 0 */
     static const int fm2[5] = {0, 2, 3, 4, 6}, dm2[4] = {0, 1, 0, 1};
