@@ -115,6 +115,15 @@ TEST(gap) {
 }
 
 /* GiB in messages: two decimals, and three significant digits where those would read 0.00 */
+TEST(gcd) {
+    CHECK_EQ_INT(op_gcd(12, 18), 6);
+    CHECK_EQ_INT(op_gcd(18, 12), 6);
+    CHECK_EQ_INT(op_gcd(0, 64), 64); /* the fold's start: gcd over a list begins at 0 */
+    CHECK_EQ_INT(op_gcd(64, 0), 64);
+    CHECK_EQ_INT(op_gcd(0, 0), 0);
+    CHECK_EQ_INT(op_gcd(7, 5), 1);
+}
+
 TEST(gib_text) {
     char b[32];
     CHECK(!strcmp(op_gib_text(72.0 * 1073741824.0, b, sizeof b), "72.00"));
@@ -158,6 +167,7 @@ int main(int argc, char **argv) {
     RUN(parse_numbers);
     RUN(names_and_errors_scrubbed);
     RUN(gap);
+    RUN(gcd);
     RUN(gib_text);
     RUN(flag_suggest);
     return check_report("util");

@@ -105,6 +105,8 @@ const char *op_gib_text(double bytes, char *buf, size_t n);
  * bound summed in another order than the makespan came out 1 ulp above it (one device: the
  * bound is the work itself), and the gap read "-0.00%". */
 double op_gap(double makespan_ms, double bound_ms);
+/* Greatest common divisor of a, b >= 0 (gcd(0, b) = b; 0 when both are 0). */
+int op_gcd(int a, int b);
 /* x for printf: a NaN without its sign bit.  The sign of a NaN is whatever the arithmetic that
  * made it left (the same diverged run printed "nan" on one CPU and "-nan" on another, since
  * OpenBLAS picks its kernels per CPU), and "-nan" means nothing more than "nan". */

@@ -361,8 +361,8 @@ double op_cli_min_mem_GiB(const op_cli_setup *s) {
     return m;
 }
 
-const char *op_cli_zero1_text(const op_train_cfg *t, char *buf, size_t cap) {
-    if (t->zero1 && t->dp > 1) snprintf(buf, cap, ", ZeRO-1 over dp %d", t->dp);
+const char *op_cli_zero1_text(int zero1, int dp, char *buf, size_t cap) {
+    if (zero1 && dp > 1) snprintf(buf, cap, ", ZeRO-1 over dp %d", dp);
     else if (cap) buf[0] = 0;
     return buf;
 }

@@ -58,8 +58,9 @@ void op_cli_setup_free(op_cli_setup *s);
  * then one line per device type to f ("  4 x h100-80gb (devices 0-3): 80 GiB, limit 72.00 GiB"),
  * and the label of device d's type for stage tables (NULL on a uniform cluster). */
 int op_cli_mixed(const op_cli_setup *s);
-/* ", ZeRO-1 over dp N" where ZeRO-1 shards the optimizer state (it changes memory); "" else. */
-const char *op_cli_zero1_text(const op_train_cfg *t, char *buf, size_t cap);
+/* ", ZeRO-1 over dp N" where ZeRO-1 shards the optimizer state over dp > 1 (it changes
+ * memory); "" else.  Returns buf. */
+const char *op_cli_zero1_text(int zero1, int dp, char *buf, size_t cap);
 /* The smallest memory among the listed devices (a cluster file's or --gpus'), else the GPU's:
  * the most one limit for every device can be. */
 double op_cli_min_mem_GiB(const op_cli_setup *s);

@@ -294,7 +294,7 @@ int cmd_compare(int argc, char **argv) {
                strlen(s.model.pattern) > 72 ? "pattern: octopipe models NAME" : s.model.pattern);
         char ep[64] = "", z1[40];
         if (s.train.ep > 1) snprintf(ep, sizeof ep, ", ep %d", s.train.ep);
-        snprintf(ep + strlen(ep), sizeof ep - strlen(ep), "%s", op_cli_zero1_text(&s.train, z1, sizeof z1));
+        snprintf(ep + strlen(ep), sizeof ep - strlen(ep), "%s", op_cli_zero1_text(s.train.zero1, s.train.dp, z1, sizeof z1));
         printf("%d devices (%s, nodes of %d), %d microbatches, seq %d, mbs %d, tp %d%s, %s%s\n",
                s.P, op_cli_mixed(&s) ? "mixed" : s.dev.name, s.pr.comm.none ? s.nodes_of : s.pr.comm.nodes_of, s.M, s.train.seq, s.train.mbs, s.train.tp, ep,
                !mem ? "memory not modelled (the profile has no memory fields)"

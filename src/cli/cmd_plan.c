@@ -315,7 +315,7 @@ int cmd_plan(int argc, char **argv) {
         snprintf(par, sizeof par, ", tp %d, ep %d", s.train.tp, s.train.ep);
     fprintf(info, "model %s: %d layers on %d devices (%s), %d microbatches%s%s\n", s.model.name,
            s.model.n_layers, s.P, op_cli_mixed(&s) ? "mixed" : s.dev.name, s.M, par,
-           op_cli_zero1_text(&s.train, z1, sizeof z1));
+           op_cli_zero1_text(s.train.zero1, s.train.dp, z1, sizeof z1));
     op_cli_print_types(info, &s);
     fprintf(info, "plan: %d stages, placement %s, %s\n", p.S, st.shape,
            p.stage_split[0] ? "split backward (I + W)" : "fused backward (B)");

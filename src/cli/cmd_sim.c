@@ -55,10 +55,10 @@ static void print_text(const char *path, const op_plan *p, const op_plan_file_in
     const op_pred *r = &p->pred;
     const double GiB = 1024.0 * 1024 * 1024;
     double gap = op_gap(r->makespan_ms, r->lower_bound_ms);
-    char par[80] = "", z1[40] = ""; /* the degrees the costs assume, as the plan records them */
-    if (p->zero1) snprintf(z1, sizeof z1, ", ZeRO-1 over dp %d", p->dp);
+    char par[80] = "", z1[40]; /* the degrees the costs assume, as the plan records them */
     if (p->tp > 1 || p->ep > 1 || p->zero1)
-        snprintf(par, sizeof par, " (costed at tp %d, ep %d%s)", p->tp, p->ep, z1);
+        snprintf(par, sizeof par, " (costed at tp %d, ep %d%s)", p->tp, p->ep,
+                 op_cli_zero1_text(p->zero1, p->dp, z1, sizeof z1));
     printf("plan %s: \"%s\" for %s: %d devices, %d microbatches, %d stages over %d layers%s\n",
            path, p->name, p->model[0] ? p->model : "(no model name)", p->P, p->M, p->S,
            p->n_layers, par);

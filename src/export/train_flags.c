@@ -125,10 +125,7 @@ void op_export_megatron_settings(const op_plan *p, op_megatron_kind kind, op_buf
                 n += kind == OP_MEGATRON_HYBRID ? (c == 'M' || c == '*' || c == '-' || c == '#')
                                                 : c == 'T';
             }
-            for (int a = n; a;) { /* g = gcd(g, n) */
-                int t = g % a;
-                g = a, a = t;
-            }
+            g = op_gcd(g, n);
             if (n > most) most = n;
         }
         if (g < 1) g = 1;

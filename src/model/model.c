@@ -38,12 +38,7 @@ int op_model_expert_gcd(const op_model *m) {
         const op_layer *l = &m->layers[i];
         if (l->has_measured || l->n_experts <= 0) continue;
         if (l->kind != OP_LAYER_MOE && l->ffn != OP_FFN_MOE) continue;
-        int a = l->n_experts, b = g;
-        while (b) { /* Euclid */
-            int r = a % b;
-            a = b, b = r;
-        }
-        g = a;
+        g = op_gcd(l->n_experts, g);
     }
     return g;
 }

@@ -232,9 +232,10 @@ void tn_baseline_bar(const op_problem *pr, const op_tune_opts *o, op_plan *best,
         /* every baseline sets the bar the summary reports, but only one whose layout
          * --placement admits may become the plan (ZB-V's V under --placement loop was returned,
          * and then refused by the Megatron export the user had asked for loop to get) */
-        int better = plan_fits(pr, &b) && (!*have || b.pred.makespan_ms < best->pred.makespan_ms * (1 - 1e-9)) &&
+        int fits = plan_fits(pr, &b);
+        int better = fits && (!*have || b.pred.makespan_ms < best->pred.makespan_ms * (1 - 1e-9)) &&
                      tn_shape_allowed(tn_shape_of(b.stage_dev, b.S, pr->P), o->placement);
-        if (plan_fits(pr, &b) && (st->best_baseline_ms <= 0 || b.pred.makespan_ms < st->best_baseline_ms)) {
+        if (fits && (st->best_baseline_ms <= 0 || b.pred.makespan_ms < st->best_baseline_ms)) {
             const char *rc = strstr(info.settings, "recompute=");
             st->best_baseline_ms = b.pred.makespan_ms;
             snprintf(st->best_baseline, sizeof st->best_baseline, "%s%s%.12s", *n, rc ? "+" : "",

@@ -250,6 +250,14 @@ double op_gap(double makespan_ms, double bound_ms) {
     return g < 0 && g > -1e-12 ? 0 : g;
 }
 
+int op_gcd(int a, int b) {
+    while (b) {
+        int r = a % b;
+        a = b, b = r;
+    }
+    return a;
+}
+
 double op_shown(double x) { return isnan(x) ? fabs(x) : x; }
 
 const char *op_gib_text(double bytes, char *buf, size_t n) {
